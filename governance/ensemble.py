@@ -1,0 +1,602 @@
+"""One uniform, immutable view of a fitted binary tree ensemble.
+
+Every supported library (scikit-learn forests and gradient boosting, XGBoost) is read
+into the same arrays per tree, so that VITE and MIRET never look at library objects.
+
+Node arrays of a tree are indexed by a tree-local node id (0 is the root). Each node also
+has a *position* in the complete binary tree of depth ``D`` (breadth-first, root 0,
+children of ``t`` at ``2t+1`` and ``2t+2``), as in the paper.
+
+Routing follows each library's own threshold convention: scikit-learn sends
+``x <= threshold`` left, XGBoost sends ``x < threshold`` left, and both compare in single
+precision, so :meth:`Ensemble.apply` reproduces the library's ``apply`` exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SUPPORTED_MODELS = (
+    "sklearn.ensemble.RandomForestClassifier",
+    "sklearn.ensemble.ExtraTreesClassifier",
+    "sklearn.ensemble.GradientBoostingClassifier",
+    "xgboost.XGBClassifier",
+    "xgboost.Booster (objective='binary:logistic')",
+    "sklearn.pipeline.Pipeline ending in one of the above",
+)
+
+LEFT_IF_LESS_EQUAL = "<="
+LEFT_IF_LESS = "<"
+
+
+class UnsupportedModelError(TypeError):
+    """Raised when a model cannot be read as a fitted binary tree ensemble."""
+
+    def __init__(self, model, reason: str):
+        name = f"{type(model).__module__}.{type(model).__qualname__}"
+        supported = "\n  - ".join(SUPPORTED_MODELS)
+        super().__init__(
+            f"Unsupported model {name}: {reason}.\nSupported models (fitted, binary "
+            f"classification):\n  - {supported}"
+        )
+
+
+def _frozen(array, dtype) -> np.ndarray:
+    out = np.array(array, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Arrays of one tree, indexed by tree-local node id (root is 0).
+
+    Attributes
+    ----------
+    feature : ndarray of int
+        Split feature of each node, ``-1`` at leaves.
+    threshold : ndarray of float
+        Split threshold of each node (``nan`` at leaves), in the ensemble's input units.
+    left, right : ndarray of int
+        Child node ids, ``-1`` at leaves.
+    value : ndarray of float
+        Leaf output: positive-class fraction for averaging ensembles, additive margin
+        for boosted ones (learning rate included). Defined at every node.
+    depth : ndarray of int
+        Level of each node (root 0).
+    position : ndarray of int
+        Breadth-first position in the complete binary tree (children ``2t+1``, ``2t+2``).
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    depth: np.ndarray = field(init=False)
+    position: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        feature = _frozen(self.feature, np.int64)
+        left = _frozen(self.left, np.int64)
+        right = _frozen(self.right, np.int64)
+        n = feature.shape[0]
+        if not (left.shape == right.shape == (n,)) or np.shape(self.threshold) != (n,):
+            raise ValueError("feature, threshold, left and right must have one entry per node")
+        is_leaf = left < 0
+        if np.any(is_leaf != (right < 0)) or np.any(is_leaf != (feature < 0)):
+            raise ValueError("a node is a leaf exactly when feature, left and right are -1")
+        depth = np.zeros(n, dtype=np.int64)
+        position = np.zeros(n, dtype=np.int64)
+        seen = np.zeros(n, dtype=bool)
+        seen[0] = True
+        frontier = np.array([0])
+        while frontier.size:
+            frontier = frontier[~is_leaf[frontier]]
+            children = np.concatenate([left[frontier], right[frontier]])
+            if np.any(seen[children]):
+                raise ValueError("the node arrays do not describe a tree (a node is reached twice)")
+            seen[children] = True
+            depth[children] = np.concatenate([depth[frontier] + 1] * 2)
+            position[children] = np.concatenate(
+                [2 * position[frontier] + 1, 2 * position[frontier] + 2]
+            )
+            frontier = children
+        if not seen.all():
+            raise ValueError("the node arrays do not describe a tree (unreachable nodes)")
+        object.__setattr__(self, "feature", feature)
+        object.__setattr__(self, "left", left)
+        object.__setattr__(self, "right", right)
+        object.__setattr__(self, "threshold", _frozen(self.threshold, np.float64))
+        object.__setattr__(self, "value", _frozen(self.value, np.float64))
+        object.__setattr__(self, "depth", _frozen(depth, np.int64))
+        object.__setattr__(self, "position", _frozen(position, np.int64))
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.feature.shape[0])
+
+    @property
+    def is_split(self) -> np.ndarray:
+        """Boolean mask of the nodes that apply a split."""
+        return self.feature >= 0
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth.max())
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """Uniform view of a fitted binary tree ensemble.
+
+    Attributes
+    ----------
+    trees : tuple of Tree
+    tree_weights : ndarray of float
+        ``w^e`` of the paper: 1 for averaging ensembles; uniform for a boosted ensemble
+        read without data, and the contribution weights of :func:`boosting_tree_weights`
+        (summing to 1) after :meth:`weighted_by_data`. Every weighted quantity in
+        :mod:`governance.vite` is invariant to the scale of the weights.
+    aggregation : {"average", "margin"}
+        ``"average"``: positive-class probability is the mean of the trees' leaf values.
+        ``"margin"``: it is ``sigmoid(base_margin + sum of leaf values)``.
+    base_margin : float
+        Initial margin of a boosted ensemble (0 for averaging ensembles).
+    left_if : {"<=", "<"}
+        Threshold convention: a sample goes left when ``x <= threshold`` (scikit-learn)
+        or ``x < threshold`` (XGBoost).
+    feature_names : tuple of str
+    classes : ndarray
+        The two class labels; ``classes[1]`` is the positive class.
+    preprocessor : object or None
+        The fitted Pipeline steps before the ensemble (a scikit-learn transformer).
+    scaler : MinMaxScaler or None
+        The MinMaxScaler right before the ensemble, if any: thresholds are in its output
+        (normalized) units and can be mapped back to raw units with it.
+    source : str
+        Qualified class name of the model that was read.
+    """
+
+    trees: tuple
+    tree_weights: np.ndarray
+    aggregation: str
+    base_margin: float
+    left_if: str
+    feature_names: tuple
+    classes: np.ndarray
+    preprocessor: object = None
+    scaler: object = None
+    source: str = "arrays"
+
+    def __post_init__(self):
+        if not self.trees:
+            raise ValueError("an ensemble needs at least one tree")
+        if self.aggregation not in ("average", "margin"):
+            raise ValueError("aggregation must be 'average' or 'margin'")
+        if self.left_if not in (LEFT_IF_LESS_EQUAL, LEFT_IF_LESS):
+            raise ValueError("left_if must be '<=' or '<'")
+        weights = _frozen(self.tree_weights, np.float64)
+        if weights.shape != (len(self.trees),) or np.any(weights < 0) or weights.sum() <= 0:
+            raise ValueError("tree_weights must be one non-negative weight per tree, not all 0")
+        classes = np.asarray(self.classes)
+        if classes.shape != (2,):
+            raise ValueError("an ensemble here is a binary classifier: give two classes")
+        n_features = len(self.feature_names)
+        for tree in self.trees:
+            if tree.feature.max(initial=-1) >= n_features:
+                raise ValueError("a split uses a feature index beyond feature_names")
+        object.__setattr__(self, "trees", tuple(self.trees))
+        object.__setattr__(self, "tree_weights", weights)
+        object.__setattr__(self, "feature_names", tuple(str(n) for n in self.feature_names))
+        classes = classes.copy()
+        classes.setflags(write=False)
+        object.__setattr__(self, "classes", classes)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(
+        cls,
+        trees,
+        n_features=None,
+        feature_names=None,
+        tree_weights=None,
+        aggregation="average",
+        base_margin=0.0,
+        left_if=LEFT_IF_LESS_EQUAL,
+        classes=(0, 1),
+    ) -> Ensemble:
+        """Build an ensemble from plain arrays (for tests and hand-made examples).
+
+        Parameters
+        ----------
+        trees : sequence of Tree or of dict
+            Each dict has ``feature``, ``threshold``, ``left``, ``right`` and optionally
+            ``value`` (default 0 everywhere).
+        n_features : int, optional
+            Needed when ``feature_names`` is not given.
+        """
+        built = []
+        for tree in trees:
+            if not isinstance(tree, Tree):
+                n = len(tree["feature"])
+                tree = Tree(
+                    feature=tree["feature"],
+                    threshold=tree.get("threshold", np.full(n, np.nan)),
+                    left=tree["left"],
+                    right=tree["right"],
+                    value=tree.get("value", np.zeros(n)),
+                )
+            built.append(tree)
+        if feature_names is None:
+            if n_features is None:
+                raise ValueError("give n_features or feature_names")
+            feature_names = [f"x{j}" for j in range(n_features)]
+        weights = np.ones(len(built)) if tree_weights is None else tree_weights
+        return cls(
+            trees=tuple(built),
+            tree_weights=weights,
+            aggregation=aggregation,
+            base_margin=float(base_margin),
+            left_if=left_if,
+            feature_names=tuple(feature_names),
+            classes=np.asarray(classes),
+        )
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_trees(self) -> int:
+        return len(self.trees)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+    @property
+    def max_depth(self) -> int:
+        """Maximum depth ``D`` over the trees (levels of splits are ``0..D-1``)."""
+        return max(tree.max_depth for tree in self.trees)
+
+    # ------------------------------------------------------------------ prediction
+    def transform(self, X_raw) -> np.ndarray:
+        """Apply the preprocessing steps (if any) to raw input, as the model would."""
+        X = X_raw if self.preprocessor is None else self.preprocessor.transform(X_raw)
+        return np.asarray(X, dtype=np.float64)
+
+    def _check_X(self, X) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(
+                f"X must be a 2-D array with {self.n_features} columns "
+                f"({', '.join(self.feature_names[:5])}...), got shape {X.shape}"
+            )
+        return X
+
+    def _padded(self):
+        """Node arrays of all trees padded into (n_trees, max_nodes) matrices."""
+        cached = self.__dict__.get("_padded_cache")
+        if cached is not None:
+            return cached
+        width = max(tree.n_nodes for tree in self.trees)
+        feature = np.full((self.n_trees, width), -1, dtype=np.int64)
+        threshold = np.zeros((self.n_trees, width))
+        left = np.zeros((self.n_trees, width), dtype=np.int64)
+        right = np.zeros((self.n_trees, width), dtype=np.int64)
+        value = np.zeros((self.n_trees, width))
+        position = np.zeros((self.n_trees, width), dtype=np.int64)
+        for e, tree in enumerate(self.trees):
+            n = tree.n_nodes
+            split = tree.is_split
+            feature[e, :n] = tree.feature
+            threshold[e, :n] = np.where(split, tree.threshold, 0.0)
+            # A leaf points to itself, so routing for D steps is a no-op once there.
+            left[e, :n] = np.where(split, tree.left, np.arange(n))
+            right[e, :n] = np.where(split, tree.right, np.arange(n))
+            value[e, :n] = tree.value
+            position[e, :n] = tree.position
+        if self.left_if == LEFT_IF_LESS:  # XGBoost compares float32 to float32
+            threshold = threshold.astype(np.float32).astype(np.float64)
+        cached = (feature, threshold, left, right, value, position)
+        object.__setattr__(self, "_padded_cache", cached)
+        return cached
+
+    def apply(self, X) -> np.ndarray:
+        """Leaf node id (tree-local) reached by each sample in each tree.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input in the ensemble's own units (after any preprocessing).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_trees)
+        """
+        X = self._check_X(X).astype(np.float32).astype(np.float64)
+        feature, threshold, left, right, _, _ = self._padded()
+        tree_index = np.arange(self.n_trees)[None, :]
+        node = np.zeros((X.shape[0], self.n_trees), dtype=np.int64)
+        rows = np.arange(X.shape[0])[:, None]
+        for _ in range(self.max_depth):
+            f = feature[tree_index, node]
+            x = X[rows, np.maximum(f, 0)]
+            thr = threshold[tree_index, node]
+            go_left = x <= thr if self.left_if == LEFT_IF_LESS_EQUAL else x < thr
+            node = np.where(go_left, left[tree_index, node], right[tree_index, node])
+        return node
+
+    def apply_positions(self, X) -> np.ndarray:
+        """Breadth-first position of the leaf reached by each sample in each tree."""
+        node = self.apply(X)
+        position = self._padded()[5]
+        return position[np.arange(self.n_trees)[None, :], node]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, shape (n_samples, 2), columns in ``classes`` order."""
+        node = self.apply(X)
+        leaf_value = self._padded()[4][np.arange(self.n_trees)[None, :], node]
+        if self.aggregation == "average":
+            positive = leaf_value.mean(axis=1)
+        else:
+            positive = 1.0 / (1.0 + np.exp(-(self.base_margin + leaf_value.sum(axis=1))))
+        return np.column_stack([1.0 - positive, positive])
+
+    def predict(self, X) -> np.ndarray:
+        """Class labels; ties (probability exactly 0.5) go to ``classes[0]``."""
+        return self.classes[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
+
+    def weighted_by_data(self, X) -> Ensemble:
+        """A copy whose boosted-tree weights come from data (:func:`boosting_tree_weights`).
+
+        Averaging ensembles keep weight 1 per tree; a boosted view read without data
+        has uniform weights until this is called.
+        """
+        if self.aggregation == "average":
+            return self
+        return self.with_tree_weights(boosting_tree_weights(self, X))
+
+    def with_tree_weights(self, tree_weights) -> Ensemble:
+        """A copy of this view with other tree weights ``w^e``."""
+        return Ensemble(
+            trees=self.trees,
+            tree_weights=tree_weights,
+            aggregation=self.aggregation,
+            base_margin=self.base_margin,
+            left_if=self.left_if,
+            feature_names=self.feature_names,
+            classes=self.classes,
+            preprocessor=self.preprocessor,
+            scaler=self.scaler,
+            source=self.source,
+        )
+
+
+def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
+    """Contribution weights of boosted trees over data ``X`` (after Tan et al. 2020).
+
+    Tree ``e`` moves every sample's margin from ``F_{e-1}(x)`` to ``F_e(x)``; its weight
+    is the variance over ``X`` of the change in predicted positive-class probability
+    ``sigmoid(F_e(x)) - sigmoid(F_{e-1}(x))``, normalized so that the weights sum to 1.
+    Trees that move no probability get weight 0 (if all do, weights are uniform).
+
+    For averaging ensembles the weights are uniform (``1/|E|``).
+    """
+    if ensemble.aggregation == "average":
+        return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
+    node = ensemble.apply(X)
+    leaf_value = ensemble._padded()[4][np.arange(ensemble.n_trees)[None, :], node]
+    margins = ensemble.base_margin + np.cumsum(leaf_value, axis=1)
+    margins = np.column_stack([np.full(node.shape[0], ensemble.base_margin), margins])
+    proba = 1.0 / (1.0 + np.exp(-margins))
+    variance = np.diff(proba, axis=1).var(axis=0)
+    total = variance.sum()
+    if total <= 0:
+        return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
+    return variance / total
+
+
+# ---------------------------------------------------------------------- readers
+def _qualified(model) -> str:
+    return f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def _sklearn_tree(estimator, value) -> Tree:
+    t = estimator.tree_
+    leaf = t.children_left < 0
+    return Tree(
+        feature=np.where(leaf, -1, t.feature),
+        threshold=np.where(leaf, np.nan, t.threshold),
+        left=t.children_left,
+        right=t.children_right,
+        value=value,
+    )
+
+
+def _check_binary(model, classes):
+    if classes is None:
+        raise UnsupportedModelError(model, "it is not fitted (call fit first)")
+    if len(classes) != 2:
+        raise UnsupportedModelError(
+            model, f"it has {len(classes)} classes; only binary classifiers are supported"
+        )
+
+
+def _feature_names(model, n_features):
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        return [str(n) for n in names]
+    return [f"x{j}" for j in range(n_features)]
+
+
+def _read_sklearn_forest(model) -> dict:
+    classes = getattr(model, "classes_", None)
+    _check_binary(model, classes)
+    trees = []
+    for est in model.estimators_:
+        # tree_.value holds per-node class fractions (weighted by bootstrap counts);
+        # their mean over trees is RandomForestClassifier.predict_proba.
+        fractions = est.tree_.value[:, 0, :]
+        positive = fractions[:, 1] / fractions.sum(axis=1)
+        trees.append(_sklearn_tree(est, positive))
+    return dict(
+        trees=tuple(trees),
+        tree_weights=np.ones(len(trees)),
+        aggregation="average",
+        base_margin=0.0,
+        left_if=LEFT_IF_LESS_EQUAL,
+        classes=np.asarray(classes),
+        feature_names=_feature_names(model, model.n_features_in_),
+    )
+
+
+def _read_sklearn_boosting(model) -> dict:
+    classes = getattr(model, "classes_", None)
+    _check_binary(model, classes)
+    lr = model.learning_rate
+    trees = [_sklearn_tree(est[0], lr * est[0].tree_.value[:, 0, 0]) for est in model.estimators_]
+    probe = np.zeros((1, model.n_features_in_))
+    tree_sum = sum(est[0].predict(probe)[0] for est in model.estimators_)
+    base_margin = float(model.decision_function(probe)[0] - lr * tree_sum)
+    return dict(
+        trees=tuple(trees),
+        tree_weights=None,
+        aggregation="margin",
+        base_margin=base_margin,
+        left_if=LEFT_IF_LESS_EQUAL,
+        classes=np.asarray(classes),
+        feature_names=_feature_names(model, model.n_features_in_),
+    )
+
+
+def _logit(p: float) -> float:
+    return float(np.log(p / (1.0 - p)))
+
+
+def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
+    owner = model if model is not None else booster
+    config = json.loads(booster.save_config())
+    learner = config["learner"]
+    objective = learner["objective"]["name"]
+    if objective != "binary:logistic":
+        raise UnsupportedModelError(
+            owner, f"objective is {objective!r}; only 'binary:logistic' is supported"
+        )
+    booster_kind = learner["gradient_booster"]["name"]
+    if booster_kind != "gbtree":
+        raise UnsupportedModelError(owner, f"booster is {booster_kind!r}; only 'gbtree' is")
+    raw = json.loads(bytes(booster.save_raw(raw_format="json")))
+    dump = raw["learner"]["gradient_booster"]["model"]
+    base_score = raw["learner"]["learner_model_param"]["base_score"]
+    base_score = float(str(base_score).strip("[]").split(",")[0])
+    trees = []
+    for t in dump["trees"]:
+        left = np.asarray(t["left_children"], dtype=np.int64)
+        right = np.asarray(t["right_children"], dtype=np.int64)
+        leaf = left < 0
+        conditions = np.asarray(t["split_conditions"], dtype=np.float32).astype(np.float64)
+        trees.append(
+            Tree(
+                feature=np.where(leaf, -1, np.asarray(t["split_indices"], dtype=np.int64)),
+                threshold=np.where(leaf, np.nan, conditions),
+                left=left,
+                right=right,
+                value=np.where(leaf, conditions, 0.0),  # a leaf's value sits in split_conditions
+            )
+        )
+    n_features = int(raw["learner"]["learner_model_param"]["num_feature"])
+    names = booster.feature_names or [f"x{j}" for j in range(n_features)]
+    return dict(
+        trees=tuple(trees),
+        tree_weights=None,
+        aggregation="margin",
+        base_margin=_logit(base_score),
+        left_if=LEFT_IF_LESS,
+        classes=np.asarray(classes if classes is not None else (0, 1)),
+        feature_names=list(names),
+    )
+
+
+def _read_estimator(model) -> dict:
+    """Dispatch on the estimator type; raises UnsupportedModelError."""
+    from sklearn.ensemble import (
+        ExtraTreesClassifier,
+        GradientBoostingClassifier,
+        RandomForestClassifier,
+    )
+
+    if isinstance(model, (RandomForestClassifier, ExtraTreesClassifier)):
+        if not hasattr(model, "estimators_"):
+            raise UnsupportedModelError(model, "it is not fitted (call fit first)")
+        return _read_sklearn_forest(model)
+    if isinstance(model, GradientBoostingClassifier):
+        if not hasattr(model, "estimators_"):
+            raise UnsupportedModelError(model, "it is not fitted (call fit first)")
+        return _read_sklearn_boosting(model)
+    try:
+        import xgboost
+    except ImportError:  # pragma: no cover - xgboost is a dependency
+        xgboost = None
+    if xgboost is not None:
+        if isinstance(model, xgboost.XGBClassifier):
+            try:
+                booster = model.get_booster()
+            except xgboost.core.XGBoostError:
+                raise UnsupportedModelError(model, "it is not fitted (call fit first)") from None
+            classes = getattr(model, "classes_", None)
+            _check_binary(model, classes)
+            read = _read_xgboost_booster(booster, model, classes)
+            if getattr(model, "feature_names_in_", None) is not None:
+                read["feature_names"] = [str(n) for n in model.feature_names_in_]
+            return read
+        if isinstance(model, xgboost.Booster):
+            return _read_xgboost_booster(model)
+    raise UnsupportedModelError(model, "it is not a supported tree ensemble classifier")
+
+
+def read_ensemble(model) -> Ensemble:
+    """Read a fitted binary tree-ensemble classifier into an :class:`Ensemble`.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted RandomForestClassifier, ExtraTreesClassifier,
+        GradientBoostingClassifier, XGBClassifier, ``xgboost.Booster`` with
+        ``objective='binary:logistic'``, or a scikit-learn Pipeline whose last step is
+        one of these.
+
+    Returns
+    -------
+    Ensemble
+
+    Raises
+    ------
+    UnsupportedModelError
+        For any other model (regressor, multiclass, linear, unfitted, ...).
+    """
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    preprocessor = scaler = None
+    final = model
+    if isinstance(model, Pipeline):
+        final = model.steps[-1][1]
+        if len(model.steps) > 1:
+            preprocessor = model[:-1]
+            before = model.steps[-2][1]
+            if isinstance(before, MinMaxScaler):
+                scaler = before
+    read = _read_estimator(final)
+    if isinstance(model, Pipeline) and getattr(model, "feature_names_in_", None) is not None:
+        if preprocessor is None or scaler is not None and len(model.steps) == 2:
+            read["feature_names"] = [str(n) for n in model.feature_names_in_]
+    weights = read.pop("tree_weights")
+    return Ensemble(
+        tree_weights=np.ones(len(read["trees"])) if weights is None else weights,
+        preprocessor=preprocessor,
+        scaler=scaler,
+        source=_qualified(model if final is model else final),
+        **read,
+    )
