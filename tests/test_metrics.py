@@ -1,0 +1,82 @@
+"""Metrics of a surrogate on hand-checkable cases."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from governance.ensemble import Ensemble
+from governance.metrics import (
+    accuracy,
+    effective_depth,
+    feature_counts,
+    fidelity,
+    proximity_agreement,
+    surrogate_metrics,
+)
+from governance.miret.tree import SurrogateTree
+
+
+def _stump_forest():
+    """Two stumps on x0 <= 0.5 with leaf fractions: ensemble predicts 1 iff x0 > 0.5."""
+    stump = dict(feature=[0, -1, -1], threshold=[0.5, np.nan, np.nan], left=[1, -1, -1],
+                 right=[2, -1, -1], value=[0.5, 0.0, 1.0])
+    return Ensemble.from_arrays([stump, stump], n_features=2)
+
+
+def _depth2_tree():
+    # root: x0 - 0.5 <= 0 goes left; node 1: dummy (all left); node 2: x1 - 0.5 <= 0 left.
+    coef = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
+    intercept = np.array([-0.5, 0.0, -0.5])
+    return SurrogateTree(coef, intercept, depth=2, feature_names=("x0", "x1"), classes=(0, 1))
+
+
+def test_agreement_rates():
+    assert fidelity([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
+    assert accuracy(np.array(["a", "b"]), np.array(["a", "a"])) == 0.5
+    with pytest.raises(ValueError, match="equal length"):
+        fidelity([0, 1], [0])
+    with pytest.raises(ValueError, match="empty"):
+        accuracy([], [])
+
+
+def test_proximity_agreement_counts_shared_leaves():
+    pairs = sp.csr_matrix(([1.0, 0.9, 0.95], ([0, 0, 1], [1, 2, 3])), shape=(4, 4))
+    fraction, n_pairs = proximity_agreement(pairs, np.array([7, 7, 8, 7]))
+    assert n_pairs == 3
+    assert fraction == pytest.approx(2 / 3)
+    fraction, n_pairs = proximity_agreement(sp.csr_matrix((4, 4)), np.zeros(4))
+    assert n_pairs == 0 and np.isnan(fraction)
+
+
+def test_feature_counts_and_effective_depth():
+    tree = _depth2_tree()
+    assert feature_counts(tree) == (2, 2)
+    X = np.array([[0.2, 0.1], [0.8, 0.2], [0.9, 0.9]])
+    # Root separates; node 1 is dummy; node 2 separates samples 1 and 2.
+    assert effective_depth(tree, X) == 2
+    # A single sample never reaches both sides of a node, so no split is effective.
+    assert effective_depth(tree, X[:1]) == 0
+
+
+def test_surrogate_metrics_exact_values():
+    ensemble = _stump_forest()
+    tree = _depth2_tree()
+    X_train = np.array([[0.2, 0.1], [0.8, 0.2], [0.9, 0.9], [0.1, 0.7]])
+    y_train = np.array([0, 1, 1, 1])
+    X_test = np.array([[0.6, 0.3], [0.7, 0.8]])
+    metrics = surrogate_metrics(ensemble, tree, X_train, X_test, y_train, np.array([1, 0]),
+                                proximity_threshold=1.0)
+    # Ensemble: [0,1,1,0]; tree leaves: 3(0),5(0),6(1),3(0) -> predictions [0,0,1,0].
+    assert metrics["train_fidelity"] == 0.75
+    assert metrics["train_accuracy_surrogate"] == 0.5
+    assert metrics["train_accuracy_ensemble"] == 0.75
+    # Train pairs with m = 1: (0,3) and (1,2) share both stump leaves.
+    assert metrics["train_proximity_pairs"] == 2
+    # Test: ensemble [1,1]; tree [0 (leaf 5), 1 (leaf 6)]; the single pair is split.
+    assert metrics["test_fidelity"] == 0.5
+    assert metrics["test_accuracy_ensemble"] == 0.5
+    assert metrics["test_proximity_pairs"] == 1
+    assert metrics["test_proximity_agreement"] == 0.0
+    assert metrics["n_features_used"] == 2
+    assert metrics["n_feature_uses"] == 2
+    assert metrics["effective_depth"] == 2
