@@ -24,4 +24,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check governance flavors cli examples tests
 
 clean:
-	rm -rf $(VENV) demo-output mlflow.db mlartifacts
+	rm -rf $(VENV) demo-output mlflow.db mlartifacts mlruns

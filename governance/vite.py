@@ -1,0 +1,304 @@
+"""VITE quantities of a tree ensemble: feature frequencies, threshold ranges, proximity.
+
+Definitions follow the paper (section "VITE" and "Incorporating TE-driven information").
+Every weighted quantity uses the tree weights ``w^e`` of the :class:`Ensemble` and is
+invariant to their scale: sums of weights replace tree counts in the denominators, so
+with ``w^e = 1`` each quantity is exactly the paper's.
+
+- Level frequency ``f_{j,d}``: weighted uses of feature ``j`` at level ``d`` over either
+  the weighted number of splitting nodes at that level (``"splits"``, the VITE heatmap;
+  each level sums to 1) or ``(sum_e w^e) 2^d`` (``"nodes"``, eq. ``miret_frequency``).
+- Node frequency ``f^node_{t,j}``: the same per breadth-first branch position ``t``.
+- Threshold ranges ``[l_j, u_j]``: smallest and largest threshold on feature ``j`` at
+  position ``t`` over the trees that split there on ``j``.
+- Proximity ``m_ik = sum_e w^e 1(i,k,e) / sum_e w^e``: weighted share of trees in which
+  samples ``i`` and ``k`` end in the same leaf.
+- Class probability ``p^i = max_c p^i_c`` of the ensemble's prediction.
+
+Inputs ``X`` are in the ensemble's own units (after preprocessing, see
+:meth:`Ensemble.transform`), as for :meth:`Ensemble.apply`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from governance.ensemble import Ensemble
+
+DENOMINATORS = ("splits", "nodes")
+MAX_NODE_DEPTH = 16
+"""Deepest ensemble for which per-position quantities are tabulated (2^D - 1 rows)."""
+
+_BLOCK_BYTES = 64 * 2**20
+_DENSE_INCIDENCE_BYTES = 256 * 2**20
+
+
+def _split_nodes(ensemble: Ensemble):
+    """Feature, level, position, threshold, tree weight and tree index of every split."""
+    parts = []
+    for e, tree in enumerate(ensemble.trees):
+        split = tree.is_split
+        parts.append(
+            (
+                tree.feature[split],
+                tree.depth[split],
+                tree.position[split],
+                tree.threshold[split],
+                np.full(int(split.sum()), ensemble.tree_weights[e]),
+                np.full(int(split.sum()), e),
+            )
+        )
+    return tuple(np.concatenate(column) for column in zip(*parts))
+
+
+def _safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(numerator, dtype=np.float64)
+    np.divide(numerator, denominator, out=out, where=denominator > 0)
+    return out
+
+
+def level_frequency(ensemble: Ensemble, denominator: str = "splits") -> pd.DataFrame:
+    """Level frequency ``f_{j,d}`` of every feature at every level ``d = 0..D-1``.
+
+    Parameters
+    ----------
+    ensemble : Ensemble
+    denominator : {"splits", "nodes"}
+        ``"splits"``: weighted number of nodes that split at level ``d`` (paper's
+        Definition "Level Frequency", the VITE heatmap; each level sums to 1).
+        ``"nodes"``: ``(sum_e w^e) 2^d``, every node of a complete tree (eq.
+        ``miret_frequency``, used by MIRET).
+
+    Returns
+    -------
+    DataFrame
+        Index: feature names; columns: levels ``0..D-1`` (int); values: fractions.
+    """
+    if denominator not in DENOMINATORS:
+        raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
+    depth = ensemble.max_depth
+    feature, level, _, _, weight, _ = _split_nodes(ensemble)
+    uses = np.zeros((ensemble.n_features, depth))
+    np.add.at(uses, (feature, level), weight)
+    if denominator == "splits":
+        total = uses.sum(axis=0)
+    else:
+        total = ensemble.tree_weights.sum() * 2.0 ** np.arange(depth)
+    return pd.DataFrame(
+        _safe_divide(uses, total[None, :]),
+        index=pd.Index(ensemble.feature_names, name="feature"),
+        columns=pd.Index(range(depth), name="level"),
+    )
+
+
+def _check_node_depth(ensemble: Ensemble):
+    if ensemble.max_depth > MAX_NODE_DEPTH:
+        raise ValueError(
+            f"the ensemble has depth {ensemble.max_depth}: per-node VITE quantities cover "
+            f"2^D - 1 branch positions and are only tabulated up to depth {MAX_NODE_DEPTH}; "
+            "train the ensemble with a smaller max_depth"
+        )
+
+
+def node_frequency(ensemble: Ensemble) -> pd.DataFrame:
+    """Node frequency ``f^node_{t,j}`` at every branch position ``t = 0..2^D-2``.
+
+    The denominator of a position is the weighted number of trees that split there;
+    positions where no tree splits (a leaf above level ``D`` in every tree) are rows of
+    zeros, as in the paper.
+
+    Returns
+    -------
+    DataFrame
+        Index: breadth-first positions ``0..2^D-2``; columns: feature names.
+    """
+    _check_node_depth(ensemble)
+    n_positions = 2**ensemble.max_depth - 1
+    feature, _, position, _, weight, _ = _split_nodes(ensemble)
+    uses = np.zeros((n_positions, ensemble.n_features))
+    np.add.at(uses, (position, feature), weight)
+    return pd.DataFrame(
+        _safe_divide(uses, uses.sum(axis=1)[:, None]),
+        index=pd.Index(range(n_positions), name="position"),
+        columns=pd.Index(ensemble.feature_names, name="feature"),
+    )
+
+
+def threshold_ranges(ensemble: Ensemble) -> pd.DataFrame:
+    """Range ``[l_j, u_j]`` of split thresholds per branch position and feature.
+
+    Returns
+    -------
+    DataFrame
+        One row per (position, feature) used by at least one tree, sorted by position
+        and feature index, with columns ``position``, ``feature`` (name), ``low``,
+        ``high`` (ensemble input units, normalized when the ensemble has a
+        MinMaxScaler) and ``count`` (number of trees splitting there on that feature).
+        With a known ``ensemble.scaler`` also ``low_raw`` and ``high_raw``: the same
+        thresholds in raw input units, ``(threshold - min_) / scale_``.
+    """
+    _check_node_depth(ensemble)
+    feature, _, position, threshold, _, _ = _split_nodes(ensemble)
+    key = position * ensemble.n_features + feature
+    keys, group = np.unique(key, return_inverse=True)
+    low = np.full(keys.size, np.inf)
+    high = np.full(keys.size, -np.inf)
+    np.minimum.at(low, group, threshold)
+    np.maximum.at(high, group, threshold)
+    used_feature = keys % ensemble.n_features
+    table = pd.DataFrame(
+        {
+            "position": keys // ensemble.n_features,
+            "feature": np.asarray(ensemble.feature_names, dtype=object)[used_feature],
+            "low": low,
+            "high": high,
+            "count": np.bincount(group, minlength=keys.size),
+        }
+    )
+    scaler = ensemble.scaler
+    if scaler is not None:
+        table["low_raw"] = (low - scaler.min_[used_feature]) / scaler.scale_[used_feature]
+        table["high_raw"] = (high - scaler.min_[used_feature]) / scaler.scale_[used_feature]
+    return table
+
+
+# ---------------------------------------------------------------------- proximity
+def _leaf_columns(ensemble: Ensemble, X) -> np.ndarray:
+    """Leaf of each sample in each tree, numbered globally over all trees' nodes."""
+    leaves = ensemble.apply(X)
+    offsets = np.cumsum([0] + [tree.n_nodes for tree in ensemble.trees[:-1]])
+    return leaves + offsets[None, :]
+
+
+def _proximity_weights(ensemble: Ensemble) -> tuple[np.ndarray, bool]:
+    """Tree weights for proximity; equal weights become ones (exact tree counts)."""
+    weights = ensemble.tree_weights
+    uniform = bool(np.all(weights == weights[0]))
+    return (np.ones_like(weights) if uniform else weights), uniform
+
+
+def proximity(ensemble: Ensemble, X) -> np.ndarray:
+    """Dense proximity matrix ``m_ik`` (for small ``n``; see :func:`proximity_pairs`).
+
+    Parameters
+    ----------
+    ensemble : Ensemble
+    X : array-like of shape (n, n_features)
+        Samples in the ensemble's input units.
+
+    Returns
+    -------
+    ndarray of shape (n, n)
+        Symmetric, 1 on the diagonal.
+    """
+    leaves = ensemble.apply(X)
+    weights, _ = _proximity_weights(ensemble)
+    return _pair_proximity(leaves, weights, None, None)
+
+
+def _pair_proximity(leaves, weights, rows, cols) -> np.ndarray:
+    """``m_ik`` of the pairs ``(rows, cols)``, or of all pairs when rows is None.
+
+    Trees are accumulated one by one in the same order in both cases, so the dense
+    matrix and the pairs of :func:`proximity_pairs` hold identical numbers.
+    """
+    if rows is None:
+        shared = np.zeros((leaves.shape[0], leaves.shape[0]))
+    else:
+        shared = np.zeros(rows.size)
+    for e in range(leaves.shape[1]):
+        column = leaves[:, e]
+        same = column[:, None] == column[None, :] if rows is None else column[rows] == column[cols]
+        shared += weights[e] * same
+    # Sequential sum, as above: pairs sharing every leaf get exactly 1.
+    return shared / np.cumsum(weights)[-1]
+
+
+def proximity_pairs(ensemble: Ensemble, X, threshold: float) -> sparse.csr_matrix:
+    """Pairs ``(i, k)``, ``i < k``, whose proximity is at least ``threshold``.
+
+    This is the paper's set ``U_TE(threshold)``. It is computed by blocks of rows as a
+    product of the one-hot leaf incidence matrix with itself (float32), so no dense
+    ``n x n`` matrix is built; memory is the incidence matrix, one block of products and
+    the pairs returned.
+
+    Parameters
+    ----------
+    ensemble : Ensemble
+    X : array-like of shape (n, n_features)
+        Samples in the ensemble's input units.
+    threshold : float
+        Proximity threshold ``m`` in ``(0, 1]``.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n, n)
+        Strictly upper triangular; ``data`` holds ``m_ik`` (float64) of the kept pairs,
+        the same numbers as :func:`proximity`.
+    """
+    threshold = float(threshold)
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    leaves = _leaf_columns(ensemble, X)
+    n, n_trees = leaves.shape
+    weights, uniform = _proximity_weights(ensemble)
+    # With equal weights the product counts shared trees exactly (integers in float32);
+    # otherwise (entries sqrt(w^e / sum w)) it preselects candidates with a margin, and
+    # those are recomputed exactly.
+    entries = weights if uniform else np.sqrt(weights / weights.sum())
+    _, columns = np.unique(leaves, return_inverse=True)
+    n_leaves = int(columns.max()) + 1 if n else 0
+    incidence = sparse.csr_matrix(
+        (
+            np.tile(entries, n).astype(np.float32),
+            columns.ravel(),
+            np.arange(0, n * n_trees + 1, n_trees),
+        ),
+        shape=(n, n_leaves),
+    )
+    if n * n_leaves * 4 <= _DENSE_INCIDENCE_BYTES:
+        incidence = incidence.toarray()
+    scale = float(n_trees) if uniform else 1.0
+    cut = np.float32(threshold * scale - 1e-6 * (n_trees + 1))
+    block = max(1, _BLOCK_BYTES // (4 * max(n, 1)))
+    found = []
+    for start in range(0, n, block):
+        product = incidence[start : start + block] @ incidence[start:].T
+        if sparse.issparse(product):
+            product = product.tocoo()  # keeps csr's row order
+            keep = product.data >= cut
+            r, c, v = product.row[keep], product.col[keep], product.data[keep]
+        else:
+            r, c = np.nonzero(product >= cut)
+            v = product[r, c]
+        upper = c > r  # columns start at ``start`` too, so c > r means k > i
+        r, c, v = r[upper] + start, c[upper] + start, v[upper]
+        if uniform:
+            v = v.astype(np.float64) / n_trees
+        else:
+            v = _pair_proximity(leaves, weights, r, c)
+        keep = v >= threshold
+        found.append((r[keep].astype(np.int32), c[keep].astype(np.int32), v[keep]))
+    rows, cols, values = (np.concatenate(part) for part in zip(*found)) if n else ([],) * 3
+    # Rows come out in increasing order, so the CSR row pointer is a running count.
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    pairs = sparse.csr_matrix((values, cols, indptr), shape=(n, n))
+    pairs.sort_indices()
+    return pairs
+
+
+def class_probability(ensemble: Ensemble, X) -> np.ndarray:
+    """Class probability ``p^i = max_c p^i_c`` of the ensemble's prediction.
+
+    For averaging ensembles ``p^i_c`` is the mean over trees of the class fraction in
+    the sample's leaf (the paper's definition, scikit-learn's ``predict_proba``); for
+    boosted ensembles it is the model's own predicted probability.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        Values in ``[0.5, 1]``.
+    """
+    return ensemble.predict_proba(X).max(axis=1)

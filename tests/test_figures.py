@@ -1,0 +1,103 @@
+"""VITE figures: files are written, and the tree stays legible with many features."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from governance import vite
+from governance.ensemble import read_ensemble
+from governance.report import figures
+
+FILES = ["level_frequency.png", "level_frequency.svg", "vite_tree.png", "vite_tree.svg"]
+
+
+def _check_files(paths, out_dir):
+    assert [p.name for p in paths] == FILES
+    for path in paths:
+        assert path.parent == out_dir and path.stat().st_size > 1000
+        head = path.read_bytes()[:200]
+        if path.suffix == ".png":
+            assert head.startswith(b"\x89PNG\r\n\x1a\n")
+        else:
+            assert b"<svg" in path.read_bytes()[:2000] and head.startswith(b"<?xml")
+
+
+def test_save_vite_figures_for_a_small_forest(breast_cancer, tmp_path):
+    X, y = breast_cancer
+    model = RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0).fit(X, y)
+    out_dir = tmp_path / "vite"
+    _check_files(figures.save_vite_figures(read_ensemble(model), out_dir), out_dir)
+
+
+@pytest.fixture(scope="module")
+def wide_ensemble():
+    """60 features (like Sonar), scaled: many features per node, raw-unit intervals."""
+    X, y = make_classification(n_samples=300, n_features=60, n_informative=30, random_state=0)
+    pipeline = make_pipeline(
+        MinMaxScaler(),
+        RandomForestClassifier(n_estimators=40, max_depth=3, max_features=None, random_state=0),
+    )
+    return read_ensemble(pipeline.fit(X * 100, y))
+
+
+def test_save_vite_figures_for_60_features(wide_ensemble, tmp_path):
+    _check_files(figures.save_vite_figures(wide_ensemble, tmp_path), tmp_path)
+
+
+def test_tree_folds_rarely_used_features_and_shows_raw_intervals(wide_ensemble):
+    frequency = vite.node_frequency(wide_ensemble)
+    ranges = vite.threshold_ranges(wide_ensemble)
+    fig = figures.plot_vite_tree(frequency, ranges, wide_ensemble.n_trees)
+    nodes = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("node ")]
+    assert len(nodes) == 7
+    folded = 0
+    for ax in nodes:
+        position = int(ax.get_title(loc="left").split(":")[0].split()[1])
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        used = int((frequency.loc[position] > 0).sum())
+        assert len(labels) == min(used, figures.MAX_ROWS)
+        if used > figures.MAX_ROWS:
+            folded += 1
+            assert labels[-1] == f"other ({used - figures.MAX_ROWS + 1} features)"
+        name = labels[0].split(" [")[0].split(" ")[0]
+        top = frequency.loc[position].idxmax()
+        assert name == top
+        row = ranges[(ranges.position == position) & (ranges.feature == top)].iloc[0]
+        assert labels[0] == f"{top} {figures.format_interval(row.low_raw, row.high_raw)}"
+    assert folded > 0
+
+
+def test_format_interval():
+    assert figures.format_interval(0.25, 0.25) == "0.25"
+    assert figures.format_interval(927.04, 1058.2) == "[927, 1058]"
+    assert figures.format_interval(0.04892, 0.05268) == "[0.0489, 0.0527]"
+    assert figures.format_interval(0.12341, 0.12349) == "[0.1234, 0.1235]"
+
+
+def test_level_frequency_heatmap_annotates_percentages(breast_cancer):
+    X, y = breast_cancer
+    model = RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0).fit(X, y)
+    frequency = vite.level_frequency(read_ensemble(model))
+    fig = figures.plot_level_frequency(frequency)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == frequency.size
+    expected = [figures.format_percent(v) for v in frequency.to_numpy().ravel()]
+    assert texts == expected
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(X.columns)
+    root = frequency[0].to_numpy()
+    assert np.isclose(root.sum(), 1.0) and texts[int(np.argmax(root)) * 3].endswith("%")
+
+
+def test_deep_tree_draws_the_top_levels_only(breast_cancer):
+    X, y = breast_cancer
+    model = RandomForestClassifier(n_estimators=5, max_depth=6, random_state=0).fit(X, y)
+    ensemble = read_ensemble(model)
+    assert ensemble.max_depth == 6
+    fig = figures.plot_vite_tree(vite.node_frequency(ensemble), vite.threshold_ranges(ensemble))
+    nodes = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("node ")]
+    assert len(nodes) == 15
+    assert "depth 6, top 4 levels shown" in fig.get_suptitle()

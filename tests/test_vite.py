@@ -1,0 +1,339 @@
+"""VITE quantities: the paper's toy forest by hand, real models by an independent count."""
+
+import tracemalloc
+from collections import defaultdict
+from fractions import Fraction as F
+
+import numpy as np
+import pandas as pd
+import pytest
+import xgboost
+from sklearn.datasets import make_classification
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from governance import vite
+from governance.ensemble import Ensemble, read_ensemble
+
+# --------------------------------------------------------------------------- toy forest
+# The paper's toy example: 3 trees of depth 3 on 4 features. x1, x2 (indices 0, 1) are
+# used at the root, x3 (index 2) only at level 1, x4 (index 3) never. Each tree maps a
+# breadth-first position to (feature, threshold); tree 1 is pruned at position 4 (level
+# 2), tree 3 at position 2 (level 1), and no tree splits at position 6.
+TOY = [
+    {0: (0, 0.5), 1: (2, 0.3), 2: (1, 0.6), 3: (0, 0.2), 5: (1, 0.7)},
+    {0: (1, 0.4), 1: (0, 0.25), 2: (2, 0.35), 3: (1, 0.1), 4: (0, 0.3)},
+    {0: (0, 0.55), 1: (2, 0.2), 3: (1, 0.15), 4: (1, 0.15)},
+]
+NAMES = ["x1", "x2", "x3", "x4"]
+
+
+def tree_arrays(splits: dict) -> dict:
+    """Node arrays (breadth-first ids) of a tree given its splits by position."""
+    positions, queue = [], [0]
+    while queue:
+        t = queue.pop(0)
+        positions.append(t)
+        if t in splits:
+            queue += [2 * t + 1, 2 * t + 2]
+    node = {t: i for i, t in enumerate(positions)}
+    split = [t in splits for t in positions]
+    return {
+        "feature": [splits[t][0] if s else -1 for t, s in zip(positions, split)],
+        "threshold": [splits[t][1] if s else np.nan for t, s in zip(positions, split)],
+        "left": [node[2 * t + 1] if s else -1 for t, s in zip(positions, split)],
+        "right": [node[2 * t + 2] if s else -1 for t, s in zip(positions, split)],
+        "value": [(t % 2) * 1.0 for t in positions],
+    }
+
+
+@pytest.fixture
+def toy():
+    return Ensemble.from_arrays([tree_arrays(t) for t in TOY], feature_names=NAMES)
+
+
+def as_fractions(frame: pd.DataFrame) -> list:
+    return [[F(v).limit_denominator(100) for v in row] for row in frame.to_numpy()]
+
+
+def test_toy_level_frequency_over_splits(toy):
+    frequency = vite.level_frequency(toy)
+    assert list(frequency.index) == NAMES and list(frequency.columns) == [0, 1, 2]
+    # Splits per level: 3 (every root), 5 (tree 3 prunes position 2), 6.
+    expected = [
+        [F(2, 3), F(1, 5), F(2, 6)],  # x1: two roots; level 1 tree 2; level 2 trees 1, 2
+        [F(1, 3), F(1, 5), F(4, 6)],  # x2
+        [0, F(3, 5), 0],  # x3 only at level 1
+        [0, 0, 0],  # x4 unused
+    ]
+    assert as_fractions(frequency) == expected
+    np.testing.assert_allclose(frequency.to_numpy(), np.array(expected, dtype=float))
+    np.testing.assert_allclose(frequency.sum(axis=0), 1.0)
+
+
+def test_toy_level_frequency_over_nodes(toy):
+    frequency = vite.level_frequency(toy, denominator="nodes")
+    # Denominators |E| 2^d = 3, 6, 12.
+    expected = [
+        [F(2, 3), F(1, 6), F(2, 12)],
+        [F(1, 3), F(1, 6), F(4, 12)],
+        [0, F(3, 6), 0],
+        [0, 0, 0],
+    ]
+    np.testing.assert_allclose(frequency.to_numpy(), np.array(expected, dtype=float))
+    np.testing.assert_allclose(frequency.sum(axis=0), [1, 5 / 6, 6 / 12])
+
+
+def test_toy_node_frequency(toy):
+    frequency = vite.node_frequency(toy)
+    assert list(frequency.index) == list(range(7)) and list(frequency.columns) == NAMES
+    expected = [
+        [F(2, 3), F(1, 3), 0, 0],  # roots: x1, x2, x1
+        [F(1, 3), 0, F(2, 3), 0],  # position 1: x3, x1, x3
+        [0, F(1, 2), F(1, 2), 0],  # position 2: x2, x3 (tree 3 has a leaf there)
+        [F(1, 3), F(2, 3), 0, 0],  # position 3: x1, x2, x2
+        [F(1, 2), F(1, 2), 0, 0],  # position 4: x1, x2 (tree 1 has a leaf there)
+        [0, 1, 0, 0],  # position 5: only tree 1 splits
+        [0, 0, 0, 0],  # position 6: no tree splits
+    ]
+    np.testing.assert_allclose(frequency.to_numpy(), np.array(expected, dtype=float))
+
+
+def test_toy_weighted_frequencies_are_scale_invariant(toy):
+    weighted = toy.with_tree_weights([2.0, 1.0, 1.0])
+    level = vite.level_frequency(weighted)
+    # Level 0: x1 at the roots of trees 1 and 3 (2 + 1 of total weight 4). Level 1:
+    # weighted splits 2*2 + 1*2 + 1*1 = 7; x1 in tree 2 (1), x2 in tree 1 (2), x3 in
+    # trees 1, 2, 3 (2 + 1 + 1).
+    np.testing.assert_allclose(level[0], [3 / 4, 1 / 4, 0, 0])
+    np.testing.assert_allclose(level[1], [1 / 7, 2 / 7, 4 / 7, 0])
+    nodes = vite.level_frequency(weighted, denominator="nodes")
+    np.testing.assert_allclose(nodes[1], [1 / 8, 2 / 8, 4 / 8, 0])
+    np.testing.assert_allclose(vite.node_frequency(weighted).loc[1], [1 / 4, 0, 3 / 4, 0])
+    scaled = toy.with_tree_weights([20.0, 10.0, 10.0])
+    for denominator in ("splits", "nodes"):
+        pd.testing.assert_frame_equal(
+            vite.level_frequency(scaled, denominator), vite.level_frequency(weighted, denominator)
+        )
+    pd.testing.assert_frame_equal(vite.node_frequency(scaled), vite.node_frequency(weighted))
+    pd.testing.assert_frame_equal(
+        vite.level_frequency(toy.with_tree_weights([5.0, 5.0, 5.0])), vite.level_frequency(toy)
+    )
+
+
+def test_toy_threshold_ranges(toy):
+    ranges = vite.threshold_ranges(toy)
+    assert list(ranges.columns) == ["position", "feature", "low", "high", "count"]
+    expected = [
+        (0, "x1", 0.5, 0.55, 2),
+        (0, "x2", 0.4, 0.4, 1),
+        (1, "x1", 0.25, 0.25, 1),
+        (1, "x3", 0.2, 0.3, 2),
+        (2, "x2", 0.6, 0.6, 1),
+        (2, "x3", 0.35, 0.35, 1),
+        (3, "x1", 0.2, 0.2, 1),
+        (3, "x2", 0.1, 0.15, 2),
+        (4, "x1", 0.3, 0.3, 1),
+        (4, "x2", 0.15, 0.15, 1),
+        (5, "x2", 0.7, 0.7, 1),
+    ]
+    assert [tuple(row) for row in ranges.itertuples(index=False)] == expected
+
+
+def test_toy_proximity_and_class_probability(toy):
+    X = np.array(
+        [[0.1, 0.05, 0.1, 0], [0.1, 0.12, 0.1, 0], [0.9, 0.9, 0.9, 0], [0.52, 0.9, 0.1, 0.5]]
+    )
+    positions = toy.apply_positions(X)
+    # Samples 0 and 1 differ only in x2 (0.05 vs 0.12); on their paths only tree 2's split
+    # x2 <= 0.1 at position 3 separates them, so they share 2 of 3 leaves.
+    assert (positions[0] == positions[1]).tolist() == [True, False, True]
+    proximity = vite.proximity(toy, X)
+    shared = (positions[:, None, :] == positions[None, :, :]).mean(axis=2)
+    np.testing.assert_allclose(proximity, shared)
+    assert proximity[0, 1] == pytest.approx(2 / 3)
+    pairs = vite.proximity_pairs(toy, X, 2 / 3)
+    assert pairs.toarray()[0, 1] == pytest.approx(2 / 3)
+    assert set(zip(*pairs.nonzero())) == {
+        (i, k) for i in range(4) for k in range(i + 1, 4) if shared[i, k] >= 2 / 3
+    }
+    # Leaf value = position parity: p_1 is the share of trees ending at an odd position.
+    p1 = (positions % 2).mean(axis=1)
+    np.testing.assert_allclose(vite.class_probability(toy, X), np.maximum(p1, 1 - p1))
+
+
+def test_bad_arguments(toy):
+    with pytest.raises(ValueError, match="denominator"):
+        vite.level_frequency(toy, denominator="levels")
+    for threshold in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\]"):
+            vite.proximity_pairs(toy, np.zeros((2, 4)), threshold)
+
+
+# --------------------------------------------------------------------------- real models
+def sklearn_splits(model):
+    """(tree, level, position, feature, threshold) of every split, by a recursive walk."""
+    estimators = np.asarray(model.estimators_, dtype=object).ravel()  # GB: (n, 1)
+    found = []
+    for e, estimator in enumerate(estimators):
+        t = estimator.tree_
+
+        def walk(node, level, position, e=e, t=t):
+            if t.children_left[node] == -1:
+                return
+            found.append((e, level, position, int(t.feature[node]), float(t.threshold[node])))
+            walk(t.children_left[node], level + 1, 2 * position + 1)
+            walk(t.children_right[node], level + 1, 2 * position + 2)
+
+        walk(0, 0, 0)
+    return found
+
+
+def xgboost_splits(model, names):
+    frame = model.get_booster().trees_to_dataframe().set_index("ID")
+    found = []
+    for e in frame["Tree"].unique():
+
+        def walk(node_id, level, position, e=e):
+            row = frame.loc[node_id]
+            if row["Feature"] == "Leaf":
+                return
+            found.append((int(e), level, position, names.index(row["Feature"]), row["Split"]))
+            walk(row["Yes"], level + 1, 2 * position + 1)
+            walk(row["No"], level + 1, 2 * position + 2)
+
+        walk(f"{e}-0", 0, 0)
+    return found
+
+
+def expected_frequencies(splits, weights, n_features, depth):
+    level = np.zeros((n_features, depth))
+    node = np.zeros((2**depth - 1, n_features))
+    ranges = defaultdict(list)
+    for e, d, t, j, threshold in splits:
+        level[j, d] += weights[e]
+        node[t, j] += weights[e]
+        ranges[(t, j)].append(threshold)
+    by_nodes = level / (weights.sum() * 2.0 ** np.arange(depth))
+    by_splits = level / level.sum(axis=0)
+    node_total = node.sum(axis=1, keepdims=True)
+    node = np.divide(node, node_total, out=np.zeros_like(node), where=node_total > 0)
+    return by_splits, by_nodes, node, ranges
+
+
+@pytest.mark.parametrize("kind", ["random_forest", "gradient_boosting", "xgboost"])
+def test_real_model_frequencies_match_an_independent_count(kind, breast_cancer):
+    X, y = breast_cancer
+    names = list(X.columns)
+    if kind == "random_forest":
+        model = RandomForestClassifier(n_estimators=25, max_depth=3, random_state=0).fit(X, y)
+        splits = sklearn_splits(model)
+    elif kind == "gradient_boosting":
+        model = GradientBoostingClassifier(n_estimators=25, max_depth=3, random_state=0)
+        splits = sklearn_splits(model.fit(X, y))
+    else:
+        model = xgboost.XGBClassifier(n_estimators=25, max_depth=3, random_state=0).fit(X, y)
+        splits = xgboost_splits(model, names)
+    ensemble = read_ensemble(model)
+    if kind != "random_forest":
+        ensemble = ensemble.weighted_by_data(X.to_numpy())
+        assert not np.allclose(ensemble.tree_weights, ensemble.tree_weights[0])
+    by_splits, by_nodes, node, ranges = expected_frequencies(
+        splits, ensemble.tree_weights, len(names), 3
+    )
+    assert ensemble.max_depth == 3
+    np.testing.assert_allclose(vite.level_frequency(ensemble).to_numpy(), by_splits, rtol=1e-12)
+    np.testing.assert_allclose(
+        vite.level_frequency(ensemble, "nodes").to_numpy(), by_nodes, rtol=1e-12
+    )
+    np.testing.assert_allclose(vite.node_frequency(ensemble).to_numpy(), node, rtol=1e-12)
+    table = vite.threshold_ranges(ensemble)
+    assert len(table) == len(ranges)
+    for row in table.itertuples(index=False):
+        values = ranges[(row.position, names.index(row.feature))]
+        assert row.count == len(values)
+        assert row.low == pytest.approx(min(values), rel=1e-6)
+        assert row.high == pytest.approx(max(values), rel=1e-6)
+
+
+def test_threshold_ranges_in_raw_units(breast_cancer):
+    X, y = breast_cancer
+    pipeline = make_pipeline(
+        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
+    ).fit(X, y)
+    ensemble = read_ensemble(pipeline)
+    table = vite.threshold_ranges(ensemble)
+    assert {"low_raw", "high_raw"} <= set(table.columns)
+    scaler = pipeline[0]
+    for row in table.itertuples(index=False):
+        j = list(X.columns).index(row.feature)
+        point = np.full((2, X.shape[1]), 0.5)
+        point[:, j] = [row.low, row.high]
+        raw = scaler.inverse_transform(point)[:, j]
+        assert (row.low_raw, row.high_raw) == pytest.approx(tuple(raw), rel=1e-12)
+        assert X.iloc[:, j].min() <= row.low_raw <= row.high_raw <= X.iloc[:, j].max()
+
+
+def test_class_probability_is_the_larger_predicted_probability(breast_cancer):
+    X, y = breast_cancer
+    for model in (
+        make_pipeline(
+            MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
+        ),
+        xgboost.XGBClassifier(n_estimators=10, max_depth=3, random_state=0),
+    ):
+        model.fit(X, y)
+        ensemble = read_ensemble(model)
+        p = vite.class_probability(ensemble, ensemble.transform(X))
+        np.testing.assert_allclose(p, model.predict_proba(X).max(axis=1), atol=1e-6)
+        assert p.min() >= 0.5
+
+
+# --------------------------------------------------------------------------- proximity
+@pytest.mark.parametrize("kind", ["random_forest", "boosted_weighted"])
+def test_dense_and_sparse_proximity_agree(kind, breast_cancer):
+    X, y = breast_cancer
+    X = X.to_numpy()
+    if kind == "random_forest":
+        ensemble = read_ensemble(
+            RandomForestClassifier(n_estimators=30, max_depth=4, random_state=0).fit(X, y)
+        )
+    else:
+        model = GradientBoostingClassifier(n_estimators=30, max_depth=3, random_state=0)
+        ensemble = read_ensemble(model.fit(X, y)).weighted_by_data(X)
+    dense = vite.proximity(ensemble, X)
+    np.testing.assert_array_equal(dense, dense.T)
+    np.testing.assert_array_equal(np.diag(dense), 1.0)
+    leaves = ensemble.apply(X)
+    w = ensemble.tree_weights
+    for i, k in [(0, 1), (3, 200), (100, 568)]:
+        shared = w[leaves[i] == leaves[k]].sum() / w.sum()
+        assert dense[i, k] == pytest.approx(shared, abs=1e-12)
+    for threshold in (0.5, 0.85, 1.0):
+        pairs = vite.proximity_pairs(ensemble, X, threshold)
+        expected = np.triu(dense >= threshold, k=1)
+        assert pairs.nnz == expected.sum() > 0
+        np.testing.assert_array_equal(pairs.toarray(), np.where(expected, dense, 0.0))
+
+
+@pytest.mark.parametrize("dense_incidence", [True, False])
+def test_proximity_pairs_blockwise_on_a_larger_sample(dense_incidence, monkeypatch):
+    n = 3000
+    X, y = make_classification(n_samples=n, n_features=10, random_state=0)
+    forest = RandomForestClassifier(n_estimators=100, max_depth=3, random_state=0, n_jobs=2)
+    ensemble = read_ensemble(forest.fit(X, y))
+    monkeypatch.setattr(vite, "_BLOCK_BYTES", 4 * n * 128)  # 24 blocks of 128 rows
+    if not dense_incidence:
+        monkeypatch.setattr(vite, "_DENSE_INCIDENCE_BYTES", 0)
+    tracemalloc.start()
+    pairs = vite.proximity_pairs(ensemble, X, 0.9)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < n * n * 8 / 2  # half of one dense float64 n x n matrix
+    assert pairs.shape == (n, n) and pairs.nnz > 0
+    assert np.all(pairs.nonzero()[0] < pairs.nonzero()[1])
+    sub = np.arange(0, n, 7)  # pairs inside a subsample are its own pairs
+    dense = vite.proximity(ensemble, X[sub])
+    expected = np.where(np.triu(dense >= 0.9, k=1), dense, 0.0)
+    np.testing.assert_array_equal(pairs[sub][:, sub].toarray(), expected)
