@@ -1,4 +1,4 @@
-"""End-to-end demo: train and register a forest in MLflow, then explain it.
+"""End-to-end demo: train and register a forest in MLflow, explain it, run the gates.
 
 Run with ``make demo`` (or ``.venv/bin/python examples/demo.py`` from the repository
 root). Everything is stored locally: the tracking and registry store is
@@ -108,6 +108,56 @@ def explain_vite(state: DemoState) -> DemoState:
     return state
 
 
+def explain_surrogate(state: DemoState) -> DemoState:
+    """Explain the registered forest with default settings: a linked surrogate version."""
+    from flavors.explain import explain_model_version
+
+    OUTPUT.mkdir(exist_ok=True)
+    data = OUTPUT / "train.csv"
+    state.X_train.assign(target=state.y_train).to_csv(data, index=False)
+    result = explain_model_version(state.model_uri, data, target="target")
+    verb = "reused" if result.reused else "registered"
+    print(
+        f"{verb} {result.surrogate_uri} (fidelity train {result.metrics['train_fidelity']:.3f}, "
+        f"test {result.metrics.get('test_fidelity', float('nan')):.3f})"
+    )
+    print("rules (raw units):")
+    print(result.rules)
+    return state
+
+
+def _promote(state: DemoState, alias: str, policy: str) -> None:
+    from cli.gates import print_gates
+    from flavors.gating import promote_model_version
+    from governance.gates import load_policy
+
+    print(f"govern promote --model-uri {state.model_uri} --alias {alias} --policy {policy}")
+    outcome = promote_model_version(state.model_uri, alias, load_policy(ROOT / policy))
+    print_gates(outcome.gate)
+    tags = mlflow.MlflowClient().get_model_version(*state.model_uri[8:].split("/")).tags
+    verdict = "promoted" if outcome.promoted else "refused"
+    where = f"@{alias} -> version {outcome.alias_version}"
+    if outcome.alias_version is None:
+        where = f"@{alias} is not set"
+    print(f"{verdict}: {where}; recorded on {state.model_uri} as")
+    for key in sorted(tags):
+        if key.startswith(("governance.gate.", f"governance.promotion.{alias}")):
+            print(f"  {key} = {tags[key]}")
+    print(f"  and in run {outcome.gate.run_id} of experiment governance-gates")
+
+
+def promote_lenient(state: DemoState) -> DemoState:
+    """Gates of examples/policies/lenient.toml pass: the version becomes @champion."""
+    _promote(state, "champion", "examples/policies/lenient.toml")
+    return state
+
+
+def promote_strict(state: DemoState) -> DemoState:
+    """Gates of examples/policies/strict.toml fail: @production is refused."""
+    _promote(state, "production", "examples/policies/strict.toml")
+    return state
+
+
 def report(state: DemoState) -> DemoState:
     """Say where to look."""
     for title, paths in state.outputs.items():
@@ -122,7 +172,16 @@ def report(state: DemoState) -> DemoState:
     return state
 
 
-STEPS = [configure_mlflow, load_data, train_and_register, explain_vite, report]
+STEPS = [
+    configure_mlflow,
+    load_data,
+    train_and_register,
+    explain_vite,
+    explain_surrogate,
+    promote_lenient,
+    promote_strict,
+    report,
+]
 
 
 def main() -> None:

@@ -1,0 +1,275 @@
+"""``govern explain`` and ``govern show``: thin commands over :mod:`flavors.explain`."""
+
+from __future__ import annotations
+
+import math
+import os
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+EXIT_INVALID = 1
+EXIT_ERROR = 2
+METRIC_ORDER = (
+    "train_fidelity",
+    "test_fidelity",
+    "train_accuracy_surrogate",
+    "test_accuracy_surrogate",
+    "train_accuracy_ensemble",
+    "test_accuracy_ensemble",
+    "train_proximity_pairs",
+    "test_proximity_pairs",
+    "test_proximity_agreement",
+    "n_features_used",
+    "n_feature_uses",
+    "effective_depth",
+    "objective",
+    "bound",
+    "mip_gap",
+    "solve_time_s",
+    "solve_optimal",
+)
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _use_tracking_uri(tracking_uri: str | None) -> None:
+    if tracking_uri:
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_registry_uri(tracking_uri)
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    err.print(f"[bold red]Error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _number(value) -> str:
+    value = float(value)
+    if math.isnan(value):
+        return "-"
+    if value.is_integer():
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def metrics_table(metrics: dict, title: str = "Metrics") -> Table:
+    """A rich table of metrics in the contract's order (others after them)."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    keys = [k for k in METRIC_ORDER if k in metrics] + sorted(set(metrics) - set(METRIC_ORDER))
+    for key in keys:
+        table.add_row(key, _number(metrics[key]))
+    return table
+
+
+def _ui_hints(result) -> list[str]:
+    import mlflow
+
+    uri = result.tracking_uri
+    if uri.startswith(("http://", "https://")):
+        base, lines = uri.rstrip("/"), []
+    else:
+        base = "http://127.0.0.1:5000"
+        lines = [f"Open the MLflow UI:  mlflow ui --backend-store-uri {uri}"]
+    ensemble_name, ensemble_version = result.ensemble_uri[len("models:/") :].rsplit("/", 1)
+    run = mlflow.get_run(result.run_id) if result.run_id else None
+    lines += [
+        (
+            f"Surrogate version:  {base}/#/models/{quote(result.registered_name)}/versions/"
+            f"{result.version}"
+        ),
+        f"Ensemble version:   {base}/#/models/{quote(ensemble_name)}/versions/{ensemble_version}",
+    ]
+    if run is not None:
+        lines.append(
+            f"Explain run:        {base}/#/experiments/{run.info.experiment_id}/runs/"
+            f"{result.run_id}"
+        )
+    return lines
+
+
+class _StageProgress:
+    """Rich progress: one line per stage, and the solver's elapsed time, incumbent, gap."""
+
+    def __init__(self, progress: Progress, stages, time_limit: float):
+        self.progress = progress
+        self.time_limit = time_limit
+        self.tasks = {}
+        self.current = None
+        self.stages = stages
+
+    def __call__(self, stage: str, detail: dict) -> None:
+        if stage != self.current:
+            if self.current is not None:
+                task = self.tasks[self.current]
+                self.progress.update(task, completed=self.progress.tasks[task].total)
+            total = self.time_limit if stage == "solve" else 1
+            label = "solve (MILP)" if stage == "solve" else stage
+            self.tasks[stage] = self.progress.add_task(label, total=total)
+            self.current = stage
+        if stage == "solve" and detail:
+            gap = detail.get("gap")
+            incumbent = detail.get("incumbent")
+            parts = ["solve (MILP)"]
+            if incumbent is not None and math.isfinite(incumbent):
+                parts.append(f"incumbent {incumbent:.4g}")
+            bound = detail.get("bound")
+            if gap is not None and bound is not None and abs(bound) < 1e30 and math.isfinite(gap):
+                parts.append(f"gap {100 * gap:.1f}%")
+            self.progress.update(
+                self.tasks[stage],
+                description="  ".join(parts),
+                completed=min(float(detail.get("elapsed", 0.0)), self.time_limit),
+            )
+
+    def finish(self) -> None:
+        if self.current is not None:
+            task = self.tasks[self.current]
+            self.progress.update(task, completed=self.progress.tasks[task].total)
+
+
+def explain(
+    model_uri: str = typer.Option(
+        ...,
+        "--model-uri",
+        help="Registered ensemble: models:/<name>/<version> or models:/<name>@<alias>.",
+    ),
+    data: str = typer.Option(
+        ..., "--data", help="CSV or Parquet file with the feature columns (raw units)."
+    ),
+    target: str = typer.Option("", "--target", help="Label column in the data (optional)."),
+    test_data: str = typer.Option(
+        "", "--test-data", help="Separate test file; default: a stratified holdout of the data."
+    ),
+    depth: int = typer.Option(0, "--depth", help="Surrogate depth (0: the ensemble's depth)."),
+    alpha: float = typer.Option(None, "--alpha", help="Sparsity weight (default: estimator's)."),
+    gamma_percentile: float = typer.Option(
+        None, "--gamma-percentile", help="Percentile h of the feature filter per level."
+    ),
+    proximity_threshold: float = typer.Option(
+        None, "--proximity-threshold", help="Proximity m above which samples share a leaf."
+    ),
+    solver: str = typer.Option("auto", "--solver", help="auto, highs or gurobi."),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="Solver time limit (seconds)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split, heuristic and solver."),
+    registered_name: str = typer.Option(
+        "",
+        "--registered-name",
+        help="Registered model of the surrogate (default <name>-surrogate).",
+    ),
+    tracking_uri: str = typer.Option(
+        None,
+        "--tracking-uri",
+        help="MLflow tracking and registry URI (default: MLFLOW_TRACKING_URI).",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Solve again even if an identical explanation exists."
+    ),
+    allow_invalid: bool = typer.Option(
+        False, "--allow-invalid", help="Explain even if input validation fails (tagged as failed)."
+    ),
+) -> None:
+    """Explain a registered tree ensemble with VITE heatmaps and a MIRET surrogate tree.
+
+    The surrogate, its rules, metrics, figures, report and model card are logged in one
+    MLflow run and registered as a version of <name>-surrogate linked to the ensemble.
+    Exit codes: 0 done, 1 input validation failed, 2 error.
+    """
+    from flavors.explain import STAGES, ExplainError, ValidationFailedError, explain_model_version
+
+    _use_tracking_uri(tracking_uri)
+    columns = (
+        SpinnerColumn(finished_text="[green]✓"),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=24),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=err, transient=False) as progress:
+            tracker = _StageProgress(progress, STAGES, time_limit)
+            result = explain_model_version(
+                model_uri,
+                data,
+                target=target or None,
+                test_data=test_data or None,
+                depth=depth or None,
+                alpha=alpha,
+                gamma_percentile=gamma_percentile,
+                proximity_threshold=proximity_threshold,
+                solver=solver,
+                time_limit=time_limit,
+                seed=seed,
+                registered_name=registered_name or None,
+                force=force,
+                allow_invalid=allow_invalid,
+                progress=tracker,
+            )
+            tracker.finish()
+    except ValidationFailedError as exc:
+        raise _fail(str(exc), EXIT_INVALID) from None
+    except ExplainError as exc:
+        raise _fail(str(exc), EXIT_ERROR) from None
+    except Exception as exc:  # noqa: BLE001 - every other failure is a clear exit 2
+        raise _fail(f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
+
+    if result.reused:
+        out.print(
+            f"Reused [bold]{result.surrogate_uri}[/]: the same ensemble version, data and "
+            "parameters were already explained (pass --force to solve again)."
+        )
+    else:
+        out.print(
+            f"Registered [bold]{result.surrogate_uri}[/] as the surrogate of "
+            f"[bold]{result.ensemble_uri}[/] in {result.seconds:.1f} s "
+            f"(solver status: {result.solve.get('status', '?')})."
+        )
+    if result.validation == "failed":
+        out.print("[bold red]Input validation FAILED[/] (explained with --allow-invalid).")
+    out.print("\n[bold]Rules[/] (raw input units)")
+    out.print(result.rules, highlight=False, markup=False, soft_wrap=True)
+    out.print()
+    out.print(metrics_table(result.metrics))
+    for line in _ui_hints(result):
+        out.print(line, highlight=False, soft_wrap=True)
+
+
+def show(
+    model_uri: str = typer.Option(
+        ..., "--model-uri", help="Registered surrogate: models:/<name>-surrogate/<version>."
+    ),
+    tracking_uri: str = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking and registry URI."
+    ),
+) -> None:
+    """Print the rules and metrics of a registered surrogate."""
+    from flavors.explain import describe_surrogate
+
+    _use_tracking_uri(tracking_uri)
+    try:
+        summary = describe_surrogate(model_uri)
+    except Exception as exc:  # noqa: BLE001 - every failure is a clear exit 2
+        raise _fail(str(exc), EXIT_ERROR) from None
+    out.print(f"[bold]{summary['uri']}[/]")
+    for key, value in sorted(summary["tags"].items()):
+        if key.startswith("governance."):
+            out.print(f"  {key} = {value}", highlight=False)
+    out.print("\n[bold]Rules[/] (raw input units)")
+    out.print(summary["rules"], highlight=False, markup=False, soft_wrap=True)
+    out.print()
+    out.print(metrics_table(summary["metrics"]))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``explain`` and ``show`` to the ``govern`` app."""
+    app.command("explain")(explain)
+    app.command("show")(show)

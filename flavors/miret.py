@@ -1,0 +1,413 @@
+"""The ``miret`` MLflow flavor: a MIRET surrogate tree stored as plain JSON.
+
+A model directory written by :func:`save_model` holds::
+
+    MLmodel                 flavors "miret" and "python_function"
+    surrogate.json          the fitted surrogate (``to_dict``), never a pickle
+    preprocessing.json      the ensemble's MinMaxScaler as plain numbers (or identity)
+    vite/, figures/, report.html, model_card.md, validation.json
+                            explanation artifacts passed as ``artifacts``
+
+Loading reads JSON only: no pickle, no code from the model directory is executed.
+``mlflow.pyfunc.load_model(uri).predict(df)`` returns the surrogate's class labels. The
+input space is a model config, ``input_space``: ``"raw"`` (apply
+the stored scaler first, as the ensemble's Pipeline would) or ``"normalized"`` (the
+MILP's working space). It defaults to what the ensemble expects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import mlflow
+import numpy as np
+import pandas as pd
+import yaml
+from mlflow import pyfunc
+from mlflow.models import Model, ModelInputExample, ModelSignature
+from mlflow.models.model import MLMODEL_FILE_NAME
+from mlflow.models.signature import Schema
+from mlflow.models.utils import _save_example
+from mlflow.tracking._model_registry import DEFAULT_AWAIT_MAX_SLEEP_SECONDS
+from mlflow.tracking.artifact_utils import _download_artifact_from_uri
+from mlflow.types import ColSpec
+from mlflow.utils.environment import (
+    _CONDA_ENV_FILE_NAME,
+    _CONSTRAINTS_FILE_NAME,
+    _PYTHON_ENV_FILE_NAME,
+    _REQUIREMENTS_FILE_NAME,
+    _mlflow_conda_env,
+    _process_conda_env,
+    _process_pip_requirements,
+    _PythonEnv,
+    _validate_env_arguments,
+)
+from mlflow.utils.file_utils import write_to
+from mlflow.utils.model_utils import (
+    _add_code_from_conf_to_system_path,
+    _get_flavor_configuration,
+    _validate_and_copy_code_paths,
+    _validate_and_prepare_target_save_path,
+)
+from mlflow.utils.requirements_utils import _get_pinned_requirement
+
+FLAVOR_NAME = "miret"
+SURROGATE_FILE = "surrogate.json"
+PREPROCESSING_FILE = "preprocessing.json"
+INPUT_SPACES = ("raw", "normalized")
+_RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, PREPROCESSING_FILE}
+
+
+def _surrogate_classes() -> dict:
+    """Classes a surrogate may be restored as (an allow-list: nothing else is imported)."""
+    from governance.miret import MiretSurrogate
+    from governance.miret.tree import SurrogateTree
+
+    return {"MiretSurrogate": MiretSurrogate, "SurrogateTree": SurrogateTree}
+
+
+def get_default_pip_requirements() -> list[str]:
+    """Pip requirements of a model saved by this flavor (the package, numpy, scikit-learn)."""
+    return [
+        _get_pinned_requirement("miret-governance", module="governance"),
+        _get_pinned_requirement("numpy"),
+        _get_pinned_requirement("scikit-learn", module="sklearn"),
+    ]
+
+
+def get_default_conda_env() -> dict:
+    """Conda environment of a model saved by this flavor."""
+    return _mlflow_conda_env(additional_pip_deps=get_default_pip_requirements())
+
+
+# ---------------------------------------------------------------------- preprocessing
+def scaler_to_dict(scaler, feature_names) -> dict:
+    """A fitted MinMaxScaler (or ``None``) as plain JSON numbers.
+
+    Parameters
+    ----------
+    scaler : sklearn.preprocessing.MinMaxScaler or None
+        ``None`` means the ensemble reads its input as given (identity).
+    feature_names : sequence of str
+    """
+    names = [str(n) for n in feature_names]
+    if scaler is None:
+        return {"type": "identity", "feature_names": names}
+    return {
+        "type": "min_max",
+        "feature_names": names,
+        "data_min_": [float(v) for v in scaler.data_min_],
+        "data_max_": [float(v) for v in scaler.data_max_],
+        "feature_range": [float(v) for v in scaler.feature_range],
+        "clip": bool(scaler.clip),
+        "scale_": [float(v) for v in scaler.scale_],
+        "min_": [float(v) for v in scaler.min_],
+    }
+
+
+def scaler_from_dict(data: dict):
+    """Rebuild the MinMaxScaler of :func:`scaler_to_dict` (``None`` for identity).
+
+    The scaler is refitted on the two rows ``data_min_`` and ``data_max_``, which gives
+    the very same ``scale_`` and ``min_``; the stored values are checked against it.
+    """
+    from sklearn.preprocessing import MinMaxScaler
+
+    if data["type"] == "identity":
+        return None
+    if data["type"] != "min_max":
+        raise ValueError(f"unknown preprocessing type {data['type']!r} in {PREPROCESSING_FILE}")
+    scaler = MinMaxScaler(feature_range=tuple(data["feature_range"]), clip=data["clip"])
+    scaler.fit(np.array([data["data_min_"], data["data_max_"]], dtype=np.float64))
+    if not (
+        np.allclose(scaler.scale_, data["scale_"], rtol=1e-12, atol=0)
+        and np.allclose(scaler.min_, data["min_"], rtol=1e-12, atol=1e-15)
+    ):
+        raise ValueError(f"{PREPROCESSING_FILE} is inconsistent: scale_/min_ do not match")
+    return scaler
+
+
+def _default_signature(feature_names, classes) -> ModelSignature:
+    label_type = "string" if isinstance(classes[0], str) else "long"
+    if isinstance(classes[0], (float, np.floating)):
+        label_type = "double"
+    return ModelSignature(
+        inputs=Schema([ColSpec("double", name) for name in feature_names]),
+        outputs=Schema([ColSpec(label_type)]),
+    )
+
+
+def _copy_artifacts(artifacts, path: str) -> list[str]:
+    copied = []
+    for dest, source in (artifacts or {}).items():
+        rel = PurePosixPath(dest)
+        if rel.is_absolute() or ".." in rel.parts or str(rel) in _RESERVED:
+            raise ValueError(f"artifact destination {dest!r} must be a relative, non-reserved path")
+        source = Path(source)
+        if not source.exists():
+            raise FileNotFoundError(f"artifact {dest!r}: {source} does not exist")
+        target = Path(path, *rel.parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copyfile(source, target)
+        copied.append(str(rel))
+    return sorted(copied)
+
+
+# ---------------------------------------------------------------------- save / log
+def save_model(
+    surrogate,
+    path,
+    preprocessing=None,
+    input_space: str | None = None,
+    artifacts: dict | None = None,
+    conda_env=None,
+    code_paths=None,
+    mlflow_model: Model | None = None,
+    signature: ModelSignature | None = None,
+    input_example: ModelInputExample = None,
+    pip_requirements=None,
+    extra_pip_requirements=None,
+    metadata: dict | None = None,
+):
+    """Save a fitted MIRET surrogate as an MLflow model directory.
+
+    Parameters
+    ----------
+    surrogate : governance.miret.MiretSurrogate or governance.miret.SurrogateTree
+        Fitted surrogate; stored with its ``to_dict`` as ``surrogate.json``.
+    path : str
+        Directory to create (must not exist).
+    preprocessing : sklearn.preprocessing.MinMaxScaler, optional
+        The scaler in front of the ensemble; raw input is normalized with it.
+    input_space : {"raw", "normalized"}, optional
+        Default input space of ``predict``: ``"raw"`` when a scaler is given, else
+        ``"normalized"``.
+    artifacts : dict, optional
+        Relative destination in the model directory -> local file or directory to copy
+        (``vite/``, ``figures/``, ``report.html``, ``model_card.md``, ...).
+    conda_env, code_paths, mlflow_model, signature, input_example, pip_requirements,
+    extra_pip_requirements, metadata
+        As in MLflow's built-in flavors. Without a signature one is built: one double
+        column per feature and the class label as output.
+    """
+    kind = type(surrogate).__name__
+    if kind not in _surrogate_classes():
+        raise TypeError(f"expected a MiretSurrogate or SurrogateTree, got {kind}")
+    tree = getattr(surrogate, "tree_", surrogate)
+    feature_names = list(tree.feature_names)
+    if input_space is None:
+        input_space = "raw" if preprocessing is not None else "normalized"
+    if input_space not in INPUT_SPACES:
+        raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
+    if input_space == "raw" and preprocessing is None:
+        raise ValueError("input_space='raw' needs the ensemble's MinMaxScaler as preprocessing")
+    _validate_env_arguments(conda_env, pip_requirements, extra_pip_requirements)
+
+    path = os.path.abspath(path)
+    _validate_and_prepare_target_save_path(path)
+    code_dir_subpath = _validate_and_copy_code_paths(code_paths, path)
+    if mlflow_model is None:
+        mlflow_model = Model()
+    _save_example(mlflow_model, input_example, path)
+    if signature is None:
+        signature = _default_signature(feature_names, list(tree.classes))
+    if signature is not False:
+        mlflow_model.signature = signature
+    if metadata is not None:
+        mlflow_model.metadata = metadata
+
+    with open(os.path.join(path, SURROGATE_FILE), "w") as f:
+        json.dump(surrogate.to_dict(), f, indent=1)
+    with open(os.path.join(path, PREPROCESSING_FILE), "w") as f:
+        json.dump(scaler_to_dict(preprocessing, feature_names), f, indent=1)
+    copied = _copy_artifacts(artifacts, path)
+
+    pyfunc.add_to_model(
+        mlflow_model,
+        loader_module="flavors.miret",
+        data=SURROGATE_FILE,
+        conda_env=_CONDA_ENV_FILE_NAME,
+        python_env=_PYTHON_ENV_FILE_NAME,
+        code=code_dir_subpath,
+        model_config={"input_space": input_space},
+    )
+    mlflow_model.add_flavor(
+        FLAVOR_NAME,
+        surrogate=SURROGATE_FILE,
+        preprocessing=PREPROCESSING_FILE,
+        surrogate_class=kind,
+        input_space=input_space,
+        depth=int(tree.depth),
+        feature_names=feature_names,
+        classes=[c.item() if hasattr(c, "item") else c for c in tree.classes],
+        artifacts=copied,
+        code=code_dir_subpath,
+    )
+    mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
+
+    if conda_env is None:
+        default = get_default_pip_requirements() if pip_requirements is None else None
+        conda_env, pip_requirements, pip_constraints = _process_pip_requirements(
+            default, pip_requirements, extra_pip_requirements
+        )
+    else:
+        conda_env, pip_requirements, pip_constraints = _process_conda_env(conda_env)
+    with open(os.path.join(path, _CONDA_ENV_FILE_NAME), "w") as f:
+        yaml.safe_dump(conda_env, stream=f, default_flow_style=False)
+    if pip_constraints:
+        write_to(os.path.join(path, _CONSTRAINTS_FILE_NAME), "\n".join(pip_constraints))
+    write_to(os.path.join(path, _REQUIREMENTS_FILE_NAME), "\n".join(pip_requirements))
+    _PythonEnv.current().to_yaml(os.path.join(path, _PYTHON_ENV_FILE_NAME))
+
+
+def log_model(
+    surrogate,
+    name: str | None = None,
+    preprocessing=None,
+    input_space: str | None = None,
+    artifacts: dict | None = None,
+    conda_env=None,
+    code_paths=None,
+    registered_model_name: str | None = None,
+    signature: ModelSignature | None = None,
+    input_example: ModelInputExample = None,
+    await_registration_for=DEFAULT_AWAIT_MAX_SLEEP_SECONDS,
+    pip_requirements=None,
+    extra_pip_requirements=None,
+    metadata: dict | None = None,
+    params: dict[str, Any] | None = None,
+    tags: dict[str, Any] | None = None,
+    model_type: str | None = None,
+    step: int = 0,
+    model_id: str | None = None,
+):
+    """Log a MIRET surrogate as an MLflow logged model of the active run.
+
+    Parameters are those of :func:`save_model` plus MLflow's ``log_model`` ones
+    (``name``, ``registered_model_name``, ``params``, ``tags``, ``model_type``, ``step``,
+    ``model_id``).
+
+    Returns
+    -------
+    mlflow.models.model.ModelInfo
+    """
+    return Model.log(
+        artifact_path=None,
+        name=name,
+        flavor=sys.modules[__name__],
+        registered_model_name=registered_model_name,
+        surrogate=surrogate,
+        preprocessing=preprocessing,
+        input_space=input_space,
+        artifacts=artifacts,
+        conda_env=conda_env,
+        code_paths=code_paths,
+        signature=signature,
+        input_example=input_example,
+        await_registration_for=await_registration_for,
+        pip_requirements=pip_requirements,
+        extra_pip_requirements=extra_pip_requirements,
+        metadata=metadata,
+        params=params,
+        tags=tags,
+        model_type=model_type,
+        step=step,
+        model_id=model_id,
+    )
+
+
+# ---------------------------------------------------------------------- load
+def _read_local(model_dir: str):
+    """Surrogate, scaler and flavor configuration of a local model directory."""
+    conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
+    classes = _surrogate_classes()
+    kind = conf.get("surrogate_class")
+    if kind not in classes:
+        raise mlflow.MlflowException(f"unknown surrogate class {kind!r} in {model_dir}/MLmodel")
+    with open(os.path.join(model_dir, conf["surrogate"])) as f:
+        surrogate = classes[kind].from_dict(json.load(f))
+    with open(os.path.join(model_dir, conf["preprocessing"])) as f:
+        scaler = scaler_from_dict(json.load(f))
+    return surrogate, scaler, conf
+
+
+def load_model(model_uri: str, dst_path: str | None = None):
+    """Load the surrogate (``MiretSurrogate`` or ``SurrogateTree``) of a ``miret`` model.
+
+    Parameters
+    ----------
+    model_uri : str
+        ``models:/name/version``, ``runs:/...``, ``models:/m-...`` or a local path.
+    dst_path : str, optional
+        Local directory to download the model into.
+    """
+    local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
+    conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
+    _add_code_from_conf_to_system_path(local, conf)
+    return _read_local(local)[0]
+
+
+def load_preprocessing(model_uri: str, dst_path: str | None = None):
+    """The ensemble's MinMaxScaler stored with a ``miret`` model (``None`` for identity)."""
+    local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
+    return _read_local(local)[1]
+
+
+def _load_pyfunc(path: str, model_config: dict | None = None):
+    """Called by ``mlflow.pyfunc.load_model``."""
+    model_dir = os.path.dirname(path) if os.path.isfile(path) else path
+    surrogate, scaler, conf = _read_local(model_dir)
+    input_space = (model_config or {}).get("input_space", conf["input_space"])
+    return _MiretModelWrapper(surrogate, scaler, input_space)
+
+
+class _MiretModelWrapper:
+    """pyfunc wrapper: class labels of the surrogate for raw or normalized input."""
+
+    def __init__(self, surrogate, scaler, input_space: str):
+        if input_space not in INPUT_SPACES:
+            raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
+        self.surrogate = surrogate
+        self.scaler = scaler
+        self.input_space = input_space
+        self.feature_names = list(getattr(surrogate, "tree_", surrogate).feature_names)
+
+    def get_raw_model(self):
+        """The surrogate object."""
+        return self.surrogate
+
+    def _matrix(self, data) -> np.ndarray:
+        if isinstance(data, pd.DataFrame):
+            missing = [c for c in self.feature_names if c not in data.columns]
+            if missing:
+                if list(data.columns) == list(range(len(self.feature_names))):
+                    return data.to_numpy(dtype=np.float64)
+                raise ValueError(f"input is missing feature columns: {', '.join(missing)}")
+            return data[self.feature_names].to_numpy(dtype=np.float64)
+        X = np.asarray(data, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != len(self.feature_names):
+            raise ValueError(f"expected {len(self.feature_names)} feature columns, got {X.shape}")
+        return X
+
+    def predict(self, model_input, params: dict[str, Any] | None = None) -> np.ndarray:
+        """Class labels of the surrogate.
+
+        Parameters
+        ----------
+        model_input : DataFrame or array-like
+            One column per feature (by name for a DataFrame), in ``self.input_space``.
+        params : dict, optional
+            Unused (the input space is a model config).
+        """
+        X = self._matrix(model_input)
+        if self.input_space == "raw" and self.scaler is not None:
+            X = self.scaler.transform(X)
+        return self.surrogate.predict(X)

@@ -1,0 +1,191 @@
+"""The reviewer's HTML page and Markdown model card of a surrogate explanation.
+
+Both are rendered with Jinja2 from ``governance/report/templates``. The HTML page is
+self-contained: CSS and SVG figures are inlined, there is no script and no external
+resource, so it can be archived and opened anywhere (including the MLflow UI).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+METRIC_ROWS = (
+    ("Fidelity to the ensemble", "fidelity"),
+    ("Accuracy of the surrogate", "accuracy_surrogate"),
+    ("Accuracy of the ensemble", "accuracy_ensemble"),
+    ("Proximity pairs |U(m)|", "proximity_pairs"),
+)
+SPARSITY_ROWS = (
+    ("Distinct features used", "n_features_used"),
+    ("Feature uses (multiset)", "n_feature_uses"),
+    ("Effective depth", "effective_depth"),
+)
+SOLVER_ROWS = (
+    ("Objective", "objective"),
+    ("Best bound", "bound"),
+    ("MIP gap", "mip_gap"),
+    ("Solve time (s)", "solve_time_s"),
+    ("Proved optimal", "solve_optimal"),
+)
+_SHOWN_AS = {
+    "mip_gap": lambda v: f"{100 * v:.2f}%",
+    "solve_optimal": lambda v: "yes" if v == 1 else "no",
+}
+
+
+@dataclass
+class ReportContext:
+    """Everything the page and the card show.
+
+    Attributes
+    ----------
+    title : str
+        What is explained, e.g. ``models:/credit-rf/3``.
+    depth : int
+    nodes : list of governance.report.tree_figure.DiagramNode
+    rules : str
+        One rule per line, raw units.
+    metrics : dict
+        Keys of :func:`governance.metrics.surrogate_metrics` plus the solver metrics.
+    parameters : dict
+        Hyperparameters and settings of the run.
+    provenance : dict
+        Ensemble URI, data digest, solver and version, time, run id, ...
+    validation : dict
+        ``status`` ("passed"/"failed"/"not run") and ``summary`` (text).
+    label_source : str
+        Whose labels the node counts use ("ground truth" or "ensemble").
+    figures : dict
+        Caption -> path of an SVG file to inline.
+    tree_svg : pathlib.Path or None
+        SVG of the surrogate tree.
+    threshold_ranges : pandas.DataFrame or None
+        VITE threshold ranges (columns ``position, feature, low, high, count``, optional
+        ``low_raw, high_raw``).
+    artifacts : list of str
+        Files stored next to the report (for the model card).
+    """
+
+    title: str
+    depth: int
+    nodes: list
+    rules: str
+    metrics: dict
+    parameters: dict
+    provenance: dict
+    validation: dict
+    label_source: str = "ground truth"
+    figures: dict = field(default_factory=dict)
+    tree_svg: Path | None = None
+    threshold_ranges: object = None
+    artifacts: list = field(default_factory=list)
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("governance.report", "templates"),
+        autoescape=select_autoescape(enabled_extensions=("html.j2",), default=False),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = format_number
+    return env
+
+
+def format_number(value, digits: int = 4) -> str:
+    """Numbers for people: integers as integers, fractions with ``digits`` significant."""
+    if value is None:
+        return "\u2013"
+    if isinstance(value, str):
+        return value
+    value = float(value)
+    if math.isnan(value):
+        return "\u2013"
+    if math.isinf(value):
+        return "\u221e" if value > 0 else "\u2212\u221e"
+    if value.is_integer() and abs(value) < 1e12:
+        return str(int(value))
+    return f"{value:.{digits}g}"
+
+
+_XML_PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
+
+
+def inline_svg(path) -> Markup:
+    """An SVG file as markup to embed in HTML (prolog, doctype and metadata removed)."""
+    text = Path(path).read_text(encoding="utf-8")
+    text = _METADATA.sub("", _XML_PROLOG.sub("", text, count=1))
+    if "<script" in text.lower():
+        raise ValueError(f"{path} contains a script; refusing to inline it")
+    return Markup(text)
+
+
+def _metric_table(metrics: dict) -> list[dict]:
+    rows = []
+    for label, key in METRIC_ROWS:
+        train, test = metrics.get(f"train_{key}"), metrics.get(f"test_{key}")
+        if train is not None or test is not None:
+            rows.append({"label": label, "train": train, "test": test})
+    if "test_proximity_agreement" in metrics:
+        rows.append(
+            {
+                "label": "Proximity agreement U (pairs kept together)",
+                "train": None,
+                "test": metrics["test_proximity_agreement"],
+            }
+        )
+    return rows
+
+
+def _rows(metrics: dict, spec) -> list[dict]:
+    return [
+        {"label": lbl, "value": _SHOWN_AS.get(key, format_number)(metrics[key])}
+        for lbl, key in spec
+        if key in metrics
+    ]
+
+
+def _template_values(context: ReportContext) -> dict:
+    ranges = context.threshold_ranges
+    range_rows = [] if ranges is None else ranges.to_dict(orient="records")
+    return {
+        "c": context,
+        "metric_rows": _metric_table(context.metrics),
+        "sparsity_rows": _rows(context.metrics, SPARSITY_ROWS),
+        "solver_rows": _rows(context.metrics, SOLVER_ROWS),
+        "range_rows": range_rows,
+        "has_raw_ranges": bool(range_rows) and "low_raw" in range_rows[0],
+        "rule_lines": [line for line in context.rules.splitlines() if line.strip()],
+    }
+
+
+def render_report(context: ReportContext) -> str:
+    """The self-contained HTML page (inline CSS and SVG, no script, no external link)."""
+    values = _template_values(context)
+    values["tree_svg"] = inline_svg(context.tree_svg) if context.tree_svg else None
+    values["figures"] = [(caption, inline_svg(path)) for caption, path in context.figures.items()]
+    return _environment().get_template("report.html.j2").render(**values)
+
+
+def render_model_card(context: ReportContext) -> str:
+    """The Markdown model card."""
+    return _environment().get_template("model_card.md.j2").render(**_template_values(context))
+
+
+def write_report(context: ReportContext, out_dir) -> tuple[Path, Path]:
+    """Write ``report.html`` and ``model_card.md`` into ``out_dir``; return both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    html = out_dir / "report.html"
+    card = out_dir / "model_card.md"
+    html.write_text(render_report(context), encoding="utf-8")
+    card.write_text(render_model_card(context), encoding="utf-8")
+    return html, card

@@ -1,0 +1,141 @@
+"""``govern explain`` and ``govern show``: help, exit codes, and a real subprocess run."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+import typer
+from mlflow import MlflowClient
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+from typer.testing import CliRunner
+
+from cli.explain import register
+
+pytest_plugins = ["mlflow_store"]
+ROOT = Path(__file__).resolve().parents[1]
+FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
+
+
+@pytest.fixture
+def app():
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+@pytest.fixture
+def registered(store, breast_cancer, monkeypatch):
+    """A registered RF Pipeline and its data in a fresh (copied) store."""
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
+    X, y = breast_cancer
+    frame = X[FEATURES].iloc[:150].assign(label=y.iloc[:150].to_numpy())
+    frame.to_csv("data.csv", index=False)
+    model = make_pipeline(
+        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=2, random_state=0)
+    ).fit(frame[FEATURES], frame["label"])
+    with mlflow.start_run():
+        mlflow.sklearn.log_model(
+            model,
+            name="model",
+            registered_model_name="credit-rf",
+            skops_trusted_types=["sklearn.tree._tree.Tree"],
+            pip_requirements=["scikit-learn"],
+        )
+    return frame
+
+
+def test_help_lists_every_option(app):
+    runner = CliRunner()
+    result = runner.invoke(app, ["explain", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for option in (
+        "--model-uri",
+        "--data",
+        "--target",
+        "--test-data",
+        "--depth",
+        "--alpha",
+        "--gamma-percentile",
+        "--proximity-threshold",
+        "--solver",
+        "--time-limit",
+        "--seed",
+        "--registered-name",
+        "--tracking-uri",
+        "--force",
+        "--allow-invalid",
+    ):
+        assert option in result.output
+    shown = runner.invoke(app, ["show", "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "--model-uri" in shown.output
+
+
+def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
+    runner = CliRunner()
+    bad = runner.invoke(app, ["explain", "--model-uri", "credit-rf", "--data", "data.csv"])
+    assert bad.exit_code == 2 and "models:/<name>/<version>" in bad.output
+    missing = runner.invoke(
+        app, ["explain", "--model-uri", "models:/credit-rf/1", "--data", "nowhere.csv"]
+    )
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    registered.drop(columns=["worst area"]).to_csv("bad.csv", index=False)
+    invalid = runner.invoke(
+        app,
+        ["explain", "--model-uri", "models:/credit-rf/1", "--data", "bad.csv", "--target", "label"],
+    )
+    assert invalid.exit_code == 1 and "worst area" in invalid.output
+    assert MlflowClient().search_model_versions("name = 'credit-rf-surrogate'") == []
+    not_surrogate = runner.invoke(app, ["show", "--model-uri", "models:/credit-rf/1"])
+    assert not_surrogate.exit_code == 2 and "is not a surrogate" in not_surrogate.output
+
+
+@pytest.mark.slow
+def test_govern_explain_and_show_in_subprocess(registered, tmp_path):
+    env = {**os.environ, "COLUMNS": "160"}
+    args = [
+        sys.executable,
+        "-m",
+        "cli",
+        "explain",
+        "--model-uri",
+        "models:/credit-rf/1",
+        "--data",
+        "data.csv",
+        "--target",
+        "label",
+        "--time-limit",
+        "3",
+    ]
+    done = subprocess.run(
+        args, check=False, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Registered models:/credit-rf-surrogate/1" in out
+    assert "node 0 (level 0)" in out and "train_fidelity" in out
+    assert f"mlflow ui --backend-store-uri {os.environ['MLFLOW_TRACKING_URI']}" in out
+    assert "#/models/credit-rf-surrogate/versions/1" in out
+    assert "solve (MILP)" in done.stderr and "register" in done.stderr
+
+    again = subprocess.run(
+        args, check=False, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=180
+    )
+    assert again.returncode == 0 and "Reused models:/credit-rf-surrogate/1" in again.stdout
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "cli", "show", "--model-uri", "models:/credit-rf-surrogate/1"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "governance.surrogate_of = models:/credit-rf/1" in shown.stdout
+    assert "node 0 (level 0)" in shown.stdout and "test_fidelity" in shown.stdout

@@ -1,0 +1,356 @@
+"""flavors.explain end to end against a real SQLite MLflow store."""
+
+import json
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from flavors.explain import (
+    EXPLAIN_DIGEST_TAG,
+    SURROGATE_OF_TAG,
+    SURROGATE_TAG,
+    VALIDATION_TAG,
+    ExplainError,
+    ValidationFailedError,
+    explain_model_version,
+    load_ensemble,
+    model_id_of,
+)
+from flavors.miret import load_model
+
+FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
+CONTRACT_METRICS = {
+    "train_fidelity",
+    "test_fidelity",
+    "train_accuracy_surrogate",
+    "test_accuracy_surrogate",
+    "train_accuracy_ensemble",
+    "test_accuracy_ensemble",
+    "train_proximity_pairs",
+    "test_proximity_pairs",
+    "n_features_used",
+    "n_feature_uses",
+    "effective_depth",
+    "objective",
+    "bound",
+    "mip_gap",
+    "solve_time_s",
+    "solve_optimal",
+}
+MODEL_FILES = {
+    "MLmodel",
+    "surrogate.json",
+    "preprocessing.json",
+    "report.html",
+    "model_card.md",
+    "validation.json",
+    "vite/level_frequency.csv",
+    "vite/level_frequency.json",
+    "vite/node_frequency.csv",
+    "vite/threshold_ranges.csv",
+    "figures/level_frequency.png",
+    "figures/level_frequency.svg",
+    "figures/vite_tree.png",
+    "figures/vite_tree.svg",
+    "figures/surrogate_tree.png",
+    "figures/surrogate_tree.svg",
+}
+
+
+def _frame(breast_cancer, n=200):
+    X, y = breast_cancer
+    return X[FEATURES].iloc[:n].assign(label=y.iloc[:n].to_numpy())
+
+
+def _register_rf(frame, name="credit-rf"):
+    model = make_pipeline(
+        MinMaxScaler(), RandomForestClassifier(n_estimators=20, max_depth=2, random_state=0)
+    ).fit(frame[FEATURES], frame["label"])
+    with mlflow.start_run():
+        mlflow.sklearn.log_model(
+            model,
+            name="model",
+            registered_model_name=name,
+            skops_trusted_types=["sklearn.tree._tree.Tree"],
+            pip_requirements=["scikit-learn"],
+        )
+    return model
+
+
+def _use_store(monkeypatch, uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+
+
+def _files(root):
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def rf_case(tmp_path_factory, breast_cancer):
+    """One RF Pipeline explained once (5 s limit) in its own store, shared by the tests."""
+    root = tmp_path_factory.mktemp("rf")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    with pytest.MonkeyPatch.context() as mp:
+        _use_store(mp, uri)
+        mp.chdir(root)
+        frame = _frame(breast_cancer)
+        frame.to_csv(root / "data.csv", index=False)
+        model = _register_rf(frame)
+        stages = []
+        result = explain_model_version(
+            "models:/credit-rf/1",
+            root / "data.csv",
+            target="label",
+            time_limit=5,
+            progress=lambda stage, detail: stages.append((stage, detail)),
+        )
+    return {
+        "uri": uri,
+        "root": root,
+        "frame": frame,
+        "model": model,
+        "result": result,
+        "stages": stages,
+    }
+
+
+@pytest.fixture
+def rf(rf_case, monkeypatch):
+    """The shared store (creating a SQLite store costs seconds): tests use their own names."""
+    _use_store(monkeypatch, rf_case["uri"])
+    return rf_case
+
+
+def test_rf_explain_registers_linked_version(rf):
+    result = rf["result"]
+    client = MlflowClient()
+    assert result.surrogate_uri == "models:/credit-rf-surrogate/1"
+    assert not result.reused and result.validation == "passed"
+    surrogate = client.get_model_version("credit-rf-surrogate", "1")
+    ensemble = client.get_model_version("credit-rf", "1")
+    assert surrogate.tags[SURROGATE_OF_TAG] == "models:/credit-rf/1"
+    assert surrogate.tags[VALIDATION_TAG] == "passed"
+    assert ensemble.tags[SURROGATE_TAG] == "models:/credit-rf-surrogate/1"
+    assert model_id_of(surrogate) == result.model_id
+
+
+def test_rf_metrics_on_model_and_run(rf):
+    result = rf["result"]
+    client = MlflowClient()
+    assert CONTRACT_METRICS <= set(result.metrics)
+    on_model = {m.key: m.value for m in client.get_logged_model(result.model_id).metrics}
+    on_run = client.get_run(result.run_id).data.metrics
+    assert on_model == pytest.approx(result.metrics)
+    assert on_run == pytest.approx(result.metrics)
+    assert result.metrics["solve_optimal"] in (0.0, 1.0)
+    assert 0.5 <= result.metrics["train_fidelity"] <= 1.0
+
+
+def test_rf_run_records_reproducibility(rf):
+    result = rf["result"]
+    run = MlflowClient().get_run(result.run_id)
+    params, tags = run.data.params, run.data.tags
+    assert params["ensemble_uri"] == "models:/credit-rf/1"
+    assert params["time_limit"] == "5.0" and params["seed"] == "0"
+    assert params["depth"] == "2" and params["alpha"] == "0.5"
+    assert params["n_train"] == "160" and params["n_test"] == "40"
+    for key in (
+        "governance.solver",
+        "governance.solver_version",
+        "governance.mip_status",
+        "governance.objective",
+        "governance.bound",
+        "governance.gap",
+    ):
+        assert tags[key]
+    assert tags[VALIDATION_TAG] == "passed"
+    (dataset,) = run.inputs.dataset_inputs
+    assert dataset.dataset.digest == params["data_digest"] == tags["governance.data_digest"]
+    ensemble_id = model_id_of(MlflowClient().get_model_version("credit-rf", "1"))
+    assert [m.model_id for m in run.inputs.model_inputs] == [ensemble_id]
+    assert run.info.status == "FINISHED"
+
+
+def test_rf_artifacts_and_pyfunc(rf, tmp_path):
+    local = mlflow.artifacts.download_artifacts("models:/credit-rf-surrogate/1", dst_path="dl")
+    files = _files(Path(local))
+    assert MODEL_FILES <= files
+    assert not [f for f in files if f.endswith((".pkl", ".pickle", ".skops"))]
+    pre = json.loads(Path(local, "preprocessing.json").read_text())
+    scaler = rf["model"][0]
+    assert pre["type"] == "min_max" and pre["feature_names"] == FEATURES
+    assert pre["data_min_"] == scaler.data_min_.tolist()
+    html = Path(local, "report.html").read_text()
+    assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
+    assert html.count("<svg") >= 3 and "models:/credit-rf/1" in html
+
+    surrogate = load_model("models:/credit-rf-surrogate/1")
+    raw = rf["frame"][FEATURES]
+    expected = surrogate.predict(scaler.transform(raw))
+    predicted = mlflow.pyfunc.load_model("models:/credit-rf-surrogate/1").predict(raw)
+    np.testing.assert_array_equal(np.asarray(predicted), expected)
+    normalized = mlflow.pyfunc.load_model(
+        "models:/credit-rf-surrogate/1", model_config={"input_space": "normalized"}
+    ).predict(pd.DataFrame(scaler.transform(raw), columns=FEATURES))
+    np.testing.assert_array_equal(np.asarray(normalized), expected)
+
+
+def test_rf_progress_reports_every_stage(rf):
+    seen = [stage for stage, _ in rf["stages"]]
+    assert list(dict.fromkeys(seen)) == [
+        "load model",
+        "load data",
+        "validate",
+        "VITE",
+        "solve",
+        "metrics",
+        "report",
+        "log model",
+        "register",
+    ]
+
+
+def test_rf_reuse_then_force(rf):
+    client = MlflowClient()
+    again = explain_model_version(
+        "models:/credit-rf/1", rf["root"] / "data.csv", target="label", time_limit=5
+    )
+    assert again.reused and again.surrogate_uri == "models:/credit-rf-surrogate/1"
+    assert again.metrics == pytest.approx(rf["result"].metrics)
+    assert len(client.search_model_versions("name = 'credit-rf-surrogate'")) == 1
+    digest = client.get_model_version("credit-rf-surrogate", "1").tags[EXPLAIN_DIGEST_TAG]
+
+    other = explain_model_version(
+        "models:/credit-rf/1", rf["root"] / "data.csv", target="label", time_limit=5, force=True
+    )
+    assert not other.reused and other.version == "2"
+    assert client.get_model_version("credit-rf-surrogate", "2").tags[EXPLAIN_DIGEST_TAG] == digest
+    assert client.get_model_version("credit-rf", "1").tags[SURROGATE_TAG] == (
+        "models:/credit-rf-surrogate/2"
+    )
+
+
+def test_xgboost_without_target(rf, breast_cancer, tmp_path):
+    import xgboost
+
+    X, y = breast_cancer
+    X = X[FEATURES].iloc[:200]
+    normalized = pd.DataFrame(MinMaxScaler().fit_transform(X), columns=FEATURES)
+    model = xgboost.XGBClassifier(n_estimators=8, max_depth=2, random_state=0)
+    model.fit(normalized, y.iloc[:200])
+    with mlflow.start_run():
+        mlflow.xgboost.log_model(
+            model, name="model", registered_model_name="credit-xgb", pip_requirements=["xgboost"]
+        )
+    normalized.to_parquet(tmp_path / "data.parquet")
+
+    result = explain_model_version(
+        "models:/credit-xgb/1", tmp_path / "data.parquet", time_limit=5, registered_name="xgb-expl"
+    )
+    assert result.surrogate_uri == "models:/xgb-expl/1"
+    assert "train_fidelity" in result.metrics and "train_accuracy_surrogate" not in result.metrics
+    client = MlflowClient()
+    assert client.get_model_version("credit-xgb", "1").tags[SURROGATE_TAG] == result.surrogate_uri
+    on_model = {m.key: m.value for m in client.get_logged_model(result.model_id).metrics}
+    assert on_model == pytest.approx(result.metrics)
+    surrogate = load_model(result.surrogate_uri)
+    predicted = mlflow.pyfunc.load_model(result.surrogate_uri).predict(normalized)
+    np.testing.assert_array_equal(np.asarray(predicted), surrogate.predict(normalized.to_numpy()))
+
+
+def _nothing_registered(name="credit-rf"):
+    client = MlflowClient()
+    assert client.search_model_versions(f"name = '{name}-surrogate'") == []
+    for version in client.search_model_versions(f"name = '{name}'"):
+        assert not any(k.startswith("governance.") for k in version.tags)
+
+
+def test_bad_uri_and_missing_version(rf, breast_cancer, tmp_path):
+    frame = _frame(breast_cancer, 60)
+    frame.to_csv("data.csv", index=False)
+    with pytest.raises(ExplainError, match=r"models:/<name>/<version>"):
+        explain_model_version("runs:/abc/model", "data.csv")
+    with pytest.raises(ExplainError, match="not found in the registry"):
+        explain_model_version("models:/nope/1", "data.csv")
+    _register_rf(frame, "bad-rf")
+    with pytest.raises(ExplainError, match="does not exist"):
+        explain_model_version("models:/bad-rf/1", "missing.csv")
+    with pytest.raises(ExplainError, match="no label column 'y'"):
+        explain_model_version("models:/bad-rf/1", "data.csv", target="y")
+    _nothing_registered("bad-rf")
+
+
+def test_unsupported_model_registers_nothing(rf, breast_cancer):
+    frame = _frame(breast_cancer, 100)
+    frame.to_csv("data.csv", index=False)
+    model = LogisticRegression(max_iter=500).fit(frame[FEATURES], frame["label"])
+    with mlflow.start_run():
+        mlflow.sklearn.log_model(
+            model, name="model", registered_model_name="credit-lr", pip_requirements=["sklearn"]
+        )
+    with pytest.raises(ExplainError, match="Unsupported model.*LogisticRegression"):
+        explain_model_version("models:/credit-lr/1", "data.csv")
+    _nothing_registered("credit-lr")
+    with pytest.raises(ExplainError, match="Unsupported model"):
+        load_ensemble("models:/credit-lr/1")
+
+
+def test_missing_column_fails_validation_and_registers_nothing(rf, breast_cancer):
+    frame = _frame(breast_cancer, 100)
+    _register_rf(frame, "missing-rf")
+    frame.drop(columns=["mean texture"]).to_csv("bad.csv", index=False)
+    with pytest.raises(ValidationFailedError, match="mean texture") as info:
+        explain_model_version("models:/missing-rf/1", "bad.csv", target="label", time_limit=2)
+    _nothing_registered("missing-rf")
+    run = MlflowClient().get_run(info.value.run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.tags[VALIDATION_TAG] == "failed"
+    artifacts = [f.path for f in MlflowClient().list_artifacts(info.value.run_id)]
+    assert artifacts == ["validation.json"]
+
+
+def test_allow_invalid_tags_failed_and_link_failure_rolls_back(rf, breast_cancer, monkeypatch):
+    frame = _frame(breast_cancer, 120)
+    _register_rf(frame, "shifted-rf")
+    shifted = frame.assign(**{"mean radius": frame["mean radius"] * 3})
+    shifted.to_csv("shifted.csv", index=False)
+    with pytest.raises(ValidationFailedError, match="allow-invalid"):
+        explain_model_version("models:/shifted-rf/1", "shifted.csv", target="label", time_limit=2)
+    _nothing_registered("shifted-rf")
+
+    def refuse(self, name, version, key, value):
+        raise RuntimeError("registry refused the tag")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(MlflowClient, "set_model_version_tag", refuse)
+        with pytest.raises(RuntimeError, match="refused"):
+            explain_model_version(
+                "models:/shifted-rf/1",
+                "shifted.csv",
+                target="label",
+                time_limit=2,
+                allow_invalid=True,
+            )
+    _nothing_registered("shifted-rf")
+
+    result = explain_model_version(
+        "models:/shifted-rf/1", "shifted.csv", target="label", time_limit=2, allow_invalid=True
+    )
+    client = MlflowClient()
+    assert (
+        client.get_model_version("shifted-rf-surrogate", result.version).tags[VALIDATION_TAG]
+        == "failed"
+    )
+    assert client.get_run(result.run_id).data.tags[VALIDATION_TAG] == "failed"
+    local = mlflow.artifacts.download_artifacts(result.surrogate_uri, dst_path="dl")
+    html = (Path(local) / "report.html").read_text()
+    assert "Input validation failed" in html

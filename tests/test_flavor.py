@@ -1,0 +1,149 @@
+"""The ``miret`` flavor: save/load round trip, pyfunc input spaces, no pickle."""
+
+import json
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from flavors import miret
+from governance.ensemble import read_ensemble
+from governance.miret import MiretSurrogate
+from governance.miret.tree import SurrogateTree
+
+FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
+
+
+@pytest.fixture(scope="module")
+def fitted(breast_cancer):
+    X, y = breast_cancer
+    X, y = X[FEATURES].iloc[:80], y.iloc[:80]
+    pipeline = make_pipeline(
+        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=2, random_state=0)
+    ).fit(X, y)
+    ensemble = read_ensemble(pipeline)
+    surrogate = MiretSurrogate(time_limit=5).fit(ensemble.transform(X), ensemble)
+    return X, pipeline, ensemble, surrogate
+
+
+def test_scaler_round_trip_is_exact(fitted):
+    _, pipeline, _, _ = fitted
+    scaler = pipeline[0]
+    data = json.loads(json.dumps(miret.scaler_to_dict(scaler, FEATURES)))
+    assert data["type"] == "min_max" and data["feature_names"] == FEATURES
+    rebuilt = miret.scaler_from_dict(data)
+    np.testing.assert_array_equal(rebuilt.scale_, scaler.scale_)
+    np.testing.assert_array_equal(rebuilt.min_, scaler.min_)
+    assert miret.scaler_from_dict(miret.scaler_to_dict(None, FEATURES)) is None
+    data["scale_"][0] *= 2
+    with pytest.raises(ValueError, match="inconsistent"):
+        miret.scaler_from_dict(data)
+
+
+def test_save_load_round_trip(fitted, tmp_path):
+    X, pipeline, ensemble, surrogate = fitted
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "note.txt").write_text("hello")
+    (tmp_path / "card.md").write_text("# card")
+    path = tmp_path / "model"
+    miret.save_model(
+        surrogate,
+        path,
+        preprocessing=ensemble.scaler,
+        artifacts={"vite": tmp_path / "extra", "model_card.md": tmp_path / "card.md"},
+    )
+    files = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()}
+    assert {
+        "MLmodel",
+        "surrogate.json",
+        "preprocessing.json",
+        "vite/note.txt",
+        "model_card.md",
+        "requirements.txt",
+    } <= files
+    assert not [f for f in files if f.endswith((".pkl", ".pickle", ".skops", ".joblib"))]
+    assert json.loads((path / "surrogate.json").read_text()) == surrogate.to_dict()
+
+    mlmodel = yaml.safe_load((path / "MLmodel").read_text())
+    conf = mlmodel["flavors"]["miret"]
+    assert conf["surrogate_class"] == "MiretSurrogate" and conf["input_space"] == "raw"
+    assert conf["feature_names"] == FEATURES and conf["depth"] == 2
+    assert conf["artifacts"] == ["model_card.md", "vite"]
+    assert mlmodel["flavors"]["python_function"]["loader_module"] == "flavors.miret"
+    assert [c["name"] for c in json.loads(mlmodel["signature"]["inputs"])] == FEATURES
+
+    loaded = miret.load_model(str(path))
+    assert isinstance(loaded, MiretSurrogate)
+    normalized = pipeline[0].transform(X)
+    np.testing.assert_array_equal(loaded.predict(normalized), surrogate.predict(normalized))
+    assert miret.load_preprocessing(str(path)).scale_.tolist() == pipeline[0].scale_.tolist()
+
+
+def test_pyfunc_raw_and_normalized_input(fitted, tmp_path):
+    X, pipeline, ensemble, surrogate = fitted
+    path = tmp_path / "model"
+    miret.save_model(surrogate, path, preprocessing=ensemble.scaler)
+    expected = surrogate.predict(pipeline[0].transform(X))
+
+    raw_model = mlflow.pyfunc.load_model(str(path))
+    np.testing.assert_array_equal(np.asarray(raw_model.predict(X)), expected)
+    shuffled = X[FEATURES[::-1]]  # columns are matched by name
+    np.testing.assert_array_equal(np.asarray(raw_model.predict(shuffled)), expected)
+
+    normalized = pd.DataFrame(pipeline[0].transform(X), columns=FEATURES)
+    norm_model = mlflow.pyfunc.load_model(str(path), model_config={"input_space": "normalized"})
+    np.testing.assert_array_equal(np.asarray(norm_model.predict(normalized)), expected)
+    assert isinstance(raw_model.get_raw_model(), MiretSurrogate)
+
+
+def test_surrogate_tree_without_scaler_defaults_to_normalized(tmp_path):
+    tree = SurrogateTree([[1.0, 0.0]], [-0.5], 1, feature_names=["a", "b"], classes=["no", "yes"])
+    path = tmp_path / "tree"
+    miret.save_model(tree, path)
+    conf = yaml.safe_load((path / "MLmodel").read_text())["flavors"]["miret"]
+    assert conf["input_space"] == "normalized" and conf["surrogate_class"] == "SurrogateTree"
+    model = mlflow.pyfunc.load_model(str(path))
+    frame = pd.DataFrame({"a": [0.2, 0.5, 0.9], "b": [1.0, 0.0, 0.3]})
+    assert list(model.predict(frame)) == ["no", "no", "yes"]
+    assert miret.load_model(str(path)).to_dict() == tree.to_dict()
+
+
+def test_bad_arguments_are_refused(fitted, tmp_path):
+    _, _, _, surrogate = fitted
+    with pytest.raises(ValueError, match="needs the ensemble's MinMaxScaler"):
+        miret.save_model(surrogate, tmp_path / "a", input_space="raw")
+    with pytest.raises(ValueError, match="input_space must be one of"):
+        miret.save_model(surrogate, tmp_path / "b", input_space="scaled")
+    with pytest.raises(ValueError, match="relative, non-reserved"):
+        miret.save_model(surrogate, tmp_path / "c", artifacts={"../x": tmp_path})
+    with pytest.raises(ValueError, match="relative, non-reserved"):
+        miret.save_model(surrogate, tmp_path / "d", artifacts={"surrogate.json": tmp_path})
+    with pytest.raises(TypeError, match="MiretSurrogate or SurrogateTree"):
+        miret.save_model(object(), tmp_path / "e")
+
+
+def test_loading_refuses_unknown_surrogate_class(fitted, tmp_path):
+    _, _, ensemble, surrogate = fitted
+    path = tmp_path / "model"
+    miret.save_model(surrogate, path, preprocessing=ensemble.scaler)
+    mlmodel = (
+        (path / "MLmodel")
+        .read_text()
+        .replace("surrogate_class: MiretSurrogate", "surrogate_class: os.system")
+    )
+    (path / "MLmodel").write_text(mlmodel)
+    with pytest.raises(mlflow.MlflowException, match="unknown surrogate class"):
+        miret.load_model(str(path))
+
+
+def test_default_requirements_name_the_package():
+    requirements = miret.get_default_pip_requirements()
+    assert requirements[0].startswith("miret-governance==")
+    assert any(r.startswith("numpy==") for r in requirements)
+    env = miret.get_default_conda_env()
+    assert any(isinstance(d, dict) and "pip" in d for d in env["dependencies"])

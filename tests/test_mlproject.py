@@ -1,0 +1,95 @@
+"""The MLproject's ``explain`` entry point: its defaults, and a real ``mlflow run``."""
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+from mlflow import MlflowClient
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from governance.miret import MiretSurrogate
+
+pytest_plugins = ["mlflow_store"]
+ROOT = Path(__file__).resolve().parents[1]
+FEATURES = ["mean radius", "mean texture", "worst area"]
+
+
+def _explain_entry():
+    return yaml.safe_load((ROOT / "MLproject").read_text())["entry_points"]["explain"]
+
+
+def test_explain_defaults_match_the_estimator():
+    params = _explain_entry()["parameters"]
+    defaults = {
+        name: p.default for name, p in inspect.signature(MiretSurrogate.__init__).parameters.items()
+    }
+    for name in ("alpha", "gamma_percentile", "proximity_threshold", "time_limit", "solver"):
+        assert params[name]["default"] == defaults[name], name
+    assert params["depth"]["default"] == 0 and params["target"]["default"] == ""
+    assert "default" not in params["model_uri"] and params["data"]["type"] == "path"
+    command = _explain_entry()["command"]
+    for name in params:
+        assert "{" + name + "}" in command
+
+
+@pytest.mark.slow
+def test_mlflow_run_explain(store, breast_cancer, tmp_path):
+    X, y = breast_cancer
+    frame = X[FEATURES].iloc[:120].assign(label=y.iloc[:120].to_numpy())
+    frame.to_csv("data.csv", index=False)
+    model = make_pipeline(
+        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=2, random_state=0)
+    ).fit(frame[FEATURES], frame["label"])
+    with mlflow.start_run(experiment_id=store):
+        mlflow.sklearn.log_model(
+            model,
+            name="model",
+            registered_model_name="proj-rf",
+            skops_trusted_types=["sklearn.tree._tree.Tree"],
+            pip_requirements=["scikit-learn"],
+        )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "run",
+            str(ROOT),
+            "-e",
+            "explain",
+            "-P",
+            "model_uri=models:/proj-rf/1",
+            "-P",
+            f"data={tmp_path / 'data.csv'}",
+            "-P",
+            "target=label",
+            "-P",
+            "time_limit=3",
+            "--env-manager",
+            "local",
+            "--experiment-id",
+            store,
+        ],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = MlflowClient()
+    (surrogate,) = client.search_model_versions("name = 'proj-rf-surrogate'")
+    assert surrogate.tags["governance.surrogate_of"] == "models:/proj-rf/1"
+    runs = client.search_runs([store], filter_string="tags.`mlflow.project.entryPoint` = 'explain'")
+    assert len(runs) == 1 and runs[0].info.run_id == surrogate.run_id
+    assert runs[0].data.params["ensemble_uri"] == "models:/proj-rf/1"
+    assert "train_fidelity" in runs[0].data.metrics
