@@ -1,0 +1,22 @@
+"""MIRET: an optimal oblique surrogate tree of a tree ensemble, solved as a MILP.
+
+Names are imported lazily so that the submodules (problem, formulation, solvers, tree,
+heuristic) can import each other without going through this package's exports.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "MiretProblem": "governance.miret.problem",
+    "build_problem": "governance.miret.problem",
+    "MiretSurrogate": "governance.miret.estimator",
+    "SolveReport": "governance.miret.estimator",
+}
+
+__all__ = ["MiretProblem", "MiretSurrogate", "SolveReport", "build_problem"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'governance.miret' has no attribute {name!r}")

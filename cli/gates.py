@@ -1,0 +1,237 @@
+"""``govern validate | gate | promote | pipeline``: thin commands over ``flavors.gating``.
+
+Exit codes: 0 everything passed, 1 a gate or the validation failed, 2 an error (bad
+URI, unreadable file, invalid policy, no linked surrogate, unreachable server).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+# CI logs are not terminals (rich would assume 80 columns): give tables room there.
+console = Console(width=None if sys.stdout.isatty() else 120)
+errors = Console(stderr=True)
+
+ModelUri = Annotated[
+    str,
+    typer.Option("--model-uri", help="models:/<name>/<version> or models:/<name>@<alias>"),
+]
+PolicyFile = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        help="TOML policy file with a gates table (default: min_fidelity 0.90, max_features 5)",
+    ),
+]
+TrackingUri = Annotated[
+    str | None,
+    typer.Option(
+        "--tracking-uri", help="Tracking server (also the registry); default MLFLOW_TRACKING_URI"
+    ),
+]
+DataFile = Annotated[Path, typer.Option("--data", help="CSV or Parquet file of raw inputs")]
+Target = Annotated[str | None, typer.Option("--target", help="Label column allowed in the data")]
+
+
+def _connect(tracking_uri: str | None, fail_fast: bool = True) -> None:
+    """Point MLflow at the tracking server and fail fast when it does not answer."""
+    from flavors.gating import check_tracking_server
+
+    if fail_fast:
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    if tracking_uri:
+        os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
+        os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
+    check_tracking_server()
+
+
+def _fail(error: Exception) -> typer.Exit:
+    errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def _errors() -> tuple:
+    from mlflow.exceptions import MlflowException
+
+    from flavors.explain import ExplainError
+    from flavors.gating import GateError
+    from governance.gates import PolicyError
+
+    return (ExplainError, GateError, PolicyError, MlflowException, OSError, ValueError)
+
+
+def print_gates(outcome) -> None:
+    """The gate table of a GateOutcome, and where it was recorded."""
+    from governance.gates import format_value
+
+    evaluation = outcome.evaluation
+    table = Table(
+        title=f"Gates for {outcome.ensemble_uri} (surrogate {outcome.surrogate_uri})",
+        caption=f"policy digest {evaluation.policy_digest[:16]}",
+    )
+    for column in ("Gate", "Metric"):
+        table.add_column(column, overflow="fold")
+    for column in ("Threshold", "Value"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("Result", no_wrap=True)
+    for r in evaluation.results:
+        table.add_row(
+            r.name,
+            r.metric,
+            f"{r.comparison} {format_value(r.threshold)}",
+            format_value(r.value),
+            "[green]pass[/]" if r.passed else "[red]FAIL[/]",
+        )
+    console.print(table)
+    for r in evaluation.results:
+        if not r.passed:
+            console.print(f"[red]FAIL[/] {r.name}: {r.reason}", highlight=False, soft_wrap=True)
+    verdict = "[green]all gates passed[/]" if evaluation.all_passed else "[red]a gate failed[/]"
+    console.print(
+        f"{verdict}; recorded as tags governance.gate.* on {outcome.ensemble_uri} and in run "
+        f"{outcome.run_id} (experiment governance-gates, artifacts gate_report.json / .md)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def validate(
+    model_uri: ModelUri,
+    data: DataFile,
+    target: Target = None,
+    mostly: Annotated[
+        float, typer.Option("--mostly", help="Fraction of rows that must pass (scoring data)")
+    ] = 1.0,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write GE's JSON result to this file")
+    ] = None,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Validate data against an ensemble's feature schema with Great Expectations."""
+    import json
+
+    from flavors.gating import validate_model_inputs
+
+    try:
+        _connect(tracking_uri)
+        result = validate_model_inputs(model_uri, data, target=target or None, mostly=mostly)
+    except _errors() as error:
+        raise _fail(error) from None
+    console.print(result.summary(), highlight=False, soft_wrap=True)
+    if report is not None:
+        report.write_text(json.dumps(result.to_json(), indent=1, default=str))
+    raise typer.Exit(0 if result.success else 1)
+
+
+def gate(
+    model_uri: ModelUri,
+    policy: PolicyFile = None,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Evaluate the promotion gates on the ensemble version's linked surrogate."""
+    from flavors.gating import gate_model_version
+    from governance.gates import load_policy
+
+    try:
+        parsed = load_policy(policy or None)
+        _connect(tracking_uri)
+        outcome = gate_model_version(model_uri, parsed)
+    except _errors() as error:
+        raise _fail(error) from None
+    print_gates(outcome)
+    raise typer.Exit(0 if outcome.evaluation.all_passed else 1)
+
+
+def promote(
+    model_uri: ModelUri,
+    alias: Annotated[str, typer.Option("--alias", help="Alias to set when every gate passes")],
+    policy: PolicyFile = None,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Set an alias on the ensemble version only if every gate passes."""
+    from flavors.gating import promote_model_version
+    from governance.gates import load_policy
+
+    try:
+        parsed = load_policy(policy or None)
+        _connect(tracking_uri)
+        outcome = promote_model_version(model_uri, alias, parsed)
+    except _errors() as error:
+        raise _fail(error) from None
+    print_gates(outcome.gate)
+    where = f"tag governance.promotion.{alias} on {outcome.gate.ensemble_uri}"
+    if outcome.promoted:
+        console.print(
+            f"[green]promoted[/]: @{alias} -> {outcome.gate.ensemble_uri} ({where})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        now = f"version {outcome.alias_version}" if outcome.alias_version else "no version"
+        console.print(
+            f"[red]refused[/]: @{alias} stays on {now} ({where})", highlight=False, soft_wrap=True
+        )
+    raise typer.Exit(0 if outcome.promoted else 1)
+
+
+def pipeline(
+    model_uri: ModelUri,
+    data: DataFile,
+    target: Target = None,
+    policy: PolicyFile = None,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="Solver time limit (seconds)")
+    ] = 60.0,
+    solver: Annotated[str, typer.Option("--solver", help="auto, highs or gurobi")] = "auto",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the holdout split")] = 0,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Validate the data, explain the ensemble version, then evaluate the gates."""
+    from flavors.explain import ValidationFailedError, explain_model_version
+    from flavors.gating import gate_model_version, validate_model_inputs
+    from governance.gates import load_policy
+
+    target = target or None
+    try:
+        parsed = load_policy(policy or None)
+        _connect(tracking_uri, fail_fast=False)
+        console.rule("1/3 validate")
+        report = validate_model_inputs(model_uri, data, target=target)
+        console.print(report.summary(), highlight=False, soft_wrap=True)
+        if not report.success:
+            raise typer.Exit(1)
+        console.rule("2/3 explain")
+        explained = explain_model_version(
+            model_uri, data, target=target, solver=solver, time_limit=time_limit, seed=seed
+        )
+        console.print(
+            f"surrogate {explained.surrogate_uri} (run {explained.run_id}"
+            f"{', reused' if explained.reused else ''})",
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.rule("3/3 gate")
+        outcome = gate_model_version(model_uri, parsed)
+    except ValidationFailedError as error:
+        errors.print(str(error), highlight=False)
+        raise typer.Exit(1) from None
+    except _errors() as error:
+        raise _fail(error) from None
+    print_gates(outcome)
+    raise typer.Exit(0 if outcome.evaluation.all_passed else 1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the validate, gate, promote and pipeline commands to the ``govern`` app."""
+    app.command()(validate)
+    app.command()(gate)
+    app.command()(promote)
+    app.command()(pipeline)

@@ -1,0 +1,313 @@
+"""Promotion policy (TOML) and its evaluation against a surrogate's metrics.
+
+A policy file holds one ``[gates]`` table; nothing else is allowed at the top level::
+
+    [gates]
+    min_fidelity = 0.90            # test-set fidelity of the surrogate
+    max_features = 5               # distinct features used by the surrogate
+    min_train_fidelity = 0.95      # optional
+    min_proximity_agreement = 0.8  # optional
+    max_gap = 0.05                 # optional: MIP gap of the solve
+    require_validation_pass = true # optional: the inputs passed validation
+
+``min_fidelity`` and ``max_features`` always apply (defaults 0.90 and 5, overridden by
+the file); the other gates apply when the file sets them. A value exactly at its
+threshold passes (``>=`` for ``min_*``, ``<=`` for ``max_*``), as MLflow's
+``MetricThreshold`` does. A missing or NaN metric fails its gate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+VALIDATION_TAG = "governance.validation"
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """What a policy key checks: the metric (or tag), its direction and value type."""
+
+    metric: str
+    greater_is_better: bool
+    kind: type
+    description: str
+
+
+GATES = {
+    "min_fidelity": GateSpec("test_fidelity", True, float, "test-set fidelity, in [0, 1]"),
+    "max_features": GateSpec("n_features_used", False, int, "distinct features, integer >= 0"),
+    "min_train_fidelity": GateSpec("train_fidelity", True, float, "train fidelity, in [0, 1]"),
+    "min_proximity_agreement": GateSpec(
+        "test_proximity_agreement", True, float, "test proximity agreement, in [0, 1]"
+    ),
+    "max_gap": GateSpec("mip_gap", False, float, "relative MIP gap, >= 0"),
+    "require_validation_pass": GateSpec(VALIDATION_TAG, True, bool, "true or false"),
+}
+DEFAULTS = {"min_fidelity": 0.90, "max_features": 5}
+_UNIT_INTERVAL = ("min_fidelity", "min_train_fidelity", "min_proximity_agreement")
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be read or has unknown keys or values of the wrong type."""
+
+
+def _valid_keys() -> str:
+    return "\n".join(f"  {name} = <{spec.description}>" for name, spec in GATES.items())
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A parsed promotion policy.
+
+    Attributes
+    ----------
+    gates : dict
+        Gate name -> threshold (defaults included), e.g. ``{"min_fidelity": 0.9}``.
+    source : str
+        Where it came from (a path, or ``"built-in defaults"``).
+    """
+
+    gates: dict
+    source: str = "built-in defaults"
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the gates (sorted keys, no spaces)."""
+        canonical = json.dumps(self.gates, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_policy(data: dict, source: str = "policy") -> Policy:
+    """Check a policy mapping (as read from TOML) and fill in the defaults.
+
+    Parameters
+    ----------
+    data : dict
+        ``{"gates": {...}}``.
+    source : str
+        Named in error messages.
+
+    Raises
+    ------
+    PolicyError
+        Unknown keys, a missing ``[gates]`` table, or values of the wrong type or range.
+    """
+    extra = sorted(set(data) - {"gates"})
+    if extra:
+        hint = " (gate keys belong in the [gates] table)" if set(extra) & set(GATES) else ""
+        raise PolicyError(
+            f"{source}: unknown top-level keys {extra}{hint}; a policy has one [gates] "
+            f"table with these keys:\n{_valid_keys()}"
+        )
+    table = data.get("gates", {})
+    if not isinstance(table, dict):
+        raise PolicyError(f"{source}: 'gates' must be a table ([gates])")
+    unknown = sorted(set(table) - set(GATES))
+    if unknown:
+        raise PolicyError(f"{source}: unknown gates {unknown}; valid keys:\n{_valid_keys()}")
+    gates = dict(DEFAULTS)
+    for name, value in table.items():
+        gates[name] = _checked(name, value, source)
+    if gates.get("require_validation_pass") is False:
+        del gates["require_validation_pass"]
+    return Policy(gates=dict(sorted(gates.items())), source=source)
+
+
+def _checked(name: str, value, source: str):
+    spec = GATES[name]
+    wrong = f"{source}: {name} = {value!r} is not valid; expected {spec.description}"
+    if spec.kind is bool:
+        if not isinstance(value, bool):
+            raise PolicyError(wrong)
+        return value
+    if spec.kind is int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PolicyError(wrong)
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PolicyError(wrong)
+    value = float(value)
+    if (name in _UNIT_INTERVAL and not 0.0 <= value <= 1.0) or value < 0.0:
+        raise PolicyError(wrong)
+    return value
+
+
+def load_policy(path=None) -> Policy:
+    """Read a TOML policy file; ``None`` gives the built-in defaults.
+
+    Raises
+    ------
+    PolicyError
+        The file cannot be read or parsed, or fails :func:`parse_policy`.
+    """
+    if path is None:
+        return Policy(gates=dict(sorted(DEFAULTS.items())))
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise PolicyError(f"cannot read policy file {path}: {error.strerror}") from error
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise PolicyError(f"policy file {path} is not valid TOML: {error}") from error
+    return parse_policy(data, source=str(path))
+
+
+@dataclass
+class GateResult:
+    """The verdict of one gate.
+
+    Attributes
+    ----------
+    name : str
+        Policy key, e.g. ``min_fidelity``.
+    metric : str
+        Metric (or tag) checked, e.g. ``test_fidelity``.
+    threshold : float, int or str
+        ``"passed"`` for ``require_validation_pass``.
+    value : float, str or None
+        Observed value; None when missing.
+    passed : bool
+    reason : str
+    """
+
+    name: str
+    metric: str
+    threshold: object
+    value: object
+    passed: bool
+    reason: str
+
+    @property
+    def comparison(self) -> str:
+        """``>=``, ``<=`` or ``==`` (for the validation tag)."""
+        spec = GATES[self.name]
+        if spec.kind is bool:
+            return "=="
+        return ">=" if spec.greater_is_better else "<="
+
+
+@dataclass
+class Evaluation:
+    """All gate verdicts of one policy on one surrogate.
+
+    Attributes
+    ----------
+    all_passed : bool
+    results : list of GateResult
+    policy_digest : str
+    policy : dict
+        The gates evaluated (thresholds, defaults included).
+    """
+
+    all_passed: bool
+    results: list
+    policy_digest: str
+    policy: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """A JSON-serializable dict (NaN values become None)."""
+        results = []
+        for result in self.results:
+            row = asdict(result)
+            row["comparison"] = result.comparison
+            if isinstance(row["value"], float) and not math.isfinite(row["value"]):
+                row["value"] = None
+            results.append(row)
+        return {
+            "all_passed": self.all_passed,
+            "policy_digest": self.policy_digest,
+            "policy": dict(self.policy),
+            "results": results,
+        }
+
+    def to_markdown(self) -> str:
+        """A Markdown table of the verdicts, with the policy digest."""
+        lines = [
+            f"# Promotion gates: {'PASSED' if self.all_passed else 'FAILED'}",
+            "",
+            f"Policy digest: `{self.policy_digest}`",
+            "",
+            "| Gate | Metric | Threshold | Value | Result | Reason |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in self.results:
+            lines.append(
+                f"| {r.name} | `{r.metric}` | {r.comparison} {format_value(r.threshold)} | "
+                f"{format_value(r.value)} | {'pass' if r.passed else 'FAIL'} | {r.reason} |"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def format_value(value) -> str:
+    """A threshold or metric value for tables (``-`` when missing)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def evaluate(policy: Policy, metrics: dict, tags: dict | None = None) -> Evaluation:
+    """Check each gate of ``policy`` against a surrogate's metrics and tags.
+
+    Parameters
+    ----------
+    policy : Policy
+    metrics : dict
+        Metric name -> value, with the names of :func:`governance.metrics.surrogate_metrics`
+        and the solver's (``mip_gap``).
+    tags : dict, optional
+        Tags of the surrogate; ``governance.validation`` is read for
+        ``require_validation_pass``.
+
+    Returns
+    -------
+    Evaluation
+    """
+    tags = tags or {}
+    results = [_gate(name, threshold, metrics, tags) for name, threshold in policy.gates.items()]
+    return Evaluation(
+        all_passed=all(r.passed for r in results),
+        results=results,
+        policy_digest=policy.digest,
+        policy=dict(policy.gates),
+    )
+
+
+def _gate(name: str, threshold, metrics: dict, tags: dict) -> GateResult:
+    spec = GATES[name]
+    if spec.kind is bool:
+        value = tags.get(spec.metric)
+        passed = value == "passed"
+        reason = (
+            "the inputs passed validation"
+            if passed
+            else f"tag {spec.metric} is {value!r}, not 'passed'"
+            if value is not None
+            else f"tag {spec.metric} is not set (was the surrogate validated?)"
+        )
+        return GateResult(name, spec.metric, "passed", value, passed, reason)
+    value = metrics.get(spec.metric)
+    if value is None:
+        return GateResult(
+            name, spec.metric, threshold, None, False, f"metric {spec.metric} was not logged"
+        )
+    value = float(value)
+    if math.isnan(value):
+        return GateResult(name, spec.metric, threshold, value, False, f"{spec.metric} is NaN")
+    op = ">=" if spec.greater_is_better else "<="
+    passed = value >= threshold if spec.greater_is_better else value <= threshold
+    verdict = "meets" if passed else "does not meet"
+    reason = f"{spec.metric} = {value:.10g} {verdict} {op} {threshold:.10g}"
+    return GateResult(name, spec.metric, threshold, value, passed, reason)

@@ -1,0 +1,273 @@
+"""The data of one MIRET instance, derived from a tree ensemble and normalized samples.
+
+Everything the MILP needs is computed once here (paper, section "Incorporating
+TE-driven information"):
+
+* ``y``: the ensemble's labels ``F_TE(x^i)`` in ``{-1, +1}`` (+1 is ``classes[1]``);
+* ``weight``: the class probability ``p^i`` (:func:`governance.vite.class_probability`);
+* ``frequency``: the level frequency ``f_{d,j}`` with the ``|E| 2^d`` denominator
+  (eq. ``miret_frequency``);
+* ``allowed``: ``J_gamma(d) = {j : f_{d,j} > gamma_d}`` (eq. ``def:gamma_d``), where
+  ``gamma_d`` is the ``h``-th percentile of the positive frequencies of level ``d``
+  (section "Hyperparameters setting"; ``h = 0`` means ``gamma_d = 0``);
+* ``component``: connected components of the proximity pairs ``U_TE(m)``
+  (eq. ``proxiset``). The proximity constraints ``z_i = z_k`` are transitive, so all
+  samples of a component must share a leaf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse.csgraph import connected_components
+
+FORMULATIONS = ("miret", "basic")
+BOUND_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class MiretProblem:
+    """One MIRET instance.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, p)
+        Normalized samples in ``[0, 1]``.
+    y : ndarray of shape (n,)
+        Ensemble labels in ``{-1, +1}``.
+    weight : ndarray of shape (n,)
+        Class probability ``p^i`` (misfit cost of sample ``i``).
+    frequency : ndarray of shape (D, p)
+        Level frequency ``f_{d,j}`` (``|E| 2^d`` denominator).
+    allowed : ndarray of shape (D, p), bool
+        ``J_gamma(d)``: the features a split at level ``d`` may use.
+    component : ndarray of shape (n,), int
+        Proximity component ids ``0..C-1``; equal ids must share a leaf.
+    depth : int
+    alpha : float
+    epsilon : float
+    formulation : {"miret", "basic"}
+    feature_names : tuple of str
+    classes : ndarray
+        The ensemble's two labels; ``classes[1]`` is ``+1``.
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray
+    frequency: np.ndarray
+    allowed: np.ndarray
+    component: np.ndarray
+    depth: int
+    alpha: float
+    epsilon: float
+    formulation: str
+    feature_names: tuple
+    classes: np.ndarray
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def n_branch(self) -> int:
+        """Number of branch nodes ``2^D - 1``."""
+        return 2**self.depth - 1
+
+    @property
+    def n_components(self) -> int:
+        return int(self.component.max()) + 1 if self.component.size else 0
+
+    @property
+    def node_level(self) -> np.ndarray:
+        """Level ``floor(log2(t + 1))`` of each branch node ``t``."""
+        return np.floor(np.log2(np.arange(self.n_branch) + 1)).astype(np.int64)
+
+    @property
+    def penalty(self) -> np.ndarray:
+        """``alpha / f_{d,j}`` where ``j`` is allowed at level ``d``, else 0; shape (D, p)."""
+        out = np.zeros_like(self.frequency)
+        out[self.allowed] = self.alpha / self.frequency[self.allowed]
+        return out
+
+    def objective(self, coef, leaves) -> float:
+        """MIRET objective of a tree given its coefficients and the leaves of the samples.
+
+        ``sum_i p^i [c_leaf(i) != y_i] + sum_t sum_j penalty[level(t), j] [a_tj != 0]``.
+
+        Parameters
+        ----------
+        coef : array of shape (2^D - 1, p)
+            Split coefficients ``a_t``.
+        leaves : array of shape (n,)
+            Leaf position (``2^D - 1 .. 2^{D+1} - 2``) of every sample.
+        """
+        coef = np.asarray(coef, dtype=np.float64)
+        leaves = np.asarray(leaves)
+        sign = np.where(leaves % 2 == 1, -1, 1)
+        misfit = float(self.weight[sign != self.y].sum())
+        used = coef != 0
+        return misfit + float((self.penalty[self.node_level] * used).sum())
+
+    def summary(self) -> dict:
+        """Sizes of the instance (plain ints, for reports)."""
+        return {
+            "n_samples": self.n_samples,
+            "n_features": self.n_features,
+            "depth": int(self.depth),
+            "n_components": self.n_components,
+            "n_allowed_per_level": [int(v) for v in self.allowed.sum(axis=1)],
+            "n_positive": int((self.y == 1).sum()),
+        }
+
+
+def check_unit_data(X, n_features: int, feature_names=None) -> np.ndarray:
+    """Validate normalized input and return it as a float array clipped into [0, 1].
+
+    Parameters
+    ----------
+    X : array-like or DataFrame of shape (n, p)
+        A DataFrame with the ensemble's column names is reordered to that order.
+    n_features : int
+    feature_names : sequence of str, optional
+
+    Raises
+    ------
+    ValueError
+        Wrong shape or columns, non-finite values, or values outside ``[0, 1]``.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is not None and feature_names is not None:
+        names = [str(c) for c in columns]
+        generic = list(feature_names) == [f"x{j}" for j in range(len(feature_names))]
+        missing = [n for n in feature_names if n not in names]
+        if not missing:
+            X = X[list(feature_names)]
+        elif not generic:  # an ensemble fitted on unnamed arrays is matched by position
+            raise ValueError(
+                f"X lacks the ensemble's columns {missing[:5]}; pass the features the "
+                f"ensemble was trained on ({', '.join(list(feature_names)[:5])}...)"
+            )
+    X = np.array(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(
+            f"X must be a 2-D array with {n_features} columns (one per ensemble feature), "
+            f"got shape {X.shape}"
+        )
+    if X.shape[0] == 0:
+        raise ValueError("X has no rows; pass at least one sample")
+    if not np.all(np.isfinite(X)):
+        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
+        raise ValueError(
+            f"X has NaN or infinite values (rows {rows[:5].tolist()}); impute or drop them first"
+        )
+    low, high = X.min(), X.max()
+    if low < -BOUND_TOLERANCE or high > 1 + BOUND_TOLERANCE:
+        raise ValueError(
+            f"X must be normalized into [0, 1] (found values from {low:g} to {high:g}); "
+            "scale it with the MinMaxScaler fitted on the training data (ensemble.transform)"
+        )
+    return np.clip(X, 0.0, 1.0)
+
+
+def _thresholds(frequency: np.ndarray, gamma_percentile: float) -> np.ndarray:
+    """``gamma_d``: the h-th percentile (linear) of the positive frequencies of level d."""
+    gamma = np.zeros(frequency.shape[0])
+    if gamma_percentile == 0:
+        return gamma
+    for d, row in enumerate(frequency):
+        positive = row[row > 0]
+        if positive.size:
+            gamma[d] = np.percentile(positive, gamma_percentile)
+    return gamma
+
+
+def build_problem(
+    X,
+    ensemble,
+    depth=None,
+    alpha=0.5,
+    gamma_percentile=100 / 3,
+    proximity_threshold=0.9,
+    epsilon=1e-3,
+    formulation="miret",
+) -> MiretProblem:
+    """Compute a MIRET instance from an ensemble and normalized samples.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p)
+        Normalized samples (the ensemble's own input units, in ``[0, 1]``).
+    ensemble : governance.ensemble.Ensemble
+    depth : int, optional
+        Depth ``D`` of the surrogate; default the ensemble's depth. A smaller depth uses
+        the frequencies of the ensemble's first ``D`` levels; a larger one is refused
+        (the ensemble has no frequencies for deeper levels).
+    alpha : float
+        Weight of the sparsity penalty.
+    gamma_percentile : float
+        ``h`` in ``[0, 100]``; ``0`` allows every feature the ensemble uses at a level.
+    proximity_threshold : float
+        ``m`` in ``(0, 1]``: pairs with proximity ``>= m`` share a leaf; a value above 1
+        means no proximity constraint.
+    epsilon : float
+        Gap that models the strict inequality of a right branch.
+    formulation : {"miret", "basic"}
+        Improved MIRET or b-MIRET.
+    """
+    from governance import vite
+
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
+    if not 0 <= gamma_percentile <= 100:
+        raise ValueError(f"gamma_percentile must be in [0, 100], got {gamma_percentile}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be non-negative, got {alpha}")
+    if not 0 < epsilon < 1:
+        raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
+    ens_depth = ensemble.max_depth
+    depth = ens_depth if depth is None else int(depth)
+    if ens_depth < 1:
+        raise ValueError("the ensemble's trees have no split; there is nothing to explain")
+    if not 1 <= depth <= ens_depth:
+        raise ValueError(
+            f"depth must be between 1 and the ensemble's depth {ens_depth}, got {depth}; "
+            "level frequencies are only known for the ensemble's levels"
+        )
+    X = check_unit_data(X, ensemble.n_features, ensemble.feature_names)
+    ensemble = ensemble.weighted_by_data(X)
+
+    positive = ensemble.predict(X) == ensemble.classes[1]
+    y = np.where(positive, 1, -1).astype(np.int64)
+    weight = np.asarray(vite.class_probability(ensemble, X), dtype=np.float64)
+    levels = vite.level_frequency(ensemble, denominator="nodes")
+    frequency = levels.loc[list(ensemble.feature_names), list(range(depth))].to_numpy(float).T
+    allowed = frequency > _thresholds(frequency, gamma_percentile)[:, None]
+    if proximity_threshold > 1:  # no pair can reach it: every sample is its own component
+        component = np.arange(X.shape[0], dtype=np.int64)
+    else:
+        pairs = vite.proximity_pairs(ensemble, X, proximity_threshold)
+        _, component = connected_components(pairs, directed=False)
+        component = component.astype(np.int64)
+
+    for array in (X, y, weight, frequency, allowed, component):
+        array.setflags(write=False)
+    return MiretProblem(
+        X=X,
+        y=y,
+        weight=weight,
+        frequency=frequency,
+        allowed=allowed,
+        component=component,
+        depth=depth,
+        alpha=float(alpha),
+        epsilon=float(epsilon),
+        formulation=formulation,
+        feature_names=tuple(ensemble.feature_names),
+        classes=np.asarray(ensemble.classes),
+    )

@@ -1,0 +1,398 @@
+"""Great Expectations checks of the inputs an ensemble is explained or scored on.
+
+The MILP works in normalized units, so every feature must lie in ``[0, 1]`` after the
+ensemble's own preprocessing (its MinMaxScaler, or nothing when the ensemble was fitted
+on normalized data). A MinMaxScaler maps raw values beyond the training range outside
+``[0, 1]``: that is exactly what the range expectations catch.
+
+Validation runs in two stages, both as Great Expectations suites in an ephemeral context:
+
+1. *structure*, on the frame as given: at least one row, the exact column set (the
+   features, plus the label column when one is named), numeric feature types, no nulls,
+   and a label with exactly the ensemble's two classes;
+2. *range*, only when the structure is sound (a frame with missing or string columns
+   cannot be normalized): every normalized feature in ``[0, 1]``. Infinite raw values
+   are carried through the normalization as infinities and reported as such.
+
+Great Expectations is imported inside the functions: importing it takes seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+NUMERIC_TYPES = [
+    *(f"{kind}{bits}" for kind in ("int", "uint", "Int", "UInt") for bits in (8, 16, 32, 64)),
+    "float16",
+    "float32",
+    "float64",
+    "Float32",
+    "Float64",
+]
+SUITE_NAME = "governance-inputs"
+_EXAMPLES = 5
+_ROUND_OFF = 1e-9
+
+
+@dataclass
+class Failure:
+    """One failed expectation, in words for people.
+
+    Attributes
+    ----------
+    expectation : str
+        Great Expectations expectation type.
+    column : str or None
+        Column concerned (None for table-level expectations).
+    message : str
+        What is wrong, with counts and example values.
+    """
+
+    expectation: str
+    column: str | None
+    message: str
+
+
+@dataclass
+class ValidationReport:
+    """Outcome of :func:`validate_inputs`.
+
+    Attributes
+    ----------
+    success : bool
+        True when every expectation passed (within ``mostly``).
+    frame : DataFrame or None
+        The features in the ensemble's order, followed by the label column when one was
+        named; None when the columns do not match the ensemble's.
+    normalized : ndarray or None
+        The features after the ensemble's preprocessing, shape ``(n, n_features)``;
+        None when the structure checks failed.
+    failures : list of Failure
+    mostly : float
+    n_rows : int
+    """
+
+    success: bool
+    results: dict
+    frame: pd.DataFrame | None
+    normalized: np.ndarray | None
+    failures: list = field(default_factory=list)
+    mostly: float = 1.0
+    n_rows: int = 0
+
+    def to_json(self) -> dict:
+        """Great Expectations' validation result (JSON-serializable dict).
+
+        The results of both stages are merged into one result with GE's keys
+        (``success``, ``results``, ``statistics``, ``suite_name``, ``meta``); each
+        expectation's ``batch_id`` tells whether it ran on the raw or the normalized
+        batch.
+        """
+        return self.results
+
+    def summary(self) -> str:
+        """A short account for people: which columns failed, how many rows, examples."""
+        stats = self.results["statistics"]
+        head = (
+            f"Input validation {'passed' if self.success else 'FAILED'}: "
+            f"{stats['successful_expectations']} of {stats['evaluated_expectations']} "
+            f"expectations met on {self.n_rows} rows (mostly={self.mostly:g})."
+        )
+        lines = [head] + [f"  - {failure.message}" for failure in self.failures]
+        if not self.success:
+            lines.append(
+                "Fix the data (or the model's feature schema): the columns must be the "
+                "ensemble's numeric features, complete, finite and within the range the "
+                "ensemble was fitted on."
+            )
+        return "\n".join(lines)
+
+
+def raw_columns(ensemble) -> list[str]:
+    """Columns an input frame must have: the ensemble pipeline's input features."""
+    names = getattr(ensemble.preprocessor, "feature_names_in_", None)
+    return [str(n) for n in (names if names is not None else ensemble.feature_names)]
+
+
+def validate_inputs(frame, ensemble, label: str | None = None, mostly: float = 1.0):
+    """Validate a frame of inputs against an ensemble's feature schema.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Raw inputs (the ensemble pipeline's own input units). Columns in another order
+        are accepted and reordered.
+    ensemble : governance.ensemble.Ensemble
+    label : str, optional
+        Name of a label column allowed in the frame; it must hold exactly the
+        ensemble's two classes.
+    mostly : float
+        Fraction of rows that must meet each null and range expectation (GE's
+        ``mostly``): 1.0 (strict, the default) for explaining, lower for scoring data.
+
+    Returns
+    -------
+    ValidationReport
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(
+            f"validate_inputs needs a pandas DataFrame with named columns, got "
+            f"{type(frame).__name__}; build one with pd.DataFrame(X, columns=feature_names)"
+        )
+    if not 0.0 < float(mostly) <= 1.0:
+        raise ValueError(f"mostly must be in (0, 1], got {mostly}")
+    mostly = float(mostly)
+    frame = frame.reset_index(drop=True)
+    frame.columns = [str(c) for c in frame.columns]
+    features = raw_columns(ensemble)
+    context = _context()
+
+    expected = features + ([label] if label is not None else [])
+    structure = _run(
+        context, "raw", frame, _structure_suite(frame, features, label, ensemble, mostly)
+    )
+    results = [structure]
+    failures = _describe(structure, frame, None)
+    sound = not any(
+        f.expectation
+        in (
+            "expect_table_columns_to_match_set",
+            "expect_table_row_count_to_be_between",
+            "expect_column_values_to_be_in_type_list",
+        )
+        for f in failures
+    )
+    ordered = frame[expected] if set(expected) <= set(frame.columns) else None
+    normalized = None
+    if sound:
+        normalized, problem = _normalize(frame[features], ensemble)
+        if problem is not None:
+            failures.append(Failure("preprocessing", None, problem))
+        else:
+            names = list(ensemble.feature_names)
+            scaled = pd.DataFrame(normalized, columns=names)
+            range_result = _run(context, "normalized", scaled, _range_suite(names, mostly))
+            results.append(range_result)
+            failures += _describe(range_result, scaled, frame[features])
+    merged = _merge(results)
+    broken = [f.message for f in failures if f.expectation == "preprocessing"]
+    if broken:
+        merged["meta"] = {**merged.get("meta", {}), "preprocessing_error": broken[0]}
+    success = merged["success"] and not broken
+    merged["success"] = success
+    return ValidationReport(
+        success=success,
+        results=merged,
+        frame=ordered,
+        normalized=normalized,
+        failures=failures,
+        mostly=mostly,
+        n_rows=len(frame),
+    )
+
+
+# --------------------------------------------------------------------------- suites
+def _context():
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    config = DataContextConfig(
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False),
+        store_backend_defaults=InMemoryStoreBackendDefaults(),
+    )
+    return gx.get_context(mode="ephemeral", project_config=config)
+
+
+def _structure_suite(frame, features, label, ensemble, mostly):
+    import great_expectations.expectations as gxe
+
+    expected = features + ([label] if label is not None else [])
+    present = [c for c in features if c in frame.columns]
+    suite = [
+        gxe.ExpectTableRowCountToBeBetween(min_value=1),
+        gxe.ExpectTableColumnsToMatchSet(column_set=expected, exact_match=True),
+    ]
+    if len(frame):
+        suite += [
+            gxe.ExpectColumnValuesToBeInTypeList(column=c, type_list=NUMERIC_TYPES) for c in present
+        ]
+    suite += [gxe.ExpectColumnValuesToNotBeNull(column=c, mostly=mostly) for c in present]
+    if label is not None and label in frame.columns:
+        suite += [
+            gxe.ExpectColumnUniqueValueCountToBeBetween(column=label, min_value=2, max_value=2),
+            gxe.ExpectColumnDistinctValuesToBeInSet(
+                column=label, value_set=np.asarray(ensemble.classes).tolist()
+            ),
+        ]
+    return suite
+
+
+def _range_suite(names, mostly):
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0.0, max_value=1.0, mostly=mostly)
+        for c in names
+    ]
+
+
+def _run(context, batch, frame, expectations) -> dict:
+    """Run one suite on one DataFrame batch and return GE's JSON result."""
+    import great_expectations as gx
+
+    datasource = context.data_sources.add_pandas(f"governance-{batch}")
+    definition = datasource.add_dataframe_asset(batch).add_batch_definition_whole_dataframe(batch)
+    # Expectations go in before the suite is stored: adding them to a stored suite
+    # re-serializes the whole suite each time (quadratic).
+    suite = gx.ExpectationSuite(name=f"{SUITE_NAME}-{batch}", expectations=expectations)
+    suite = context.suites.add(suite)
+    validation = context.validation_definitions.add(
+        gx.ValidationDefinition(name=f"{SUITE_NAME}-{batch}", data=definition, suite=suite)
+    )
+    result = validation.run(
+        batch_parameters={"dataframe": frame},
+        result_format={"result_format": "SUMMARY", "partial_unexpected_count": _EXAMPLES},
+    )
+    return result.to_json_dict()
+
+
+def _merge(results: list[dict]) -> dict:
+    merged = dict(results[0])
+    merged["suite_name"] = SUITE_NAME
+    merged["results"] = [r for result in results for r in result["results"]]
+    merged["success"] = all(result["success"] for result in results)
+    evaluated = len(merged["results"])
+    successful = sum(bool(r["success"]) for r in merged["results"])
+    merged["statistics"] = {
+        "evaluated_expectations": evaluated,
+        "successful_expectations": successful,
+        "unsuccessful_expectations": evaluated - successful,
+        "success_percent": 100.0 * successful / evaluated if evaluated else None,
+    }
+    return merged
+
+
+# --------------------------------------------------------------------------- normalization
+def _normalize(raw: pd.DataFrame, ensemble):
+    """The ensemble's own preprocessing of ``raw``, with raw infinities kept infinite.
+
+    Returns ``(array, None)`` or ``(None, message)`` when the preprocessing fails.
+    """
+    values = raw.to_numpy(dtype=np.float64, na_value=np.nan)
+    infinite = np.isinf(values)
+    finite_input = raw.mask(infinite) if infinite.any() else raw
+    if getattr(ensemble.preprocessor, "feature_names_in_", None) is None:
+        finite_input = finite_input.to_numpy(dtype=np.float64, na_value=np.nan)
+    try:
+        normalized = np.array(ensemble.transform(finite_input), dtype=np.float64)
+    except ValueError as error:
+        return None, f"the ensemble's preprocessing failed on this data: {error}"
+    # The scaler's own float round-off maps the training extremes to 1 + 1e-16 or so.
+    for bound in (0.0, 1.0):
+        normalized[np.abs(normalized - bound) <= _ROUND_OFF] = bound
+    if normalized.shape != (len(raw), ensemble.n_features):
+        return None, (
+            f"the ensemble's preprocessing produced shape {normalized.shape}, expected "
+            f"({len(raw)}, {ensemble.n_features})"
+        )
+    if infinite.any():
+        if normalized.shape == values.shape:
+            normalized[infinite] = values[infinite]
+        else:
+            normalized[infinite.any(axis=1)] = np.inf
+    return normalized, None
+
+
+# --------------------------------------------------------------------------- words
+def _rows(result) -> str:
+    index = result.get("partial_unexpected_index_list") or []
+    more = ", ..." if result.get("unexpected_count", 0) > len(index) else ""
+    return f"rows {', '.join(str(i) for i in index)}{more}" if index else ""
+
+
+def _count(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
+def _describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[Failure]:
+    """One Failure per unsuccessful expectation of one GE run."""
+    failures = []
+    for item in run["results"]:
+        if item["success"]:
+            continue
+        config = item["expectation_config"]
+        kind, kwargs, result = config["type"], config["kwargs"], item.get("result", {})
+        column = kwargs.get("column")
+        error = item.get("exception_info", {}).get("exception_message")
+        if error:
+            message = f"{kind} on {column!r} could not run: {error}"
+        elif kind == "expect_table_row_count_to_be_between":
+            message = "the frame has no rows: give at least one row of data"
+        elif kind == "expect_table_columns_to_match_set":
+            mismatched = result.get("details", {}).get("mismatched", {})
+            parts = []
+            if mismatched.get("missing"):
+                parts.append(f"missing columns {sorted(mismatched['missing'])}")
+            if mismatched.get("unexpected"):
+                parts.append(f"unexpected columns {sorted(mismatched['unexpected'])}")
+            message = (
+                f"the columns do not match the {len(kwargs['column_set'])} expected "
+                f"(the ensemble's features, and the label if named): {'; '.join(parts)}"
+            )
+        elif kind == "expect_column_values_to_be_in_type_list":
+            message = (
+                f"column {column!r} has type {result.get('observed_value')}, not numeric "
+                f"(e.g. {frame[column].head(3).tolist()})"
+            )
+        elif kind == "expect_column_values_to_not_be_null":
+            n = result.get("unexpected_count", 0)
+            message = (
+                f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
+                f"with missing values (null/NaN); {_rows(result)}"
+            )
+        elif kind == "expect_column_unique_value_count_to_be_between":
+            classes = sorted(frame[column].dropna().unique().tolist(), key=str)
+            message = (
+                f"label column {column!r} has {result.get('observed_value')} classes "
+                f"{classes[:10]}; a binary label needs exactly two"
+            )
+        elif kind == "expect_column_distinct_values_to_be_in_set":
+            message = (
+                f"label column {column!r} has values {result.get('partial_unexpected_list')} "
+                f"outside the ensemble's classes {kwargs['value_set']}"
+            )
+        elif kind == "expect_column_values_to_be_between":
+            message = _range_message(column, result, frame, raw)
+        else:
+            message = f"{kind} failed on {column!r}: {result}"
+        failures.append(Failure(kind, column, message))
+    return failures
+
+
+def _range_message(column, result, scaled, raw) -> str:
+    n = result.get("unexpected_count", 0)
+    examples = result.get("partial_unexpected_list") or []
+    index = result.get("partial_unexpected_index_list") or []
+    infinite = int(np.isinf(scaled[column].to_numpy()).sum())
+    shown = []
+    for position, value in zip(index, examples):
+        text = f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
+        if column in raw.columns and np.isfinite(value):
+            raw_value = raw[column].iloc[position]
+            if raw_value != value:
+                text += f" (raw {raw_value:.6g})"
+        shown.append(text)
+    what = f"{infinite} infinite, " if infinite else ""
+    return (
+        f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
+        f"outside [0, 1] after the ensemble's normalization ({what}beyond the range it was "
+        f"fitted on); e.g. {', '.join(shown)}; {_rows(result)}"
+    )

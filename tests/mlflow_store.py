@@ -1,0 +1,69 @@
+"""Registry fixtures for the gate tests: a fast store, and linked version pairs.
+
+A migrated, empty SQLite MLflow store is copied into each test's tmp_path.
+
+Creating an MLflow SQLite database runs every schema migration (seconds); copying an
+already-migrated one is instant. The copy lands where ``conftest.py`` points
+``MLFLOW_TRACKING_URI``, so each test still has its own store.
+"""
+
+import shutil
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+
+
+@pytest.fixture(scope="session")
+def migrated_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    uri = f"sqlite:///{path}"
+    MlflowClient(tracking_uri=uri, registry_uri=uri).search_registered_models()
+    return path
+
+
+@pytest.fixture
+def store(migrated_store, tmp_path):
+    """A fresh copy of the migrated store; returns an experiment id of this test.
+
+    Use this experiment (not the default one, whose artifact location belongs to the
+    template) for runs that log artifacts.
+    """
+    shutil.copy(migrated_store, tmp_path / "mlflow.db")
+    return MlflowClient().create_experiment("tests", artifact_location=str(tmp_path / "mlruns"))
+
+
+def linked_versions(experiment, metrics, name="credit-rf", validation="passed", on_model=True):
+    """An ensemble version and a surrogate version linked by tags, metrics logged.
+
+    Metrics go to the surrogate's logged model (by model_id) or, with ``on_model=False``,
+    to its run only.
+    """
+    client = MlflowClient()
+    with mlflow.start_run(experiment_id=experiment) as run:
+        ensemble = mlflow.initialize_logged_model(name="ensemble", experiment_id=experiment)
+        surrogate = mlflow.initialize_logged_model(name="surrogate", experiment_id=experiment)
+        if on_model:
+            mlflow.log_metrics(metrics, model_id=surrogate.model_id)
+        else:
+            mlflow.log_metrics(metrics)
+    for registered in (name, f"{name}-surrogate"):
+        if not client.search_registered_models(f"name = '{registered}'"):
+            client.create_registered_model(registered)
+    ens = client.create_model_version(
+        name, f"models:/{ensemble.model_id}", run.info.run_id, model_id=ensemble.model_id
+    )
+    sur = client.create_model_version(
+        f"{name}-surrogate",
+        f"models:/{surrogate.model_id}",
+        run.info.run_id,
+        model_id=surrogate.model_id,
+        tags={
+            "governance.surrogate_of": f"models:/{name}/{ens.version}",
+            "governance.validation": validation,
+        },
+    )
+    client.set_model_version_tag(
+        name, ens.version, "governance.surrogate", f"models:/{name}-surrogate/{sur.version}"
+    )
+    return f"models:/{name}/{ens.version}"

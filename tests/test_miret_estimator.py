@@ -1,0 +1,212 @@
+"""MiretSurrogate: fit flow, edge cases, persistence and sklearn conventions."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.exceptions import NotFittedError
+from sklearn.preprocessing import MinMaxScaler
+
+from governance.ensemble import Ensemble, UnsupportedModelError, read_ensemble
+from governance.miret import MiretSurrogate, SolveReport, build_problem
+from governance.miret import estimator as estimator_module
+from governance.miret.formulation import build_model
+from governance.miret.solvers import gurobi_license, solve
+
+SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_solver)
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = load_breast_cancer(return_X_y=True)
+    rows = np.random.default_rng(0).choice(len(X), 30, replace=False)
+    X = MinMaxScaler().fit_transform(X[rows][:, :3])
+    forest = RandomForestClassifier(10, max_depth=2, random_state=0).fit(X, y[rows])
+    return X, forest
+
+
+@pytest.fixture(scope="module")
+def fitted(small):
+    X, forest = small
+    return MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=20).fit(X, forest)
+
+
+def test_fit_reaches_the_proved_optimum(small, fitted):
+    X, forest = small
+    report = fitted.solve_report_
+    assert report.status == "optimal" and report.solver == "highs"
+    assert report.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
+    assert report.gap <= 1e-6
+    assert report.warm_start_feasible
+    assert report.warm_start_objective >= report.objective - 1e-9
+    assert report.incumbent_source in ("heuristic", "solver")
+    problem = build_problem(X, read_ensemble(forest), gamma_percentile=0)
+    assert problem.objective(fitted.tree_.coef, fitted.apply(X)) == pytest.approx(report.objective)
+    np.testing.assert_array_equal(fitted.classes_, forest.classes_)
+    assert fitted.n_features_in_ == 3
+    assert fitted.problem_["n_samples"] == 30
+    np.testing.assert_array_equal(
+        fitted.selected_features_, np.flatnonzero((fitted.tree_.coef != 0).any(axis=0))
+    )
+    assert set(np.unique(fitted.predict(X))) <= set(forest.classes_)
+
+
+def test_predict_reproduces_the_solver_assignment(small):
+    X, forest = small
+    surrogate = MiretSurrogate(
+        gamma_percentile=0, solver="highs", time_limit=20, warm_start=False
+    ).fit(X, forest)
+    assert surrogate.solve_report_.incumbent_source == "solver"
+    # the same model solved again (deterministic HiGHS) gives the assignment z
+    problem = build_problem(X, read_ensemble(forest), gamma_percentile=0)
+    model = build_model(problem)
+    result = solve(model, solver="highs", time_limit=20, mip_gap=1e-4, random_state=0)
+    _, _, leaves = model.decode(result.x)
+    np.testing.assert_array_equal(surrogate.apply(X), leaves)
+    sign = np.where(leaves % 2 == 1, 0, 1)
+    np.testing.assert_array_equal(surrogate.predict(X), forest.classes_[sign])
+    # proximity components share a leaf
+    for c in range(problem.n_components):
+        assert len(set(surrogate.apply(X)[problem.component == c])) == 1
+
+
+@pytest.mark.skipif(gurobi_license() == "unavailable", reason="gurobipy has no working license")
+def test_gurobi_fit_agrees(small):
+    X, forest = small
+    surrogate = MiretSurrogate(gamma_percentile=0, solver="gurobi", time_limit=20).fit(X, forest)
+    assert surrogate.solve_report_.solver == "gurobi"
+    assert surrogate.solve_report_.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
+
+
+def test_basic_formulation_and_unreduced_model_agree(small):
+    X, forest = small
+    for params in ({"formulation": "basic"}, {"reductions": False}):
+        surrogate = MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=20, **params)
+        report = surrogate.fit(X, forest).solve_report_
+        assert report.status == "optimal"
+        assert report.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
+
+
+def test_excluded_features_have_zero_coefficients(small):
+    X, forest = small
+    surrogate = MiretSurrogate(gamma_percentile=50, solver="highs", time_limit=20).fit(X, forest)
+    problem = build_problem(X, read_ensemble(forest), gamma_percentile=50)
+    assert not problem.allowed.all()
+    assert np.all(surrogate.tree_.coef[~problem.allowed[problem.node_level]] == 0)
+
+
+def test_json_round_trip_predicts_identically(fitted, small):
+    X, _ = small
+    document = json.loads(json.dumps(fitted.to_dict()))
+    restored = MiretSurrogate.from_dict(document)
+    grid = np.random.default_rng(5).random((200, 3)) * 1.2 - 0.1
+    np.testing.assert_array_equal(restored.predict(grid), fitted.predict(grid))
+    np.testing.assert_array_equal(restored.apply(X), fitted.apply(X))
+    assert restored.get_params() == fitted.get_params()
+    assert restored.rules() == fitted.rules()
+    assert restored.solve_report_ == fitted.solve_report_
+    np.testing.assert_array_equal(restored.selected_features_, fitted.selected_features_)
+    assert isinstance(restored.solve_report_, SolveReport)
+    assert restored.decision_path(X[0]) == fitted.decision_path(X[0])
+
+
+def test_sklearn_conventions(small):
+    X, _ = small
+    surrogate = MiretSurrogate(alpha=0.3)
+    assert clone(surrogate).get_params()["alpha"] == 0.3
+    assert surrogate.set_params(depth=1).depth == 1
+    with pytest.raises(NotFittedError):
+        surrogate.predict(X)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda X: np.where(np.eye(*X.shape, dtype=bool), np.nan, X), "NaN"),
+        (lambda X: np.where(np.eye(*X.shape, dtype=bool), 1.5, X), r"\[0, 1\]"),
+        (lambda X: np.hstack([X, X]), "3 columns"),
+    ],
+)
+def test_bad_input_is_refused(small, bad, message):
+    X, forest = small
+    with pytest.raises(ValueError, match=message):
+        MiretSurrogate(time_limit=5).fit(bad(X), forest)
+
+
+def test_unfitted_model_is_refused(small):
+    X, _ = small
+    with pytest.raises(UnsupportedModelError, match="not fitted"):
+        MiretSurrogate(time_limit=5).fit(X, RandomForestClassifier())
+
+
+def test_one_class_ensemble_gives_the_trivial_tree():
+    # every leaf of the single stump predicts the positive class
+    stump = {
+        "feature": [0, -1, -1],
+        "threshold": [0.5, np.nan, np.nan],
+        "left": [1, -1, -1],
+        "right": [2, -1, -1],
+        "value": [1.0, 0.9, 1.0],
+    }
+    ensemble = Ensemble.from_arrays([stump], n_features=2, classes=("no", "yes"))
+    X = np.random.default_rng(2).random((9, 2))
+    surrogate = MiretSurrogate(time_limit=5).fit(X, ensemble)
+    report = surrogate.solve_report_
+    assert report.status == "trivial" and report.solver == "none"
+    assert report.objective == 0.0
+    assert list(surrogate.predict(X)) == ["yes"] * 9
+    assert surrogate.selected_features_.size == 0
+
+
+def test_no_allowed_feature_suggests_a_lower_percentile(small):
+    X, forest = small
+    with pytest.raises(ValueError, match="lower gamma_percentile"):
+        MiretSurrogate(gamma_percentile=100, time_limit=5).fit(X, forest)
+
+
+def test_duplicates_ties_and_fewer_samples_than_leaves():
+    # samples on a coarse grid: duplicated rows and values exactly on the forest's
+    # thresholds; 7 samples for the 8 leaves of depth 3
+    X = np.array([[0, 0], [0, 0], [0.5, 0.5], [0.5, 1], [1, 0.5], [1, 1], [0.5, 0]], float)
+    forest = RandomForestClassifier(5, max_depth=3, random_state=0, bootstrap=False)
+    forest.fit(X, [0, 0, 1, 1, 0, 1, 0])
+    ensemble = read_ensemble(forest)
+    assert ensemble.max_depth == 3
+    surrogate = MiretSurrogate(alpha=0.01, gamma_percentile=0, solver="highs", time_limit=10)
+    report = surrogate.fit(X, forest).solve_report_
+    assert report.status == "optimal"
+    problem = build_problem(X, ensemble, alpha=0.01, gamma_percentile=0)
+    leaves = surrogate.apply(X)
+    assert leaves[0] == leaves[1]
+    assert problem.objective(surrogate.tree_.coef, leaves) == pytest.approx(report.objective)
+    np.testing.assert_array_equal(surrogate.predict(X), forest.predict(X))  # fits exactly
+
+
+def test_time_limit_before_any_incumbent_returns_the_heuristic(small, monkeypatch):
+    X, forest = small
+    real_solve = estimator_module.solve
+
+    def starved(model, **options):
+        return real_solve(model, **{**options, "time_limit": 0.0})
+
+    monkeypatch.setattr(estimator_module, "solve", starved)
+    surrogate = MiretSurrogate(gamma_percentile=0, solver="highs", warm_start=False, time_limit=5)
+    surrogate.fit(X, forest)
+    report = surrogate.solve_report_
+    assert report.status == "time_limit_no_incumbent"
+    assert report.incumbent_source == "heuristic"
+    assert report.objective == pytest.approx(report.warm_start_objective)
+    assert report.objective >= SMALL_OPTIMUM - 1e-9
+
+
+def test_progress_is_reported(small):
+    X, forest = small
+    seen = []
+    MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=10).fit(
+        X, forest, progress=lambda *values: seen.append(values)
+    )
+    assert seen and len(seen[-1]) == 4
+    assert seen[-1][1] == pytest.approx(SMALL_OPTIMUM, abs=1e-6)

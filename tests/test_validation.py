@@ -1,0 +1,251 @@
+"""Great Expectations validation of inputs against an ensemble's feature schema."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from governance.ensemble import read_ensemble
+from governance.validation import validate_inputs
+
+pytest_plugins = ["mlflow_store"]
+
+FEATURES = ["age", "income", "debt", "score"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    raw = pd.DataFrame(rng.uniform(0, 100, size=(60, 4)), columns=FEATURES)
+    y = pd.Series((raw["income"] > raw["debt"]).astype(int), name="label")
+    return raw, y
+
+
+@pytest.fixture(scope="module")
+def raw_ensemble(data):
+    """Pipeline(MinMaxScaler, RandomForest) on raw units."""
+    raw, y = data
+    forest = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0)
+    return read_ensemble(make_pipeline(MinMaxScaler(), forest).fit(raw, y))
+
+
+@pytest.fixture(scope="module")
+def normalized(data):
+    """A forest fitted directly on normalized data, and that data."""
+    raw, y = data
+    X = (raw - raw.min()) / (raw.max() - raw.min())
+    forest = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0)
+    return read_ensemble(forest.fit(X, y)), X
+
+
+def only(report):
+    assert not report.success
+    assert len(report.failures) == 1, report.summary()
+    return report.failures[0]
+
+
+def test_clean_raw_data_passes_and_is_normalized(data, raw_ensemble):
+    raw, y = data
+    report = validate_inputs(raw.assign(label=y), raw_ensemble, label="label")
+    assert report.success, report.summary()
+    assert report.summary().startswith("Input validation passed: 16 of 16 expectations met on 60")
+    assert report.normalized.min() == 0.0 and report.normalized.max() == 1.0
+    np.testing.assert_allclose(report.normalized, raw_ensemble.transform(raw))
+    results = report.to_json()
+    assert results["success"] and results["statistics"]["evaluated_expectations"] == 16
+    types = {r["expectation_config"]["type"] for r in results["results"]}
+    assert types == {
+        "expect_table_row_count_to_be_between",
+        "expect_table_columns_to_match_set",
+        "expect_column_values_to_be_in_type_list",
+        "expect_column_values_to_not_be_null",
+        "expect_column_unique_value_count_to_be_between",
+        "expect_column_distinct_values_to_be_in_set",
+        "expect_column_values_to_be_between",
+    }
+    json.dumps(results)
+
+
+def test_clean_normalized_data_passes(normalized):
+    ensemble, X = normalized
+    assert ensemble.preprocessor is None
+    report = validate_inputs(X, ensemble)
+    assert report.success, report.summary()
+    np.testing.assert_array_equal(report.normalized, X.to_numpy())
+
+
+def test_reordered_columns_pass_and_are_reordered(data, raw_ensemble):
+    raw, y = data
+    shuffled = raw[["score", "debt", "age", "income"]].assign(label=y)
+    report = validate_inputs(shuffled, raw_ensemble, label="label")
+    assert report.success, report.summary()
+    assert list(report.frame.columns) == FEATURES + ["label"]
+    pd.testing.assert_frame_equal(report.frame[FEATURES], raw)
+
+
+def test_nan_is_reported_with_rows(normalized):
+    ensemble, X = normalized
+    bad = X.copy()
+    bad.loc[[3, 7], "debt"] = np.nan
+    failure = only(validate_inputs(bad, ensemble))
+    assert failure.expectation == "expect_column_values_to_not_be_null"
+    assert failure.message == (
+        "column 'debt': 2 rows (3.33%) with missing values (null/NaN); rows 3, 7"
+    )
+
+
+def test_infinity_is_reported_as_infinite(data, raw_ensemble):
+    raw, _ = data
+    bad = raw.copy()
+    bad.loc[5, "income"] = np.inf
+    failure = only(validate_inputs(bad, raw_ensemble))
+    assert failure.expectation == "expect_column_values_to_be_between"
+    assert failure.column == "income"
+    assert "1 row (1.67%) outside [0, 1] after the ensemble's normalization (1 infinite" in (
+        failure.message
+    )
+    assert failure.message.endswith("e.g. inf; rows 5")
+
+
+def test_value_above_one_in_normalized_mode(normalized):
+    ensemble, X = normalized
+    bad = X.copy()
+    bad.loc[2, "score"] = 1.2
+    failure = only(validate_inputs(bad, ensemble))
+    assert failure.column == "score"
+    assert failure.message == (
+        "column 'score': 1 row (1.67%) outside [0, 1] after the ensemble's normalization "
+        "(beyond the range it was fitted on); e.g. 1.2; rows 2"
+    )
+
+
+def test_raw_value_beyond_training_max(data, raw_ensemble):
+    raw, _ = data
+    bad = raw.copy()
+    top = raw["age"].max()
+    bad.loc[0, "age"] = top + (top - raw["age"].min())  # maps to exactly 2.0
+    failure = only(validate_inputs(bad, raw_ensemble))
+    assert failure.column == "age"
+    assert f"e.g. 2 (raw {bad.loc[0, 'age']:.6g}); rows 0" in failure.message
+
+
+def test_mostly_tolerates_a_fraction_of_rows(data, raw_ensemble):
+    raw, _ = data
+    bad = raw.copy()
+    bad.loc[0, "age"] = 1e6
+    assert not validate_inputs(bad, raw_ensemble).success
+    tolerant = validate_inputs(bad, raw_ensemble, mostly=0.95)
+    assert tolerant.success and tolerant.mostly == 0.95
+    with pytest.raises(ValueError, match=r"mostly must be in \(0, 1\]"):
+        validate_inputs(raw, raw_ensemble, mostly=0)
+
+
+def test_missing_column(data, raw_ensemble):
+    raw, _ = data
+    report = validate_inputs(raw.drop(columns=["debt"]), raw_ensemble)
+    failure = only(report)
+    assert failure.expectation == "expect_table_columns_to_match_set"
+    assert "missing columns ['debt']" in failure.message
+    assert report.frame is None and report.normalized is None
+
+
+def test_extra_column(data, raw_ensemble):
+    raw, _ = data
+    failure = only(validate_inputs(raw.assign(customer_id=1), raw_ensemble))
+    assert "unexpected columns ['customer_id']" in failure.message
+
+
+def test_string_column_is_not_normalized(data, raw_ensemble):
+    raw, _ = data
+    bad = raw.assign(income=raw["income"].map(lambda v: f"{v:.1f} EUR"))
+    report = validate_inputs(bad, raw_ensemble)
+    failure = only(report)
+    assert failure.expectation == "expect_column_values_to_be_in_type_list"
+    assert failure.message.startswith("column 'income' has type str, not numeric (e.g. [")
+    assert report.normalized is None  # the range stage never ran
+
+
+def test_empty_frame(data, raw_ensemble):
+    raw, _ = data
+    report = validate_inputs(raw.iloc[:0], raw_ensemble)
+    assert only(report).message == "the frame has no rows: give at least one row of data"
+
+
+def test_label_with_three_classes(data, raw_ensemble):
+    raw, y = data
+    labels = y.copy()
+    labels.iloc[:3] = 2
+    report = validate_inputs(raw.assign(label=labels), raw_ensemble, label="label")
+    messages = [f.message for f in report.failures]
+    assert not report.success
+    assert messages == [
+        "label column 'label' has 3 classes [0, 1, 2]; a binary label needs exactly two",
+        "label column 'label' has values [2] outside the ensemble's classes [0, 1]",
+    ]
+
+
+def test_not_a_frame(raw_ensemble):
+    with pytest.raises(TypeError, match="needs a pandas DataFrame"):
+        validate_inputs(np.zeros((2, 4)), raw_ensemble)
+
+
+def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
+    import mlflow
+    import typer
+    from typer.testing import CliRunner
+
+    from cli.gates import register
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    raw, y = data
+    pipe = make_pipeline(MinMaxScaler(), RandomForestClassifier(n_estimators=2, max_depth=2))
+    pipe.fit(raw, y)
+    with mlflow.start_run(experiment_id=store):
+        mlflow.sklearn.log_model(
+            pipe,
+            name="model",
+            registered_model_name="credit-rf",
+            skops_trusted_types=["sklearn.tree._tree.Tree"],
+        )
+    raw.to_csv(tmp_path / "clean.csv", index=False)
+    raw.assign(debt=raw["debt"] * 3).to_csv(tmp_path / "drift.csv", index=False)
+    app = typer.Typer()
+    register(app)
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(app, ["validate", "--model-uri", "models:/credit-rf/1", *args])
+
+    ok = run("--data", str(tmp_path / "clean.csv"), "--report", str(tmp_path / "ge.json"))
+    assert ok.exit_code == 0, ok.output
+    assert "Input validation passed" in ok.output
+    assert json.loads((tmp_path / "ge.json").read_text())["success"] is True
+    drift = run("--data", str(tmp_path / "drift.csv"))
+    assert drift.exit_code == 1 and "column 'debt'" in drift.output
+    assert run("--data", str(tmp_path / "drift.csv"), "--mostly", "0.2").exit_code == 0
+    missing = run("--data", str(tmp_path / "nope.csv"))
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    bad_uri = runner.invoke(
+        app, ["validate", "--model-uri", "models:/nope/1", "--data", str(tmp_path / "clean.csv")]
+    )
+    assert bad_uri.exit_code == 2 and "error:" in bad_uri.output
+
+
+def test_preprocessing_that_rejects_the_data_is_reported(data):
+    from sklearn.decomposition import PCA
+
+    raw, y = data
+    forest = RandomForestClassifier(n_estimators=2, max_depth=2, random_state=0)
+    ensemble = read_ensemble(make_pipeline(PCA(n_components=4), forest).fit(raw, y))
+    bad = raw.copy()
+    bad.loc[1, "age"] = np.nan
+    report = validate_inputs(bad, ensemble)
+    messages = [f.message for f in report.failures]
+    assert not report.success and len(messages) == 2
+    assert messages[1].startswith("the ensemble's preprocessing failed on this data: Input X")
+    assert report.to_json()["meta"]["preprocessing_error"] == messages[1]
