@@ -541,10 +541,15 @@ def _validate(ensemble, frames: dict, target, run_id, allow_invalid, out: Path):
     if not success:
         for path in paths:
             mlflow.log_artifact(str(path))
-        sound = all(r.frame is not None and r.normalized is not None for r in reports.values())
+        sound = all(
+            r.frame is not None and r.normalized is not None and np.isfinite(r.normalized).all()
+            for r in reports.values()
+        )
         if not allow_invalid or not sound:
-            why = "" if sound else " (the columns do not match the ensemble's, so "
-            why += "" if sound else "--allow-invalid cannot help)"
+            why = "" if sound else (
+                " (columns are missing or mistyped, or values are null or infinite, so "
+                "--allow-invalid cannot help)"
+            )
             raise ValidationFailedError(
                 f"input validation failed{why}; nothing was registered. See "
                 f"validation.json of run {run_id}"

@@ -458,11 +458,11 @@ def _read_sklearn_boosting(model) -> dict:
     lr = model.learning_rate
     trees = [_sklearn_tree(est[0], lr * est[0].tree_.value[:, 0, 0]) for est in model.estimators_]
     probe = np.zeros((1, model.n_features_in_))
+    tree_sum = sum(est[0].predict(probe)[0] for est in model.estimators_)
     if getattr(model, "feature_names_in_", None) is not None:
         import pandas as pd
 
         probe = pd.DataFrame(probe, columns=model.feature_names_in_)
-    tree_sum = sum(est[0].predict(probe)[0] for est in model.estimators_)
     base_margin = float(model.decision_function(probe)[0] - lr * tree_sum)
     return dict(
         trees=tuple(trees),
