@@ -546,9 +546,13 @@ def _validate(ensemble, frames: dict, target, run_id, allow_invalid, out: Path):
             for r in reports.values()
         )
         if not allow_invalid or not sound:
-            why = "" if sound else (
-                " (columns are missing or mistyped, or values are null or infinite, so "
-                "--allow-invalid cannot help)"
+            why = (
+                ""
+                if sound
+                else (
+                    " (columns are missing or mistyped, or values are null or infinite, so "
+                    "--allow-invalid cannot help)"
+                )
             )
             raise ValidationFailedError(
                 f"input validation failed{why}; nothing was registered. See "

@@ -441,15 +441,15 @@ def _read_sklearn_forest(model) -> dict:
         fractions = est.tree_.value[:, 0, :]
         positive = fractions[:, 1] / fractions.sum(axis=1)
         trees.append(_sklearn_tree(est, positive))
-    return dict(
-        trees=tuple(trees),
-        tree_weights=np.ones(len(trees)),
-        aggregation="average",
-        base_margin=0.0,
-        left_if=LEFT_IF_LESS_EQUAL,
-        classes=np.asarray(classes),
-        feature_names=_feature_names(model, model.n_features_in_),
-    )
+    return {
+        "trees": tuple(trees),
+        "tree_weights": np.ones(len(trees)),
+        "aggregation": "average",
+        "base_margin": 0.0,
+        "left_if": LEFT_IF_LESS_EQUAL,
+        "classes": np.asarray(classes),
+        "feature_names": _feature_names(model, model.n_features_in_),
+    }
 
 
 def _read_sklearn_boosting(model) -> dict:
@@ -464,15 +464,15 @@ def _read_sklearn_boosting(model) -> dict:
 
         probe = pd.DataFrame(probe, columns=model.feature_names_in_)
     base_margin = float(model.decision_function(probe)[0] - lr * tree_sum)
-    return dict(
-        trees=tuple(trees),
-        tree_weights=None,
-        aggregation="margin",
-        base_margin=base_margin,
-        left_if=LEFT_IF_LESS_EQUAL,
-        classes=np.asarray(classes),
-        feature_names=_feature_names(model, model.n_features_in_),
-    )
+    return {
+        "trees": tuple(trees),
+        "tree_weights": None,
+        "aggregation": "margin",
+        "base_margin": base_margin,
+        "left_if": LEFT_IF_LESS_EQUAL,
+        "classes": np.asarray(classes),
+        "feature_names": _feature_names(model, model.n_features_in_),
+    }
 
 
 def _logit(p: float) -> float:
@@ -512,15 +512,15 @@ def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
         )
     n_features = int(raw["learner"]["learner_model_param"]["num_feature"])
     names = booster.feature_names or [f"x{j}" for j in range(n_features)]
-    return dict(
-        trees=tuple(trees),
-        tree_weights=None,
-        aggregation="margin",
-        base_margin=_logit(base_score),
-        left_if=LEFT_IF_LESS,
-        classes=np.asarray(classes if classes is not None else (0, 1)),
-        feature_names=list(names),
-    )
+    return {
+        "trees": tuple(trees),
+        "tree_weights": None,
+        "aggregation": "margin",
+        "base_margin": _logit(base_score),
+        "left_if": LEFT_IF_LESS,
+        "classes": np.asarray(classes if classes is not None else (0, 1)),
+        "feature_names": list(names),
+    }
 
 
 def _read_estimator(model) -> dict:
@@ -593,9 +593,10 @@ def read_ensemble(model) -> Ensemble:
             if isinstance(before, MinMaxScaler):
                 scaler = before
     read = _read_estimator(final)
-    if isinstance(model, Pipeline) and getattr(model, "feature_names_in_", None) is not None:
-        if preprocessor is None or scaler is not None and len(model.steps) == 2:
-            read["feature_names"] = [str(n) for n in model.feature_names_in_]
+    # A lone MinMaxScaler keeps the columns, so the pipeline's input names still apply.
+    keeps_columns = preprocessor is None or (scaler is not None and len(model.steps) == 2)
+    if getattr(model, "feature_names_in_", None) is not None and keeps_columns:
+        read["feature_names"] = [str(n) for n in model.feature_names_in_]
     weights = read.pop("tree_weights")
     return Ensemble(
         tree_weights=np.ones(len(read["trees"])) if weights is None else weights,

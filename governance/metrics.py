@@ -13,7 +13,9 @@ import numpy as np
 def _agreement(a, b) -> float:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"expected two 1-D label arrays of equal length, got {a.shape} and {b.shape}")
+        raise ValueError(
+            f"expected two 1-D label arrays of equal length, got {a.shape} and {b.shape}"
+        )
     if a.size == 0:
         raise ValueError("cannot score an empty set of samples")
     return float(np.mean(a == b))

@@ -18,8 +18,13 @@ from governance.miret.tree import SurrogateTree
 
 def _stump_forest():
     """Two stumps on x0 <= 0.5 with leaf fractions: ensemble predicts 1 iff x0 > 0.5."""
-    stump = dict(feature=[0, -1, -1], threshold=[0.5, np.nan, np.nan], left=[1, -1, -1],
-                 right=[2, -1, -1], value=[0.5, 0.0, 1.0])
+    stump = {
+        "feature": [0, -1, -1],
+        "threshold": [0.5, np.nan, np.nan],
+        "left": [1, -1, -1],
+        "right": [2, -1, -1],
+        "value": [0.5, 0.0, 1.0],
+    }
     return Ensemble.from_arrays([stump, stump], n_features=2)
 
 
@@ -64,8 +69,9 @@ def test_surrogate_metrics_exact_values():
     X_train = np.array([[0.2, 0.1], [0.8, 0.2], [0.9, 0.9], [0.1, 0.7]])
     y_train = np.array([0, 1, 1, 1])
     X_test = np.array([[0.6, 0.3], [0.7, 0.8]])
-    metrics = surrogate_metrics(ensemble, tree, X_train, X_test, y_train, np.array([1, 0]),
-                                proximity_threshold=1.0)
+    metrics = surrogate_metrics(
+        ensemble, tree, X_train, X_test, y_train, np.array([1, 0]), proximity_threshold=1.0
+    )
     # Ensemble: [0,1,1,0]; tree leaves: 3(0),5(0),6(1),3(0) -> predictions [0,0,1,0].
     assert metrics["train_fidelity"] == 0.75
     assert metrics["train_accuracy_surrogate"] == 0.5
