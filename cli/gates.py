@@ -53,6 +53,15 @@ def _connect(tracking_uri: str | None, fail_fast: bool = True) -> None:
     check_tracking_server()
 
 
+def _policy_and_connect(policy: str | None, tracking_uri: str | None, fail_fast: bool = True):
+    """Read the gate policy (before any network call), then connect to the server."""
+    from governance.gates import load_policy
+
+    parsed = load_policy(policy or None)
+    _connect(tracking_uri, fail_fast=fail_fast)
+    return parsed
+
+
 def _fail(error: Exception) -> typer.Exit:
     errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
@@ -138,11 +147,9 @@ def gate(
 ) -> None:
     """Evaluate the promotion gates on the ensemble version's linked surrogate."""
     from flavors.gating import gate_model_version
-    from governance.gates import load_policy
 
     try:
-        parsed = load_policy(policy or None)
-        _connect(tracking_uri)
+        parsed = _policy_and_connect(policy, tracking_uri)
         outcome = gate_model_version(model_uri, parsed)
     except _errors() as error:
         raise _fail(error) from None
@@ -158,11 +165,9 @@ def promote(
 ) -> None:
     """Set an alias on the ensemble version only if every gate passes."""
     from flavors.gating import promote_model_version
-    from governance.gates import load_policy
 
     try:
-        parsed = load_policy(policy or None)
-        _connect(tracking_uri)
+        parsed = _policy_and_connect(policy, tracking_uri)
         outcome = promote_model_version(model_uri, alias, parsed)
     except _errors() as error:
         raise _fail(error) from None
@@ -197,12 +202,10 @@ def pipeline(
     """Validate the data, explain the ensemble version, then evaluate the gates."""
     from flavors.explain import ValidationFailedError, explain_model_version
     from flavors.gating import gate_model_version, validate_model_inputs
-    from governance.gates import load_policy
 
     target = target or None
     try:
-        parsed = load_policy(policy or None)
-        _connect(tracking_uri, fail_fast=False)
+        parsed = _policy_and_connect(policy, tracking_uri, fail_fast=False)
         console.rule("1/3 validate")
         report = validate_model_inputs(model_uri, data, target=target)
         console.print(report.summary(), highlight=False, soft_wrap=True)

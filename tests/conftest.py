@@ -30,3 +30,30 @@ def breast_cancer():
 @pytest.fixture(scope="session")
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def scaled_forest(breast_cancer):
+    """MinMaxScaler + 10-tree depth-3 random forest Pipeline fitted on ``breast_cancer``."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    X, y = breast_cancer
+    return make_pipeline(
+        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
+    ).fit(X, y)
+
+
+@pytest.fixture(scope="session")
+def small_forest():
+    """30 normalized samples with 3 features, and a 10-tree depth-2 forest fitted on them."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.preprocessing import MinMaxScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    rows = np.random.default_rng(0).choice(len(X), 30, replace=False)
+    X = MinMaxScaler().fit_transform(X[rows][:, :3])
+    forest = RandomForestClassifier(10, max_depth=2, random_state=0).fit(X, y[rows])
+    return X, forest

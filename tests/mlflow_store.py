@@ -12,6 +12,9 @@ import shutil
 import mlflow
 import pytest
 from mlflow import MlflowClient
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
 
 
 @pytest.fixture(scope="session")
@@ -67,3 +70,32 @@ def linked_versions(experiment, metrics, name="credit-rf", validation="passed", 
         name, ens.version, "governance.surrogate", f"models:/{name}-surrogate/{sur.version}"
     )
     return f"models:/{name}/{ens.version}"
+
+
+def register_sklearn(model, name, experiment_id=None, **log_options):
+    """Log a fitted scikit-learn model in a new run and register it as ``name``.
+
+    The model is saved with skops, trusting sklearn's tree type; ``log_options`` go to
+    :func:`mlflow.sklearn.log_model`. Returns ``model``.
+    """
+    with mlflow.start_run(experiment_id=experiment_id):
+        mlflow.sklearn.log_model(
+            model,
+            name="model",
+            registered_model_name=name,
+            skops_trusted_types=["sklearn.tree._tree.Tree"],
+            **log_options,
+        )
+    return model
+
+
+def register_rf(frame, features, name, n_estimators, experiment_id=None):
+    """Fit a MinMaxScaler + depth-2 random forest on ``frame[features]`` -> ``frame["label"]``
+    and register it with scikit-learn as its only pip requirement. Returns the Pipeline."""
+    model = make_pipeline(
+        MinMaxScaler(),
+        RandomForestClassifier(n_estimators=n_estimators, max_depth=2, random_state=0),
+    ).fit(frame[features], frame["label"])
+    return register_sklearn(
+        model, name, experiment_id=experiment_id, pip_requirements=["scikit-learn"]
+    )

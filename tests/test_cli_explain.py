@@ -5,13 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mlflow
 import pytest
 import typer
 from mlflow import MlflowClient
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import MinMaxScaler
+from mlflow_store import register_rf
 from typer.testing import CliRunner
 
 from cli.explain import register
@@ -35,17 +32,7 @@ def registered(store, breast_cancer, monkeypatch):
     X, y = breast_cancer
     frame = X[FEATURES].iloc[:150].assign(label=y.iloc[:150].to_numpy())
     frame.to_csv("data.csv", index=False)
-    model = make_pipeline(
-        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=2, random_state=0)
-    ).fit(frame[FEATURES], frame["label"])
-    with mlflow.start_run():
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            registered_model_name="credit-rf",
-            skops_trusted_types=["sklearn.tree._tree.Tree"],
-            pip_requirements=["scikit-learn"],
-        )
+    register_rf(frame, FEATURES, "credit-rf", n_estimators=10)
     return frame
 
 

@@ -11,8 +11,6 @@ from sklearn.ensemble import (
     RandomForestRegressor,
 )
 from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import MinMaxScaler
 
 from governance.ensemble import UnsupportedModelError, read_ensemble
 
@@ -66,11 +64,9 @@ def test_raw_booster(breast_cancer):
     assert ensemble.feature_names == tuple(X.columns)
 
 
-def test_pipeline_with_scaler(breast_cancer):
-    X, y = breast_cancer
-    pipeline = make_pipeline(
-        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
-    ).fit(X, y)
+def test_pipeline_with_scaler(breast_cancer, scaled_forest):
+    X, _ = breast_cancer
+    pipeline = scaled_forest
     ensemble = read_ensemble(pipeline)
     assert ensemble.scaler is pipeline[0]
     X_norm = ensemble.transform(X)

@@ -8,9 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
-from sklearn.ensemble import RandomForestClassifier
+from mlflow_store import register_rf
 from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
 from flavors.explain import (
@@ -70,21 +69,6 @@ def _frame(breast_cancer, n=200):
     return X[FEATURES].iloc[:n].assign(label=y.iloc[:n].to_numpy())
 
 
-def _register_rf(frame, name="credit-rf"):
-    model = make_pipeline(
-        MinMaxScaler(), RandomForestClassifier(n_estimators=20, max_depth=2, random_state=0)
-    ).fit(frame[FEATURES], frame["label"])
-    with mlflow.start_run():
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            registered_model_name=name,
-            skops_trusted_types=["sklearn.tree._tree.Tree"],
-            pip_requirements=["scikit-learn"],
-        )
-    return model
-
-
 def _use_store(monkeypatch, uri):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
@@ -104,7 +88,7 @@ def rf_case(tmp_path_factory, breast_cancer):
         mp.chdir(root)
         frame = _frame(breast_cancer)
         frame.to_csv(root / "data.csv", index=False)
-        model = _register_rf(frame)
+        model = register_rf(frame, FEATURES, "credit-rf", n_estimators=20)
         stages = []
         result = explain_model_version(
             "models:/credit-rf/1",
@@ -281,7 +265,7 @@ def test_bad_uri_and_missing_version(rf, breast_cancer, tmp_path):
         explain_model_version("runs:/abc/model", "data.csv")
     with pytest.raises(ExplainError, match="not found in the registry"):
         explain_model_version("models:/nope/1", "data.csv")
-    _register_rf(frame, "bad-rf")
+    register_rf(frame, FEATURES, "bad-rf", n_estimators=20)
     with pytest.raises(ExplainError, match="does not exist"):
         explain_model_version("models:/bad-rf/1", "missing.csv")
     with pytest.raises(ExplainError, match="no label column 'y'"):
@@ -306,7 +290,7 @@ def test_unsupported_model_registers_nothing(rf, breast_cancer):
 
 def test_missing_column_fails_validation_and_registers_nothing(rf, breast_cancer):
     frame = _frame(breast_cancer, 100)
-    _register_rf(frame, "missing-rf")
+    register_rf(frame, FEATURES, "missing-rf", n_estimators=20)
     frame.drop(columns=["mean texture"]).to_csv("bad.csv", index=False)
     with pytest.raises(ValidationFailedError, match="mean texture") as info:
         explain_model_version("models:/missing-rf/1", "bad.csv", target="label", time_limit=2)
@@ -320,7 +304,7 @@ def test_missing_column_fails_validation_and_registers_nothing(rf, breast_cancer
 
 def test_allow_invalid_tags_failed_and_link_failure_rolls_back(rf, breast_cancer, monkeypatch):
     frame = _frame(breast_cancer, 120)
-    _register_rf(frame, "shifted-rf")
+    register_rf(frame, FEATURES, "shifted-rf", n_estimators=20)
     shifted = frame.assign(**{"mean radius": frame["mean radius"] * 3})
     shifted.to_csv("shifted.csv", index=False)
     with pytest.raises(ValidationFailedError, match="allow-invalid"):

@@ -5,10 +5,8 @@ import json
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import NotFittedError
-from sklearn.preprocessing import MinMaxScaler
 
 from governance.ensemble import Ensemble, UnsupportedModelError, read_ensemble
 from governance.miret import MiretSurrogate, SolveReport, build_problem
@@ -20,22 +18,13 @@ SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_so
 
 
 @pytest.fixture(scope="module")
-def small():
-    X, y = load_breast_cancer(return_X_y=True)
-    rows = np.random.default_rng(0).choice(len(X), 30, replace=False)
-    X = MinMaxScaler().fit_transform(X[rows][:, :3])
-    forest = RandomForestClassifier(10, max_depth=2, random_state=0).fit(X, y[rows])
-    return X, forest
-
-
-@pytest.fixture(scope="module")
-def fitted(small):
-    X, forest = small
+def fitted(small_forest):
+    X, forest = small_forest
     return MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=20).fit(X, forest)
 
 
-def test_fit_reaches_the_proved_optimum(small, fitted):
-    X, forest = small
+def test_fit_reaches_the_proved_optimum(small_forest, fitted):
+    X, forest = small_forest
     report = fitted.solve_report_
     assert report.status == "optimal" and report.solver == "highs"
     assert report.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
@@ -54,8 +43,8 @@ def test_fit_reaches_the_proved_optimum(small, fitted):
     assert set(np.unique(fitted.predict(X))) <= set(forest.classes_)
 
 
-def test_predict_reproduces_the_solver_assignment(small):
-    X, forest = small
+def test_predict_reproduces_the_solver_assignment(small_forest):
+    X, forest = small_forest
     surrogate = MiretSurrogate(
         gamma_percentile=0, solver="highs", time_limit=20, warm_start=False
     ).fit(X, forest)
@@ -74,15 +63,15 @@ def test_predict_reproduces_the_solver_assignment(small):
 
 
 @pytest.mark.skipif(gurobi_license() == "unavailable", reason="gurobipy has no working license")
-def test_gurobi_fit_agrees(small):
-    X, forest = small
+def test_gurobi_fit_agrees(small_forest):
+    X, forest = small_forest
     surrogate = MiretSurrogate(gamma_percentile=0, solver="gurobi", time_limit=20).fit(X, forest)
     assert surrogate.solve_report_.solver == "gurobi"
     assert surrogate.solve_report_.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
 
 
-def test_basic_formulation_and_unreduced_model_agree(small):
-    X, forest = small
+def test_basic_formulation_and_unreduced_model_agree(small_forest):
+    X, forest = small_forest
     for params in ({"formulation": "basic"}, {"reductions": False}):
         surrogate = MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=20, **params)
         report = surrogate.fit(X, forest).solve_report_
@@ -90,16 +79,16 @@ def test_basic_formulation_and_unreduced_model_agree(small):
         assert report.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
 
 
-def test_excluded_features_have_zero_coefficients(small):
-    X, forest = small
+def test_excluded_features_have_zero_coefficients(small_forest):
+    X, forest = small_forest
     surrogate = MiretSurrogate(gamma_percentile=50, solver="highs", time_limit=20).fit(X, forest)
     problem = build_problem(X, read_ensemble(forest), gamma_percentile=50)
     assert not problem.allowed.all()
     assert np.all(surrogate.tree_.coef[~problem.allowed[problem.node_level]] == 0)
 
 
-def test_json_round_trip_predicts_identically(fitted, small):
-    X, _ = small
+def test_json_round_trip_predicts_identically(fitted, small_forest):
+    X, _ = small_forest
     document = json.loads(json.dumps(fitted.to_dict()))
     restored = MiretSurrogate.from_dict(document)
     grid = np.random.default_rng(5).random((200, 3)) * 1.2 - 0.1
@@ -113,8 +102,8 @@ def test_json_round_trip_predicts_identically(fitted, small):
     assert restored.decision_path(X[0]) == fitted.decision_path(X[0])
 
 
-def test_sklearn_conventions(small):
-    X, _ = small
+def test_sklearn_conventions(small_forest):
+    X, _ = small_forest
     surrogate = MiretSurrogate(alpha=0.3)
     assert clone(surrogate).get_params()["alpha"] == 0.3
     assert surrogate.set_params(depth=1).depth == 1
@@ -130,14 +119,14 @@ def test_sklearn_conventions(small):
         (lambda X: np.hstack([X, X]), "3 columns"),
     ],
 )
-def test_bad_input_is_refused(small, bad, message):
-    X, forest = small
+def test_bad_input_is_refused(small_forest, bad, message):
+    X, forest = small_forest
     with pytest.raises(ValueError, match=message):
         MiretSurrogate(time_limit=5).fit(bad(X), forest)
 
 
-def test_unfitted_model_is_refused(small):
-    X, _ = small
+def test_unfitted_model_is_refused(small_forest):
+    X, _ = small_forest
     with pytest.raises(UnsupportedModelError, match="not fitted"):
         MiretSurrogate(time_limit=5).fit(X, RandomForestClassifier())
 
@@ -161,8 +150,8 @@ def test_one_class_ensemble_gives_the_trivial_tree():
     assert surrogate.selected_features_.size == 0
 
 
-def test_no_allowed_feature_suggests_a_lower_percentile(small):
-    X, forest = small
+def test_no_allowed_feature_suggests_a_lower_percentile(small_forest):
+    X, forest = small_forest
     with pytest.raises(ValueError, match="lower gamma_percentile"):
         MiretSurrogate(gamma_percentile=100, time_limit=5).fit(X, forest)
 
@@ -185,8 +174,8 @@ def test_duplicates_ties_and_fewer_samples_than_leaves():
     np.testing.assert_array_equal(surrogate.predict(X), forest.predict(X))  # fits exactly
 
 
-def test_time_limit_before_any_incumbent_returns_the_heuristic(small, monkeypatch):
-    X, forest = small
+def test_time_limit_before_any_incumbent_returns_the_heuristic(small_forest, monkeypatch):
+    X, forest = small_forest
     real_solve = estimator_module.solve
 
     def starved(model, **options):
@@ -202,8 +191,8 @@ def test_time_limit_before_any_incumbent_returns_the_heuristic(small, monkeypatc
     assert report.objective >= SMALL_OPTIMUM - 1e-9
 
 
-def test_progress_is_reported(small):
-    X, forest = small
+def test_progress_is_reported(small_forest):
+    X, forest = small_forest
     seen = []
     MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=10).fit(
         X, forest, progress=lambda *values: seen.append(values)

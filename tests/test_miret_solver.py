@@ -21,12 +21,9 @@ needs_gurobi = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def small():
-    """30 samples, 3 features, a 10-tree depth-2 forest (normalized data)."""
-    X, y = load_breast_cancer(return_X_y=True)
-    rows = np.random.default_rng(0).choice(len(X), 30, replace=False)
-    X = MinMaxScaler().fit_transform(X[rows][:, :3])
-    forest = RandomForestClassifier(10, max_depth=2, random_state=0).fit(X, y[rows])
+def small(small_forest):
+    """30 samples, 3 features, a 10-tree depth-2 forest (normalized data) as an Ensemble."""
+    X, forest = small_forest
     return X, read_ensemble(forest)
 
 

@@ -6,13 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mlflow
 import pytest
 import yaml
 from mlflow import MlflowClient
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import MinMaxScaler
+from mlflow_store import register_rf
 
 from governance.miret import MiretSurrogate
 
@@ -44,17 +41,7 @@ def test_mlflow_run_explain(store, breast_cancer, tmp_path):
     X, y = breast_cancer
     frame = X[FEATURES].iloc[:120].assign(label=y.iloc[:120].to_numpy())
     frame.to_csv("data.csv", index=False)
-    model = make_pipeline(
-        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=2, random_state=0)
-    ).fit(frame[FEATURES], frame["label"])
-    with mlflow.start_run(experiment_id=store):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            registered_model_name="proj-rf",
-            skops_trusted_types=["sklearn.tree._tree.Tree"],
-            pip_requirements=["scikit-learn"],
-        )
+    register_rf(frame, FEATURES, "proj-rf", n_estimators=10, experiment_id=store)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(
         [

@@ -13,6 +13,7 @@ import mlflow
 import pytest
 import typer
 from mlflow import MlflowClient
+from mlflow_store import register_sklearn
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -94,13 +95,7 @@ def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer
     forest = RandomForestClassifier(n_estimators=5, max_depth=2, random_state=0)
     pipe = make_pipeline(MinMaxScaler(), forest).fit(X, y)
     X.assign(label=y).to_csv(tmp_path / "train.csv", index=False)
-    with mlflow.start_run():
-        mlflow.sklearn.log_model(
-            pipe,
-            name="model",
-            registered_model_name="wisconsin-rf",
-            skops_trusted_types=["sklearn.tree._tree.Tree"],
-        )
+    register_sklearn(pipe, "wisconsin-rf")
 
     app = typer.Typer()
     register(app)

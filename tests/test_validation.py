@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from mlflow_store import register_sklearn
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -194,7 +195,6 @@ def test_not_a_frame(raw_ensemble):
 
 
 def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
-    import mlflow
     import typer
     from typer.testing import CliRunner
 
@@ -205,13 +205,7 @@ def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
     raw, y = data
     pipe = make_pipeline(MinMaxScaler(), RandomForestClassifier(n_estimators=2, max_depth=2))
     pipe.fit(raw, y)
-    with mlflow.start_run(experiment_id=store):
-        mlflow.sklearn.log_model(
-            pipe,
-            name="model",
-            registered_model_name="credit-rf",
-            skops_trusted_types=["sklearn.tree._tree.Tree"],
-        )
+    register_sklearn(pipe, "credit-rf", experiment_id=store)
     raw.to_csv(tmp_path / "clean.csv", index=False)
     raw.assign(debt=raw["debt"] * 3).to_csv(tmp_path / "drift.csv", index=False)
     app = typer.Typer()

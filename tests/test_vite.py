@@ -10,8 +10,6 @@ import pytest
 import xgboost
 from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import MinMaxScaler
 
 from governance import vite
 from governance.ensemble import Ensemble, read_ensemble
@@ -257,11 +255,9 @@ def test_real_model_frequencies_match_an_independent_count(kind, breast_cancer):
         assert row.high == pytest.approx(max(values), rel=1e-6)
 
 
-def test_threshold_ranges_in_raw_units(breast_cancer):
-    X, y = breast_cancer
-    pipeline = make_pipeline(
-        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
-    ).fit(X, y)
+def test_threshold_ranges_in_raw_units(breast_cancer, scaled_forest):
+    X, _ = breast_cancer
+    pipeline = scaled_forest
     ensemble = read_ensemble(pipeline)
     table = vite.threshold_ranges(ensemble)
     assert {"low_raw", "high_raw"} <= set(table.columns)
@@ -275,15 +271,12 @@ def test_threshold_ranges_in_raw_units(breast_cancer):
         assert X.iloc[:, j].min() <= row.low_raw <= row.high_raw <= X.iloc[:, j].max()
 
 
-def test_class_probability_is_the_larger_predicted_probability(breast_cancer):
+def test_class_probability_is_the_larger_predicted_probability(breast_cancer, scaled_forest):
     X, y = breast_cancer
     for model in (
-        make_pipeline(
-            MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
-        ),
-        xgboost.XGBClassifier(n_estimators=10, max_depth=3, random_state=0),
+        scaled_forest,
+        xgboost.XGBClassifier(n_estimators=10, max_depth=3, random_state=0).fit(X, y),
     ):
-        model.fit(X, y)
         ensemble = read_ensemble(model)
         p = vite.class_probability(ensemble, ensemble.transform(X))
         np.testing.assert_allclose(p, model.predict_proba(X).max(axis=1), atol=1e-6)

@@ -14,8 +14,8 @@ from sklearn.utils.validation import check_is_fitted
 from governance.ensemble import Ensemble, read_ensemble
 from governance.miret import formulation as milp
 from governance.miret.heuristic import warm_start
-from governance.miret.problem import FORMULATIONS, build_problem
-from governance.miret.solvers import SOLVERS, solve
+from governance.miret.problem import build_problem
+from governance.miret.solvers import SOLVERS, relative_gap, solve
 from governance.miret.tree import SurrogateTree
 
 FORMAT = "miret-surrogate"
@@ -77,12 +77,6 @@ class SolveReport:
             value = data[f.name]
             values[f.name] = math.nan if value is None and f.type == "float" else value
         return cls(**values)
-
-
-def _relative_gap(objective, bound) -> float:
-    if not (math.isfinite(objective) and math.isfinite(bound)):
-        return math.inf
-    return max(0.0, objective - bound) / max(abs(objective), 1e-10)
 
 
 def _centered(tree: SurrogateTree, epsilon: float, problem) -> SurrogateTree:
@@ -210,8 +204,6 @@ class MiretSurrogate(BaseEstimator):
         begin = time.perf_counter()
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
-        if self.formulation not in FORMULATIONS:
-            raise ValueError(f"formulation must be one of {FORMULATIONS}")
         if not self.time_limit > 0:
             raise ValueError(f"time_limit must be positive seconds, got {self.time_limit}")
         if not isinstance(ensemble, Ensemble):
@@ -346,7 +338,7 @@ class MiretSurrogate(BaseEstimator):
             status=result.status if result is not None else "not_started",
             objective=float(objective),
             bound=float(bound),
-            gap=_relative_gap(objective, bound),
+            gap=relative_gap(objective, bound),
             wall_time=time.perf_counter() - begin,
             nodes=result.nodes if result is not None else 0,
             n_variables=model.n_vars,

@@ -48,20 +48,39 @@ class SolveResult:
     wall_time: float
 
 
-def _relative_gap(objective, bound) -> float:
-    if not math.isfinite(objective):
-        return math.inf
-    if not math.isfinite(bound):
+def relative_gap(objective, bound) -> float:
+    """``(objective - bound) / |objective|`` clipped at 0; ``inf`` unless both are finite."""
+    if not (math.isfinite(objective) and math.isfinite(bound)):
         return math.inf
     return max(0.0, objective - bound) / max(abs(objective), 1e-10)
 
 
-def _status(stopped_on_time: bool, proved: bool, has_solution: bool, gap: float) -> str:
-    if proved:
-        return "optimal" if gap <= PROVED_GAP else "gap_limit"
-    if stopped_on_time:
-        return "time_limit" if has_solution else "time_limit_no_incumbent"
-    return "interrupted"
+def _result(solver, version, outcome, x, objective, bound, nodes, wall, progress) -> SolveResult:
+    """The :class:`SolveResult` of a finished solve; reports the final progress.
+
+    ``outcome`` is the backend's stop reason: ``"optimal"`` (proved within its gap),
+    ``"time_limit"``, ``"infeasible"``, ``"interrupted"`` or ``"error"``.
+    """
+    gap = relative_gap(objective, bound)
+    if outcome == "optimal":
+        status = "optimal" if gap <= PROVED_GAP else "gap_limit"
+    elif outcome == "time_limit":
+        status = "time_limit" if x is not None else "time_limit_no_incumbent"
+    else:
+        status = outcome
+    if progress is not None:
+        progress(wall, objective, bound, gap)
+    return SolveResult(
+        solver=solver,
+        solver_version=version,
+        status=status,
+        x=x,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        nodes=nodes,
+        wall_time=wall,
+    )
 
 
 # ---------------------------------------------------------------------- HiGHS
@@ -131,31 +150,19 @@ def solve_highs(
     bound = float(info.mip_dual_bound)
     if not math.isfinite(bound) or abs(bound) >= highspy.kHighsInf:
         bound = -math.inf
-    gap = _relative_gap(objective, bound)
     S = highspy.HighsModelStatus
     if model_status == S.kInfeasible:
-        status = "infeasible"
+        outcome = "infeasible"
     elif model_status == S.kOptimal:
-        status = _status(False, True, has_solution, gap)
+        outcome = "optimal"
     elif model_status == S.kTimeLimit:
-        status = _status(True, False, has_solution, gap)
+        outcome = "time_limit"
     elif model_status in (S.kInterrupt, S.kSolutionLimit, S.kIterationLimit):
-        status = "interrupted"
+        outcome = "interrupted"
     else:
-        status = "error"
-    if progress is not None:
-        progress(wall, objective, bound, gap)
-    return SolveResult(
-        solver="highs",
-        solver_version=h.version(),
-        status=status,
-        x=x,
-        objective=objective,
-        bound=bound,
-        gap=gap,
-        nodes=int(info.mip_node_count),
-        wall_time=wall,
-    )
+        outcome = "error"
+    nodes = int(info.mip_node_count)
+    return _result("highs", h.version(), outcome, x, objective, bound, nodes, wall, progress)
 
 
 # ---------------------------------------------------------------------- Gurobi
@@ -264,24 +271,23 @@ def solve_gurobi(
                         bound = cb_model.cbGet(GRB.Callback.MIPSOL_OBJBND)
                         best = min(best, cb_model.cbGet(GRB.Callback.MIPSOL_OBJ))
                     last[0] = now
-                    progress(now, best, bound, _relative_gap(best, bound))
+                    progress(now, best, bound, relative_gap(best, bound))
 
             m.optimize(callback)
             wall = time.perf_counter() - begin
             has_solution = m.SolCount > 0
             objective = float(m.ObjVal) if has_solution else math.inf
             bound = float(m.ObjBound) if m.Status != GRB.INFEASIBLE else math.inf
-            gap = _relative_gap(objective, bound)
             if m.Status == GRB.INFEASIBLE:
-                status = "infeasible"
+                outcome = "infeasible"
             elif m.Status == GRB.OPTIMAL:
-                status = _status(False, True, has_solution, gap)
+                outcome = "optimal"
             elif m.Status == GRB.TIME_LIMIT:
-                status = _status(True, False, has_solution, gap)
+                outcome = "time_limit"
             elif m.Status in (GRB.INTERRUPTED, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
-                status = "interrupted"
+                outcome = "interrupted"
             else:
-                status = "error"
+                outcome = "error"
             solution = np.asarray(x.X, dtype=np.float64) if has_solution else None
             nodes = int(m.NodeCount)
     except gp.GurobiError as exc:
@@ -293,19 +299,8 @@ def solve_gurobi(
         raise
     finally:
         env.dispose()
-    if progress is not None:
-        progress(wall, objective, bound, gap)
-    return SolveResult(
-        solver="gurobi",
-        solver_version=".".join(str(v) for v in gp.gurobi.version()),
-        status=status,
-        x=solution,
-        objective=objective,
-        bound=bound,
-        gap=gap,
-        nodes=nodes,
-        wall_time=wall,
-    )
+    version = ".".join(str(v) for v in gp.gurobi.version())
+    return _result("gurobi", version, outcome, solution, objective, bound, nodes, wall, progress)
 
 
 # ---------------------------------------------------------------------- dispatch
