@@ -118,7 +118,10 @@ def test_rules_in_raw_units_route_raw_samples_identically():
     # age in [20, 70], bmi in [15, 40], bp in [60, 160]:
     # 0.5 (age-20)/50 - 0.25 (bp-60)/100 + 0.125 = 0.01 age - 0.0025 bp + 0.075
     assert lines[0] == "node 0 (level 0): if 0.01·age - 0.0025·bp <= -0.075 then node 1 else node 2"
-    assert lines[2].startswith("node 2 (level 1): if 0.04·bmi <= 0.9333 then leaf 5")
+    # 0.04·bmi <= 0.9333 solved for bmi: bmi <= 23.33.
+    assert lines[2].startswith(
+        "node 2 (level 1): if 0.04·bmi <= 0.9333 (i.e. bmi <= 23.33) then leaf 5"
+    )
     table = tree.rule_table(scaler=scaler)
     assert [row["node"] for row in table] == [0, 1, 2]
     assert [row["level"] for row in table] == [0, 1, 1]
@@ -203,3 +206,16 @@ def test_objective_matches_formula(tree):
     assert miret_objective(problem, tree) == pytest.approx(expected)
     assert tree.objective(problem) == pytest.approx(expected)
     assert problem.objective(tree.coef, tree.apply(X)) == pytest.approx(expected)
+
+
+def test_one_feature_rules_are_also_solved_for_the_feature():
+    # -0.5·x1 + 0.25 <= 0  <=>  x1 >= 0.5 ; 2·x0 - 0.5 <= 0  <=>  x0 <= 0.25 ; x2 - 0.3 stays.
+    coef = [[0.0, -0.5, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    tree = SurrogateTree(coef, [0.25, -0.5, -0.3], 2)
+    lines = tree.rules().splitlines()
+    assert (
+        lines[0] == "node 0 (level 0): if -0.5·x1 <= -0.25 (i.e. x1 >= 0.5) then node 1 else node 2"
+    )
+    assert lines[1].startswith("node 1 (level 1): if 2·x0 <= 0.5 (i.e. x0 <= 0.25) then leaf 3")
+    assert lines[2].startswith("node 2 (level 1): if x2 <= 0.3 then leaf 5")
+    assert [row["univariate"] for row in tree.rule_table()] == ["x1 >= 0.5", "x0 <= 0.25", None]

@@ -64,6 +64,14 @@ def _linear_text(terms, rhs: float) -> str:
     return f"{' '.join(parts)} <= {_fmt(rhs + 0.0)}"
 
 
+def _univariate_text(terms, rhs: float) -> str | None:
+    """``c·x <= r`` solved for ``x`` (``x <= r/c`` or ``x >= r/c``); None otherwise."""
+    if len(terms) != 1 or terms[0][1] == 1:
+        return None
+    name, coef = terms[0]
+    return f"{name} {'<=' if coef > 0 else '>='} {_fmt(rhs / coef + 0.0)}"
+
+
 class SurrogateTree:
     """A complete oblique decision tree of depth ``D`` with the paper's fixed leaf classes.
 
@@ -268,7 +276,9 @@ class SurrogateTree:
         list of dict
             Keys ``node``, ``level``, ``terms`` (list of ``(name, coef)`` for nonzero
             coefficients, full precision), ``intercept``, ``left``, ``right`` (child ids),
-            ``last_level`` (children are leaves) and ``text`` (rounded, human-readable).
+            ``last_level`` (children are leaves), ``text`` (rounded, human-readable) and
+            ``univariate`` (a one-feature split solved for the feature, e.g.
+            ``x3 >= 0.25``, else None).
         """
         names = self.feature_names if feature_names is None else tuple(map(str, feature_names))
         if len(names) != self.n_features:
@@ -281,6 +291,7 @@ class SurrogateTree:
             nonzero = np.flatnonzero(self._coef[t])
             terms = [(names[j], float(coef[t, j])) for j in nonzero]
             b = float(intercept[t])
+            univariate = _univariate_text(terms, -b)
             if terms:
                 text = _linear_text(terms, -b)
             else:
@@ -296,6 +307,7 @@ class SurrogateTree:
                     "right": 2 * t + 2,
                     "last_level": bool(node_level(t) == self.depth - 1),
                     "text": text,
+                    "univariate": univariate,
                 }
             )
         return table
@@ -319,7 +331,10 @@ class SurrogateTree:
                     children.append(f"node {child}")
             head = f"node {row['node']} (level {row['level']}): "
             if row["terms"]:
-                lines.append(f"{head}if {row['text']} then {children[0]} else {children[1]}")
+                condition = row["text"]
+                if row["univariate"]:
+                    condition += f" (i.e. {row['univariate']})"
+                lines.append(f"{head}if {condition} then {children[0]} else {children[1]}")
             else:
                 side = 0 if self._intercept[row["node"]] <= 0 else 1
                 lines.append(f"{head}{row['text']} -> {children[side]}")

@@ -29,6 +29,8 @@ class DiagramNode:
         ``(negatives, positives)`` among the samples reaching the node.
     rule : str or None
         Oblique rule of a branch node in raw units (``None`` at leaves).
+    univariate : str or None
+        A one-feature rule solved for its feature (``x >= c``), shown under the rule.
     passthrough : str or None
         ``"left"``/``"right"`` for a branch node with no split, else ``None``.
     leaf_class : object or None
@@ -39,6 +41,7 @@ class DiagramNode:
     level: int
     counts: tuple
     rule: str | None = None
+    univariate: str | None = None
     passthrough: str | None = None
     leaf_class: object = None
 
@@ -87,6 +90,7 @@ def tree_diagram(tree, X, labels, scaler=None) -> list[DiagramNode]:
                 level=row["level"],
                 counts=(int((reach & negative).sum()), int((reach & positive).sum())),
                 rule=rule,
+                univariate=row["univariate"],
                 passthrough=through,
             )
         )
@@ -169,6 +173,10 @@ def draw_tree(nodes, depth: int, label_source: str = "ground truth"):
         else:
             available = int(0.92 * chars_per_unit / 2**node.level)
             text = f"{counts}\n{_wrap_rule(node.rule, available)}"
+            if node.univariate:
+                text += (
+                    "\n(" + node.univariate.replace(">=", "\u2265").replace("<=", "\u2264") + ")"
+                )
             style = {"boxstyle": "round,pad=0.4", "fc": "#eef3fb", "ec": "#1f4e89", "lw": 1.6}
         ax.text(
             x,
