@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import expit
 
 SUPPORTED_MODELS = (
     "sklearn.ensemble.RandomForestClassifier",
@@ -44,7 +45,8 @@ class UnsupportedModelError(TypeError):
         )
 
 
-def _frozen(array, dtype) -> np.ndarray:
+def read_only_array(array, dtype) -> np.ndarray:
+    """A read-only copy of ``array`` with the given dtype."""
     out = np.array(array, dtype=dtype, copy=True)
     out.setflags(write=False)
     return out
@@ -80,9 +82,9 @@ class Tree:
     position: np.ndarray = field(init=False)
 
     def __post_init__(self):
-        feature = _frozen(self.feature, np.int64)
-        left = _frozen(self.left, np.int64)
-        right = _frozen(self.right, np.int64)
+        feature = read_only_array(self.feature, np.int64)
+        left = read_only_array(self.left, np.int64)
+        right = read_only_array(self.right, np.int64)
         n = feature.shape[0]
         if not (left.shape == right.shape == (n,)) or np.shape(self.threshold) != (n,):
             raise ValueError("feature, threshold, left and right must have one entry per node")
@@ -110,10 +112,10 @@ class Tree:
         object.__setattr__(self, "feature", feature)
         object.__setattr__(self, "left", left)
         object.__setattr__(self, "right", right)
-        object.__setattr__(self, "threshold", _frozen(self.threshold, np.float64))
-        object.__setattr__(self, "value", _frozen(self.value, np.float64))
-        object.__setattr__(self, "depth", _frozen(depth, np.int64))
-        object.__setattr__(self, "position", _frozen(position, np.int64))
+        object.__setattr__(self, "threshold", read_only_array(self.threshold, np.float64))
+        object.__setattr__(self, "value", read_only_array(self.value, np.float64))
+        object.__setattr__(self, "depth", read_only_array(depth, np.int64))
+        object.__setattr__(self, "position", read_only_array(position, np.int64))
 
     @property
     def n_nodes(self) -> int:
@@ -179,7 +181,7 @@ class Ensemble:
             raise ValueError("aggregation must be 'average' or 'margin'")
         if self.left_if not in (LEFT_IF_LESS_EQUAL, LEFT_IF_LESS):
             raise ValueError("left_if must be '<=' or '<'")
-        weights = _frozen(self.tree_weights, np.float64)
+        weights = read_only_array(self.tree_weights, np.float64)
         if weights.shape != (len(self.trees),) or np.any(weights < 0) or weights.sum() <= 0:
             raise ValueError("tree_weights must be one non-negative weight per tree, not all 0")
         classes = np.asarray(self.classes)
@@ -334,14 +336,17 @@ class Ensemble:
         position = self._padded()[5]
         return position[np.arange(self.n_trees)[None, :], node]
 
+    def leaf_values(self, X) -> np.ndarray:
+        """Value of the leaf reached by each sample in each tree, shape (n, n_trees)."""
+        return self._padded()[4][np.arange(self.n_trees)[None, :], self.apply(X)]
+
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n_samples, 2), columns in ``classes`` order."""
-        node = self.apply(X)
-        leaf_value = self._padded()[4][np.arange(self.n_trees)[None, :], node]
+        leaf_value = self.leaf_values(X)
         if self.aggregation == "average":
             positive = leaf_value.mean(axis=1)
         else:
-            positive = 1.0 / (1.0 + np.exp(-(self.base_margin + leaf_value.sum(axis=1))))
+            positive = expit(self.base_margin + leaf_value.sum(axis=1))
         return np.column_stack([1.0 - positive, positive])
 
     def predict(self, X) -> np.ndarray:
@@ -386,11 +391,10 @@ def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
     """
     if ensemble.aggregation == "average":
         return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
-    node = ensemble.apply(X)
-    leaf_value = ensemble._padded()[4][np.arange(ensemble.n_trees)[None, :], node]
+    leaf_value = ensemble.leaf_values(X)
     margins = ensemble.base_margin + np.cumsum(leaf_value, axis=1)
-    margins = np.column_stack([np.full(node.shape[0], ensemble.base_margin), margins])
-    proba = 1.0 / (1.0 + np.exp(-margins))
+    margins = np.column_stack([np.full(leaf_value.shape[0], ensemble.base_margin), margins])
+    proba = expit(margins)
     variance = np.diff(proba, axis=1).var(axis=0)
     total = variance.sum()
     if total <= 0:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from governance.ensemble import read_only_array
+
 FORMAT = "miret-surrogate-tree"
 FORMAT_VERSION = 1
 _SIGNIFICANT = 4
@@ -37,12 +39,6 @@ def hyperplane_values(X, coef, intercept) -> np.ndarray:
     intercept : ndarray of shape (n,) or float
     """
     return np.multiply(X, coef).sum(axis=1) + intercept
-
-
-def _frozen(array, dtype) -> np.ndarray:
-    out = np.array(array, dtype=dtype, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 def _fmt(value: float) -> str:
@@ -126,8 +122,8 @@ class SurrogateTree:
         if classes.shape != (2,):
             raise ValueError(f"classes must hold exactly two labels, got {classes.tolist()!r}")
         classes.setflags(write=False)
-        self._coef = _frozen(coef, np.float64)
-        self._intercept = _frozen(intercept, np.float64)
+        self._coef = read_only_array(coef, np.float64)
+        self._intercept = read_only_array(intercept, np.float64)
         self._depth = depth
         self._feature_names = feature_names
         self._classes = classes
