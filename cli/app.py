@@ -1,10 +1,9 @@
 """The ``govern`` command line: a thin typer layer over ``flavors`` and ``governance``."""
 
-import os
-
 import typer
 
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+from cli import explain, gates
+from cli.common import configure_mlflow
 
 app = typer.Typer(
     name="govern",
@@ -14,16 +13,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def _register_commands() -> None:
-    from cli import explain, gates
-
-    explain.register(app)
-    gates.register(app)
+explain.register(app)
+gates.register(app)
 
 
 def main() -> None:
     """Entry point of the ``govern`` console script."""
-    _register_commands()
+    configure_mlflow()
     app()

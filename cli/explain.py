@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import math
-import os
+from typing import Annotated
 from urllib.parse import quote
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+from cli.common import EXIT_ERROR, EXIT_FAILED, connect, console, errors, fail, refusals
+from governance.miret import MiretSurrogate
 
-EXIT_INVALID = 1
-EXIT_ERROR = 2
+DEFAULTS = MiretSurrogate().get_params()
 METRIC_ORDER = (
     "train_fidelity",
     "test_fidelity",
@@ -35,22 +35,6 @@ METRIC_ORDER = (
     "solve_optimal",
 )
 
-out = Console()
-err = Console(stderr=True)
-
-
-def _use_tracking_uri(tracking_uri: str | None) -> None:
-    if tracking_uri:
-        import mlflow
-
-        mlflow.set_tracking_uri(tracking_uri)
-        mlflow.set_registry_uri(tracking_uri)
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[bold red]Error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
-    return typer.Exit(code)
-
 
 def _number(value) -> str:
     value = float(value)
@@ -68,7 +52,7 @@ def metrics_table(metrics: dict, title: str = "Metrics") -> Table:
     table.add_column("value", justify="right")
     keys = [k for k in METRIC_ORDER if k in metrics] + sorted(set(metrics) - set(METRIC_ORDER))
     for key in keys:
-        table.add_row(key, _number(metrics[key]))
+        table.add_row(escape(key), _number(metrics[key]))
     return table
 
 
@@ -139,45 +123,88 @@ class _StageProgress:
 
 
 def explain(
-    model_uri: str = typer.Option(
-        ...,
-        "--model-uri",
-        help="Registered ensemble: models:/<name>/<version> or models:/<name>@<alias>.",
-    ),
-    data: str = typer.Option(
-        ..., "--data", help="CSV or Parquet file with the feature columns (raw units)."
-    ),
-    target: str = typer.Option("", "--target", help="Label column in the data (optional)."),
-    test_data: str = typer.Option(
-        "", "--test-data", help="Separate test file; default: a stratified holdout of the data."
-    ),
-    depth: int = typer.Option(0, "--depth", help="Surrogate depth (0: the ensemble's depth)."),
-    alpha: float = typer.Option(None, "--alpha", help="Sparsity weight (default: estimator's)."),
-    gamma_percentile: float = typer.Option(
-        None, "--gamma-percentile", help="Percentile h of the feature filter per level."
-    ),
-    proximity_threshold: float = typer.Option(
-        None, "--proximity-threshold", help="Proximity m above which samples share a leaf."
-    ),
-    solver: str = typer.Option("auto", "--solver", help="auto, highs or gurobi."),
-    time_limit: float = typer.Option(60.0, "--time-limit", help="Solver time limit (seconds)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the split, heuristic and solver."),
-    registered_name: str = typer.Option(
-        "",
-        "--registered-name",
-        help="Registered model of the surrogate (default <name>-surrogate).",
-    ),
-    tracking_uri: str = typer.Option(
-        None,
-        "--tracking-uri",
-        help="MLflow tracking and registry URI (default: MLFLOW_TRACKING_URI).",
-    ),
-    force: bool = typer.Option(
-        False, "--force", help="Solve again even if an identical explanation exists."
-    ),
-    allow_invalid: bool = typer.Option(
-        False, "--allow-invalid", help="Explain even if input validation fails (tagged as failed)."
-    ),
+    model_uri: Annotated[
+        str,
+        typer.Option(
+            "--model-uri",
+            help="Registered ensemble: models:/<name>/<version> or models:/<name>@<alias>.",
+        ),
+    ],
+    data: Annotated[
+        str,
+        typer.Option("--data", help="CSV or Parquet file with the feature columns (raw units)."),
+    ],
+    target: Annotated[
+        str, typer.Option("--target", help="Label column in the data (optional).")
+    ] = "",
+    test_data: Annotated[
+        str,
+        typer.Option(
+            "--test-data", help="Separate test file; default: a stratified holdout of the data."
+        ),
+    ] = "",
+    depth: Annotated[
+        int, typer.Option("--depth", help="Surrogate depth (0: the ensemble's depth).")
+    ] = 0,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="Weight of the sparsity penalty in the objective.")
+    ] = DEFAULTS["alpha"],
+    gamma_percentile: Annotated[
+        float,
+        typer.Option(
+            "--gamma-percentile",
+            help="Percentile h: a level may split on the features whose VITE level frequency "
+            "exceeds the h-th percentile (0: every feature the ensemble uses there).",
+        ),
+    ] = DEFAULTS["gamma_percentile"],
+    proximity_threshold: Annotated[
+        float,
+        typer.Option(
+            "--proximity-threshold",
+            help="Ensemble proximity m from which two samples must share a leaf (above 1: none).",
+        ),
+    ] = DEFAULTS["proximity_threshold"],
+    solver: Annotated[
+        str, typer.Option("--solver", help="MILP solver: auto, highs or gurobi.")
+    ] = DEFAULTS["solver"],
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            "--time-limit",
+            help="Seconds for the whole surrogate fit: building the problem, the warm-start "
+            "heuristic and the MILP solve.",
+        ),
+    ] = DEFAULTS["time_limit"],
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the holdout split, heuristic and solver.")
+    ] = DEFAULTS["random_state"],
+    registered_name: Annotated[
+        str,
+        typer.Option(
+            "--registered-name",
+            help="Registered model of the surrogate (default <name>-surrogate).",
+        ),
+    ] = "",
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking and registry URI (default: MLFLOW_TRACKING_URI).",
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force/--no-force", help="Solve again even if an identical explanation exists."
+        ),
+    ] = False,
+    allow_invalid: Annotated[
+        bool,
+        typer.Option(
+            "--allow-invalid/--no-allow-invalid",
+            help="Explain even if input validation fails (the surrogate is tagged as failed).",
+        ),
+    ] = False,
 ) -> None:
     """Explain a registered tree ensemble with VITE heatmaps and a MIRET surrogate tree.
 
@@ -185,9 +212,10 @@ def explain(
     MLflow run and registered as a version of <name>-surrogate linked to the ensemble.
     Exit codes: 0 done, 1 input validation failed, 2 error.
     """
-    from flavors.explain import STAGES, ExplainError, ValidationFailedError, explain_model_version
+    from flavors.errors import ValidationFailedError
+    from flavors.explain import explain_model_version
+    from flavors.stages import STAGES
 
-    _use_tracking_uri(tracking_uri)
     columns = (
         SpinnerColumn(finished_text="[green]✓"),
         TextColumn("{task.description}"),
@@ -195,7 +223,8 @@ def explain(
         TimeElapsedColumn(),
     )
     try:
-        with Progress(*columns, console=err, transient=False) as progress:
+        connect(tracking_uri, fail_fast=False)
+        with Progress(*columns, console=errors, transient=False) as progress:
             tracker = _StageProgress(progress, STAGES, time_limit)
             result = explain_model_version(
                 model_uri,
@@ -216,57 +245,64 @@ def explain(
             )
             tracker.finish()
     except ValidationFailedError as exc:
-        raise _fail(str(exc), EXIT_INVALID) from None
-    except ExplainError as exc:
-        raise _fail(str(exc), EXIT_ERROR) from None
+        raise fail(exc, EXIT_FAILED) from None
+    except refusals() as exc:
+        raise fail(exc) from None
     except Exception as exc:  # noqa: BLE001 - every other failure is a clear exit 2
-        raise _fail(f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
+        raise fail(f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
 
     if result.reused:
-        out.print(
-            f"Reused [bold]{result.surrogate_uri}[/]: the same ensemble version, data and "
+        console.print(
+            f"Reused [bold]{escape(result.surrogate_uri)}[/]: the same ensemble version, data and "
             "parameters were already explained (pass --force to solve again)."
         )
     else:
-        out.print(
-            f"Registered [bold]{result.surrogate_uri}[/] as the surrogate of "
-            f"[bold]{result.ensemble_uri}[/] in {result.seconds:.1f} s "
-            f"(solver status: {result.solve.get('status', '?')})."
+        console.print(
+            f"Registered [bold]{escape(result.surrogate_uri)}[/] as the surrogate of "
+            f"[bold]{escape(result.ensemble_uri)}[/] in {result.seconds:.1f} s "
+            f"(solver status: {escape(str(result.solve.get('status', '?')))})."
         )
     if result.validation == "failed":
-        out.print("[bold red]Input validation FAILED[/] (explained with --allow-invalid).")
-    out.print("\n[bold]Rules[/] (raw input units)")
-    out.print(result.rules, highlight=False, markup=False, soft_wrap=True)
-    out.print()
-    out.print(metrics_table(result.metrics))
+        console.print("[bold red]Input validation FAILED[/] (explained with --allow-invalid).")
+    console.print("\n[bold]Rules[/] (raw input units)")
+    console.print(result.rules, highlight=False, markup=False, soft_wrap=True)
+    console.print()
+    console.print(metrics_table(result.metrics))
     for line in _ui_hints(result):
-        out.print(line, highlight=False, soft_wrap=True)
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def show(
-    model_uri: str = typer.Option(
-        ..., "--model-uri", help="Registered surrogate: models:/<name>-surrogate/<version>."
-    ),
-    tracking_uri: str = typer.Option(
-        None, "--tracking-uri", help="MLflow tracking and registry URI."
-    ),
+    model_uri: Annotated[
+        str,
+        typer.Option(
+            "--model-uri", help="Registered surrogate: models:/<name>-surrogate/<version>."
+        ),
+    ],
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking and registry URI (default: MLFLOW_TRACKING_URI).",
+        ),
+    ] = None,
 ) -> None:
     """Print the rules and metrics of a registered surrogate."""
-    from flavors.explain import describe_surrogate
+    from flavors.registry import describe_surrogate
 
-    _use_tracking_uri(tracking_uri)
     try:
+        connect(tracking_uri, fail_fast=False)
         summary = describe_surrogate(model_uri)
     except Exception as exc:  # noqa: BLE001 - every failure is a clear exit 2
-        raise _fail(str(exc), EXIT_ERROR) from None
-    out.print(f"[bold]{summary['uri']}[/]")
+        raise fail(exc) from None
+    console.print(f"[bold]{escape(summary['uri'])}[/]")
     for key, value in sorted(summary["tags"].items()):
         if key.startswith("governance."):
-            out.print(f"  {key} = {value}", highlight=False)
-    out.print("\n[bold]Rules[/] (raw input units)")
-    out.print(summary["rules"], highlight=False, markup=False, soft_wrap=True)
-    out.print()
-    out.print(metrics_table(summary["metrics"]))
+            console.print(f"  {key} = {value}", highlight=False, markup=False)
+    console.print("\n[bold]Rules[/] (raw input units)")
+    console.print(summary["rules"], highlight=False, markup=False, soft_wrap=True)
+    console.print()
+    console.print(metrics_table(summary["metrics"]))
 
 
 def register(app: typer.Typer) -> None:

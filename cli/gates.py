@@ -6,18 +6,17 @@ URI, unreadable file, invalid policy, no linked surrogate, unreachable server).
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-# CI logs are not terminals (rich would assume 80 columns): give tables room there.
-console = Console(width=None if sys.stdout.isatty() else 120)
-errors = Console(stderr=True)
+from cli.common import EXIT_FAILED, connect, console, errors, fail, refusals
+from governance.miret import MiretSurrogate
+
+DEFAULTS = MiretSurrogate().get_params()
 
 ModelUri = Annotated[
     str,
@@ -40,41 +39,13 @@ DataFile = Annotated[Path, typer.Option("--data", help="CSV or Parquet file of r
 Target = Annotated[str | None, typer.Option("--target", help="Label column allowed in the data")]
 
 
-def _connect(tracking_uri: str | None, fail_fast: bool = True) -> None:
-    """Point MLflow at the tracking server and fail fast when it does not answer."""
-    from flavors.gating import check_tracking_server
-
-    if fail_fast:
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
-    if tracking_uri:
-        os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
-        os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
-    check_tracking_server()
-
-
 def _policy_and_connect(policy: str | None, tracking_uri: str | None, fail_fast: bool = True):
     """Read the gate policy (before any network call), then connect to the server."""
     from governance.gates import load_policy
 
     parsed = load_policy(policy or None)
-    _connect(tracking_uri, fail_fast=fail_fast)
+    connect(tracking_uri, fail_fast=fail_fast)
     return parsed
-
-
-def _fail(error: Exception) -> typer.Exit:
-    errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
-    return typer.Exit(2)
-
-
-def _errors() -> tuple:
-    from mlflow.exceptions import MlflowException
-
-    from flavors.explain import ExplainError
-    from flavors.gating import GateError
-    from governance.gates import PolicyError
-
-    return (ExplainError, GateError, PolicyError, MlflowException, OSError, ValueError)
 
 
 def print_gates(outcome) -> None:
@@ -83,7 +54,7 @@ def print_gates(outcome) -> None:
 
     evaluation = outcome.evaluation
     table = Table(
-        title=f"Gates for {outcome.ensemble_uri} (surrogate {outcome.surrogate_uri})",
+        title=escape(f"Gates for {outcome.ensemble_uri} (surrogate {outcome.surrogate_uri})"),
         caption=f"policy digest {evaluation.policy_digest[:16]}",
     )
     for column in ("Gate", "Metric"):
@@ -93,20 +64,22 @@ def print_gates(outcome) -> None:
     table.add_column("Result", no_wrap=True)
     for r in evaluation.results:
         table.add_row(
-            r.name,
-            r.metric,
-            f"{r.comparison} {format_value(r.threshold)}",
-            format_value(r.value),
+            escape(r.name),
+            escape(r.metric),
+            escape(f"{r.comparison} {format_value(r.threshold)}"),
+            escape(format_value(r.value)),
             "[green]pass[/]" if r.passed else "[red]FAIL[/]",
         )
     console.print(table)
     for r in evaluation.results:
         if not r.passed:
-            console.print(f"[red]FAIL[/] {r.name}: {r.reason}", highlight=False, soft_wrap=True)
+            console.print(
+                f"[red]FAIL[/] {escape(f'{r.name}: {r.reason}')}", highlight=False, soft_wrap=True
+            )
     verdict = "[green]all gates passed[/]" if evaluation.all_passed else "[red]a gate failed[/]"
     console.print(
-        f"{verdict}; recorded as tags governance.gate.* on {outcome.ensemble_uri} and in run "
-        f"{outcome.run_id} (experiment governance-gates, artifacts gate_report.json / .md)",
+        f"{verdict}; recorded as tags governance.gate.* on {escape(outcome.ensemble_uri)} and "
+        f"in run {outcome.run_id} (experiment governance-gates, artifacts gate_report.json / .md)",
         highlight=False,
         soft_wrap=True,
     )
@@ -130,14 +103,14 @@ def validate(
     from flavors.gating import validate_model_inputs
 
     try:
-        _connect(tracking_uri)
+        connect(tracking_uri)
         result = validate_model_inputs(model_uri, data, target=target or None, mostly=mostly)
-    except _errors() as error:
-        raise _fail(error) from None
+    except refusals() as error:
+        raise fail(error) from None
     console.print(result.summary(), highlight=False, soft_wrap=True)
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=1, default=str))
-    raise typer.Exit(0 if result.success else 1)
+    raise typer.Exit(0 if result.success else EXIT_FAILED)
 
 
 def gate(
@@ -151,8 +124,8 @@ def gate(
     try:
         parsed = _policy_and_connect(policy, tracking_uri)
         outcome = gate_model_version(model_uri, parsed)
-    except _errors() as error:
-        raise _fail(error) from None
+    except refusals() as error:
+        raise fail(error) from None
     print_gates(outcome)
     raise typer.Exit(0 if outcome.evaluation.all_passed else 1)
 
@@ -169,20 +142,22 @@ def promote(
     try:
         parsed = _policy_and_connect(policy, tracking_uri)
         outcome = promote_model_version(model_uri, alias, parsed)
-    except _errors() as error:
-        raise _fail(error) from None
+    except refusals() as error:
+        raise fail(error) from None
     print_gates(outcome.gate)
-    where = f"tag governance.promotion.{alias} on {outcome.gate.ensemble_uri}"
+    where = escape(f"tag governance.promotion.{alias} on {outcome.gate.ensemble_uri}")
     if outcome.promoted:
         console.print(
-            f"[green]promoted[/]: @{alias} -> {outcome.gate.ensemble_uri} ({where})",
+            f"[green]promoted[/]: {escape(f'@{alias} -> {outcome.gate.ensemble_uri}')} ({where})",
             highlight=False,
             soft_wrap=True,
         )
     else:
         now = f"version {outcome.alias_version}" if outcome.alias_version else "no version"
         console.print(
-            f"[red]refused[/]: @{alias} stays on {now} ({where})", highlight=False, soft_wrap=True
+            f"[red]refused[/]: {escape(f'@{alias} stays on {now}')} ({where})",
+            highlight=False,
+            soft_wrap=True,
         )
     raise typer.Exit(0 if outcome.promoted else 1)
 
@@ -193,14 +168,24 @@ def pipeline(
     target: Target = None,
     policy: PolicyFile = None,
     time_limit: Annotated[
-        float, typer.Option("--time-limit", help="Solver time limit (seconds)")
-    ] = 60.0,
-    solver: Annotated[str, typer.Option("--solver", help="auto, highs or gurobi")] = "auto",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the holdout split")] = 0,
+        float,
+        typer.Option(
+            "--time-limit",
+            help="Seconds for the whole surrogate fit: building the problem, the warm-start "
+            "heuristic and the MILP solve",
+        ),
+    ] = DEFAULTS["time_limit"],
+    solver: Annotated[
+        str, typer.Option("--solver", help="MILP solver: auto, highs or gurobi")
+    ] = DEFAULTS["solver"],
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the holdout split, heuristic and solver")
+    ] = DEFAULTS["random_state"],
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Validate the data, explain the ensemble version, then evaluate the gates."""
-    from flavors.explain import ValidationFailedError, explain_model_version
+    from flavors.errors import ValidationFailedError
+    from flavors.explain import explain_model_version
     from flavors.gating import gate_model_version, validate_model_inputs
 
     target = target or None
@@ -210,7 +195,7 @@ def pipeline(
         report = validate_model_inputs(model_uri, data, target=target)
         console.print(report.summary(), highlight=False, soft_wrap=True)
         if not report.success:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
         console.rule("2/3 explain")
         explained = explain_model_version(
             model_uri, data, target=target, solver=solver, time_limit=time_limit, seed=seed
@@ -224,10 +209,10 @@ def pipeline(
         console.rule("3/3 gate")
         outcome = gate_model_version(model_uri, parsed)
     except ValidationFailedError as error:
-        errors.print(str(error), highlight=False)
-        raise typer.Exit(1) from None
-    except _errors() as error:
-        raise _fail(error) from None
+        errors.print(str(error), highlight=False, markup=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    except refusals() as error:
+        raise fail(error) from None
     print_gates(outcome)
     raise typer.Exit(0 if outcome.evaluation.all_passed else 1)
 

@@ -27,13 +27,15 @@ from mlflow import MlflowClient
 from mlflow.entities import LoggedModelInput
 from mlflow.exceptions import MlflowException
 
-from flavors.explain import (
+from flavors.errors import GateError
+from flavors.inputs import load_ensemble, read_table
+from flavors.registry import (
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
-    load_ensemble,
     model_id_of,
-    read_table,
+    parse_registry_uri,
     resolve_model_version,
+    version_uri,
 )
 from governance.gates import GATES, Evaluation, Policy, evaluate
 
@@ -44,10 +46,6 @@ GATE_TIME_TAG = "governance.gate.time"
 GATE_RUN_TAG = "governance.gate.run_id"
 PROMOTION_TAG = "governance.promotion.{alias}"
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-class GateError(Exception):
-    """Gates cannot be evaluated: no linked surrogate, bad alias, unreachable server."""
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -106,28 +104,6 @@ def evaluate_gates(policy: Policy, metrics: dict, tags: dict) -> Evaluation:
 
 
 # ---------------------------------------------------------------------- registry
-def check_tracking_server(uri: str | None = None, timeout: float = 5.0) -> None:
-    """Fail fast when an HTTP tracking server does not answer.
-
-    Raises
-    ------
-    GateError
-        Connection refused or timed out (any HTTP answer counts as reachable).
-    """
-    import requests
-
-    uri = uri or mlflow.get_tracking_uri()
-    if not uri.startswith(("http://", "https://")):
-        return
-    try:
-        requests.get(uri.rstrip("/") + "/health", timeout=timeout)
-    except requests.RequestException as error:
-        raise GateError(
-            f"the tracking server {uri} is unreachable ({type(error).__name__}); check "
-            "--tracking-uri / MLFLOW_TRACKING_URI and that the server is running"
-        ) from error
-
-
 def linked_surrogate(client: MlflowClient, version):
     """The surrogate ModelVersion linked to an ensemble version by tag.
 
@@ -137,7 +113,7 @@ def linked_surrogate(client: MlflowClient, version):
         No ``governance.surrogate`` tag, a dangling link, or a link that does not point
         back (``governance.surrogate_of``).
     """
-    ensemble_uri = f"models:/{version.name}/{version.version}"
+    ensemble_uri = version_uri(version)
     link = version.tags.get(SURROGATE_TAG)
     if not link:
         raise GateError(
@@ -241,8 +217,8 @@ def gate_model_version(model_uri: str, policy: Policy, client: MlflowClient | No
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
-    ensemble_uri = f"models:/{version.name}/{version.version}"
-    surrogate_uri = f"models:/{surrogate.name}/{surrogate.version}"
+    ensemble_uri = version_uri(version)
+    surrogate_uri = version_uri(surrogate)
     metrics, tags, source = surrogate_evidence(client, surrogate)
     evaluation = evaluate_gates(policy, metrics, tags)
     status = "passed" if evaluation.all_passed else "failed"
@@ -360,7 +336,7 @@ def promote_model_version(
         )
     client = client or MlflowClient()
     outcome = gate_model_version(model_uri, policy, client)
-    name, number = outcome.ensemble_uri[len("models:/") :].split("/")
+    name, number, _ = parse_registry_uri(outcome.ensemble_uri)
     promoted = outcome.evaluation.all_passed
     if promoted:
         client.set_registered_model_alias(name, alias, number)

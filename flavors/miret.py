@@ -325,7 +325,7 @@ def log_model(
 
 
 # ---------------------------------------------------------------------- load
-def _read_local(model_dir: str):
+def read_model_dir(model_dir: str):
     """Surrogate, scaler and flavor configuration of a local model directory."""
     conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
     classes = _surrogate_classes()
@@ -352,19 +352,19 @@ def load_model(model_uri: str, dst_path: str | None = None):
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
     conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
     _add_code_from_conf_to_system_path(local, conf)
-    return _read_local(local)[0]
+    return read_model_dir(local)[0]
 
 
 def load_preprocessing(model_uri: str, dst_path: str | None = None):
     """The ensemble's MinMaxScaler stored with a ``miret`` model (``None`` for identity)."""
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
-    return _read_local(local)[1]
+    return read_model_dir(local)[1]
 
 
 def _load_pyfunc(path: str, model_config: dict | None = None):
     """Called by ``mlflow.pyfunc.load_model``."""
     model_dir = os.path.dirname(path) if os.path.isfile(path) else path
-    surrogate, scaler, conf = _read_local(model_dir)
+    surrogate, scaler, conf = read_model_dir(model_dir)
     input_space = (model_config or {}).get("input_space", conf["input_space"])
     return _MiretModelWrapper(surrogate, scaler, input_space)
 

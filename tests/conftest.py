@@ -11,7 +11,15 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _isolated_mlflow(tmp_path, monkeypatch):
-    """Point MLflow at a throw-away SQLite store; never the user's ./mlflow.db."""
+    """Point MLflow at a throw-away SQLite store; never the user's ./mlflow.db.
+
+    ``govern --tracking-uri`` sets MLflow's process-wide URIs, which take precedence
+    over the environment: they are cleared before the environment is set.
+    """
+    import mlflow
+
+    mlflow.set_tracking_uri(None)
+    mlflow.set_registry_uri(None)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""flavors.explain end to end against a real SQLite MLflow store."""
+"""flavors.explain (with its registry, inputs and stages) end to end against a real SQLite MLflow store."""
 
 import json
 from pathlib import Path
@@ -12,15 +12,14 @@ from mlflow_store import register_rf
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import MinMaxScaler
 
-from flavors.explain import (
+from flavors.errors import ExplainError, ValidationFailedError
+from flavors.explain import explain_model_version
+from flavors.inputs import load_ensemble
+from flavors.registry import (
     EXPLAIN_DIGEST_TAG,
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
     VALIDATION_TAG,
-    ExplainError,
-    ValidationFailedError,
-    explain_model_version,
-    load_ensemble,
     model_id_of,
 )
 from flavors.miret import load_model

@@ -1,6 +1,5 @@
 """The MLproject's ``explain`` entry point: its defaults, and a real ``mlflow run``."""
 
-import inspect
 import os
 import subprocess
 import sys
@@ -24,11 +23,10 @@ def _explain_entry():
 
 def test_explain_defaults_match_the_estimator():
     params = _explain_entry()["parameters"]
-    defaults = {
-        name: p.default for name, p in inspect.signature(MiretSurrogate.__init__).parameters.items()
-    }
+    defaults = MiretSurrogate().get_params()
     for name in ("alpha", "gamma_percentile", "proximity_threshold", "time_limit", "solver"):
         assert params[name]["default"] == defaults[name], name
+    assert params["seed"]["default"] == defaults["random_state"]
     assert params["depth"]["default"] == 0 and params["target"]["default"] == ""
     assert "default" not in params["model_uri"] and params["data"]["type"] == "path"
     command = _explain_entry()["command"]

@@ -6,7 +6,8 @@ from mlflow import MlflowClient
 from mlflow_store import linked_versions
 from typer.testing import CliRunner
 
-from flavors.gating import GateError, promote_model_version
+from flavors.errors import GateError
+from flavors.gating import promote_model_version
 from governance.gates import load_policy, parse_policy
 
 pytest_plugins = ["mlflow_store"]

@@ -1,0 +1,66 @@
+"""What every ``govern`` command shares: consoles, the tracking URI, errors, exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+"""A gate or the input validation failed."""
+EXIT_ERROR = 2
+"""The request could not be carried out (bad URI, file or policy; unreachable server)."""
+
+# CI logs are not terminals (rich would assume 80 columns): give tables room there.
+console = Console(width=None if sys.stdout.isatty() else 120)
+errors = Console(stderr=True)
+
+
+def configure_mlflow() -> None:
+    """Process-wide MLflow settings of the CLI: no telemetry, no download progress bars."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+def connect(tracking_uri: str | None, *, fail_fast: bool = True) -> None:
+    """Point MLflow (tracking and registry) at ``tracking_uri`` and check it answers.
+
+    Parameters
+    ----------
+    tracking_uri : str or None
+        None keeps ``MLFLOW_TRACKING_URI`` (or MLflow's default store).
+    fail_fast : bool
+        Also make MLflow's HTTP calls give up quickly (no retries, 30 s timeout) unless
+        the environment says otherwise.
+    """
+    import mlflow
+
+    from flavors.registry import check_tracking_server
+
+    if fail_fast:
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    if tracking_uri:
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_registry_uri(tracking_uri)
+    check_tracking_server()
+
+
+def refusals() -> tuple:
+    """The exceptions a command reports as a clear error (exit code 2)."""
+    from mlflow.exceptions import MlflowException
+
+    from flavors.errors import GovernanceError
+    from governance.gates import PolicyError
+
+    return (GovernanceError, PolicyError, MlflowException, OSError, ValueError)
+
+
+def fail(message, code: int = EXIT_ERROR) -> typer.Exit:
+    """Print ``message`` as an error (never read as rich markup) and return the exit."""
+    errors.print(Text.assemble(("error: ", "bold red"), str(message)), soft_wrap=True)
+    return typer.Exit(code)

@@ -1,0 +1,387 @@
+"""The stages of one explain run, in order; each takes the frozen :class:`ExplainRequest`.
+
+:func:`record_request` -> :func:`validate` -> :func:`vite_artifacts` ->
+:func:`fit_surrogate` -> :func:`evaluate` -> :func:`write_report` -> :func:`log_surrogate`.
+They run inside the explain run that :func:`flavors.explain.explain_model_version`
+opens; registration comes after them, so a failing stage registers nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+import numpy as np
+from mlflow.entities import LoggedModelInput
+
+from flavors import miret as miret_flavor
+from flavors.errors import ValidationFailedError
+from flavors.registry import (
+    DATA_DIGEST_TAG,
+    ENSEMBLE_URI_TAG,
+    EXPLAIN_DIGEST_TAG,
+    SURROGATE_OF_TAG,
+    VALIDATION_TAG,
+)
+from flavors.request import ExplainRequest
+
+STAGES = (
+    "load model",
+    "load data",
+    "validate",
+    "VITE",
+    "solve",
+    "metrics",
+    "report",
+    "log model",
+    "register",
+)
+"""Stage names given to ``progress(stage, detail)``, in the order they run."""
+REPORT_PARAMETERS = (
+    "depth",
+    "alpha",
+    "gamma_percentile",
+    "proximity_threshold",
+    "epsilon",
+    "formulation",
+    "solver",
+    "time_limit",
+    "seed",
+    "target",
+    "n_train",
+    "n_test",
+)
+FIGURE_CAPTIONS = {
+    "level_frequency": "VITE: level frequency of each feature in the ensemble",
+    "vite_tree": "VITE: node frequency and threshold ranges of the ensemble",
+}
+
+
+def notify(progress, stage: str, detail: dict | None = None) -> None:
+    """Tell ``progress`` (if any) that ``stage`` runs, with optional ``detail``."""
+    if progress is not None:
+        progress(stage, detail or {})
+
+
+def log_params(params: dict) -> None:
+    """Log params to the active run; a key the run already has with another value
+    (``mlflow run`` logs the MLproject's raw parameters) is logged as ``<key>.resolved``."""
+    logged = mlflow.get_run(mlflow.active_run().info.run_id).data.params
+    values = {}
+    for key, value in params.items():
+        text = str(value)
+        if key in logged and logged[key] != text:
+            key = f"{key}.resolved"
+        values[key] = text
+    mlflow.log_params(values)
+
+
+# ---------------------------------------------------------------------- stages
+def record_request(request: ExplainRequest, datasets: dict) -> None:
+    """Log the data sets and the ensemble as the run's inputs, the request as params."""
+    with warnings.catch_warnings():  # integer-column schema hints of the label column
+        warnings.simplefilter("ignore", UserWarning)
+        for context, data in datasets.items():
+            mlflow.log_input(data, context=context)
+    if request.ensemble_model_id:
+        mlflow.log_input(model=LoggedModelInput(model_id=request.ensemble_model_id))
+    log_params(request.params())
+    mlflow.set_tags(
+        {
+            ENSEMBLE_URI_TAG: request.ensemble_uri,
+            DATA_DIGEST_TAG: request.data_digest,
+            EXPLAIN_DIGEST_TAG: request.digest,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Outcome of :func:`validate`: ``passed`` or ``failed``, one summary, the reports."""
+
+    status: str
+    summary: str
+    paths: tuple
+
+
+def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: Path):
+    """Validate every input file; log and raise when one fails (unless allowed).
+
+    Parameters
+    ----------
+    frames : dict
+        Report file name (``validation.json``, ``validation_test.json``) -> data frame.
+
+    Raises
+    ------
+    ValidationFailedError
+        A file failed and ``allow_invalid`` is False, or it failed in a way that
+        explaining anyway cannot survive (missing columns, nulls, infinities).
+    """
+    from governance.validation import raw_columns, validate_inputs
+
+    target = request.target
+    wanted = raw_columns(ensemble) + ([target] if target else [])
+    reports, paths = {}, []
+    for name, frame in frames.items():
+        report = validate_inputs(
+            frame[[c for c in wanted if c in frame.columns]], ensemble, label=target or None
+        )
+        path = out / name
+        path.write_text(json.dumps(report.to_json(), indent=1, default=str))
+        reports[name], paths = report, paths + [path]
+    success = all(r.success for r in reports.values())
+    status = "passed" if success else "failed"
+    summary = "\n".join(
+        f"{name}: {r.summary()}" if len(reports) > 1 else r.summary() for name, r in reports.items()
+    )
+    mlflow.set_tag(VALIDATION_TAG, status)
+    if not success:
+        for path in paths:
+            mlflow.log_artifact(str(path))
+        sound = all(
+            r.frame is not None and r.normalized is not None and np.isfinite(r.normalized).all()
+            for r in reports.values()
+        )
+        if not request.allow_invalid or not sound:
+            why = (
+                ""
+                if sound
+                else (
+                    " (columns are missing or mistyped, or values are null or infinite, so "
+                    "--allow-invalid cannot help)"
+                )
+            )
+            raise ValidationFailedError(
+                f"input validation failed{why}; nothing was registered. See "
+                f"validation.json of run {run_id}"
+                f"{'' if not sound else ' or pass --allow-invalid to explain anyway'}:"
+                f"\n{summary}",
+                run_id=run_id,
+                summary=summary,
+            )
+    return Validation(status, summary, tuple(paths))
+
+
+@dataclass(frozen=True)
+class ViteArtifacts:
+    """Threshold ranges (a frame) and the figure files of :func:`vite_artifacts`."""
+
+    ranges: object
+    figures: tuple
+
+
+def vite_artifacts(ensemble, out: Path) -> ViteArtifacts:
+    """Write the VITE tables to ``out/vite`` and the heatmaps to ``out/figures``."""
+    from governance import vite
+    from governance.report.figures import save_vite_figures
+
+    vite_dir = out / "vite"
+    vite_dir.mkdir(parents=True)
+    levels = vite.level_frequency(ensemble)
+    levels.to_csv(vite_dir / "level_frequency.csv", index_label="feature")
+    levels.to_json(vite_dir / "level_frequency.json", orient="split", indent=1)
+    vite.node_frequency(ensemble).to_csv(vite_dir / "node_frequency.csv", index_label="position")
+    ranges = vite.threshold_ranges(ensemble)
+    ranges.to_csv(vite_dir / "threshold_ranges.csv", index=False)
+    figures = save_vite_figures(ensemble, out / "figures")
+    return ViteArtifacts(ranges, tuple(Path(p) for p in figures))
+
+
+def fit_surrogate(request: ExplainRequest, ensemble, X_train, progress=None):
+    """Fit the MIRET surrogate of ``ensemble`` on ``X_train`` (normalized units) within
+    ``request.time_limit`` seconds; ``progress`` sees the solver's incumbent and bound."""
+    from governance.miret import MiretSurrogate
+
+    def on_solve(elapsed, incumbent, bound, gap):
+        detail = {"elapsed": elapsed, "incumbent": incumbent, "bound": bound, "gap": gap}
+        notify(progress, "solve", detail)
+
+    surrogate = MiretSurrogate(**request.estimator_params())
+    return surrogate.fit(X_train, ensemble, progress=on_solve)
+
+
+def solver_metrics(report: dict) -> dict:
+    """The contract's solver metrics (``objective``, ``bound``, ``mip_gap`` are left out
+    when the solver has no finite value for them)."""
+    values = {
+        "objective": report["objective"],
+        "bound": report["bound"],
+        "mip_gap": report["gap"],
+        "solve_time_s": report["wall_time"],
+        "solve_optimal": 1.0 if report["status"] in ("optimal", "trivial") else 0.0,
+    }
+    return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
+
+
+def evaluate(request: ExplainRequest, ensemble, surrogate, X_train, X_test, data) -> dict:
+    """Fidelity, accuracy, proximity and sparsity of the surrogate, and solver metrics."""
+    from governance.metrics import surrogate_metrics
+
+    metrics = surrogate_metrics(
+        ensemble,
+        surrogate.tree_,
+        X_train,
+        X_test,
+        data.y_train,
+        data.y_test,
+        proximity_threshold=request.proximity_threshold,
+    )
+    metrics.update(solver_metrics(surrogate.solve_report_.to_dict()))
+    return metrics
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the report and the logged model say about one fitted surrogate.
+
+    Attributes
+    ----------
+    validation : Validation
+    vite : ViteArtifacts
+    X_train : ndarray
+        Training samples in normalized units.
+    labels : ndarray or None
+        Ground-truth training labels (None: the ensemble's predictions stand in).
+    n_train, n_test : int
+    metrics : dict
+    rules : str
+        The surrogate's rules in raw units.
+    """
+
+    validation: Validation
+    vite: ViteArtifacts
+    X_train: np.ndarray
+    labels: np.ndarray | None
+    n_train: int
+    n_test: int
+    metrics: dict
+    rules: str
+
+    def params(self, request: ExplainRequest) -> dict:
+        """The request's run parameters with the sizes of the training and test sets."""
+        return {**request.params(), "n_train": self.n_train, "n_test": self.n_test}
+
+
+def write_report(
+    request: ExplainRequest, run_id: str, ensemble, surrogate, evidence: Evidence, out: Path
+) -> dict:
+    """Write the tree figure, ``report.html`` and ``model_card.md`` to ``out``.
+
+    Returns
+    -------
+    dict
+        Artifact name -> path, for :func:`log_surrogate`.
+    """
+    from governance.report.html import ReportContext
+    from governance.report.html import write_report as render
+    from governance.report.tree_figure import save_tree_figure, tree_diagram
+
+    tree, solve, validation = (
+        surrogate.tree_,
+        surrogate.solve_report_.to_dict(),
+        evidence.validation,
+    )
+    label_source = "ground truth" if evidence.labels is not None else "ensemble"
+    labels = evidence.labels
+    if labels is None:
+        labels = ensemble.predict(evidence.X_train)
+    nodes = tree_diagram(tree, evidence.X_train, labels, scaler=ensemble.scaler)
+    save_tree_figure(nodes, tree.depth, out / "figures", label_source)
+    provenance = {
+        "ensemble_uri": request.ensemble_uri,
+        "ensemble_source": request.ensemble_source,
+        "data": request.data,
+        "data_digest": request.data_digest,
+        "solver": f"{solve['solver']} {solve['solver_version']}",
+        "solver_status": solve["status"],
+        "time_limit_s": request.time_limit,
+        "seed": request.seed,
+        "mlflow_run_id": run_id,
+        "tracking_uri": mlflow.get_tracking_uri(),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    artifacts = {
+        "vite": out / "vite",
+        "figures": out / "figures",
+        **{path.name: path for path in validation.paths},
+    }
+    params = evidence.params(request)
+    context = ReportContext(
+        title=request.ensemble_uri,
+        depth=tree.depth,
+        nodes=nodes,
+        rules=evidence.rules,
+        metrics=evidence.metrics,
+        parameters={k: params[k] for k in REPORT_PARAMETERS},
+        provenance=provenance,
+        validation={"status": validation.status, "summary": validation.summary},
+        label_source=label_source,
+        figures={
+            FIGURE_CAPTIONS.get(p.stem, p.stem.replace("_", " ")): p
+            for p in sorted(evidence.vite.figures)
+            if p.suffix == ".svg" and p.stem != "surrogate_tree"
+        },
+        tree_svg=out / "figures" / "surrogate_tree.svg",
+        threshold_ranges=evidence.vite.ranges,
+        artifacts=sorted(
+            [
+                "surrogate.json",
+                "preprocessing.json",
+                "report.html",
+                "model_card.md",
+                *(f"{k}/" if (out / k).is_dir() else k for k in artifacts),
+            ]
+        ),
+    )
+    html, card = render(context, out)
+    return {**artifacts, "report.html": html, "model_card.md": card}
+
+
+def log_surrogate(
+    request: ExplainRequest, surrogate, ensemble, artifacts: dict, input_example, evidence: Evidence
+):
+    """Log the surrogate with the ``miret`` flavor, its metrics on the logged model (by
+    ``model_id``) and the solver's outcome as run tags.
+
+    Returns
+    -------
+    mlflow.models.model.ModelInfo
+    """
+    solve = surrogate.solve_report_.to_dict()
+    status = evidence.validation.status
+    params = evidence.params(request)
+    info = miret_flavor.log_model(
+        surrogate,
+        name="surrogate",
+        preprocessing=ensemble.scaler,
+        artifacts=artifacts,
+        input_example=input_example,
+        metadata={
+            "ensemble_uri": request.ensemble_uri,
+            "data_digest": request.data_digest,
+            "explain_digest": request.digest,
+            "validation": status,
+            "solve": {k: v for k, v in solve.items() if isinstance(v, (str, int, float))},
+        },
+        params={k: str(v) for k, v in params.items()},
+        tags={VALIDATION_TAG: status, SURROGATE_OF_TAG: request.ensemble_uri},
+    )
+    mlflow.log_metrics(evidence.metrics, model_id=info.model_id)
+    mlflow.set_tags(
+        {
+            "governance.solver": solve["solver"],
+            "governance.solver_version": solve["solver_version"],
+            "governance.mip_status": solve["status"],
+            "governance.objective": repr(solve["objective"]),
+            "governance.bound": repr(solve["bound"]),
+            "governance.gap": repr(solve["gap"]),
+            "governance.incumbent_source": solve.get("incumbent_source", ""),
+        }
+    )
+    return info
