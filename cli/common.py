@@ -4,16 +4,37 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
+
+from governance.miret import MiretSurrogate
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 """A gate or the input validation failed."""
 EXIT_ERROR = 2
 """The request could not be carried out (bad URI, file or policy; unreachable server)."""
+
+DEFAULTS = MiretSurrogate().get_params()
+"""The estimator's hyperparameter defaults: the one source of every default shown here."""
+
+TRACKING_URI_HELP = "MLflow tracking server, also the registry (default: MLFLOW_TRACKING_URI)."
+TrackingUri = Annotated[str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)]
+Solver = Annotated[str, typer.Option("--solver", help="MILP solver: auto, highs or gurobi.")]
+TimeLimit = Annotated[
+    float,
+    typer.Option(
+        "--time-limit",
+        help="Seconds for the whole surrogate fit: building the problem, the warm-start "
+        "heuristic and the MILP solve.",
+    ),
+]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Seed of the holdout split, the heuristic and the solver.")
+]
 
 # CI logs are not terminals (rich would assume 80 columns): give tables room there.
 console = Console(width=None if sys.stdout.isatty() else 120)

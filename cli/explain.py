@@ -11,10 +11,21 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.common import EXIT_ERROR, EXIT_FAILED, connect, console, errors, fail, refusals
-from governance.miret import MiretSurrogate
+from cli.common import (
+    DEFAULTS,
+    EXIT_ERROR,
+    EXIT_FAILED,
+    Seed,
+    Solver,
+    TimeLimit,
+    TrackingUri,
+    connect,
+    console,
+    errors,
+    fail,
+    refusals,
+)
 
-DEFAULTS = MiretSurrogate().get_params()
 METRIC_ORDER = (
     "train_fidelity",
     "test_fidelity",
@@ -164,20 +175,9 @@ def explain(
             help="Ensemble proximity m from which two samples must share a leaf (above 1: none).",
         ),
     ] = DEFAULTS["proximity_threshold"],
-    solver: Annotated[
-        str, typer.Option("--solver", help="MILP solver: auto, highs or gurobi.")
-    ] = DEFAULTS["solver"],
-    time_limit: Annotated[
-        float,
-        typer.Option(
-            "--time-limit",
-            help="Seconds for the whole surrogate fit: building the problem, the warm-start "
-            "heuristic and the MILP solve.",
-        ),
-    ] = DEFAULTS["time_limit"],
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the holdout split, heuristic and solver.")
-    ] = DEFAULTS["random_state"],
+    solver: Solver = DEFAULTS["solver"],
+    time_limit: TimeLimit = DEFAULTS["time_limit"],
+    seed: Seed = DEFAULTS["random_state"],
     registered_name: Annotated[
         str,
         typer.Option(
@@ -185,13 +185,7 @@ def explain(
             help="Registered model of the surrogate (default <name>-surrogate).",
         ),
     ] = "",
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="MLflow tracking and registry URI (default: MLFLOW_TRACKING_URI).",
-        ),
-    ] = None,
+    tracking_uri: TrackingUri = None,
     force: Annotated[
         bool,
         typer.Option(
@@ -279,13 +273,7 @@ def show(
             "--model-uri", help="Registered surrogate: models:/<name>-surrogate/<version>."
         ),
     ],
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="MLflow tracking and registry URI (default: MLFLOW_TRACKING_URI).",
-        ),
-    ] = None,
+    tracking_uri: TrackingUri = None,
 ) -> None:
     """Print the rules and metrics of a registered surrogate."""
     from flavors.registry import describe_surrogate

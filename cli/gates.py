@@ -13,10 +13,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import EXIT_FAILED, connect, console, errors, fail, refusals
-from governance.miret import MiretSurrogate
-
-DEFAULTS = MiretSurrogate().get_params()
+from cli import common
+from cli.common import EXIT_FAILED, connect, console, fail, refusals
 
 ModelUri = Annotated[
     str,
@@ -27,12 +25,6 @@ PolicyFile = Annotated[
     typer.Option(
         "--policy",
         help="TOML policy file with a gates table (default: min_fidelity 0.90, max_features 5)",
-    ),
-]
-TrackingUri = Annotated[
-    str | None,
-    typer.Option(
-        "--tracking-uri", help="Tracking server (also the registry); default MLFLOW_TRACKING_URI"
     ),
 ]
 DataFile = Annotated[Path, typer.Option("--data", help="CSV or Parquet file of raw inputs")]
@@ -95,7 +87,7 @@ def validate(
     report: Annotated[
         Path | None, typer.Option("--report", help="Write GE's JSON result to this file")
     ] = None,
-    tracking_uri: TrackingUri = None,
+    tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Validate data against an ensemble's feature schema with Great Expectations."""
     import json
@@ -116,7 +108,7 @@ def validate(
 def gate(
     model_uri: ModelUri,
     policy: PolicyFile = None,
-    tracking_uri: TrackingUri = None,
+    tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Evaluate the promotion gates on the ensemble version's linked surrogate."""
     from flavors.gating import gate_model_version
@@ -134,7 +126,7 @@ def promote(
     model_uri: ModelUri,
     alias: Annotated[str, typer.Option("--alias", help="Alias to set when every gate passes")],
     policy: PolicyFile = None,
-    tracking_uri: TrackingUri = None,
+    tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Set an alias on the ensemble version only if every gate passes."""
     from flavors.gating import promote_model_version
@@ -167,21 +159,10 @@ def pipeline(
     data: DataFile,
     target: Target = None,
     policy: PolicyFile = None,
-    time_limit: Annotated[
-        float,
-        typer.Option(
-            "--time-limit",
-            help="Seconds for the whole surrogate fit: building the problem, the warm-start "
-            "heuristic and the MILP solve",
-        ),
-    ] = DEFAULTS["time_limit"],
-    solver: Annotated[
-        str, typer.Option("--solver", help="MILP solver: auto, highs or gurobi")
-    ] = DEFAULTS["solver"],
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the holdout split, heuristic and solver")
-    ] = DEFAULTS["random_state"],
-    tracking_uri: TrackingUri = None,
+    time_limit: common.TimeLimit = common.DEFAULTS["time_limit"],
+    solver: common.Solver = common.DEFAULTS["solver"],
+    seed: common.Seed = common.DEFAULTS["random_state"],
+    tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Validate the data, explain the ensemble version, then evaluate the gates."""
     from flavors.errors import ValidationFailedError
@@ -209,8 +190,7 @@ def pipeline(
         console.rule("3/3 gate")
         outcome = gate_model_version(model_uri, parsed)
     except ValidationFailedError as error:
-        errors.print(str(error), highlight=False, markup=False)
-        raise typer.Exit(EXIT_FAILED) from None
+        raise fail(error, EXIT_FAILED) from None
     except refusals() as error:
         raise fail(error) from None
     print_gates(outcome)

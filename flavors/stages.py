@@ -28,7 +28,7 @@ from flavors.registry import (
     SURROGATE_OF_TAG,
     VALIDATION_TAG,
 )
-from flavors.request import ExplainRequest
+from flavors.request import HYPERPARAMETERS, ExplainRequest
 
 STAGES = (
     "load model",
@@ -43,12 +43,7 @@ STAGES = (
 )
 """Stage names given to ``progress(stage, detail)``, in the order they run."""
 REPORT_PARAMETERS = (
-    "depth",
-    "alpha",
-    "gamma_percentile",
-    "proximity_threshold",
-    "epsilon",
-    "formulation",
+    *HYPERPARAMETERS,
     "solver",
     "time_limit",
     "seed",

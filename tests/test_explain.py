@@ -1,4 +1,4 @@
-"""flavors.explain (with its registry, inputs and stages) end to end against a real SQLite MLflow store."""
+"""flavors.explain, its registry, inputs and stages, against a real SQLite MLflow store."""
 
 import json
 from pathlib import Path
@@ -15,6 +15,7 @@ from sklearn.preprocessing import MinMaxScaler
 from flavors.errors import ExplainError, ValidationFailedError
 from flavors.explain import explain_model_version
 from flavors.inputs import load_ensemble
+from flavors.miret import load_model
 from flavors.registry import (
     EXPLAIN_DIGEST_TAG,
     SURROGATE_OF_TAG,
@@ -22,7 +23,6 @@ from flavors.registry import (
     VALIDATION_TAG,
     model_id_of,
 )
-from flavors.miret import load_model
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 CONTRACT_METRICS = {
