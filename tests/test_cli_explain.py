@@ -55,9 +55,12 @@ def test_help_lists_every_option(app):
         "--registered-name",
         "--tracking-uri",
         "--force",
+        "--no-force",
         "--allow-invalid",
+        "--no-allow-invalid",
     ):
         assert option in result.output
+    assert "whole surrogate fit" in result.output
     shown = runner.invoke(app, ["show", "--help"], env={"COLUMNS": "200"})
     assert shown.exit_code == 0 and "--model-uri" in shown.output
 
@@ -66,6 +69,8 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
     runner = CliRunner()
     bad = runner.invoke(app, ["explain", "--model-uri", "credit-rf", "--data", "data.csv"])
     assert bad.exit_code == 2 and "models:/<name>/<version>" in bad.output
+    markup = runner.invoke(app, ["explain", "--model-uri", "models:/[/]x", "--data", "data.csv"])
+    assert markup.exit_code == 2 and "'models:/[/]x' is not of the form" in markup.output
     missing = runner.invoke(
         app, ["explain", "--model-uri", "models:/credit-rf/1", "--data", "nowhere.csv"]
     )
