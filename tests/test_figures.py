@@ -101,3 +101,28 @@ def test_deep_tree_draws_the_top_levels_only(breast_cancer):
     nodes = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("node ")]
     assert len(nodes) == 15
     assert "depth 6, top 4 levels shown" in fig.get_suptitle()
+
+
+# --------------------------------------------------------------------------- surrogate tree
+def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
+    from governance.miret.display import display_tree
+    from governance.miret.tree import SurrogateTree
+    from governance.report.tree_figure import draw_display_tree, save_tree_figure
+
+    names = ("$\\frac{a$", "<script>alert(1)</script>")
+    coef = np.zeros((3, 2))
+    coef[0] = [1.0, 0.0]  # node 1 and 2 have no coefficients: dummy splits
+    tree = SurrogateTree(coef, [-0.5, -1.0, 1.0], 2, feature_names=names, classes=(0, 1))
+    X = np.array([[0.2, 0.0], [0.7, 1.0], [0.9, 0.3]])
+    shown = display_tree(tree, X, tree.predict(X), class_names=(names[1], "yes"))
+    fig = draw_display_tree(shown)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    boxes = [t for t in texts if "samples" in t]
+    assert len(boxes) == len(shown.nodes()) == 3  # root and two leaves, no dummy node
+    assert boxes[0].startswith("$\\frac{a$ <= 0.5\n3 samples (100.0%)")
+    assert sorted(t for t in texts if t in ("yes", "no")) == ["no", "yes"]
+    assert "effective depth 1 (MILP depth 2)" in fig._suptitle.get_text()
+    paths = save_tree_figure(shown, tmp_path)  # renders: the name is not mathtext
+    svg = paths[1].read_text()
+    assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
+    assert "$\\frac{a$ &lt;= 0.5" in svg
