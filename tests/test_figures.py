@@ -126,3 +126,18 @@ def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
     svg = paths[1].read_text()
     assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
     assert "$\\frac{a$ &lt;= 0.5" in svg
+
+
+def test_vite_figures_render_feature_names_with_dollars(tmp_path):
+    X, y = make_classification(n_samples=200, n_features=3, n_informative=2, n_redundant=0,
+                               random_state=0)
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=["$\\frac{a$", "<script>alert(1)</script>", "c"])
+    model = RandomForestClassifier(n_estimators=5, max_depth=2, random_state=0).fit(frame, y)
+    paths = figures.save_vite_figures(read_ensemble(model), tmp_path)
+    svg = paths[1].read_text()
+    assert "<script>" not in svg
+    fig = figures.plot_level_frequency(vite.level_frequency(read_ensemble(model)))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "\\$\\frac{a\\$" in labels

@@ -48,7 +48,9 @@ def _number(value: float, digits: int) -> str:
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "\u2026"
+    """A feature name cut to fit, with ``$`` escaped so matplotlib never reads mathtext."""
+    short = name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "\u2026"
+    return short.replace("$", r"\$")
 
 
 def format_interval(low: float, high: float) -> str:
