@@ -186,8 +186,7 @@ def load_policy(path=None) -> Policy:
             if not path.exists():
                 what = "missing"
             raise PolicyError(
-                f"policy file {path} is {what}: give the path of a TOML file with a "
-                "[gates] table"
+                f"policy file {path} is {what}: give the path of a TOML file with a [gates] table"
             )
         with path.open("rb") as handle:
             raw = handle.read(MAX_POLICY_BYTES + 1)

@@ -108,16 +108,15 @@ def read_table(path, max_bytes: int = MAX_TABLE_BYTES) -> pd.DataFrame:
     if size == 0:
         raise TableError(f"{path} is empty; a table needs a header row and data rows")
     if path.suffix.lower() in PARQUET_SUFFIXES:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
             names = pq.read_schema(path).names
-            _refuse_duplicates(path, names)
-            return pd.read_parquet(path)
-        except TableError:
-            raise
-        except Exception as error:  # pyarrow raises several unrelated types
+        except (pa.ArrowException, OSError) as error:
             raise TableError(f"{path}: not a readable Parquet file: {error}") from None
+        _refuse_duplicates(path, names)
+        return pd.read_parquet(path)
     _refuse_duplicates(path, _csv_header(path))
     try:
         frame = pd.read_csv(path, encoding="utf-8", encoding_errors="strict")

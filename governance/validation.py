@@ -313,7 +313,9 @@ def _raw_range_suite(features, bounds, mostly):
     if bounds is None:
         big = float(np.finfo(np.float64).max)
         return [
-            gxe.ExpectColumnValuesToBeBetween(column=c, min_value=-big, max_value=big, mostly=mostly)
+            gxe.ExpectColumnValuesToBeBetween(
+                column=c, min_value=-big, max_value=big, mostly=mostly
+            )
             for c in features
         ]
     low, high = bounds

@@ -129,8 +129,9 @@ def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
 
 
 def test_vite_figures_render_feature_names_with_dollars(tmp_path):
-    X, y = make_classification(n_samples=200, n_features=3, n_informative=2, n_redundant=0,
-                               random_state=0)
+    X, y = make_classification(
+        n_samples=200, n_features=3, n_informative=2, n_redundant=0, random_state=0
+    )
     import pandas as pd
 
     frame = pd.DataFrame(X, columns=["$\\frac{a$", "<script>alert(1)</script>", "c"])
@@ -184,8 +185,13 @@ def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
         title="models:/credit-rf/3",
         depth=2,
         rules="",
-        metrics={"train_fidelity": 0.95321987654, "test_fidelity": 0.9, "mip_gap": 0.0123,
-                 "train_proximity_pairs": 12.0, "n_features_used": 3.0},
+        metrics={
+            "train_fidelity": 0.95321987654,
+            "test_fidelity": 0.9,
+            "mip_gap": 0.0123,
+            "train_proximity_pairs": 12.0,
+            "n_features_used": 3.0,
+        },
         parameters={"alpha": 0.5, "formulation": "miret"},
         provenance={"ensemble_version_digest": "sha256:" + "ab" * 32, "feature|note": evil},
         validation={"status": "passed", "summary": f"Input validation passed\n  - {evil}"},
@@ -202,9 +208,15 @@ def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in card
     assert "<script" not in html.lower() and "http" not in html.replace("http://www.w3.org", "")
     assert _table_rows_have_header_width(card) >= 6
-    for section in ("## Model details", "## Intended use", "## Metrics", "## Evidence",
-                    "## Caveats", "### Comparison with the depth-2 CART baseline",
-                    "### Features allowed per level (VITE)"):
+    for section in (
+        "## Model details",
+        "## Intended use",
+        "## Metrics",
+        "## Evidence",
+        "## Caveats",
+        "### Comparison with the depth-2 CART baseline",
+        "### Features allowed per level (VITE)",
+    ):
         assert section in card
     assert "| Train fidelity | 0.9532 | 0.91 |" in card
     assert "0.95321987654" not in html and "0.953" in html

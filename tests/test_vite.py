@@ -360,7 +360,10 @@ def test_synthetic_tree_deeper_than_64_levels():
     assert nodes.index.tolist() == list(range(7))
     assert nodes["a"].tolist() == [1, 1, 0, 1, 0, 0, 0]
     ranges = vite.threshold_ranges(ensemble, depth=2)
-    assert ranges[["position", "low", "high"]].to_numpy().tolist() == [[0, 0.5, 0.5], [1, 0.25, 0.25]]
+    assert ranges[["position", "low", "high"]].to_numpy().tolist() == [
+        [0, 0.5, 0.5],
+        [1, 0.25, 0.25],
+    ]
     with pytest.raises(ValueError, match="pass depth=D"):
         vite.node_frequency(ensemble)
 

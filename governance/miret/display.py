@@ -179,6 +179,7 @@ def rule_table(tree, feature_names=None, scaler=None) -> list:
         )
     return table
 
+
 def complete_rules(tree, feature_names=None, scaler=None) -> str:
     """Human-readable rules, one line per branch node in breadth-first order.
 
@@ -404,13 +405,10 @@ def rules_text(display: DisplayTree) -> str:
     lines = []
     for rule in leaf_rules(display):
         stats = (
-            f"({format_percent(rule['share'])} of samples, "
-            f"purity {format_percent(rule['purity'])})"
+            f"({format_percent(rule['share'])} of samples, purity {format_percent(rule['purity'])})"
         )
         if rule["conditions"]:
-            lines.append(
-                f"if {' and '.join(rule['conditions'])} then {rule['class_name']} {stats}"
-            )
+            lines.append(f"if {' and '.join(rule['conditions'])} then {rule['class_name']} {stats}")
         else:
             lines.append(f"always {rule['class_name']} {stats}")
     return "\n".join(lines)

@@ -97,9 +97,7 @@ def draw_display_tree(display, label_source: str = "ensemble"):
             span = width / n_leaves * len(list(_leaves_under(node)))
             text = f"{_wrap(node.condition, int(0.9 * span / _CHAR_IN))}\n{reach}"
             style = {"boxstyle": "round,pad=0.4", "fc": "#eef3fb", "ec": "#1f4e89", "lw": 1.5}
-        _text(
-            ax, x, y, text, ha="center", va="center", fontsize=FONT_SIZE, bbox=style, zorder=3
-        )
+        _text(ax, x, y, text, ha="center", va="center", fontsize=FONT_SIZE, bbox=style, zorder=3)
     title = (
         f"MIRET surrogate tree: effective depth {display.effective_depth} "
         f"(MILP depth {display.depth}), {display.n_samples} training samples"
