@@ -3,9 +3,11 @@
 Every supported library (scikit-learn forests and gradient boosting, XGBoost) is read
 into the same arrays per tree, so that VITE and MIRET never look at library objects.
 
-Node arrays of a tree are indexed by a tree-local node id (0 is the root). Each node also
-has a *position* in the complete binary tree of depth ``D`` (breadth-first, root 0,
-children of ``t`` at ``2t+1`` and ``2t+2``), as in the paper.
+Node arrays of a tree are indexed by a tree-local node id (0 is the root). Each node of
+the first :data:`POSITION_LEVELS` levels also has a *position* in the complete binary tree
+(breadth-first, root 0, children of ``t`` at ``2t+1`` and ``2t+2``), as in the paper;
+deeper nodes (trees grown with ``max_depth=None``) have position ``-1``, since their
+positions would overflow 64-bit integers and VITE only needs the first levels.
 
 Routing follows each library's own threshold convention: scikit-learn sends
 ``x <= threshold`` left, XGBoost sends ``x < threshold`` left, and both compare in single
@@ -28,6 +30,9 @@ SUPPORTED_MODELS = (
     "xgboost.Booster (objective='binary:logistic')",
     "sklearn.pipeline.Pipeline ending in one of the above",
 )
+
+POSITION_LEVELS = 62
+"""Nodes at levels ``0..POSITION_LEVELS`` get a breadth-first position (< 2**63)."""
 
 LEFT_IF_LESS_EQUAL = "<="
 LEFT_IF_LESS = "<"
@@ -70,7 +75,8 @@ class Tree:
     depth : ndarray of int
         Level of each node (root 0).
     position : ndarray of int
-        Breadth-first position in the complete binary tree (children ``2t+1``, ``2t+2``).
+        Breadth-first position in the complete binary tree (children ``2t+1``,
+        ``2t+2``) for nodes at depth ``<= POSITION_LEVELS``, ``-1`` below.
     """
 
     feature: np.ndarray
@@ -93,6 +99,7 @@ class Tree:
             raise ValueError("a node is a leaf exactly when feature, left and right are -1")
         depth = np.zeros(n, dtype=np.int64)
         position = np.zeros(n, dtype=np.int64)
+        level = 0
         seen = np.zeros(n, dtype=bool)
         seen[0] = True
         frontier = np.array([0])
@@ -102,10 +109,14 @@ class Tree:
             if np.any(seen[children]):
                 raise ValueError("the node arrays do not describe a tree (a node is reached twice)")
             seen[children] = True
-            depth[children] = np.concatenate([depth[frontier] + 1] * 2)
-            position[children] = np.concatenate(
-                [2 * position[frontier] + 1, 2 * position[frontier] + 2]
-            )
+            level += 1
+            depth[children] = level
+            if level <= POSITION_LEVELS:
+                position[children] = np.concatenate(
+                    [2 * position[frontier] + 1, 2 * position[frontier] + 2]
+                )
+            else:
+                position[children] = -1
             frontier = children
         if not seen.all():
             raise ValueError("the node arrays do not describe a tree (unreachable nodes)")
@@ -331,7 +342,10 @@ class Ensemble:
         return node
 
     def apply_positions(self, X) -> np.ndarray:
-        """Breadth-first position of the leaf reached by each sample in each tree."""
+        """Breadth-first position of the leaf reached by each sample in each tree.
+
+        Leaves deeper than :data:`POSITION_LEVELS` have position ``-1``.
+        """
         node = self.apply(X)
         position = self._padded()[5]
         return position[np.arange(self.n_trees)[None, :], node]

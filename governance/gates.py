@@ -8,10 +8,15 @@ A policy file holds one ``[gates]`` table; nothing else is allowed at the top le
     min_train_fidelity = 0.95      # optional
     min_proximity_agreement = 0.8  # optional
     max_gap = 0.05                 # optional: MIP gap of the solve
-    require_validation_pass = true # optional: the inputs passed validation
+    require_validation_pass = true # the inputs passed validation (default true)
 
-``min_fidelity`` and ``max_features`` always apply (defaults 0.90 and 5, overridden by
-the file); the other gates apply when the file sets them. A value exactly at its
+``min_fidelity``, ``max_features`` and ``require_validation_pass`` always apply (defaults
+0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
+the other gates apply when the file sets them.
+
+Gates are best evaluated on *evidence*: the metrics and validation result stored inside
+the surrogate artifact (see :func:`evaluate`), not on tags anyone with write access can
+set. Each evaluation records the sha256 digest of that evidence. A value exactly at its
 threshold passes (``>=`` for ``min_*``, ``<=`` for ``max_*``), as MLflow's
 ``MetricThreshold`` does. A missing or NaN metric fails its gate.
 """
@@ -52,7 +57,9 @@ GATES = {
     "max_gap": GateSpec("mip_gap", False, float, "relative MIP gap, >= 0"),
     "require_validation_pass": GateSpec(VALIDATION_TAG, True, bool, "true or false"),
 }
-DEFAULTS = {"min_fidelity": 0.90, "max_features": 5}
+DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
+MAX_POLICY_BYTES = 64 * 1024
+"""Largest policy file read; a policy is a few lines of TOML."""
 _UNIT_INTERVAL = ("min_fidelity", "min_train_fidelity", "min_proximity_agreement")
 
 
@@ -82,8 +89,25 @@ class Policy:
     @property
     def digest(self) -> str:
         """sha256 of the canonical JSON of the gates (sorted keys, no spaces)."""
-        canonical = json.dumps(self.gates, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return canonical_digest(self.gates)
+
+
+def canonical_digest(data) -> str:
+    """sha256 of the canonical JSON of ``data`` (sorted keys, no spaces, NaN as null)."""
+    canonical = json.dumps(_json_safe(data), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _json_safe(value.item())
+    return value
 
 
 def parse_policy(data: dict, source: str = "policy") -> Policy:
@@ -144,19 +168,40 @@ def _checked(name: str, value, source: str):
 def load_policy(path=None) -> Policy:
     """Read a TOML policy file; ``None`` gives the built-in defaults.
 
+    Only regular files of at most :data:`MAX_POLICY_BYTES` are read (a device such as
+    ``/dev/zero``, a FIFO or a directory is refused before reading).
+
     Raises
     ------
     PolicyError
-        The file cannot be read or parsed, or fails :func:`parse_policy`.
+        The file is not a regular file, is too large, cannot be read or parsed, or
+        fails :func:`parse_policy`.
     """
     if path is None:
         return Policy(gates=dict(sorted(DEFAULTS.items())))
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        if not path.is_file():
+            what = "a directory" if path.is_dir() else "not a regular file"
+            if not path.exists():
+                what = "missing"
+            raise PolicyError(
+                f"policy file {path} is {what}: give the path of a TOML file with a [gates] table"
+            )
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_POLICY_BYTES + 1)
     except OSError as error:
         raise PolicyError(f"cannot read policy file {path}: {error.strerror}") from error
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    if len(raw) > MAX_POLICY_BYTES:
+        raise PolicyError(
+            f"policy file {path} is larger than {MAX_POLICY_BYTES // 1024} KiB; a policy "
+            "is a short [gates] table: check that the path names the policy file"
+        )
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise PolicyError(f"policy file {path} is not UTF-8 text: {error}") from error
+    except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"policy file {path} is not valid TOML: {error}") from error
     return parse_policy(data, source=str(path))
 
@@ -206,12 +251,16 @@ class Evaluation:
     policy_digest : str
     policy : dict
         The gates evaluated (thresholds, defaults included).
+    evidence_digest : str or None
+        :func:`canonical_digest` of the evidence evaluated (None when evaluated on
+        loose metrics and tags).
     """
 
     all_passed: bool
     results: list
     policy_digest: str
     policy: dict = field(default_factory=dict)
+    evidence_digest: str | None = None
 
     def to_json(self) -> dict:
         """A JSON-serializable dict (NaN values become None)."""
@@ -226,6 +275,7 @@ class Evaluation:
             "all_passed": self.all_passed,
             "policy_digest": self.policy_digest,
             "policy": dict(self.policy),
+            "evidence_digest": self.evidence_digest,
             "results": results,
         }
 
@@ -236,6 +286,7 @@ class Evaluation:
             "",
             f"Policy digest: `{self.policy_digest}`",
             "",
+            *([f"Evidence digest: `{self.evidence_digest}`", ""] if self.evidence_digest else []),
             "| Gate | Metric | Threshold | Value | Result | Reason |",
             "|---|---|---|---|---|---|",
         ]
@@ -258,23 +309,41 @@ def format_value(value) -> str:
     return str(value)
 
 
-def evaluate(policy: Policy, metrics: dict, tags: dict | None = None) -> Evaluation:
-    """Check each gate of ``policy`` against a surrogate's metrics and tags.
+def evaluate(
+    policy: Policy, metrics: dict | None = None, tags: dict | None = None, *, evidence=None
+) -> Evaluation:
+    """Check each gate of ``policy`` against a surrogate's evidence.
 
     Parameters
     ----------
     policy : Policy
-    metrics : dict
+    metrics : dict, optional
         Metric name -> value, with the names of :func:`governance.metrics.surrogate_metrics`
-        and the solver's (``mip_gap``).
+        and the solver's (``mip_gap``). Ignored when ``evidence`` is given.
     tags : dict, optional
         Tags of the surrogate; ``governance.validation`` is read for
-        ``require_validation_pass``.
+        ``require_validation_pass``. Ignored when ``evidence`` is given.
+    evidence : dict, optional
+        The surrogate artifact's own evidence: ``{"metrics": {...}, "validation":
+        {"success": bool, ...}, ...}`` (other keys, e.g. provenance, are digested but
+        not read). Validation passes only when ``validation.success`` is ``True``.
 
     Returns
     -------
     Evaluation
+        With ``evidence_digest`` set when ``evidence`` was given.
     """
+    digest = None
+    if evidence is not None:
+        if not isinstance(evidence, dict) or not isinstance(evidence.get("metrics"), dict):
+            raise ValueError("evidence must be a dict with a 'metrics' dict")
+        validation = evidence.get("validation")
+        success = isinstance(validation, dict) and validation.get("success") is True
+        metrics = evidence["metrics"]
+        tags = {VALIDATION_TAG: "passed" if success else "failed" if validation else None}
+        tags = {k: v for k, v in tags.items() if v is not None}
+        digest = canonical_digest(evidence)
+    metrics = metrics or {}
     tags = tags or {}
     results = [_gate(name, threshold, metrics, tags) for name, threshold in policy.gates.items()]
     return Evaluation(
@@ -282,6 +351,7 @@ def evaluate(policy: Policy, metrics: dict, tags: dict | None = None) -> Evaluat
         results=results,
         policy_digest=policy.digest,
         policy=dict(policy.gates),
+        evidence_digest=digest,
     )
 
 
@@ -295,7 +365,7 @@ def _gate(name: str, threshold, metrics: dict, tags: dict) -> GateResult:
             if passed
             else f"tag {spec.metric} is {value!r}, not 'passed'"
             if value is not None
-            else f"tag {spec.metric} is not set (was the surrogate validated?)"
+            else f"no validation result recorded for {spec.metric} (was the surrogate validated?)"
         )
         return GateResult(name, spec.metric, "passed", value, passed, reason)
     value = metrics.get(spec.metric)

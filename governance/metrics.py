@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+CHUNK_ROWS = 100_000
+"""Rows scored at a time: bounds memory to one chunk of rows x trees leaf ids."""
+PROXIMITY_ROWS = 5_000
+"""Largest sample on which proximity pairs (quadratic in the rows) are counted."""
+
 
 def _agreement(a, b) -> float:
     a, b = np.asarray(a), np.asarray(b)
@@ -61,16 +66,53 @@ def feature_counts(tree) -> tuple[int, int]:
     return int(used.any(axis=0).sum()), int(used.sum())
 
 
-def effective_depth(tree, X) -> int:
+def _chunks(n: int, chunk_rows: int):
+    for start in range(0, n, chunk_rows):
+        yield slice(start, min(start + chunk_rows, n))
+
+
+def _reached_sides(tree, X, chunk_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per branch node: whether some sample of ``X`` goes left, and whether one goes right."""
+    left = np.zeros(tree.n_branch_nodes, dtype=bool)
+    right = np.zeros(tree.n_branch_nodes, dtype=bool)
+    for rows in _chunks(X.shape[0], chunk_rows):
+        sides = np.asarray(tree.branch_sides(X[rows]))
+        left |= (sides == 0).any(axis=0)
+        right |= (sides == 1).any(axis=0)
+    return left, right
+
+
+def effective_depth(tree, X, chunk_rows: int = CHUNK_ROWS) -> int:
     """Depth of the tree counting only splits that separate the samples of ``X``.
 
     A branch node is effective when the samples reaching it go to both sides; dummy
     nodes (everything to one side, as in the paper's Cleveland tree) do not count.
+    ``X`` is read in chunks of ``chunk_rows`` rows.
     """
-    sides = np.asarray(tree.branch_sides(X))
-    effective = ((sides == 0).any(axis=0)) & ((sides == 1).any(axis=0))
-    reached_effective = (sides >= 0) & effective[None, :]
-    return int(reached_effective.sum(axis=1).max(initial=0))
+    X = np.asarray(X, dtype=np.float64)
+    left, right = _reached_sides(tree, X, chunk_rows)
+    effective = left & right
+    deepest = 0
+    for rows in _chunks(X.shape[0], chunk_rows):
+        sides = np.asarray(tree.branch_sides(X[rows]))
+        reached_effective = (sides >= 0) & effective[None, :]
+        deepest = max(deepest, int(reached_effective.sum(axis=1).max(initial=0)))
+    return deepest
+
+
+def peak_memory_bytes() -> int:
+    """Peak resident memory of this process so far, in bytes (``ru_maxrss``)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # kilobytes on Linux
+
+
+def _proximity_sample(n: int, max_rows: int, random_state) -> np.ndarray:
+    if n <= max_rows:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(random_state).choice(n, size=max_rows, replace=False))
 
 
 def surrogate_metrics(
@@ -81,8 +123,19 @@ def surrogate_metrics(
     y_train=None,
     y_test=None,
     proximity_threshold: float = 0.9,
+    *,
+    chunk_rows: int = CHUNK_ROWS,
+    proximity_rows: int = PROXIMITY_ROWS,
+    random_state=0,
 ) -> dict[str, float]:
     """All metrics of a surrogate against its ensemble, keyed as the flavor logs them.
+
+    Fidelity and accuracy are counted on every row, in chunks of ``chunk_rows`` rows,
+    so memory stays bounded (one chunk of ``rows x trees`` leaves at a time) for
+    millions of rows. Proximity pairs grow quadratically with the rows, so the
+    proximity agreement is computed on a uniform random sample of at most
+    ``proximity_rows`` rows of each split (all rows when there are fewer); the number of
+    rows used is reported as ``*_proximity_rows``.
 
     Parameters
     ----------
@@ -94,37 +147,61 @@ def surrogate_metrics(
         Ground-truth labels in the ensemble's class labels.
     proximity_threshold : float
         ``m`` of the proximity pairs ``U_TE(m)``.
+    chunk_rows : int
+        Rows per chunk for fidelity, accuracy and effective depth.
+    proximity_rows : int
+        Largest sample of rows on which proximity pairs are computed.
+    random_state : int or None
+        Seed of the proximity sample.
 
     Returns
     -------
     dict
-        ``train_fidelity``, ``train_proximity_pairs``, ``n_features_used``,
-        ``n_feature_uses``, ``effective_depth``; with test data ``test_fidelity``,
-        ``test_proximity_pairs`` and (when pairs exist) ``test_proximity_agreement``;
-        with labels the ``*_accuracy_surrogate`` and ``*_accuracy_ensemble`` keys.
+        ``train_fidelity``, ``train_proximity_pairs``, ``train_proximity_rows``,
+        ``n_features_used``, ``n_feature_uses``, ``effective_depth``; with test data
+        ``test_fidelity``, ``test_proximity_pairs``, ``test_proximity_rows`` and (when
+        pairs exist) ``test_proximity_agreement``; with labels the
+        ``*_accuracy_surrogate`` and ``*_accuracy_ensemble`` keys.
     """
     from governance.vite import proximity_pairs
 
+    if int(chunk_rows) < 1 or int(proximity_rows) < 2:
+        raise ValueError("chunk_rows must be >= 1 and proximity_rows >= 2")
     metrics: dict[str, float] = {}
     splits = {"train": (X_train, y_train), "test": (X_test, y_test)}
     for split, (X, y) in splits.items():
         if X is None:
             continue
         X = np.asarray(X, dtype=np.float64)
-        ensemble_labels = ensemble.predict(X)
-        surrogate_labels = tree.predict(X)
-        metrics[f"{split}_fidelity"] = fidelity(ensemble_labels, surrogate_labels)
+        if X.shape[0] == 0:
+            raise ValueError(f"cannot score an empty set of samples ({split})")
+        y = None if y is None else np.asarray(y)
+        if y is not None and y.shape != (X.shape[0],):
+            raise ValueError(f"y_{split} has shape {y.shape}; expected ({X.shape[0]},)")
+        agree = correct_surrogate = correct_ensemble = 0
+        for rows in _chunks(X.shape[0], int(chunk_rows)):
+            ensemble_labels = ensemble.predict(X[rows])
+            surrogate_labels = tree.predict(X[rows])
+            agree += int(np.sum(ensemble_labels == surrogate_labels))
+            if y is not None:
+                correct_surrogate += int(np.sum(y[rows] == surrogate_labels))
+                correct_ensemble += int(np.sum(y[rows] == ensemble_labels))
+        metrics[f"{split}_fidelity"] = agree / X.shape[0]
         if y is not None:
-            metrics[f"{split}_accuracy_surrogate"] = accuracy(y, surrogate_labels)
-            metrics[f"{split}_accuracy_ensemble"] = accuracy(y, ensemble_labels)
+            metrics[f"{split}_accuracy_surrogate"] = correct_surrogate / X.shape[0]
+            metrics[f"{split}_accuracy_ensemble"] = correct_ensemble / X.shape[0]
+        sample = X[_proximity_sample(X.shape[0], int(proximity_rows), random_state)]
         agreement, n_pairs = proximity_agreement(
-            proximity_pairs(ensemble, X, proximity_threshold), tree.apply(X)
+            proximity_pairs(ensemble, sample, proximity_threshold), tree.apply(sample)
         )
         metrics[f"{split}_proximity_pairs"] = float(n_pairs)
+        metrics[f"{split}_proximity_rows"] = float(sample.shape[0])
         if split == "test" and n_pairs:
             metrics["test_proximity_agreement"] = agreement
     distinct, uses = feature_counts(tree)
     metrics["n_features_used"] = float(distinct)
     metrics["n_feature_uses"] = float(uses)
-    metrics["effective_depth"] = float(effective_depth(tree, np.asarray(X_train, dtype=np.float64)))
+    metrics["effective_depth"] = float(
+        effective_depth(tree, np.asarray(X_train, dtype=np.float64), int(chunk_rows))
+    )
     return metrics

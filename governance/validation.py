@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from governance.tables import check_labels
+
 NUMERIC_TYPES = [
     *(f"{kind}{bits}" for kind in ("int", "uint", "Int", "UInt") for bits in (8, 16, 32, 64)),
     "float16",
@@ -117,7 +119,9 @@ def raw_columns(ensemble) -> list[str]:
     return [str(n) for n in (names if names is not None else ensemble.feature_names)]
 
 
-def validate_inputs(frame, ensemble, label: str | None = None, mostly: float = 1.0):
+def validate_inputs(
+    frame, ensemble, label: str | None = None, mostly: float = 1.0, *, training_range=None
+):
     """Validate a frame of inputs against an ensemble's feature schema.
 
     Parameters
@@ -132,6 +136,12 @@ def validate_inputs(frame, ensemble, label: str | None = None, mostly: float = 1
     mostly : float
         Fraction of rows that must meet each null and range expectation (GE's
         ``mostly``): 1.0 (strict, the default) for explaining, lower for scoring data.
+    training_range : MinMaxScaler, optional
+        Fitted on the raw training features (its ``data_min_``/``data_max_``, and
+        ``feature_names_in_`` when set, name the recorded range), e.g. the surrogate's
+        ``input_scaler_``. Raw features must lie within it. Without it, the
+        ensemble's own MinMaxScaler defines the range (normalized values in
+        ``[0, 1]``); without either, features must only be finite.
 
     Returns
     -------
@@ -147,7 +157,14 @@ def validate_inputs(frame, ensemble, label: str | None = None, mostly: float = 1
     mostly = float(mostly)
     frame = frame.reset_index(drop=True)
     frame.columns = [str(c) for c in frame.columns]
+    repeated = _duplicate_names(frame.columns)
+    if repeated:
+        raise ValueError(
+            f"duplicate column names {repeated}: every column needs a unique name; "
+            "rename or drop the duplicates"
+        )
     features = raw_columns(ensemble)
+    bounds = _training_bounds(training_range, features)
     context = _context()
 
     expected = features + ([label] if label is not None else [])
@@ -171,16 +188,35 @@ def validate_inputs(frame, ensemble, label: str | None = None, mostly: float = 1
         normalized, problem = _normalize(frame[features], ensemble)
         if problem is not None:
             failures.append(Failure("preprocessing", None, problem))
+        elif bounds is not None or ensemble.scaler is None:
+            raw = frame[features]
+            range_result = _run(context, "range", raw, _raw_range_suite(features, bounds, mostly))
+            results.append(range_result)
+            failures += _describe(range_result, raw, raw)
         else:
             names = list(ensemble.feature_names)
             scaled = pd.DataFrame(normalized, columns=names)
             range_result = _run(context, "normalized", scaled, _range_suite(names, mostly))
             results.append(range_result)
             failures += _describe(range_result, scaled, frame[features])
+    if label is not None and label in frame.columns and sound:
+        try:
+            check_labels(frame[label], ensemble.classes, label)
+        except ValueError as error:
+            label_failures = [f for f in failures if f.column == label]
+            if not label_failures or "mixes numbers and text" in str(error):
+                failures = [f for f in failures if f.column != label]
+                failures.append(Failure("labels", label, str(error)))
     merged = _merge(results)
-    broken = [f.message for f in failures if f.expectation == "preprocessing"]
+    broken = [f.message for f in failures if f.expectation in ("preprocessing", "labels")]
     if broken:
         merged["meta"] = {**merged.get("meta", {}), "preprocessing_error": broken[0]}
+    if bounds is not None:
+        low, high = bounds
+        merged["meta"] = {
+            **merged.get("meta", {}),
+            "training_range": {f: [lo, hi] for f, lo, hi in zip(features, low, high)},
+        }
     success = merged["success"] and not broken
     merged["success"] = success
     return ValidationReport(
@@ -233,6 +269,62 @@ def _structure_suite(frame, features, label, ensemble, mostly):
             ),
         ]
     return suite
+
+
+def _duplicate_names(names) -> list[str]:
+    seen, repeated = set(), []
+    for name in names:
+        if name in seen and name not in repeated:
+            repeated.append(name)
+        seen.add(name)
+    return repeated
+
+
+def _training_bounds(scaler, features):
+    """``(data_min, data_max)`` of a fitted MinMaxScaler in the order of ``features``."""
+    if scaler is None:
+        return None
+    low = getattr(scaler, "data_min_", None)
+    high = getattr(scaler, "data_max_", None)
+    if low is None or high is None:
+        raise ValueError("training_range must be a fitted MinMaxScaler (data_min_, data_max_)")
+    names = getattr(scaler, "feature_names_in_", None)
+    if names is None:
+        if len(low) != len(features):
+            raise ValueError(
+                f"the training range has {len(low)} features, the ensemble {len(features)}"
+            )
+        return np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    index = {str(n): i for i, n in enumerate(names)}
+    missing = [f for f in features if f not in index]
+    if missing:
+        raise ValueError(
+            f"the recorded training range has no entry for features {missing[:5]}; it was "
+            "recorded for another feature schema: explain the model again"
+        )
+    order = [index[f] for f in features]
+    return np.asarray(low, dtype=float)[order], np.asarray(high, dtype=float)[order]
+
+
+def _raw_range_suite(features, bounds, mostly):
+    """Raw features within the training range, or only finite when none is recorded."""
+    import great_expectations.expectations as gxe
+
+    if bounds is None:
+        big = float(np.finfo(np.float64).max)
+        return [
+            gxe.ExpectColumnValuesToBeBetween(
+                column=c, min_value=-big, max_value=big, mostly=mostly
+            )
+            for c in features
+        ]
+    low, high = bounds
+    return [
+        gxe.ExpectColumnValuesToBeBetween(
+            column=c, min_value=float(lo), max_value=float(hi), mostly=mostly
+        )
+        for c, lo, hi in zip(features, low, high)
+    ]
 
 
 def _range_suite(names, mostly):
@@ -369,6 +461,8 @@ def _describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[
                 f"label column {column!r} has values {result.get('partial_unexpected_list')} "
                 f"outside the ensemble's classes {kwargs['value_set']}"
             )
+        elif kind == "expect_column_values_to_be_between" and frame is raw:
+            message = _raw_range_message(column, result, raw, kwargs)
         elif kind == "expect_column_values_to_be_between":
             message = _range_message(column, result, frame, raw)
         else:
@@ -395,4 +489,20 @@ def _range_message(column, result, scaled, raw) -> str:
         f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
         f"outside [0, 1] after the ensemble's normalization ({what}beyond the range it was "
         f"fitted on); e.g. {', '.join(shown)}; {_rows(result)}"
+    )
+
+
+def _raw_range_message(column, result, raw, kwargs) -> str:
+    n = result.get("unexpected_count", 0)
+    examples = ", ".join(f"{v:.6g}" for v in result.get("partial_unexpected_list") or [])
+    infinite = int(np.isinf(raw[column].to_numpy(dtype=float)).sum())
+    low, high = kwargs["min_value"], kwargs["max_value"]
+    if high >= np.finfo(np.float64).max:
+        where = "infinite (no training range is recorded, so values must be finite)"
+    else:
+        what = f"{infinite} infinite, " if infinite else ""
+        where = f"outside the training range [{low:.6g}, {high:.6g}] ({what}e.g. {examples})"
+    return (
+        f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
+        f"{where}; {_rows(result)}"
     )

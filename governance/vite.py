@@ -15,6 +15,11 @@ with ``w^e = 1`` each quantity is exactly the paper's.
   samples ``i`` and ``k`` end in the same leaf.
 - Class probability ``p^i = max_c p^i_c`` of the ensemble's prediction.
 
+Frequencies and threshold ranges describe the first ``depth`` levels (argument
+``depth``, default all levels of the ensemble); an ensemble of any depth (``max_depth=None``)
+is summarized on the levels a depth-``D`` surrogate uses. Proximity always uses the full
+trees (the leaves samples really reach).
+
 Inputs ``X`` are in the ensemble's own units (after preprocessing, see
 :meth:`Ensemble.transform`), as for :meth:`Ensemble.apply`.
 """
@@ -35,11 +40,22 @@ _BLOCK_BYTES = 64 * 2**20
 _DENSE_INCIDENCE_BYTES = 256 * 2**20
 
 
-def _split_nodes(ensemble: Ensemble):
-    """Feature, level, position, threshold, tree weight and tree index of every split."""
+def _levels(ensemble: Ensemble, depth) -> int:
+    """Number of levels summarized: ``depth`` or, when None, all of the ensemble's."""
+    if depth is None:
+        return ensemble.max_depth
+    depth = int(depth)
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1, got {depth}")
+    return depth
+
+
+def _split_nodes(ensemble: Ensemble, depth: int):
+    """Feature, level, position, threshold, tree weight and tree index of every split
+    on the first ``depth`` levels."""
     parts = []
     for e, tree in enumerate(ensemble.trees):
-        split = tree.is_split
+        split = tree.is_split & (tree.depth < depth)
         parts.append(
             (
                 tree.feature[split],
@@ -59,7 +75,9 @@ def _safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return out
 
 
-def level_frequency(ensemble: Ensemble, denominator: str = "splits") -> pd.DataFrame:
+def level_frequency(
+    ensemble: Ensemble, denominator: str = "splits", depth: int | None = None
+) -> pd.DataFrame:
     """Level frequency ``f_{j,d}`` of every feature at every level ``d = 0..D-1``.
 
     Parameters
@@ -70,6 +88,9 @@ def level_frequency(ensemble: Ensemble, denominator: str = "splits") -> pd.DataF
         Definition "Level Frequency", the VITE heatmap; each level sums to 1).
         ``"nodes"``: ``(sum_e w^e) 2^d``, every node of a complete tree (eq.
         ``miret_frequency``, used by MIRET).
+    depth : int, optional
+        Number of levels ``D`` (default: the ensemble's depth). Levels the ensemble
+        does not reach are columns of zeros.
 
     Returns
     -------
@@ -78,8 +99,8 @@ def level_frequency(ensemble: Ensemble, denominator: str = "splits") -> pd.DataF
     """
     if denominator not in DENOMINATORS:
         raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
-    depth = ensemble.max_depth
-    feature, level, _, _, weight, _ = _split_nodes(ensemble)
+    depth = _levels(ensemble, depth)
+    feature, level, _, _, weight, _ = _split_nodes(ensemble, depth)
     uses = np.zeros((ensemble.n_features, depth))
     np.add.at(uses, (feature, level), weight)
     if denominator == "splits":
@@ -93,30 +114,39 @@ def level_frequency(ensemble: Ensemble, denominator: str = "splits") -> pd.DataF
     )
 
 
-def _check_node_depth(ensemble: Ensemble):
-    if ensemble.max_depth > MAX_NODE_DEPTH:
+def _node_levels(ensemble: Ensemble, depth) -> int:
+    depth = _levels(ensemble, depth)
+    if depth > MAX_NODE_DEPTH:
         raise ValueError(
-            f"the ensemble has depth {ensemble.max_depth}: per-node VITE quantities cover "
-            f"2^D - 1 branch positions and are only tabulated up to depth {MAX_NODE_DEPTH}; "
-            "train the ensemble with a smaller max_depth"
+            f"per-node VITE quantities on {depth} levels would cover 2^{depth} - 1 branch "
+            f"positions; they are tabulated up to {MAX_NODE_DEPTH} levels: pass "
+            "depth=D, the surrogate's depth (the ensemble itself may be deeper)"
         )
+    return depth
 
 
-def node_frequency(ensemble: Ensemble) -> pd.DataFrame:
+def node_frequency(ensemble: Ensemble, depth: int | None = None) -> pd.DataFrame:
     """Node frequency ``f^node_{t,j}`` at every branch position ``t = 0..2^D-2``.
 
     The denominator of a position is the weighted number of trees that split there;
     positions where no tree splits (a leaf above level ``D`` in every tree) are rows of
     zeros, as in the paper.
 
+    Parameters
+    ----------
+    ensemble : Ensemble
+    depth : int, optional
+        Number of levels ``D`` (default: the ensemble's depth), at most
+        :data:`MAX_NODE_DEPTH`.
+
     Returns
     -------
     DataFrame
         Index: breadth-first positions ``0..2^D-2``; columns: feature names.
     """
-    _check_node_depth(ensemble)
-    n_positions = 2**ensemble.max_depth - 1
-    feature, _, position, _, weight, _ = _split_nodes(ensemble)
+    depth = _node_levels(ensemble, depth)
+    n_positions = 2**depth - 1
+    feature, _, position, _, weight, _ = _split_nodes(ensemble, depth)
     uses = np.zeros((n_positions, ensemble.n_features))
     np.add.at(uses, (position, feature), weight)
     return pd.DataFrame(
@@ -126,8 +156,15 @@ def node_frequency(ensemble: Ensemble) -> pd.DataFrame:
     )
 
 
-def threshold_ranges(ensemble: Ensemble) -> pd.DataFrame:
+def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFrame:
     """Range ``[l_j, u_j]`` of split thresholds per branch position and feature.
+
+    Parameters
+    ----------
+    ensemble : Ensemble
+    depth : int, optional
+        Number of levels ``D`` (default: the ensemble's depth), at most
+        :data:`MAX_NODE_DEPTH`.
 
     Returns
     -------
@@ -139,8 +176,8 @@ def threshold_ranges(ensemble: Ensemble) -> pd.DataFrame:
         With a known ``ensemble.scaler`` also ``low_raw`` and ``high_raw``: the same
         thresholds in raw input units, ``(threshold - min_) / scale_``.
     """
-    _check_node_depth(ensemble)
-    feature, _, position, threshold, _, _ = _split_nodes(ensemble)
+    depth = _node_levels(ensemble, depth)
+    feature, _, position, threshold, _, _ = _split_nodes(ensemble, depth)
     key = position * ensemble.n_features + feature
     keys, group = np.unique(key, return_inverse=True)
     low = np.full(keys.size, np.inf)

@@ -101,3 +101,127 @@ def test_deep_tree_draws_the_top_levels_only(breast_cancer):
     nodes = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("node ")]
     assert len(nodes) == 15
     assert "depth 6, top 4 levels shown" in fig.get_suptitle()
+
+
+# --------------------------------------------------------------------------- surrogate tree
+def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
+    from governance.miret.display import display_tree
+    from governance.miret.tree import SurrogateTree
+    from governance.report.tree_figure import draw_display_tree, save_tree_figure
+
+    names = ("$\\frac{a$", "<script>alert(1)</script>")
+    coef = np.zeros((3, 2))
+    coef[0] = [1.0, 0.0]  # node 1 and 2 have no coefficients: dummy splits
+    tree = SurrogateTree(coef, [-0.5, -1.0, 1.0], 2, feature_names=names, classes=(0, 1))
+    X = np.array([[0.2, 0.0], [0.7, 1.0], [0.9, 0.3]])
+    shown = display_tree(tree, X, tree.predict(X), class_names=(names[1], "yes"))
+    fig = draw_display_tree(shown)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    boxes = [t for t in texts if "samples" in t]
+    assert len(boxes) == len(shown.nodes()) == 3  # root and two leaves, no dummy node
+    assert boxes[0].startswith("$\\frac{a$ <= 0.5\n3 samples (100.0%)")
+    assert sorted(t for t in texts if t in ("yes", "no")) == ["no", "yes"]
+    assert "effective depth 1 (MILP depth 2)" in fig._suptitle.get_text()
+    paths = save_tree_figure(shown, tmp_path)  # renders: the name is not mathtext
+    svg = paths[1].read_text()
+    assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
+    assert "$\\frac{a$ &lt;= 0.5" in svg
+
+
+def test_vite_figures_render_feature_names_with_dollars(tmp_path):
+    X, y = make_classification(
+        n_samples=200, n_features=3, n_informative=2, n_redundant=0, random_state=0
+    )
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=["$\\frac{a$", "<script>alert(1)</script>", "c"])
+    model = RandomForestClassifier(n_estimators=5, max_depth=2, random_state=0).fit(frame, y)
+    paths = figures.save_vite_figures(read_ensemble(model), tmp_path)
+    svg = paths[1].read_text()
+    assert "<script>" not in svg
+    fig = figures.plot_level_frequency(vite.level_frequency(read_ensemble(model)))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "\\$\\frac{a\\$" in labels
+
+
+# --------------------------------------------------------------------------- report and card
+def _table_rows_have_header_width(markdown: str):
+    """Every row of every Markdown table has as many cells as its header."""
+    import re
+
+    def cells(line):
+        return len(re.split(r"(?<!\\)\|", line.strip())[1:-1])
+
+    lines = markdown.splitlines()
+    tables = 0
+    for i, line in enumerate(lines):
+        if line.startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            tables += 1
+            width = cells(line)
+            k = i + 1
+            while k < len(lines) and lines[k].startswith("|"):
+                assert cells(lines[k]) == width, lines[k]
+                k += 1
+    return tables
+
+
+def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
+    from governance.miret.display import display_tree
+    from governance.miret.tree import SurrogateTree
+    from governance.report.html import ReportContext, write_report
+    from governance.report.tree_figure import save_tree_figure
+
+    evil = "<script>alert(1)</script>"
+    names = (evil, "$\\frac{a$", "a|b")
+    coef = np.zeros((3, 3))
+    coef[0] = [1.0, 0.0, 0.0]
+    coef[2] = [0.0, 2.0, -1.0]
+    tree = SurrogateTree(coef, [-0.5, 0.0, -0.2], 2, feature_names=names, classes=(0, 1))
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 3))
+    shown = display_tree(tree, X, tree.predict(X), class_names=("benign", "malig|nant"))
+    tree_svg = save_tree_figure(shown, tmp_path / "figures")[1]
+    context = ReportContext(
+        title="models:/credit-rf/3",
+        depth=2,
+        rules="",
+        metrics={
+            "train_fidelity": 0.95321987654,
+            "test_fidelity": 0.9,
+            "mip_gap": 0.0123,
+            "train_proximity_pairs": 12.0,
+            "n_features_used": 3.0,
+        },
+        parameters={"alpha": 0.5, "formulation": "miret"},
+        provenance={"ensemble_version_digest": "sha256:" + "ab" * 32, "feature|note": evil},
+        validation={"status": "passed", "summary": f"Input validation passed\n  - {evil}"},
+        label_source="ensemble",
+        tree_svg=tree_svg,
+        display=shown,
+        baseline={"train_fidelity": 0.91, "test_fidelity": 0.88, "n_features_used": 2},
+        allowed_features=[[evil, "a|b"], ["$\\frac{a$"]],
+    )
+    html_path, card_path = write_report(context, tmp_path)
+    html, card = html_path.read_text(), card_path.read_text()
+    assert evil not in html and evil not in card
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in card
+    assert "<script" not in html.lower() and "http" not in html.replace("http://www.w3.org", "")
+    assert _table_rows_have_header_width(card) >= 6
+    for section in (
+        "## Model details",
+        "## Intended use",
+        "## Metrics",
+        "## Evidence",
+        "## Caveats",
+        "### Comparison with the depth-2 CART baseline",
+        "### Features allowed per level (VITE)",
+    ):
+        assert section in card
+    assert "| Train fidelity | 0.9532 | 0.91 |" in card
+    assert "0.95321987654" not in html and "0.953" in html
+    # The rules of the display tree, with yes-branch wording, in both outputs.
+    root = shown.root.condition
+    assert root.startswith("&lt;script&gt;") is False and "<= 0.5" in root
+    assert "malig\\|nant" in card and "malig|nant" in html
+    assert 'viewBox="' in html and "width:100%" in html

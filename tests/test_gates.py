@@ -65,7 +65,11 @@ def cli():
 
 # ---------------------------------------------------------------------- policy
 def test_defaults_and_overrides(tmp_path):
-    assert load_policy(None).gates == {"max_features": 5, "min_fidelity": 0.9}
+    assert load_policy(None).gates == {
+        "max_features": 5,
+        "min_fidelity": 0.9,
+        "require_validation_pass": True,
+    }
     policy = load_policy(
         write(
             tmp_path / "p.toml",
@@ -86,7 +90,9 @@ def test_digest_is_canonical_sha256_of_gates(tmp_path):
 
     a = load_policy(write(tmp_path / "a.toml", "[gates]\nmax_features = 5\nmin_fidelity = 0.9\n"))
     b = load_policy(write(tmp_path / "b.toml", "[gates]\nmin_fidelity = 0.90\n"))
-    expected = hashlib.sha256(b'{"max_features":5,"min_fidelity":0.9}').hexdigest()
+    expected = hashlib.sha256(
+        b'{"max_features":5,"min_fidelity":0.9,"require_validation_pass":true}'
+    ).hexdigest()
     assert a.digest == b.digest == load_policy(None).digest == expected
     assert parse_policy({"gates": {"min_fidelity": 0.91}}).digest != expected
 
@@ -114,8 +120,18 @@ def test_invalid_policies_name_the_problem(tmp_path, text, message):
 
 
 def test_unreadable_policy_file(tmp_path):
-    with pytest.raises(PolicyError, match="cannot read policy file .*missing.toml"):
+    with pytest.raises(PolicyError, match="policy file .*missing.toml is missing"):
         load_policy(tmp_path / "missing.toml")
+    with pytest.raises(PolicyError, match="is a directory"):
+        load_policy(tmp_path)
+    with pytest.raises(PolicyError, match="/dev/zero is not a regular file"):
+        load_policy("/dev/zero")
+    big = write(tmp_path / "big.toml", "[gates]\n" + "# padding\n" * 7000)
+    with pytest.raises(PolicyError, match="larger than 64 KiB"):
+        load_policy(big)
+    (tmp_path / "latin1.toml").write_bytes(b"# caf\xe9\n[gates]\n")
+    with pytest.raises(PolicyError, match="not UTF-8"):
+        load_policy(tmp_path / "latin1.toml")
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -142,7 +158,9 @@ def test_threshold_edges_agree_with_mlflow(name, offset, side):
 
 
 def test_exact_results_and_missing_or_nan_metrics():
-    policy = parse_policy({"gates": {"min_fidelity": 0.9, "max_features": 3}})
+    policy = parse_policy(
+        {"gates": {"min_fidelity": 0.9, "max_features": 3, "require_validation_pass": False}}
+    )
     evaluation = evaluate(policy, {"test_fidelity": 0.875, "n_features_used": 3.0})
     assert not evaluation.all_passed
     fidelity, features = sorted(evaluation.results, key=lambda r: r.name)[::-1]
@@ -176,7 +194,35 @@ def test_validation_gate_reads_the_tag():
     ]
     assert not evaluate(policy, GOOD_METRICS, {}).all_passed
     off = parse_policy({"gates": {"require_validation_pass": False}})
-    assert set(off.gates) == set(DEFAULTS)
+    assert set(off.gates) == set(DEFAULTS) - {"require_validation_pass"}
+
+
+def test_gates_on_stored_evidence_ignore_tags_and_record_its_digest():
+    import hashlib
+
+    policy = load_policy(None)
+    evidence = {
+        "metrics": {"test_fidelity": 0.95, "n_features_used": 2},
+        "validation": {"success": True},
+    }
+    passed = evaluate(policy, {"test_fidelity": 0.1}, {}, evidence=evidence)
+    assert passed.all_passed
+    canonical = (
+        b'{"metrics":{"n_features_used":2,"test_fidelity":0.95},"validation":{"success":true}}'
+    )
+    assert passed.evidence_digest == hashlib.sha256(canonical).hexdigest()
+    assert passed.to_json()["evidence_digest"] == passed.evidence_digest
+    assert f"Evidence digest: `{passed.evidence_digest}`" in passed.to_markdown()
+    # A tag saying "passed" cannot override a stored failed (or missing) validation.
+    for validation in ({"success": False}, {"success": "true"}, None):
+        failed = evaluate(
+            policy,
+            tags={"governance.validation": "passed"},
+            evidence=dict(evidence, validation=validation),
+        )
+        assert [r.name for r in failed.results if not r.passed] == ["require_validation_pass"]
+    with pytest.raises(ValueError, match="'metrics' dict"):
+        evaluate(policy, evidence={"validation": {"success": True}})
 
 
 def test_report_formats():
@@ -210,7 +256,7 @@ def test_gate_reads_model_metrics_records_run_and_tags(store):
     assert files == {"gate_report.json", "gate_report.md"}
     report = mlflow.artifacts.load_dict(f"runs:/{outcome.run_id}/gate_report.json")
     assert report["surrogate_uri"] == "models:/credit-rf-surrogate/1"
-    assert len(report["results"]) == 5
+    assert len(report["results"]) == len(ALL_GATES) + 1  # and require_validation_pass
 
 
 def test_gate_falls_back_to_run_metrics_and_fails(store):

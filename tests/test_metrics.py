@@ -86,3 +86,27 @@ def test_surrogate_metrics_exact_values():
     assert metrics["n_features_used"] == 2
     assert metrics["n_feature_uses"] == 2
     assert metrics["effective_depth"] == 2
+
+
+def test_chunked_metrics_equal_one_pass_and_proximity_uses_a_bounded_sample():
+    rng = np.random.default_rng(0)
+    X = rng.random((1001, 2))
+    y = (rng.random(1001) > 0.5).astype(int)
+    ensemble, tree = _stump_forest(), _depth2_tree()
+    whole = surrogate_metrics(ensemble, tree, X, X[:300], y, y[:300], chunk_rows=10**6)
+    chunked = surrogate_metrics(
+        ensemble, tree, X, X[:300], y, y[:300], chunk_rows=7, proximity_rows=200
+    )
+    expected_fidelity = np.mean(ensemble.predict(X) == tree.predict(X))
+    assert whole["train_fidelity"] == chunked["train_fidelity"] == expected_fidelity
+    assert chunked["train_accuracy_surrogate"] == np.mean(tree.predict(X) == y)
+    assert chunked["effective_depth"] == whole["effective_depth"] == 2
+    assert whole["train_proximity_rows"] == 1001 and chunked["train_proximity_rows"] == 200
+    assert chunked["test_proximity_rows"] == 200
+
+
+def test_peak_memory_is_at_least_a_large_array():
+    from governance.metrics import peak_memory_bytes
+
+    block = np.ones(50 * 2**20 // 8)  # 50 MiB, touched
+    assert peak_memory_bytes() >= block.nbytes

@@ -219,3 +219,64 @@ def test_one_feature_rules_are_also_solved_for_the_feature():
     assert lines[1].startswith("node 1 (level 1): if 2·x0 <= 0.5 (i.e. x0 <= 0.25) then leaf 3")
     assert lines[2].startswith("node 2 (level 1): if x2 <= 0.3 then leaf 5")
     assert [row["univariate"] for row in tree.rule_table()] == ["x1 >= 0.5", "x0 <= 0.25", None]
+
+
+# --------------------------------------------------------------------------- display tree
+def test_display_tree_prunes_unreached_nodes_and_dummy_splits():
+    from governance.miret.display import display_tree, rules_text
+
+    # Depth 3. Root: x0 <= 0.5 (yes = left). Node 1: no coefficients, all go right (to 4).
+    # Node 2: x1 >= 0.3 written as -x1 + 0.3 <= 0; every sample reaching it has x1 > 0.3
+    # except one. Node 4: x1 <= 0.9 never separates (all samples left): collapsed.
+    coef = np.zeros((7, 2))
+    intercept = np.zeros(7)
+    coef[0], intercept[0] = [1.0, 0.0], -0.5
+    intercept[1] = 1.0  # a dummy split: the whole space goes right
+    coef[2], intercept[2] = [0.0, -1.0], 0.3
+    coef[4], intercept[4] = [0.0, 1.0], -0.9
+    coef[5], intercept[5] = [1.0, 1.0], -1.5
+    coef[6], intercept[6] = [0.0, 1.0], -0.2
+    tree = SurrogateTree(coef, intercept, 3, feature_names=("a", "b"), classes=(0, 1))
+    X = np.array([[0.1, 0.1], [0.2, 0.5], [0.9, 0.8], [0.6, 0.5], [0.7, 0.1]])
+    labels = tree.predict(X)
+    labels[0] = 1  # one leaf becomes impure
+    shown = display_tree(tree, X, labels, class_names=("benign", "malignant"))
+    conditions = [(n.node, n.condition) for n in shown.nodes() if not n.is_leaf]
+    assert conditions == [(0, "a <= 0.5"), (2, "b >= 0.3"), (5, "a + b <= 1.5")]
+    # Left of the root everything goes through node 1 (dummy) and node 4 (not
+    # separating) to leaf 9 (odd: classes[0]); node 6 sees one sample (leaf 13).
+    leaves = [(n.node, n.class_name, n.n_samples, n.purity) for n in shown.leaves()]
+    assert leaves == [
+        (9, "benign", 2, 0.5),
+        (11, "benign", 1, 1.0),
+        (12, "malignant", 1, 1.0),
+        (13, "benign", 1, 1.0),
+    ]
+    assert shown.effective_depth == 3 and shown.depth == 3
+    assert sum(n.n_samples for n in shown.leaves()) == 5
+    # Every node drawn is reached by some sample.
+    assert all(n.n_samples > 0 for n in shown.nodes())
+    text = rules_text(shown).splitlines()
+    assert text[0] == "if a <= 0.5 then benign (40.0% of samples, purity 50.0%)"
+    assert text[1] == (
+        "if a > 0.5 and b >= 0.3 and a + b <= 1.5 then benign (20.0% of samples, purity 100.0%)"
+    )
+    assert text[3] == "if a > 0.5 and b < 0.3 then benign (20.0% of samples, purity 100.0%)"
+
+
+def test_display_conditions_in_raw_units_and_single_leaf():
+    from sklearn.preprocessing import MinMaxScaler
+
+    from governance.miret.display import display_tree, rules_text
+
+    scaler = MinMaxScaler().fit(np.array([[0.0, 100.0], [10.0, 300.0]]))
+    # normalized: -x1 + 0.5 <= 0, i.e. raw perimeter >= 200
+    tree = SurrogateTree([[0.0, -1.0]], [0.5], 1, feature_names=("r", "perimeter"))
+    X = np.array([[0.1, 0.9], [0.2, 0.1]])
+    shown = display_tree(tree, X, tree.predict(X), scaler=scaler)
+    assert shown.root.condition == "perimeter >= 200"
+    assert (shown.root.yes.class_name, shown.root.no.class_name) == ("-1", "1")
+    assert shown.root.yes.n_samples == 1  # the sample with perimeter 280
+    constant = display_tree(tree, X[:1], tree.predict(X[:1]), scaler=scaler)
+    assert constant.effective_depth == 0
+    assert rules_text(constant) == "always -1 (100.0% of samples, purity 100.0%)"

@@ -112,16 +112,55 @@ def test_infinity_is_reported_as_infinite(data, raw_ensemble):
     assert failure.message.endswith("e.g. inf; rows 5")
 
 
-def test_value_above_one_in_normalized_mode(normalized):
+def test_value_beyond_the_recorded_training_range_without_a_scaler(normalized):
     ensemble, X = normalized
     bad = X.copy()
     bad.loc[2, "score"] = 1.2
-    failure = only(validate_inputs(bad, ensemble))
+    # Nothing recorded: only finiteness is required (the ensemble has no scaler).
+    assert validate_inputs(bad, ensemble).success
+    recorded = MinMaxScaler().fit(X)
+    failure = only(validate_inputs(bad, ensemble, training_range=recorded))
     assert failure.column == "score"
     assert failure.message == (
-        "column 'score': 1 row (1.67%) outside [0, 1] after the ensemble's normalization "
-        "(beyond the range it was fitted on); e.g. 1.2; rows 2"
+        "column 'score': 1 row (1.67%) outside the training range [0, 1] (e.g. 1.2); rows 2"
     )
+
+
+def test_xgboost_on_raw_features_validates_against_its_training_range(data):
+    import xgboost
+
+    raw, y = data
+    model = xgboost.XGBClassifier(n_estimators=5, max_depth=2).fit(raw, y)
+    ensemble = read_ensemble(model)
+    recorded = MinMaxScaler().fit(raw)
+    assert validate_inputs(raw, ensemble, training_range=recorded).success
+    report = validate_inputs(raw[FEATURES[::-1]], ensemble, training_range=recorded)
+    assert report.success and report.to_json()["meta"]["training_range"]["age"] == [
+        raw["age"].min(),
+        raw["age"].max(),
+    ]
+    bad = raw.copy()
+    bad.loc[3, "debt"] = -1.0
+    failure = only(validate_inputs(bad, ensemble, training_range=recorded))
+    assert failure.column == "debt" and "outside the training range [" in failure.message
+    bad.loc[3, "debt"] = np.inf
+    assert "infinite" in only(validate_inputs(bad, ensemble)).message
+    with pytest.raises(ValueError, match="no entry for features"):
+        validate_inputs(raw, ensemble, training_range=MinMaxScaler().fit(raw[FEATURES[:2]]))
+
+
+def test_duplicate_columns_and_label_types(data, raw_ensemble):
+    raw, y = data
+    duplicated = pd.concat([raw, raw[["age"]]], axis=1)
+    with pytest.raises(ValueError, match=r"duplicate column names \['age'\]"):
+        validate_inputs(duplicated, raw_ensemble)
+    floats = validate_inputs(raw.assign(label=y.astype(float)), raw_ensemble, label="label")
+    assert floats.success, floats.summary()
+    mixed = raw.assign(label=y.astype(object))
+    mixed.loc[0, "label"] = "1"
+    report = validate_inputs(mixed, raw_ensemble, label="label")
+    assert not report.success
+    assert any("mixes numbers and text" in f.message for f in report.failures), report.summary()
 
 
 def test_raw_value_beyond_training_max(data, raw_ensemble):

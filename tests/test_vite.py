@@ -330,3 +330,57 @@ def test_proximity_pairs_blockwise_on_a_larger_sample(dense_incidence, monkeypat
     dense = vite.proximity(ensemble, X[sub])
     expected = np.where(np.triu(dense >= 0.9, k=1), dense, 0.0)
     np.testing.assert_array_equal(pairs[sub][:, sub].toarray(), expected)
+
+
+# --------------------------------------------------------------------------- deep trees
+def chain_tree(depth: int) -> dict:
+    """A tree that splits on feature 0 at 1/2, 1/4, ... down the left edge, ``depth`` levels."""
+    n = 2 * depth + 1
+    feature, threshold, left, right = [-1] * n, [np.nan] * n, [-1] * n, [-1] * n
+    for level in range(depth):
+        node = 2 * level  # the split of this level; its right child is the leaf node + 1
+        feature[node], threshold[node] = 0, 0.5 ** (level + 1)
+        left[node], right[node] = node + 2, node + 1
+    return {"feature": feature, "threshold": threshold, "left": left, "right": right}
+
+
+def test_synthetic_tree_deeper_than_64_levels():
+    ensemble = Ensemble.from_arrays([chain_tree(70)], feature_names=["a", "b"])
+    tree = ensemble.trees[0]
+    assert ensemble.max_depth == 70
+    # Positions stop where they would overflow int64; the first levels keep theirs.
+    assert tree.position[2 * 3] == 2**3 - 1  # left edge: position 2^d - 1 at level d
+    assert tree.position[tree.depth > 62].tolist() == [-1] * int((tree.depth > 62).sum())
+    X = np.array([[0.75, 0.0], [0.3, 0.0], [0.5**71, 0.0]])
+    np.testing.assert_array_equal(ensemble.apply(X)[:, 0], [1, 3, 140])
+    levels = vite.level_frequency(ensemble, depth=3)
+    assert levels.shape == (2, 3)
+    assert levels.loc["a"].tolist() == [1.0, 1.0, 1.0]
+    nodes = vite.node_frequency(ensemble, depth=3)
+    assert nodes.index.tolist() == list(range(7))
+    assert nodes["a"].tolist() == [1, 1, 0, 1, 0, 0, 0]
+    ranges = vite.threshold_ranges(ensemble, depth=2)
+    assert ranges[["position", "low", "high"]].to_numpy().tolist() == [
+        [0, 0.5, 0.5],
+        [1, 0.25, 0.25],
+    ]
+    with pytest.raises(ValueError, match="pass depth=D"):
+        vite.node_frequency(ensemble)
+
+
+def test_unbounded_random_forest_is_read_and_summarized_on_the_first_levels():
+    X, y = make_classification(n_samples=3000, n_features=12, flip_y=0.2, random_state=0)
+    model = RandomForestClassifier(n_estimators=10, max_depth=None, random_state=0).fit(X, y)
+    ensemble = read_ensemble(model)
+    assert ensemble.max_depth == max(e.get_depth() for e in model.estimators_) > 16
+    np.testing.assert_array_equal(ensemble.apply(X), model.apply(X))
+    np.testing.assert_allclose(ensemble.predict_proba(X), model.predict_proba(X))
+    splits = [s for s in sklearn_splits(model) if s[1] < 3]
+    by_splits, by_nodes, node, _ = expected_frequencies(splits, np.ones(10), 12, 3)
+    np.testing.assert_allclose(vite.level_frequency(ensemble, depth=3).to_numpy(), by_splits)
+    np.testing.assert_allclose(
+        vite.level_frequency(ensemble, "nodes", depth=3).to_numpy(), by_nodes
+    )
+    np.testing.assert_allclose(vite.node_frequency(ensemble, depth=3).to_numpy(), node)
+    # Proximity comes from the full trees: a sample shares every leaf only with itself.
+    np.testing.assert_array_equal(np.diag(vite.proximity(ensemble, X[:50])), np.ones(50))

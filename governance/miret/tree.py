@@ -20,7 +20,6 @@ from governance.ensemble import read_only_array
 
 FORMAT = "miret-surrogate-tree"
 FORMAT_VERSION = 1
-_SIGNIFICANT = 4
 
 
 def node_level(node) -> np.ndarray:
@@ -39,33 +38,6 @@ def hyperplane_values(X, coef, intercept) -> np.ndarray:
     intercept : ndarray of shape (n,) or float
     """
     return np.multiply(X, coef).sum(axis=1) + intercept
-
-
-def _fmt(value: float) -> str:
-    """A number with a few significant digits, without exponent noise for zero."""
-    if value == 0:
-        return "0"
-    return f"{value:.{_SIGNIFICANT}g}"
-
-
-def _linear_text(terms, rhs: float) -> str:
-    parts = []
-    for k, (name, coef) in enumerate(terms):
-        magnitude = _fmt(abs(coef))
-        term = name if magnitude == "1" else f"{magnitude}·{name}"
-        if k == 0:
-            parts.append(f"-{term}" if coef < 0 else term)
-        else:
-            parts.append(f"{'-' if coef < 0 else '+'} {term}")
-    return f"{' '.join(parts)} <= {_fmt(rhs + 0.0)}"
-
-
-def _univariate_text(terms, rhs: float) -> str | None:
-    """``c·x <= r`` solved for ``x`` (``x <= r/c`` or ``x >= r/c``); None otherwise."""
-    if len(terms) != 1 or terms[0][1] == 1:
-        return None
-    name, coef = terms[0]
-    return f"{name} {'<=' if coef > 0 else '>='} {_fmt(rhs / coef + 0.0)}"
 
 
 class SurrogateTree:
@@ -243,98 +215,17 @@ class SurrogateTree:
         return miret_objective(problem, self)
 
     # ------------------------------------------------------------------ rules
-    def _raw_hyperplanes(self, scaler):
-        if scaler is None:
-            return self._coef, self._intercept
-        scale = np.asarray(getattr(scaler, "scale_", None), dtype=np.float64)
-        shift = np.asarray(getattr(scaler, "min_", None), dtype=np.float64)
-        if scale.shape != (self.n_features,) or shift.shape != (self.n_features,):
-            raise ValueError(
-                f"scaler must be a fitted MinMaxScaler over the tree's {self.n_features} "
-                f"features (scale_ and min_ of that length)"
-            )
-        # a . (x * scale_ + min_) + b = (a * scale_) . x + (b + a . min_)
-        return self._coef * scale, self._intercept + self._coef @ shift
-
     def rule_table(self, feature_names=None, scaler=None) -> list:
-        """The split of every branch node, breadth-first, as plain records.
+        """Every branch node's split as records: :func:`governance.miret.display.rule_table`."""
+        from governance.miret.display import rule_table
 
-        Parameters
-        ----------
-        feature_names : sequence of str, optional
-            Defaults to the tree's feature names.
-        scaler : fitted sklearn.preprocessing.MinMaxScaler, optional
-            When given, splits are expressed in raw (unscaled) units:
-            ``(a * scale_) . x + (b + a . min_) <= 0``.
-
-        Returns
-        -------
-        list of dict
-            Keys ``node``, ``level``, ``terms`` (list of ``(name, coef)`` for nonzero
-            coefficients, full precision), ``intercept``, ``left``, ``right`` (child ids),
-            ``last_level`` (children are leaves), ``text`` (rounded, human-readable) and
-            ``univariate`` (a one-feature split solved for the feature, e.g.
-            ``x3 >= 0.25``, else None).
-        """
-        names = self.feature_names if feature_names is None else tuple(map(str, feature_names))
-        if len(names) != self.n_features:
-            raise ValueError(
-                f"feature_names has {len(names)} names but the tree has {self.n_features} features"
-            )
-        coef, intercept = self._raw_hyperplanes(scaler)
-        table = []
-        for t in range(self.n_branch_nodes):
-            nonzero = np.flatnonzero(self._coef[t])
-            terms = [(names[j], float(coef[t, j])) for j in nonzero]
-            b = float(intercept[t])
-            univariate = _univariate_text(terms, -b)
-            if terms:
-                text = _linear_text(terms, -b)
-            else:
-                side = "left" if self._intercept[t] <= 0 else "right"
-                text = f"(no split: all samples go {side})"
-            table.append(
-                {
-                    "node": t,
-                    "level": int(node_level(t)),
-                    "terms": terms,
-                    "intercept": b,
-                    "left": 2 * t + 1,
-                    "right": 2 * t + 2,
-                    "last_level": bool(node_level(t) == self.depth - 1),
-                    "text": text,
-                    "univariate": univariate,
-                }
-            )
-        return table
+        return rule_table(self, feature_names, scaler)
 
     def rules(self, feature_names=None, scaler=None) -> str:
-        """Human-readable rules, one line per branch node in breadth-first order.
+        """Rules of the complete tree: :func:`governance.miret.display.complete_rules`."""
+        from governance.miret.display import complete_rules
 
-        A split reads ``node t (level d): if <a.x <= -b> then <left> else <right>``; the
-        children of a last-level node are leaves, shown with their class label. A node
-        without coefficients reads ``(no split: all samples go left|right) -> <child>``.
-        Coefficients are rounded to 4 significant digits; :meth:`rule_table` has them at
-        full precision and explains ``scaler``.
-        """
-        lines = []
-        for row in self.rule_table(feature_names, scaler):
-            children = []
-            for side, child in enumerate((row["left"], row["right"])):
-                if row["last_level"]:
-                    children.append(f"leaf {child} (class {self._classes[side]})")
-                else:
-                    children.append(f"node {child}")
-            head = f"node {row['node']} (level {row['level']}): "
-            if row["terms"]:
-                condition = row["text"]
-                if row["univariate"]:
-                    condition += f" (i.e. {row['univariate']})"
-                lines.append(f"{head}if {condition} then {children[0]} else {children[1]}")
-            else:
-                side = 0 if self._intercept[row["node"]] <= 0 else 1
-                lines.append(f"{head}{row['text']} -> {children[side]}")
-        return "\n".join(lines)
+        return complete_rules(self, feature_names, scaler)
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:

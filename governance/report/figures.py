@@ -48,7 +48,9 @@ def _number(value: float, digits: int) -> str:
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "\u2026"
+    """A feature name cut to fit, with ``$`` escaped so matplotlib never reads mathtext."""
+    short = name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "\u2026"
+    return short.replace("$", r"\$")
 
 
 def format_interval(low: float, high: float) -> str:
@@ -264,7 +266,7 @@ def _draw_node(ax, position: int, rows: list, n_splits: int, n_trees: int | None
     ax.tick_params(length=0, pad=3)
 
 
-def save_vite_figures(ensemble, out_dir) -> list[Path]:
+def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]:
     """Write the VITE figures of an ensemble as PNG and SVG.
 
     Files: ``level_frequency.png/.svg`` (features x levels heatmap) and
@@ -276,6 +278,9 @@ def save_vite_figures(ensemble, out_dir) -> list[Path]:
     ensemble : governance.ensemble.Ensemble
     out_dir : str or Path
         Created if missing.
+    depth : int, optional
+        Levels shown (the surrogate's depth ``D``); default: the ensemble's depth up to
+        :data:`MAX_LEVELS`.
 
     Returns
     -------
@@ -284,16 +289,20 @@ def save_vite_figures(ensemble, out_dir) -> list[Path]:
     """
     if ensemble.max_depth == 0:
         raise ValueError("the ensemble has no split (every tree is a single leaf): no VITE figure")
+    if depth is None:
+        depth = min(ensemble.max_depth, MAX_LEVELS)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = {
         "level_frequency": plot_level_frequency(
-            vite.level_frequency(ensemble),
+            vite.level_frequency(ensemble, depth=depth),
             title=f"VITE level frequency ({ensemble.n_trees} trees): share of the splits "
             "at each level",
         ),
         "vite_tree": plot_vite_tree(
-            vite.node_frequency(ensemble), vite.threshold_ranges(ensemble), ensemble.n_trees
+            vite.node_frequency(ensemble, depth=depth),
+            vite.threshold_ranges(ensemble, depth=depth),
+            ensemble.n_trees,
         ),
     }
     written = []

@@ -15,11 +15,13 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from governance.miret.display import leaf_rules
+
 METRIC_ROWS = (
     ("Fidelity to the ensemble", "fidelity"),
     ("Accuracy of the surrogate", "accuracy_surrogate"),
     ("Accuracy of the ensemble", "accuracy_ensemble"),
-    ("Proximity pairs |U(m)|", "proximity_pairs"),
+    ("Proximity pairs in U(m)", "proximity_pairs"),
 )
 SPARSITY_ROWS = (
     ("Distinct features used", "n_features_used"),
@@ -48,9 +50,10 @@ class ReportContext:
     title : str
         What is explained, e.g. ``models:/credit-rf/3``.
     depth : int
-    nodes : list of governance.report.tree_figure.DiagramNode
+    display : governance.miret.display.DisplayTree or None
+        The pruned tree; its leaf rules are listed (else the ``rules`` text lines).
     rules : str
-        One rule per line, raw units.
+        One rule per line, raw units (shown when there is no ``display``).
     metrics : dict
         Keys of :func:`governance.metrics.surrogate_metrics` plus the solver metrics.
     parameters : dict
@@ -70,11 +73,15 @@ class ReportContext:
         ``low_raw, high_raw``).
     artifacts : list of str
         Files stored next to the report (for the model card).
+    baseline : dict
+        Depth-``D`` CART baseline on the same ensemble labels, e.g.
+        ``{"train_fidelity": .., "test_fidelity": .., "n_features_used": ..}``.
+    allowed_features : list of list of str
+        Features MIRET may use at each level (from the VITE level frequencies).
     """
 
     title: str
     depth: int
-    nodes: list
     rules: str
     metrics: dict
     parameters: dict
@@ -85,6 +92,9 @@ class ReportContext:
     tree_svg: Path | None = None
     threshold_ranges: object = None
     artifacts: list = field(default_factory=list)
+    display: object = None
+    baseline: dict = field(default_factory=dict)
+    allowed_features: list = field(default_factory=list)
 
 
 def _environment() -> Environment:
@@ -96,7 +106,32 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["num"] = format_number
+    env.filters["md"] = markdown_text
+    env.filters["pct"] = format_percent
     return env
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+
+
+def markdown_text(value) -> str:
+    """Text safe inside Markdown and its table cells.
+
+    ``&``, ``<`` and ``>`` become HTML entities (no raw HTML such as ``<script>``),
+    Markdown's markup characters and the table pipe are backslash-escaped, and line
+    breaks become spaces (a row stays one row).
+    """
+    text = value if isinstance(value, str) else format_number(value)
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def format_percent(value) -> str:
+    """A share for people, ``95.3%`` (``–`` when missing)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "\u2013"
+    return f"{100 * float(value):.1f}%"
 
 
 def format_number(value, digits: int = 4) -> str:
@@ -164,7 +199,23 @@ def _template_values(context: ReportContext) -> dict:
         "range_rows": range_rows,
         "has_raw_ranges": bool(range_rows) and "low_raw" in range_rows[0],
         "rule_lines": [line for line in context.rules.splitlines() if line.strip()],
+        "leaf_rules": leaf_rules(context.display) if context.display is not None else [],
+        "baseline_rows": _baseline_rows(context),
     }
+
+
+def _baseline_rows(context: ReportContext) -> list[dict]:
+    """MIRET next to the depth-D CART baseline, metric by metric."""
+    keys = (
+        ("Train fidelity", "train_fidelity"),
+        ("Test fidelity", "test_fidelity"),
+        ("Distinct features used", "n_features_used"),
+    )
+    return [
+        {"label": label, "miret": context.metrics.get(key), "cart": context.baseline[key]}
+        for label, key in keys
+        if key in context.baseline
+    ]
 
 
 def render_report(context: ReportContext) -> str:

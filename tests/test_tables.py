@@ -1,0 +1,45 @@
+"""Safe table reading and the shared label check."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from governance.tables import TableError, check_labels, read_table
+
+
+def test_read_table_refuses_what_pandas_reads_wrong(tmp_path):
+    good = tmp_path / "good.csv"
+    good.write_text("a,b\n1,2\n3,4\n")
+    assert read_table(good).to_numpy().tolist() == [[1, 2], [3, 4]]
+    cases = {
+        "dup.csv": (b"x,y,x\n1,2,3\n", r"duplicate column names \['x'\]"),
+        "semi.csv": (b"x;y\n1;2\n", "single column .*semicolon"),
+        "latin.csv": (b"x,y\n1,caf\xe9\n", "not UTF-8"),
+        "empty.csv": (b"", "is empty"),
+    }
+    for name, (content, message) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(TableError, match=message):
+            read_table(tmp_path / name)
+    with pytest.raises(TableError, match="is a directory"):
+        read_table(tmp_path)
+    with pytest.raises(TableError, match="not a regular file"):
+        read_table("/dev/zero")
+    with pytest.raises(TableError, match="more than the 10 allowed"):
+        read_table(good, max_bytes=10)
+    parquet = tmp_path / "t.parquet"
+    pd.DataFrame({"a": [1.0], "b": [2.0]}).to_parquet(parquet)
+    assert read_table(parquet).columns.tolist() == ["a", "b"]
+
+
+def test_labels_match_the_classes_numerically_and_refuse_mixed_types():
+    np.testing.assert_array_equal(check_labels([0.0, 1.0, 1.0], np.array([0, 1])), [0, 1, 1])
+    assert check_labels(["no", "yes"], np.array(["no", "yes"])).tolist() == ["no", "yes"]
+    with pytest.raises(ValueError, match="mixes numbers and text"):
+        check_labels([0, "1"], np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"values \[2.0\] that are not the ensemble's classes"):
+        check_labels([0.0, 2.0], np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"values \['1'\]"):
+        check_labels(["1"], np.array([0, 1]))
+    with pytest.raises(ValueError, match="missing values"):
+        check_labels([0, None], np.array([0, 1]))
