@@ -269,7 +269,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def predict(self, X) -> np.ndarray:
         """Labels (the ensemble's classes) of samples in the fit's input units."""
-        return self.tree_.predict(self._normalized(X))
+        X = self._normalized(X)
+        return self.tree_.predict(X)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class shares of the fit sample's ensemble labels in each sample's leaf (an
@@ -282,11 +283,18 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
     def apply(self, X) -> np.ndarray:
         """Leaf position (``2^D - 1 .. 2^{D+1} - 2``) of each sample."""
-        return self.tree_.apply(self._normalized(X))
+        X = self._normalized(X)
+        return self.tree_.apply(X)
 
     def decision_path(self, x) -> list:
         """``(node, value, side)`` along the path of one sample."""
-        return self.tree_.decision_path(self._normalized(np.reshape(x, (1, -1)))[0])
+        x = self._normalized(np.reshape(x, (1, -1)))[0]
+        return self.tree_.decision_path(x)
+
+    def rules(self, feature_names=None) -> str:
+        """One line per branch node, in the fit's input units."""
+        check_is_fitted(self, "tree_")
+        return self.tree_.rules(feature_names=feature_names, scaler=self.input_scaler_)
 
     def score(self, X, y=None, sample_weight=None) -> float:
         """Fidelity: share of samples where the surrogate agrees with ``y`` (the
