@@ -94,10 +94,18 @@ def _place(search, arrays, k, t, idx, out):
         lo, hi = x[low].max(), x[~low].min()
         unit = np.zeros(search.p)
         unit[j] = 1.0
-        found = search.realize(unit, lo, hi, level, idx, low)
-        if found is None:
-            found = search.realize(-unit, -hi, -lo, level, idx, ~low)
-            children, low = children[::-1], ~low
+        options = [(unit, lo, hi, low, children), (-unit, -hi, -lo, ~low, children[::-1])]
+        if level == search.depth - 1:  # leaf classes are fixed: class -1 must go left
+            signs = [search.label_sign[arrays["label"][c]] for c in children]
+            if signs[0] == signs[1]:
+                _dummy_subtree(search, t, signs[0], out)
+                return
+            options = options[:1] if signs[0] < 0 else options[1:]
+        for direction, s_left, s_right, left_mask, order in options:
+            found = search.realize(direction, s_left, s_right, level, idx, left_mask)
+            if found is not None:
+                low, children = left_mask, order
+                break
     if found is None:
         search.grow(t, idx, False, out)
         return
