@@ -32,7 +32,6 @@ def splits_components(rank: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.cumsum(delta, axis=0)[: m + 1] > 0
 
 
-
 class CutSearch(SearchState):
     """Cut scanning along directions, with the epsilon gap and components as hard limits."""
 
@@ -126,7 +125,6 @@ class CutSearch(SearchState):
         W[np.arange(columns.size), columns] = 1.0
         return W, self.penalty[level, columns]
 
-
     def gini_shortlist(self, idx, groups, level, size):
         """Univariate splits with the lowest weighted Gini impurity, one per feature."""
         columns = np.flatnonzero(self.allowed[level])
@@ -167,4 +165,3 @@ class CutSearch(SearchState):
             if found is not None:
                 shortlist.append((found[0], found[1], float(extra[col])))
         return shortlist
-

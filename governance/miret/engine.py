@@ -180,19 +180,45 @@ def fit_trivial(problem, params, begin):
     """The constant tree of an ensemble that predicts one class (objective 0, no solver)."""
     tree = constant_tree(problem, problem.y[0])
     label = problem.classes[int(problem.y[0] == 1)]
-    baseline = {"feature": [-1], "threshold": [-2.0], "left": [-1], "right": [-1],
-                "label": [label.item() if hasattr(label, "item") else label]}
+    baseline = {
+        "feature": [-1],
+        "threshold": [-2.0],
+        "left": [-1],
+        "right": [-1],
+        "label": [label.item() if hasattr(label, "item") else label],
+    }
     elapsed = time.perf_counter() - begin
     report = SolveReport(
-        solver="none", solver_version="", status="trivial", stop_reason="trivial",
-        objective=tree.objective(problem), bound=0.0, gap=0.0, wall_time=elapsed,
-        time_limit_hit=False, nodes=0, n_variables=0, n_binaries=0, n_constraints=0,
-        n_nonzeros=0, warm_start_objective=math.nan, warm_start_feasible=False,
-        warm_start_work=0, cart_seed_objective=math.nan, incumbent_source="heuristic",
-        time_limit=float(params["time_limit"]), stall_time=math.nan,
-        solver_objective=math.nan, build_time=elapsed, heuristic_time=0.0, solve_time=0.0,
-        formulation=problem.formulation, reductions=bool(params["reductions"]),
-        mip_gap=float(params["mip_gap"]), baseline_cart_train_fidelity=1.0,
-        baseline_cart_n_features=0, allowed_features=problem.allowed_features,
+        solver="none",
+        solver_version="",
+        status="trivial",
+        stop_reason="trivial",
+        objective=tree.objective(problem),
+        bound=0.0,
+        gap=0.0,
+        wall_time=elapsed,
+        time_limit_hit=False,
+        nodes=0,
+        n_variables=0,
+        n_binaries=0,
+        n_constraints=0,
+        n_nonzeros=0,
+        warm_start_objective=math.nan,
+        warm_start_feasible=False,
+        warm_start_work=0,
+        cart_seed_objective=math.nan,
+        incumbent_source="heuristic",
+        time_limit=float(params["time_limit"]),
+        stall_time=math.nan,
+        solver_objective=math.nan,
+        build_time=elapsed,
+        heuristic_time=0.0,
+        solve_time=0.0,
+        formulation=problem.formulation,
+        reductions=bool(params["reductions"]),
+        mip_gap=float(params["mip_gap"]),
+        baseline_cart_train_fidelity=1.0,
+        baseline_cart_n_features=0,
+        allowed_features=problem.allowed_features,
     )
     return tree, report, baseline

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
@@ -105,7 +106,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     classes_ : ndarray
     """
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         "ensemble": "no_validation",
         "depth": [Interval(Integral, 1, None, closed="left"), None],
         "alpha": [Interval(Real, 0, None, closed="left")],

@@ -20,7 +20,6 @@ def components_broken(groups: np.ndarray, leaf: np.ndarray, gap: np.ndarray) -> 
     return bad[groups]
 
 
-
 def check_feasible(tree, problem, epsilon=None, tolerance=1e-9) -> list:
     """Constraint violations of ``tree`` as a solution of the MILP of ``problem``.
 
@@ -91,10 +90,11 @@ def check_feasible(tree, problem, epsilon=None, tolerance=1e-9) -> list:
         )
     leaves = 2 * nodes[:, -1] + 1 + (values[:, -1] > 0)
     component = np.asarray(problem.component, dtype=np.int64)
-    split = np.unique(component[components_broken(component, leaves, np.zeros_like(leaves, dtype=bool))])
+    split = np.unique(
+        component[components_broken(component, leaves, np.zeros_like(leaves, dtype=bool))]
+    )
     if split.size:
         issues.append(
             f"{split.size} proximity components split across leaves (ids {split[:10].tolist()})"
         )
     return issues
-

@@ -65,4 +65,3 @@ class GreedySearch(CutSearch):
         out.update(sub)
         out[t] = (a, b)
         return cost
-

@@ -175,7 +175,6 @@ class TreeSearch(GreedySearch):
         return True
 
 
-
 def local_search(search):
     """Tree alternating optimization until no node improves; (passes, improvements)."""
     passes = improvements = 0
@@ -196,4 +195,3 @@ def local_search(search):
         if not improved:
             break
     return passes, improvements
-

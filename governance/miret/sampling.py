@@ -20,9 +20,13 @@ CHUNK_ROWS = 50_000
 def labels_and_signatures(ensemble, X, seed=0):
     """Ensemble labels and a 64-bit leaf signature of every row, computed in chunks."""
     n = X.shape[0]
-    labels = np.empty(n, dtype=object if ensemble.classes.dtype == object else ensemble.classes.dtype)
+    labels = np.empty(
+        n, dtype=object if ensemble.classes.dtype == object else ensemble.classes.dtype
+    )
     signature = np.empty(n, dtype=np.uint64)
-    multiplier = np.random.default_rng(seed).integers(1, 2**63, size=ensemble.n_trees, dtype=np.uint64)
+    multiplier = np.random.default_rng(seed).integers(
+        1, 2**63, size=ensemble.n_trees, dtype=np.uint64
+    )
     for start in range(0, n, CHUNK_ROWS):
         block = X[start : start + CHUNK_ROWS]
         labels[start : start + block.shape[0]] = ensemble.predict(block)
@@ -42,7 +46,7 @@ def sample_rows(ensemble, X, max_rows, random_state=0) -> np.ndarray:
     chosen, left = [], int(max_rows)
     for label in np.unique(labels):
         rows = np.flatnonzero(labels == label)
-        quota = min(left, max(1, int(round(max_rows * rows.size / n))))
+        quota = min(left, max(1, round(max_rows * rows.size / n)))
         left -= quota
         _, group = np.unique(signature[rows], return_inverse=True)
         order = rng.permutation(int(group.max()) + 1)

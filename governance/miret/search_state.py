@@ -29,7 +29,6 @@ def subtree_ranges(node: int, levels_below: int):
     return [(2**k * node + 2**k - 1, 2**k) for k in range(levels_below)]
 
 
-
 class SearchState:
     """Working state: problem arrays, current tree and hyperplane values of all samples.
 
@@ -143,7 +142,6 @@ class SearchState:
                 array[a], array[b] = array[b].copy(), array[a].copy()
             self.V[:, a], self.V[:, b] = self.V[:, b].copy(), self.V[:, a].copy()
 
-
     def ensure_split(self):
         """Give the tree one nonzero coefficient (the MIRET constraint sum s >= 1) with a
         dummy split that keeps every sample on its current side."""
@@ -168,4 +166,3 @@ class SearchState:
                     self.V[:, t] = hyperplane_values(self.X, a, b)
                     return
         raise ValueError("could not place the dummy split the MIRET formulation requires")
-
