@@ -64,6 +64,11 @@ class StallRule:
         self.bound = -math.inf
         self.stalled = False
 
+    def expired(self, now) -> bool:
+        """Whether ``stall_time`` passed since the last move (no new values)."""
+        self.stalled = self.stalled or now - self.last_move >= self.stall_time
+        return self.stalled
+
     def update(self, now, incumbent, bound, improving=False) -> bool:
         if self.progress is not None and (improving or now - self.last_report >= PROGRESS_INTERVAL):
             self.last_report = now
@@ -178,8 +183,13 @@ def solve_highs(model, options: SolverOptions, start=None, progress=None) -> Sol
         if rule.update(out.running_time, incumbent, bound, improving) and not improving:
             event.interrupt()
 
+    def lp_check(event):  # long root LPs: the MIP callback is not reached meanwhile
+        if rule.expired(event.data_out.running_time):
+            event.interrupt()
+
     h.cbMipImprovingSolution.subscribe(lambda e: report(e, improving=True))
     h.cbMipInterrupt.subscribe(report)
+    h.cbSimplexInterrupt.subscribe(lp_check)
     h.run()
     wall = time.perf_counter() - begin
     info = h.getInfo()
