@@ -10,9 +10,9 @@ from sklearn.exceptions import NotFittedError
 
 from governance.ensemble import Ensemble, UnsupportedModelError, read_ensemble
 from governance.miret import MiretSurrogate, SolveReport, build_problem
-from governance.miret import estimator as estimator_module
-from governance.miret.formulation import build_model
-from governance.miret.solvers import gurobi_license, solve
+from governance.miret import engine as engine_module
+from governance.miret.formulation import build_model, encode
+from governance.miret.solvers import gurobi_license
 
 SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_solver)
 
@@ -20,7 +20,7 @@ SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_so
 @pytest.fixture(scope="module")
 def fitted(small_forest):
     X, forest = small_forest
-    return MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=20).fit(X, forest)
+    return MiretSurrogate(forest, gamma_percentile=0, solver="highs", time_limit=20).fit(X)
 
 
 def test_fit_reaches_the_proved_optimum(small_forest, fitted):
@@ -46,16 +46,18 @@ def test_fit_reaches_the_proved_optimum(small_forest, fitted):
 def test_predict_reproduces_the_solver_assignment(small_forest):
     X, forest = small_forest
     surrogate = MiretSurrogate(
-        gamma_percentile=0, solver="highs", time_limit=20, warm_start=False
-    ).fit(X, forest)
-    assert surrogate.solve_report_.incumbent_source == "solver"
-    # the same model solved again (deterministic HiGHS) gives the assignment z
+        forest, gamma_percentile=0, solver="highs", time_limit=20, warm_start=False
+    ).fit(X)
+    report = surrogate.solve_report_
+    assert report.incumbent_source in ("solver", "cart")
+    # the tree's own assignment (un-centered: b + eps/2) is an optimal MILP solution
     problem = build_problem(X, read_ensemble(forest), gamma_percentile=0)
     model = build_model(problem)
-    result = solve(model, solver="highs", time_limit=20, mip_gap=1e-4, random_state=0)
-    _, _, leaves = model.decode(result.x)
-    np.testing.assert_array_equal(surrogate.apply(X), leaves)
-    sign = np.where(leaves % 2 == 1, 0, 1)
+    tree = surrogate.tree_
+    x = encode(tree.coef, tree.intercept + problem.epsilon / 2, surrogate.apply(X), model)
+    assert model.is_feasible(x)
+    assert model.objective(x) == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
+    sign = np.where(surrogate.apply(X) % 2 == 1, 0, 1)
     np.testing.assert_array_equal(surrogate.predict(X), forest.classes_[sign])
     # proximity components share a leaf
     for c in range(problem.n_components):
@@ -65,7 +67,7 @@ def test_predict_reproduces_the_solver_assignment(small_forest):
 @pytest.mark.skipif(gurobi_license() == "unavailable", reason="gurobipy has no working license")
 def test_gurobi_fit_agrees(small_forest):
     X, forest = small_forest
-    surrogate = MiretSurrogate(gamma_percentile=0, solver="gurobi", time_limit=20).fit(X, forest)
+    surrogate = MiretSurrogate(forest, gamma_percentile=0, solver="gurobi", time_limit=20).fit(X)
     assert surrogate.solve_report_.solver == "gurobi"
     assert surrogate.solve_report_.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
 
@@ -73,15 +75,17 @@ def test_gurobi_fit_agrees(small_forest):
 def test_basic_formulation_and_unreduced_model_agree(small_forest):
     X, forest = small_forest
     for params in ({"formulation": "basic"}, {"reductions": False}):
-        surrogate = MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=20, **params)
-        report = surrogate.fit(X, forest).solve_report_
+        surrogate = MiretSurrogate(
+            forest, gamma_percentile=0, solver="highs", time_limit=20, **params
+        )
+        report = surrogate.fit(X).solve_report_
         assert report.status == "optimal"
         assert report.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
 
 
 def test_excluded_features_have_zero_coefficients(small_forest):
     X, forest = small_forest
-    surrogate = MiretSurrogate(gamma_percentile=50, solver="highs", time_limit=20).fit(X, forest)
+    surrogate = MiretSurrogate(forest, gamma_percentile=50, solver="highs", time_limit=20).fit(X)
     problem = build_problem(X, read_ensemble(forest), gamma_percentile=50)
     assert not problem.allowed.all()
     assert np.all(surrogate.tree_.coef[~problem.allowed[problem.node_level]] == 0)
@@ -94,7 +98,7 @@ def test_json_round_trip_predicts_identically(fitted, small_forest):
     grid = np.random.default_rng(5).random((200, 3)) * 1.2 - 0.1
     np.testing.assert_array_equal(restored.predict(grid), fitted.predict(grid))
     np.testing.assert_array_equal(restored.apply(X), fitted.apply(X))
-    assert restored.get_params() == fitted.get_params()
+    assert restored.get_params() == {**fitted.get_params(deep=False), "ensemble": None}
     assert restored.rules() == fitted.rules()
     assert restored.solve_report_ == fitted.solve_report_
     np.testing.assert_array_equal(restored.selected_features_, fitted.selected_features_)
@@ -115,20 +119,19 @@ def test_sklearn_conventions(small_forest):
     "bad, message",
     [
         (lambda X: np.where(np.eye(*X.shape, dtype=bool), np.nan, X), "NaN"),
-        (lambda X: np.where(np.eye(*X.shape, dtype=bool), 1.5, X), r"\[0, 1\]"),
         (lambda X: np.hstack([X, X]), "3 columns"),
     ],
 )
 def test_bad_input_is_refused(small_forest, bad, message):
     X, forest = small_forest
     with pytest.raises(ValueError, match=message):
-        MiretSurrogate(time_limit=5).fit(bad(X), forest)
+        MiretSurrogate(forest, time_limit=5).fit(bad(X))
 
 
 def test_unfitted_model_is_refused(small_forest):
     X, _ = small_forest
     with pytest.raises(UnsupportedModelError, match="not fitted"):
-        MiretSurrogate(time_limit=5).fit(X, RandomForestClassifier())
+        MiretSurrogate(RandomForestClassifier(), time_limit=5).fit(X)
 
 
 def test_one_class_ensemble_gives_the_trivial_tree():
@@ -142,18 +145,12 @@ def test_one_class_ensemble_gives_the_trivial_tree():
     }
     ensemble = Ensemble.from_arrays([stump], n_features=2, classes=("no", "yes"))
     X = np.random.default_rng(2).random((9, 2))
-    surrogate = MiretSurrogate(time_limit=5).fit(X, ensemble)
+    surrogate = MiretSurrogate(ensemble, time_limit=5).fit(X)
     report = surrogate.solve_report_
     assert report.status == "trivial" and report.solver == "none"
     assert report.objective == 0.0
     assert list(surrogate.predict(X)) == ["yes"] * 9
     assert surrogate.selected_features_.size == 0
-
-
-def test_no_allowed_feature_suggests_a_lower_percentile(small_forest):
-    X, forest = small_forest
-    with pytest.raises(ValueError, match="lower gamma_percentile"):
-        MiretSurrogate(gamma_percentile=100, time_limit=5).fit(X, forest)
 
 
 def test_duplicates_ties_and_fewer_samples_than_leaves():
@@ -164,8 +161,10 @@ def test_duplicates_ties_and_fewer_samples_than_leaves():
     forest.fit(X, [0, 0, 1, 1, 0, 1, 0])
     ensemble = read_ensemble(forest)
     assert ensemble.max_depth == 3
-    surrogate = MiretSurrogate(alpha=0.01, gamma_percentile=0, solver="highs", time_limit=10)
-    report = surrogate.fit(X, forest).solve_report_
+    surrogate = MiretSurrogate(
+        forest, alpha=0.01, gamma_percentile=0, solver="highs", time_limit=10
+    )
+    report = surrogate.fit(X).solve_report_
     assert report.status == "optimal"
     problem = build_problem(X, ensemble, alpha=0.01, gamma_percentile=0)
     leaves = surrogate.apply(X)
@@ -174,28 +173,30 @@ def test_duplicates_ties_and_fewer_samples_than_leaves():
     np.testing.assert_array_equal(surrogate.predict(X), forest.predict(X))  # fits exactly
 
 
-def test_time_limit_before_any_incumbent_returns_the_heuristic(small_forest, monkeypatch):
+def test_time_limit_before_any_solver_progress_returns_the_cart_seed(small_forest, monkeypatch):
     X, forest = small_forest
-    real_solve = estimator_module.solve
+    real_solve = engine_module.solve
 
     def starved(model, **options):
         return real_solve(model, **{**options, "time_limit": 0.0})
 
-    monkeypatch.setattr(estimator_module, "solve", starved)
-    surrogate = MiretSurrogate(gamma_percentile=0, solver="highs", warm_start=False, time_limit=5)
-    surrogate.fit(X, forest)
+    monkeypatch.setattr(engine_module, "solve", starved)
+    surrogate = MiretSurrogate(
+        forest, gamma_percentile=0, solver="highs", warm_start=False, time_limit=5
+    )
+    surrogate.fit(X)
     report = surrogate.solve_report_
-    assert report.status == "time_limit_no_incumbent"
-    assert report.incumbent_source == "heuristic"
-    assert report.objective == pytest.approx(report.warm_start_objective)
+    assert report.status.startswith("time_limit") and report.stop_reason == "time_limit"
+    assert report.incumbent_source == "cart"
+    assert report.objective == pytest.approx(report.cart_seed_objective)
     assert report.objective >= SMALL_OPTIMUM - 1e-9
 
 
 def test_progress_is_reported(small_forest):
     X, forest = small_forest
     seen = []
-    MiretSurrogate(gamma_percentile=0, solver="highs", time_limit=10).fit(
-        X, forest, progress=lambda *values: seen.append(values)
+    MiretSurrogate(forest, gamma_percentile=0, solver="highs", time_limit=10).fit(
+        X, progress=lambda *values: seen.append(values)
     )
     assert seen and len(seen[-1]) == 4
     assert seen[-1][1] == pytest.approx(SMALL_OPTIMUM, abs=1e-6)

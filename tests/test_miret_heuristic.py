@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from governance.miret.heuristic import check_feasible, warm_start
+from governance.miret.feasibility import check_feasible
+from governance.miret.heuristic import warm_start
 from governance.miret.problem import MiretProblem
 from governance.miret.tree import SurrogateTree
 
@@ -36,8 +37,8 @@ def make_problem(
     )
 
 
-def fit(problem, budget=20.0):
-    tree, info = warm_start(problem, random_state=0, time_budget=budget)
+def fit(problem):
+    tree, info = warm_start(problem, random_state=0)
     assert check_feasible(tree, problem) == []
     assert info["objective"] <= info["greedy_objective"] + 1e-12
     assert info["objective"] == pytest.approx(tree.objective(problem))
@@ -68,7 +69,7 @@ def test_oblique_target_feasible_improved_and_deterministic():
     assert info["fidelity"] >= 0.95
     leaves = tree.apply(X)
     assert len(set(leaves[[3, 17, 40]])) == 1
-    again, info_again = warm_start(problem, random_state=0, time_budget=20.0)
+    again, info_again = warm_start(problem, random_state=0)
     np.testing.assert_array_equal(again.coef, tree.coef)
     np.testing.assert_array_equal(again.intercept, tree.intercept)
     assert info_again["objective"] == info["objective"]
@@ -173,7 +174,7 @@ def test_warm_start_on_a_random_forest_is_milp_feasible(breast_cancer):
     X = MinMaxScaler().fit_transform(X.iloc[:200])
     forest = RandomForestClassifier(20, max_depth=2, random_state=0).fit(X, y.iloc[:200])
     problem = build_problem(X, read_ensemble(forest), alpha=0.2, proximity_threshold=0.9)
-    tree, info = fit(problem, budget=3.0)
+    tree, info = fit(problem)
     assert info["fidelity"] >= 0.95
     model = formulation.build_model(problem)
     assert model.is_feasible(formulation.encode(tree.coef, tree.intercept, tree.apply(X), model))

@@ -94,8 +94,10 @@ def test_frequency_thresholds_follow_the_paper():
     everything = build_problem(X, ensemble, gamma_percentile=0)
     np.testing.assert_array_equal(everything.allowed, everything.frequency > 0)
     np.testing.assert_allclose(problem.penalty[0], [0.5 / 0.5, 0, 0, 0])
-    nothing = build_problem(X, ensemble, gamma_percentile=100)
-    assert not nothing.allowed.any()
+    # h = 100 keeps only each level's most frequent feature (never an empty level)
+    top = build_problem(X, ensemble, gamma_percentile=100)
+    np.testing.assert_array_equal(top.allowed, [[1, 0, 0, 0], [0, 1, 0, 0]])
+    assert top.allowed_features == [["x0"], ["x1"]]
 
 
 def test_problem_labels_weights_and_components(small):

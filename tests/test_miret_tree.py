@@ -5,7 +5,7 @@ import pytest
 from sklearn.preprocessing import MinMaxScaler
 
 from governance.miret.problem import MiretProblem
-from governance.miret.tree import SurrogateTree, miret_objective, node_level
+from governance.miret.tree import SurrogateTree, node_level
 
 # node 0: x0 <= 0.5 goes left; node 1: x1 <= 0.3; node 2: x1 <= x0
 COEF = [[1.0, 0.0], [0.0, 1.0], [-1.0, 1.0]]
@@ -203,7 +203,7 @@ def test_objective_matches_formula(tree):
     # misfits: sample 1 (0.8) and sample 3 (0.6); penalties: node 0 uses x0 at level 0
     # (0.5/0.5 = 1), node 1 uses x1 (0.5/0.2 = 2.5), node 2 uses x0 and x1 (5 + 2.5)
     expected = 0.8 + 0.6 + 1.0 + 2.5 + 5.0 + 2.5
-    assert miret_objective(problem, tree) == pytest.approx(expected)
+    assert tree.objective(problem) == pytest.approx(expected)
     assert tree.objective(problem) == pytest.approx(expected)
     assert problem.objective(tree.coef, tree.apply(X)) == pytest.approx(expected)
 

@@ -10,10 +10,11 @@ _EXPORTS = {
     "MiretProblem": "governance.miret.problem",
     "build_problem": "governance.miret.problem",
     "MiretSurrogate": "governance.miret.estimator",
-    "SolveReport": "governance.miret.estimator",
+    "SolveReport": "governance.miret.report",
+    "MiretSearchCV": "governance.miret.search",
 }
 
-__all__ = ["MiretProblem", "MiretSurrogate", "SolveReport", "build_problem"]
+__all__ = ["MiretProblem", "MiretSearchCV", "MiretSurrogate", "SolveReport", "build_problem"]
 
 
 def __getattr__(name):

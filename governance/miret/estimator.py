@@ -2,126 +2,65 @@
 
 from __future__ import annotations
 
-import math
 import time
-import warnings
-from dataclasses import asdict, dataclass, fields
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.preprocessing import MinMaxScaler
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from governance.ensemble import Ensemble, read_ensemble
-from governance.miret import formulation as milp
-from governance.miret.heuristic import warm_start
-from governance.miret.problem import build_problem
-from governance.miret.solvers import SOLVERS, relative_gap, solve
+from governance.miret.cart import cart_predict
+from governance.miret.engine import fit_problem, fit_trivial
+from governance.miret.problem import FORMULATIONS, build_problem
+from governance.miret.report import SolveReport
+from governance.miret.sampling import sample_rows
+from governance.miret.solvers import SOLVERS
 from governance.miret.tree import SurrogateTree
 
 FORMAT = "miret-surrogate"
-FORMAT_VERSION = 1
-# Share of the time limit the warm-start heuristic may use.
-HEURISTIC_SHARE = 0.2
+FORMAT_VERSION = 2
+DEFAULT_MAX_ROWS = 2000
+_SCALER_FIELDS = ("min_", "scale_", "data_min_", "data_max_", "data_range_")
 
 
-@dataclass
-class SolveReport:
-    """What a fit did and how good its tree is.
-
-    ``objective`` is the MIRET objective of the returned tree evaluated on the data;
-    ``solver_objective`` the solver's incumbent value; ``bound`` the solver's dual bound
-    and ``gap`` the relative gap of ``objective`` to ``bound``. ``status`` is the
-    solver's (see :mod:`governance.miret.solvers`), ``"trivial"`` when the ensemble
-    predicts one class (the constant tree has objective 0, the global minimum; no solver
-    runs), or ``"not_started"`` when the heuristic used the whole time limit.
-    ``incumbent_source`` says whether the tree comes from the solver or the heuristic
-    (the constant tree of a ``"trivial"`` fit counts as heuristic).
-    """
-
-    solver: str
-    solver_version: str
-    status: str
-    objective: float
-    bound: float
-    gap: float
-    wall_time: float
-    nodes: int
-    n_variables: int
-    n_binaries: int
-    n_constraints: int
-    n_nonzeros: int
-    warm_start_objective: float
-    warm_start_feasible: bool
-    incumbent_source: str
-    time_limit: float
-    solver_objective: float
-    build_time: float
-    heuristic_time: float
-    solve_time: float
-    formulation: str
-    reductions: bool
-    mip_gap: float
-
-    def to_dict(self) -> dict:
-        """Plain JSON values; non-finite floats become None."""
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                out[key] = None
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> SolveReport:
-        values = {}
-        for f in fields(cls):
-            value = data[f.name]
-            values[f.name] = math.nan if value is None and f.type == "float" else value
-        return cls(**values)
+def scaler_to_dict(scaler: MinMaxScaler) -> dict:
+    """A fitted MinMaxScaler as plain numbers."""
+    out = {name: np.asarray(getattr(scaler, name)).tolist() for name in _SCALER_FIELDS}
+    out["feature_range"] = list(scaler.feature_range)
+    out["n_samples_seen_"] = int(scaler.n_samples_seen_)
+    return out
 
 
-def _centered(tree: SurrogateTree, epsilon: float, problem) -> SurrogateTree:
-    """The tree with ``b_t -= epsilon / 2``: a MILP-feasible tree keeps its assignment
-    (``<= 0`` stays ``<= -eps/2``, ``>= eps`` becomes ``>= eps/2``) with margin eps/2."""
-    return SurrogateTree(
-        np.asarray(tree.coef, dtype=np.float64),
-        np.asarray(tree.intercept, dtype=np.float64) - epsilon / 2,
-        problem.depth,
-        problem.feature_names,
-        problem.classes,
-    )
+def scaler_from_dict(data: dict) -> MinMaxScaler:
+    """The MinMaxScaler written by :func:`scaler_to_dict` (no refit)."""
+    scaler = MinMaxScaler(feature_range=tuple(data["feature_range"]))
+    for name in _SCALER_FIELDS:
+        setattr(scaler, name, np.asarray(data[name], dtype=np.float64))
+    scaler.n_features_in_ = scaler.min_.size
+    scaler.n_samples_seen_ = int(data["n_samples_seen_"])
+    return scaler
 
 
-def _constant_tree(problem, sign) -> SurrogateTree:
-    """All samples to the leftmost (sign -1) or rightmost (+1) leaf, no feature used."""
-    n_branch = problem.n_branch
-    side = float(sign)
-    return SurrogateTree(
-        np.zeros((n_branch, problem.n_features)),
-        np.full(n_branch, side * problem.epsilon / 2),
-        problem.depth,
-        problem.feature_names,
-        problem.classes,
-    )
-
-
-def _majority_tree(problem) -> SurrogateTree:
-    """The constant tree of the class with the larger total weight ``p^i``."""
-    positive = problem.weight[problem.y == 1].sum()
-    return _constant_tree(problem, 1 if positive >= problem.weight.sum() / 2 else -1)
-
-
-class MiretSurrogate(BaseEstimator):
+class MiretSurrogate(ClassifierMixin, BaseEstimator):
     """Optimal oblique surrogate tree of a tree ensemble (MIRET, solved as a MILP).
 
     Parameters
     ----------
+    ensemble : Ensemble or fitted tree-ensemble model
+        Anything :func:`governance.ensemble.read_ensemble` reads (a Pipeline may put one
+        MinMaxScaler before the ensemble).
     depth : int, optional
-        Surrogate depth ``D``; default the ensemble's depth (no deeper than it).
+        Surrogate depth ``D``; default the ensemble's depth.
     alpha : float
         Weight of the frequency-weighted sparsity penalty.
     gamma_percentile : float
         ``h``: a level may use the features whose level frequency exceeds the h-th
-        percentile of the level's positive frequencies (0: every used feature).
+        percentile of the level's positive frequencies (0: every used feature), and
+        always its most frequent feature(s).
     proximity_threshold : float
         Samples whose ensemble proximity is at least this share a leaf (above 1: none).
     epsilon : float
@@ -130,32 +69,66 @@ class MiretSurrogate(BaseEstimator):
         Improved MIRET or b-MIRET.
     solver : {"auto", "highs", "gurobi"}
     time_limit : float
-        Seconds for the whole fit (problem, warm start and solver).
+        Safety cap in seconds for the whole fit (see ``solve_report_.time_limit_hit``).
+    stall_time : float, optional
+        The solver stops after this many seconds in which neither incumbent nor bound
+        moved; default ``min(3, 0.2 * time_limit)``.
     mip_gap : float
         Relative MIP gap at which the solver stops.
     threads : int, optional
     random_state : int
-        Seed of the heuristic and the solver.
+        Seed of the sample, the heuristic, CART and the solver.
     warm_start : bool
-        Run the heuristic and give its tree to the solver.
+        Run the heuristic (always seeded with the CART trees).
     reductions : bool
         Exact model reductions (see :mod:`governance.miret.formulation`).
+    max_rows : int, optional
+        The problem uses a stratified, proximity-preserving sample of at most this many
+        rows (:mod:`governance.miret.sampling`); None uses every row.
 
     Attributes
     ----------
     tree_ : SurrogateTree
+        Splits in normalized space (``input_scaler_`` output).
     solve_report_ : SolveReport
+    input_scaler_ : MinMaxScaler
+        The ensemble's own MinMaxScaler, or one fitted on the fit data.
+    baseline_ : dict
+        The depth-D CART baseline (plain arrays, normalized space).
+    leaf_counts_ : ndarray of shape (2**D, 2)
+        Fit-sample labels (``classes_[0]``, ``classes_[1]``) in each leaf.
     selected_features_ : ndarray of int
-        Sorted indices of the features the tree uses.
     problem_ : dict
-        Sizes of the instance.
+    n_rows_seen_, n_rows_used_ : int
+        Rows given to ``fit`` and rows in the problem's sample.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
     classes_ : ndarray
     """
 
+    _parameter_constraints: ClassVar[dict] = {
+        "ensemble": "no_validation",
+        "depth": [Interval(Integral, 1, None, closed="left"), None],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "gamma_percentile": [Interval(Real, 0, 100, closed="both")],
+        "proximity_threshold": [Interval(Real, 0, None, closed="neither")],
+        "epsilon": [Interval(Real, 0, 1, closed="neither")],
+        "formulation": [StrOptions(set(FORMULATIONS))],
+        "solver": [StrOptions(set(SOLVERS))],
+        "time_limit": [Interval(Real, 0, None, closed="neither")],
+        "stall_time": [Interval(Real, 0, None, closed="neither"), None],
+        "mip_gap": [Interval(Real, 0, 1, closed="both")],
+        "threads": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": [Interval(Integral, 0, None, closed="left")],
+        "warm_start": ["boolean"],
+        "reductions": ["boolean"],
+        "max_rows": [Interval(Integral, 2, None, closed="left"), None],
+    }
+
     def __init__(
         self,
+        ensemble=None,
+        *,
         depth=None,
         alpha=0.5,
         gamma_percentile=100 / 3,
@@ -163,13 +136,16 @@ class MiretSurrogate(BaseEstimator):
         epsilon=1e-3,
         formulation="miret",
         solver="auto",
-        time_limit=60,
+        time_limit=60.0,
+        stall_time=None,
         mip_gap=1e-4,
         threads=None,
         random_state=0,
         warm_start=True,
         reductions=True,
+        max_rows=DEFAULT_MAX_ROWS,
     ):
+        self.ensemble = ensemble
         self.depth = depth
         self.alpha = alpha
         self.gamma_percentile = gamma_percentile
@@ -178,22 +154,67 @@ class MiretSurrogate(BaseEstimator):
         self.formulation = formulation
         self.solver = solver
         self.time_limit = time_limit
+        self.stall_time = stall_time
         self.mip_gap = mip_gap
         self.threads = threads
         self.random_state = random_state
         self.warm_start = warm_start
         self.reductions = reductions
+        self.max_rows = max_rows
+
+    def __sklearn_clone__(self):
+        """A copy with the same parameters that shares the (read-only) ensemble: cloning
+        a fitted model the usual way would drop its fit."""
+        return type(self)(**self.get_params(deep=False))
+
+    # ------------------------------------------------------------------ inputs
+    def _read_ensemble(self) -> Ensemble:
+        if self.ensemble is None:
+            raise ValueError("MiretSurrogate needs ensemble=<fitted tree ensemble> to fit")
+        ensemble = self.ensemble
+        ensemble = ensemble if isinstance(ensemble, Ensemble) else read_ensemble(ensemble)
+        steps = getattr(ensemble.preprocessor, "steps", None)
+        if ensemble.preprocessor is not None and (ensemble.scaler is None or len(steps) != 1):
+            raise ValueError(
+                "the ensemble's pipeline has preprocessing other than one MinMaxScaler; "
+                "pass the fitted ensemble step and its transformed inputs instead"
+            )
+        return ensemble
+
+    @staticmethod
+    def _columns(X, names):
+        """``X`` as a float array in the order of ``names`` (DataFrames matched by name)."""
+        columns = getattr(X, "columns", None)
+        if columns is not None and set(names) <= {str(c) for c in columns}:
+            X = X[list(names)]
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != len(names):
+            raise ValueError(
+                f"X must be a 2-D array with {len(names)} columns "
+                f"({', '.join(list(names)[:5])}...), got shape {X.shape}"
+            )
+        if X.shape[0] == 0:
+            raise ValueError("X has no rows; pass at least one sample")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X has NaN or infinite values; impute or drop them first")
+        return X
+
+    def _normalized(self, X) -> np.ndarray:
+        """Predict-time input: the fit's units mapped by ``input_scaler_``."""
+        check_is_fitted(self, "tree_")
+        return self.input_scaler_.transform(self._columns(X, self.feature_names_in_))
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, ensemble, progress=None):
-        """Fit the surrogate of ``ensemble`` on normalized samples ``X``.
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, progress=None):
+        """Fit the surrogate of ``ensemble`` on ``X`` (the ensemble's input units).
 
         Parameters
         ----------
         X : array-like of shape (n, p)
-            Samples in the ensemble's normalized input units (in ``[0, 1]``).
-        ensemble : Ensemble or fitted tree-ensemble model
-            Anything :func:`governance.ensemble.read_ensemble` reads.
+            What the ensemble (or its pipeline) takes in ``predict``.
+        y : array-like of shape (n,), optional
+            Must equal the ensemble's predictions (the labels are always the ensemble's).
         progress : callable, optional
             ``progress(elapsed, incumbent, bound, gap)`` while the solver runs.
 
@@ -202,14 +223,27 @@ class MiretSurrogate(BaseEstimator):
         self
         """
         begin = time.perf_counter()
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
-        if not self.time_limit > 0:
-            raise ValueError(f"time_limit must be positive seconds, got {self.time_limit}")
-        if not isinstance(ensemble, Ensemble):
-            ensemble = read_ensemble(ensemble)
+        ensemble = self._read_ensemble()
+        X = self._columns(X, ensemble.feature_names)
+        if ensemble.scaler is not None:
+            self.input_scaler_, scaler = ensemble.scaler, None
+            tree_inputs = np.asarray(ensemble.scaler.transform(X), dtype=np.float64)
+        else:
+            self.input_scaler_ = scaler = MinMaxScaler().fit(X)
+            tree_inputs = X
+        if y is not None:
+            predicted = ensemble.predict(tree_inputs)
+            y = np.asarray(y)
+            if y.shape != predicted.shape or np.any(y != predicted):
+                raise ValueError(
+                    "y must equal the ensemble's predictions on X (the surrogate explains "
+                    f"the ensemble, not the ground truth): {int(np.sum(y != predicted))} of "
+                    f"{predicted.size} labels differ; pass y=None"
+                )
+        rows = sample_rows(ensemble, tree_inputs, self.max_rows, self.random_state)
+        self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
         problem = build_problem(
-            X,
+            tree_inputs[rows],
             ensemble,
             depth=self.depth,
             alpha=self.alpha,
@@ -217,210 +251,113 @@ class MiretSurrogate(BaseEstimator):
             proximity_threshold=self.proximity_threshold,
             epsilon=self.epsilon,
             formulation=self.formulation,
+            scaler=scaler,
         )
+        params = self.get_params(deep=False)
+        fit = fit_trivial if np.all(problem.y == problem.y[0]) else fit_problem
+        args = (problem, params, begin) + (() if fit is fit_trivial else (progress,))
+        self.tree_, self.solve_report_, self.baseline_ = fit(*args)
+        leaves = self.tree_.apply(problem.X) - (2**problem.depth - 1)
+        self.leaf_counts_ = np.zeros((2**problem.depth, 2), dtype=np.int64)
+        np.add.at(self.leaf_counts_, (leaves, (problem.y == 1).astype(np.int64)), 1)
         self.n_features_in_ = problem.n_features
         self.feature_names_in_ = np.asarray(problem.feature_names, dtype=object)
         self.classes_ = np.asarray(ensemble.classes)
         self.problem_ = problem.summary()
-        if np.all(problem.y == problem.y[0]):
-            self._fit_trivial(problem, begin)
-        else:
-            self._fit_milp(problem, begin, progress)
         self.selected_features_ = np.asarray(self.tree_.used_features(), dtype=np.int64)
         return self
 
-    def _fit_trivial(self, problem, begin):
-        self.tree_ = _constant_tree(problem, problem.y[0])
-        objective = problem.objective(self.tree_.coef, self.tree_.apply(problem.X))
-        elapsed = time.perf_counter() - begin
-        self.solve_report_ = SolveReport(
-            solver="none",
-            solver_version="",
-            status="trivial",
-            objective=objective,
-            bound=0.0,
-            gap=0.0,
-            wall_time=elapsed,
-            nodes=0,
-            n_variables=0,
-            n_binaries=0,
-            n_constraints=0,
-            n_nonzeros=0,
-            warm_start_objective=math.nan,
-            warm_start_feasible=False,
-            incumbent_source="heuristic",
-            time_limit=float(self.time_limit),
-            solver_objective=math.nan,
-            build_time=elapsed,
-            heuristic_time=0.0,
-            solve_time=0.0,
-            formulation=problem.formulation,
-            reductions=bool(self.reductions),
-            mip_gap=float(self.mip_gap),
-        )
-
-    def _heuristic(self, problem, model, budget):
-        """Warm-start tree and its MILP solution vector (None when not MILP-feasible)."""
-        try:
-            tree, _ = warm_start(problem, random_state=self.random_state, time_budget=budget)
-        except RuntimeError as exc:
-            warnings.warn(f"no warm start: {exc}", RuntimeWarning, stacklevel=4)
-            return _majority_tree(problem), None
-        x0 = milp.encode(tree.coef, tree.intercept, tree.apply(problem.X), model)
-        if model.is_feasible(x0):
-            return tree, x0
-        warnings.warn(
-            "the warm-start tree violates the MILP (largest violation "
-            f"{model.violation(x0):.3g}); the solver starts without it",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        return tree, None
-
-    def _fit_milp(self, problem, begin, progress):
-        model = milp.build_model(problem, reductions=self.reductions)
-        build_time = time.perf_counter() - begin
-
-        heuristic_tree = start = None
-        warm_feasible = False
-        heuristic_time = 0.0
-        if self.warm_start:
-            t0 = time.perf_counter()
-            heuristic_tree, start = self._heuristic(
-                problem, model, HEURISTIC_SHARE * self.time_limit
-            )
-            heuristic_time = time.perf_counter() - t0
-            warm_feasible = start is not None
-
-        remaining = self.time_limit - (time.perf_counter() - begin)
-        result = None
-        if remaining > 0:
-            result = solve(
-                model,
-                solver=self.solver,
-                time_limit=remaining,
-                mip_gap=self.mip_gap,
-                threads=self.threads,
-                random_state=self.random_state,
-                start=start,
-                progress=progress,
-            )
-        if heuristic_tree is None and (result is None or result.x is None):
-            # no incumbent at all: fall back to the heuristic within a small budget
-            heuristic_tree, x0 = self._heuristic(problem, model, max(1.0, 0.1 * self.time_limit))
-            warm_feasible = x0 is not None
-        # candidates in order of preference on equal objective: heuristic, then solver
-        candidates = []
-        warm_objective = math.nan
-        if heuristic_tree is not None:
-            # a MILP-feasible tree keeps its assignment when centered; otherwise keep it
-            tree = heuristic_tree
-            if warm_feasible:
-                tree = _centered(heuristic_tree, problem.epsilon, problem)
-            warm_objective = problem.objective(tree.coef, tree.apply(problem.X))
-            candidates.append(("heuristic", tree))
-        if result is not None and result.x is not None:
-            coef, intercept, _ = model.decode(result.x)
-            solved = SurrogateTree(
-                coef, intercept, problem.depth, problem.feature_names, problem.classes
-            )
-            candidates.append(("solver", _centered(solved, problem.epsilon, problem)))
-        scored = [
-            (problem.objective(tree.coef, tree.apply(problem.X)), k, source, tree)
-            for k, (source, tree) in enumerate(candidates)
-        ]
-        objective, _, source, self.tree_ = min(scored, key=lambda item: item[:2])
-
-        bound = result.bound if result is not None else -math.inf
-        self.solve_report_ = SolveReport(
-            solver=result.solver if result is not None else "none",
-            solver_version=result.solver_version if result is not None else "",
-            status=result.status if result is not None else "not_started",
-            objective=float(objective),
-            bound=float(bound),
-            gap=relative_gap(objective, bound),
-            wall_time=time.perf_counter() - begin,
-            nodes=result.nodes if result is not None else 0,
-            n_variables=model.n_vars,
-            n_binaries=model.n_binaries,
-            n_constraints=model.n_rows,
-            n_nonzeros=model.nnz,
-            warm_start_objective=float(warm_objective),
-            warm_start_feasible=bool(warm_feasible),
-            incumbent_source=source,
-            time_limit=float(self.time_limit),
-            solver_objective=result.objective if result is not None else math.inf,
-            build_time=build_time,
-            heuristic_time=heuristic_time,
-            solve_time=result.wall_time if result is not None else 0.0,
-            formulation=problem.formulation,
-            reductions=bool(self.reductions),
-            mip_gap=float(self.mip_gap),
-        )
-
     # ------------------------------------------------------------------ prediction
-    def _check_X(self, X) -> np.ndarray:
-        check_is_fitted(self, "tree_")
-        names = [str(n) for n in self.feature_names_in_]
-        columns = getattr(X, "columns", None)
-        if columns is not None and set(names) <= {str(c) for c in columns}:
-            X = X[names]
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X must be a 2-D array with {self.n_features_in_} columns, got shape {X.shape}"
-            )
-        if not np.all(np.isfinite(X)):
-            raise ValueError("X has NaN or infinite values; impute or drop them first")
-        return X
-
     def predict(self, X) -> np.ndarray:
-        """Labels (the ensemble's classes) of normalized samples."""
-        X = self._check_X(X)
+        """Labels (the ensemble's classes) of samples in the fit's input units."""
+        X = self._normalized(X)
         return self.tree_.predict(X)
 
+    def predict_proba(self, X) -> np.ndarray:
+        """Class shares of the fit sample's ensemble labels in each sample's leaf (an
+        empty leaf gives its fixed class probability 1)."""
+        leaves = self.apply(X) - (2**self.tree_.depth - 1)
+        counts = self.leaf_counts_.astype(np.float64)
+        empty = counts.sum(axis=1) == 0
+        counts[empty, (np.arange(counts.shape[0]) % 2 == 1)[empty].astype(np.int64)] = 1.0
+        return (counts / counts.sum(axis=1, keepdims=True))[leaves]
+
     def apply(self, X) -> np.ndarray:
-        """Leaf position (``2^D - 1 .. 2^{D+1} - 2``) of each normalized sample."""
-        X = self._check_X(X)
+        """Leaf position (``2^D - 1 .. 2^{D+1} - 2``) of each sample."""
+        X = self._normalized(X)
         return self.tree_.apply(X)
 
     def decision_path(self, x) -> list:
-        """``(node, value, side)`` along the path of one normalized sample."""
-        x = self._check_X(np.asarray(x, dtype=np.float64).reshape(1, -1))[0]
+        """``(node, value, side)`` along the path of one sample."""
+        x = self._normalized(np.reshape(x, (1, -1)))[0]
         return self.tree_.decision_path(x)
 
-    def rules(self, feature_names=None, scaler=None) -> str:
-        """One line per branch node (raw units when a fitted MinMaxScaler is given)."""
+    def rules(self, feature_names=None) -> str:
+        """One line per branch node, in the fit's input units."""
         check_is_fitted(self, "tree_")
-        return self.tree_.rules(feature_names=feature_names, scaler=scaler)
+        return self.tree_.rules(feature_names=feature_names, scaler=self.input_scaler_)
+
+    def score(self, X, y=None, sample_weight=None) -> float:
+        """Fidelity: share of samples where the surrogate agrees with ``y`` (the
+        ensemble's labels; computed from the ensemble when None)."""
+        if y is None:
+            ensemble = self._read_ensemble()
+            X_in = self._columns(X, self.feature_names_in_)
+            tree_inputs = ensemble.scaler.transform(X_in) if ensemble.scaler is not None else X_in
+            y = ensemble.predict(tree_inputs)
+        agree = self.predict(X) == np.asarray(y)
+        return float(np.average(agree, weights=sample_weight))
+
+    def baseline_fidelity(self, X, y=None) -> float:
+        """Fidelity of the depth-D CART baseline (fitted on the same labels) on ``X``."""
+        if y is None:
+            ensemble = self._read_ensemble()
+            X_in = self._columns(X, self.feature_names_in_)
+            tree_inputs = ensemble.scaler.transform(X_in) if ensemble.scaler is not None else X_in
+            y = ensemble.predict(tree_inputs)
+        return float(np.mean(cart_predict(self.baseline_, self._normalized(X)) == np.asarray(y)))
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict:
-        """Plain JSON: parameters, tree, solve report and fitted attributes."""
+        """Plain JSON: parameters (without the ensemble), tree, scaler, report, baseline."""
         check_is_fitted(self, "tree_")
+        params = self.get_params(deep=False)
+        params.pop("ensemble")
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "params": self.get_params(),
+            "params": params,
             "tree": self.tree_.to_dict(),
+            "input_scaler": scaler_to_dict(self.input_scaler_),
             "solve_report": self.solve_report_.to_dict(),
+            "baseline": self.baseline_,
+            "leaf_counts": self.leaf_counts_.tolist(),
             "problem": self.problem_,
-            "selected_features": self.selected_features_.tolist(),
+            "n_rows_seen": self.n_rows_seen_,
+            "n_rows_used": self.n_rows_used_,
             "feature_names_in": [str(n) for n in self.feature_names_in_],
             "classes": self.classes_.tolist(),
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> MiretSurrogate:
+    def from_dict(cls, data: dict, ensemble=None) -> MiretSurrogate:
         """Restore a fitted estimator written by :meth:`to_dict` (no refit)."""
-        if data.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} document (format={data.get('format')!r})")
-        estimator = cls(**data["params"])
+        if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
+            raise ValueError(
+                f"not a {FORMAT} version {FORMAT_VERSION} document (format="
+                f"{data.get('format')!r}, version {data.get('format_version')!r})"
+            )
+        estimator = cls(ensemble, **data["params"])
         estimator.tree_ = SurrogateTree.from_dict(data["tree"])
+        estimator.input_scaler_ = scaler_from_dict(data["input_scaler"])
         estimator.solve_report_ = SolveReport.from_dict(data["solve_report"])
+        estimator.baseline_ = dict(data["baseline"])
+        estimator.leaf_counts_ = np.asarray(data["leaf_counts"], dtype=np.int64)
         estimator.problem_ = dict(data["problem"])
-        estimator.selected_features_ = np.asarray(data["selected_features"], dtype=np.int64)
+        estimator.n_rows_seen_ = int(data["n_rows_seen"])
+        estimator.n_rows_used_ = int(data["n_rows_used"])
         estimator.feature_names_in_ = np.asarray(data["feature_names_in"], dtype=object)
         estimator.n_features_in_ = len(estimator.feature_names_in_)
         estimator.classes_ = np.asarray(data["classes"])
+        estimator.selected_features_ = np.asarray(estimator.tree_.used_features(), dtype=np.int64)
         return estimator

@@ -41,20 +41,21 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from governance.miret.tree import leaf_sign, node_level
+
 FEASIBILITY_TOLERANCE = 1e-7
 
 
 def leaf_signs(depth: int) -> np.ndarray:
     """Class ``c_l`` of the leaves ``2^D - 1 .. 2^{D+1} - 2``: odd position -1, even +1."""
-    positions = np.arange(2**depth - 1, 2 ** (depth + 1) - 1)
-    return np.where(positions % 2 == 1, -1, 1)
+    return leaf_sign(np.arange(2**depth - 1, 2 ** (depth + 1) - 1))
 
 
 def subtree_leaves(depth: int) -> tuple[np.ndarray, np.ndarray]:
     """Boolean matrices ``S_L``, ``S_R`` of shape (2^D - 1, 2^D): leaves left/right of t."""
     n_branch, n_leaves = 2**depth - 1, 2**depth
     t = np.arange(n_branch)
-    level = np.floor(np.log2(t + 1)).astype(np.int64)
+    level = node_level(t)
     width = 2 ** (depth - level)  # leaves under t
     first = (t - (2**level - 1)) * width
     leaf = np.arange(n_leaves)[None, :]

@@ -9,7 +9,12 @@ TE-driven information"):
   (eq. ``miret_frequency``);
 * ``allowed``: ``J_gamma(d) = {j : f_{d,j} > gamma_d}`` (eq. ``def:gamma_d``), where
   ``gamma_d`` is the ``h``-th percentile of the positive frequencies of level ``d``
-  (section "Hyperparameters setting"; ``h = 0`` means ``gamma_d = 0``);
+  (section "Hyperparameters setting"; ``h = 0`` means ``gamma_d = 0``). Deviation from
+  the paper: the most frequent feature(s) of a level with any positive frequency are
+  always allowed. When every tree splits its root on one feature the positive root
+  frequencies are the single value ``f``, its percentile is ``f`` and the strict rule
+  ``f > gamma_d`` would leave the root with no feature at all (a dummy split);
+  keeping the level's maximum never empties a level the ensemble uses;
 * ``component``: connected components of the proximity pairs ``U_TE(m)``
   (eq. ``proxiset``). The proximity constraints ``z_i = z_k`` are transitive, so all
   samples of a component must share a leaf.
@@ -21,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse.csgraph import connected_components
+
+from governance.miret.tree import leaf_sign, node_level
 
 FORMULATIONS = ("miret", "basic")
 BOUND_TOLERANCE = 1e-9
@@ -85,8 +92,13 @@ class MiretProblem:
 
     @property
     def node_level(self) -> np.ndarray:
-        """Level ``floor(log2(t + 1))`` of each branch node ``t``."""
-        return np.floor(np.log2(np.arange(self.n_branch) + 1)).astype(np.int64)
+        """Level of each branch node ``t`` (:func:`governance.miret.tree.node_level`)."""
+        return node_level(np.arange(self.n_branch))
+
+    @property
+    def allowed_features(self) -> list:
+        """Names of the features of ``J_gamma(d)``, one list per level ``d``."""
+        return [[self.feature_names[j] for j in np.flatnonzero(row)] for row in self.allowed]
 
     @property
     def penalty(self) -> np.ndarray:
@@ -108,8 +120,7 @@ class MiretProblem:
             Leaf position (``2^D - 1 .. 2^{D+1} - 2``) of every sample.
         """
         coef = np.asarray(coef, dtype=np.float64)
-        leaves = np.asarray(leaves)
-        sign = np.where(leaves % 2 == 1, -1, 1)
+        sign = leaf_sign(leaves)
         misfit = float(self.weight[sign != self.y].sum())
         used = coef != 0
         return misfit + float((self.penalty[self.node_level] * used).sum())
@@ -122,6 +133,7 @@ class MiretProblem:
             "depth": int(self.depth),
             "n_components": self.n_components,
             "n_allowed_per_level": [int(v) for v in self.allowed.sum(axis=1)],
+            "allowed_features": self.allowed_features,
             "n_positive": int((self.y == 1).sum()),
         }
 
@@ -175,6 +187,17 @@ def check_unit_data(X, n_features: int, feature_names=None) -> np.ndarray:
     return np.clip(X, 0.0, 1.0)
 
 
+def allowed_features(frequency: np.ndarray, gamma_percentile: float) -> np.ndarray:
+    """``J_gamma(d)`` of every level, never empty on a level with a positive frequency.
+
+    ``f_{d,j} > gamma_d`` (paper) or ``f_{d,j} = max_j f_{d,j} > 0`` (the level's most
+    frequent features; see the module docstring for why).
+    """
+    strict = frequency > _thresholds(frequency, gamma_percentile)[:, None]
+    top = frequency.max(axis=1, keepdims=True)
+    return strict | ((frequency == top) & (top > 0))
+
+
 def _thresholds(frequency: np.ndarray, gamma_percentile: float) -> np.ndarray:
     """``gamma_d``: the h-th percentile (linear) of the positive frequencies of level d."""
     gamma = np.zeros(frequency.shape[0])
@@ -196,13 +219,15 @@ def build_problem(
     proximity_threshold=0.9,
     epsilon=1e-3,
     formulation="miret",
+    scaler=None,
 ) -> MiretProblem:
-    """Compute a MIRET instance from an ensemble and normalized samples.
+    """Compute a MIRET instance from an ensemble and samples.
 
     Parameters
     ----------
     X : array-like of shape (n, p)
-        Normalized samples (the ensemble's own input units, in ``[0, 1]``).
+        Samples in the units the ensemble's trees split on (after its preprocessing).
+        Without ``scaler`` they must be normalized into ``[0, 1]``.
     ensemble : governance.ensemble.Ensemble
     depth : int, optional
         Depth ``D`` of the surrogate; default the ensemble's depth. A smaller depth uses
@@ -219,6 +244,9 @@ def build_problem(
         Gap that models the strict inequality of a right branch.
     formulation : {"miret", "basic"}
         Improved MIRET or b-MIRET.
+    scaler : fitted MinMaxScaler, optional
+        Maps ``X`` into the MILP's normalized space (clipped into ``[0, 1]``); the
+        ensemble's labels, probabilities and proximities are computed on ``X`` itself.
     """
     from governance import vite
 
@@ -239,7 +267,12 @@ def build_problem(
             f"depth must be between 1 and the ensemble's depth {ens_depth}, got {depth}; "
             "level frequencies are only known for the ensemble's levels"
         )
-    X = check_unit_data(X, ensemble.n_features, ensemble.feature_names)
+    if scaler is None:
+        X = check_unit_data(X, ensemble.n_features, ensemble.feature_names)
+        unit = X
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        unit = np.clip(scaler.transform(X), 0.0, 1.0)
     ensemble = ensemble.weighted_by_data(X)
 
     positive = ensemble.predict(X) == ensemble.classes[1]
@@ -247,7 +280,7 @@ def build_problem(
     weight = np.asarray(vite.class_probability(ensemble, X), dtype=np.float64)
     levels = vite.level_frequency(ensemble, denominator="nodes")
     frequency = levels.loc[list(ensemble.feature_names), list(range(depth))].to_numpy(float).T
-    allowed = frequency > _thresholds(frequency, gamma_percentile)[:, None]
+    allowed = allowed_features(frequency, gamma_percentile)
     if proximity_threshold > 1:  # no pair can reach it: every sample is its own component
         component = np.arange(X.shape[0], dtype=np.int64)
     else:
@@ -255,10 +288,10 @@ def build_problem(
         _, component = connected_components(pairs, directed=False)
         component = component.astype(np.int64)
 
-    for array in (X, y, weight, frequency, allowed, component):
+    for array in (unit, y, weight, frequency, allowed, component):
         array.setflags(write=False)
     return MiretProblem(
-        X=X,
+        X=unit,
         y=y,
         weight=weight,
         frequency=frequency,

@@ -4,7 +4,9 @@ Both receive the same sparse model and return a :class:`SolveResult` with an hon
 status: ``"optimal"`` only when the solver proved the gap closed (``<= 1e-9``);
 ``"gap_limit"`` when it stopped at the requested relative gap; ``"time_limit"`` /
 ``"time_limit_no_incumbent"`` when the time ran out with / without a feasible solution;
-``"infeasible"``; ``"interrupted"``; ``"error"``.
+``"stalled"`` when neither the incumbent nor the bound moved by more than
+``STALL_TOLERANCE`` (relative) for ``stall_time`` seconds (:class:`StallRule`, checked in
+the solver's callback); ``"infeasible"``; ``"interrupted"``; ``"error"``.
 
 ``solver="auto"`` uses Gurobi when gurobipy is importable, a license starts, and either
 the license is not size-limited or the model fits the size limit; otherwise HiGHS. A
@@ -26,6 +28,57 @@ GUROBI_SIZE_LIMIT = 2000
 GUROBI_SIZE_LIMIT_ERROR = 10010
 PROVED_GAP = 1e-9
 PROGRESS_INTERVAL = 1.0
+STALL_TOLERANCE = 1e-4  # relative move of incumbent or bound that resets the stall clock
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """The options every backend receives (one place for their meaning).
+
+    ``time_limit`` seconds of solver time; ``mip_gap`` relative gap at which to stop;
+    ``threads`` (solver default when None); ``random_state`` solver seed; ``stall_time``
+    seconds without progress after which the solve stops (None: never).
+    """
+
+    time_limit: float = 60.0
+    mip_gap: float = 1e-4
+    threads: int | None = None
+    random_state: int = 0
+    stall_time: float | None = None
+
+
+class StallRule:
+    """Progress reports and the stall rule of one solve, fed by the solver's callback.
+
+    ``update`` returns True when the solve should stop: neither the incumbent nor the
+    bound moved by more than ``STALL_TOLERANCE`` times the incumbent's magnitude during
+    the last ``stall_time`` seconds.
+    """
+
+    def __init__(self, stall_time, progress):
+        self.stall_time = math.inf if stall_time is None else float(stall_time)
+        self.progress = progress
+        self.last_report = -math.inf
+        self.last_move = 0.0
+        self.incumbent = math.inf
+        self.bound = -math.inf
+        self.stalled = False
+
+    def expired(self, now) -> bool:
+        """Whether ``stall_time`` passed since the last move (no new values)."""
+        self.stalled = self.stalled or now - self.last_move >= self.stall_time
+        return self.stalled
+
+    def update(self, now, incumbent, bound, improving=False) -> bool:
+        if self.progress is not None and (improving or now - self.last_report >= PROGRESS_INTERVAL):
+            self.last_report = now
+            self.progress(now, incumbent, bound, relative_gap(incumbent, bound))
+        step = STALL_TOLERANCE * max(abs(incumbent) if math.isfinite(incumbent) else 1.0, 1e-9)
+        if incumbent < self.incumbent - step or bound > self.bound + step:
+            self.incumbent, self.bound, self.last_move = incumbent, bound, now
+        elif now - self.last_move >= self.stall_time:
+            self.stalled = True
+        return self.stalled
 
 
 @dataclass
@@ -49,10 +102,11 @@ class SolveResult:
 
 
 def relative_gap(objective, bound) -> float:
-    """``(objective - bound) / |objective|`` clipped at 0; ``inf`` unless both are finite."""
+    """``(objective - bound) / |objective|`` in ``[0, 1]`` (MIRET objectives are >= 0, so a
+    negative bound is replaced by 0); ``inf`` unless both are finite."""
     if not (math.isfinite(objective) and math.isfinite(bound)):
         return math.inf
-    return max(0.0, objective - bound) / max(abs(objective), 1e-10)
+    return min(1.0, max(0.0, objective - max(bound, 0.0)) / max(abs(objective), 1e-10))
 
 
 def _result(solver, version, outcome, x, objective, bound, nodes, wall, progress) -> SolveResult:
@@ -84,26 +138,18 @@ def _result(solver, version, outcome, x, objective, bound, nodes, wall, progress
 
 
 # ---------------------------------------------------------------------- HiGHS
-def solve_highs(
-    model,
-    time_limit=60.0,
-    mip_gap=1e-4,
-    threads=None,
-    random_state=0,
-    start=None,
-    progress=None,
-) -> SolveResult:
+def solve_highs(model, options: SolverOptions, start=None, progress=None) -> SolveResult:
     """Solve with HiGHS (``highspy``); see :func:`solve` for the parameters."""
     import highspy
 
     begin = time.perf_counter()
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(max(time_limit, 0.0)))
-    h.setOptionValue("mip_rel_gap", float(mip_gap))
-    h.setOptionValue("random_seed", int(random_state))
-    if threads is not None:
-        h.setOptionValue("threads", int(threads))
+    h.setOptionValue("time_limit", float(max(options.time_limit, 0.0)))
+    h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+    h.setOptionValue("random_seed", int(options.random_state))
+    if options.threads is not None:
+        h.setOptionValue("threads", int(options.threads))
     lp = highspy.HighsLp()
     lp.num_col_ = model.n_vars
     lp.num_row_ = model.n_rows
@@ -128,18 +174,22 @@ def solve_highs(
         solution.col_value = list(np.asarray(start, dtype=np.float64))
         solution.value_valid = True
         h.setSolution(solution)
-    if progress is not None:
-        last = [-math.inf]
+    rule = StallRule(options.stall_time, progress)
 
-        def report(event, force=False):
-            out = event.data_out
-            now = out.running_time
-            if force or now - last[0] >= PROGRESS_INTERVAL:
-                last[0] = now
-                progress(now, out.mip_primal_bound, out.mip_dual_bound, out.mip_gap)
+    def report(event, improving=False):
+        out = event.data_out
+        bound = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else -math.inf
+        incumbent = out.mip_primal_bound
+        if rule.update(out.running_time, incumbent, bound, improving) and not improving:
+            event.interrupt()
 
-        h.cbMipImprovingSolution.subscribe(lambda e: report(e, force=True))
-        h.cbMipInterrupt.subscribe(report)
+    def lp_check(event):  # long root LPs: the MIP callback is not reached meanwhile
+        if rule.expired(event.data_out.running_time):
+            event.interrupt()
+
+    h.cbMipImprovingSolution.subscribe(lambda e: report(e, improving=True))
+    h.cbMipInterrupt.subscribe(report)
+    h.cbSimplexInterrupt.subscribe(lp_check)
     h.run()
     wall = time.perf_counter() - begin
     info = h.getInfo()
@@ -161,6 +211,8 @@ def solve_highs(
         outcome = "interrupted"
     else:
         outcome = "error"
+    if outcome == "interrupted" and rule.stalled:
+        outcome = "stalled"
     nodes = int(info.mip_node_count)
     return _result("highs", h.version(), outcome, x, objective, bound, nodes, wall, progress)
 
@@ -213,15 +265,7 @@ def gurobi_fits(model) -> bool:
     )
 
 
-def solve_gurobi(
-    model,
-    time_limit=60.0,
-    mip_gap=1e-4,
-    threads=None,
-    random_state=0,
-    start=None,
-    progress=None,
-) -> SolveResult:
+def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> SolveResult:
     """Solve with Gurobi's matrix API; raises :class:`GurobiUnavailable` when it cannot."""
     begin = time.perf_counter()
     try:
@@ -233,11 +277,11 @@ def solve_gurobi(
         raise GurobiUnavailable(f"Gurobi is not usable here: {exc}") from exc
     try:
         with gp.Model(env=env) as m:
-            m.Params.TimeLimit = float(max(time_limit, 0.0))
-            m.Params.MIPGap = float(mip_gap)
-            m.Params.Seed = int(random_state)
-            if threads is not None:
-                m.Params.Threads = int(threads)
+            m.Params.TimeLimit = float(max(options.time_limit, 0.0))
+            m.Params.MIPGap = float(options.mip_gap)
+            m.Params.Seed = int(options.random_state)
+            if options.threads is not None:
+                m.Params.Threads = int(options.threads)
             vtype = np.where(model.integrality == 1, GRB.BINARY, GRB.CONTINUOUS)
             lb = model.col_lower.copy()
             ub = model.col_upper.copy()
@@ -253,25 +297,22 @@ def solve_gurobi(
                     m.addMConstr(model.A[mask], x, sense, rhs[mask])
             if start is not None:
                 x.Start = np.asarray(start, dtype=np.float64)
-            callback = None
-            if progress is not None:
-                last = [-math.inf]
+            rule = StallRule(options.stall_time, progress)
 
-                def callback(cb_model, where):
-                    if where not in (GRB.Callback.MIP, GRB.Callback.MIPSOL):
-                        return
-                    now = cb_model.cbGet(GRB.Callback.RUNTIME)
-                    if where == GRB.Callback.MIP:
-                        if now - last[0] < PROGRESS_INTERVAL:
-                            return
-                        best = cb_model.cbGet(GRB.Callback.MIP_OBJBST)
-                        bound = cb_model.cbGet(GRB.Callback.MIP_OBJBND)
-                    else:
-                        best = cb_model.cbGet(GRB.Callback.MIPSOL_OBJBST)
-                        bound = cb_model.cbGet(GRB.Callback.MIPSOL_OBJBND)
-                        best = min(best, cb_model.cbGet(GRB.Callback.MIPSOL_OBJ))
-                    last[0] = now
-                    progress(now, best, bound, relative_gap(best, bound))
+            def callback(cb_model, where):
+                if where not in (GRB.Callback.MIP, GRB.Callback.MIPSOL):
+                    return
+                now = cb_model.cbGet(GRB.Callback.RUNTIME)
+                if where == GRB.Callback.MIP:
+                    best = cb_model.cbGet(GRB.Callback.MIP_OBJBST)
+                    bound = cb_model.cbGet(GRB.Callback.MIP_OBJBND)
+                else:
+                    best = cb_model.cbGet(GRB.Callback.MIPSOL_OBJBST)
+                    bound = cb_model.cbGet(GRB.Callback.MIPSOL_OBJBND)
+                    best = min(best, cb_model.cbGet(GRB.Callback.MIPSOL_OBJ))
+                best = best if best < GRB.INFINITY else math.inf
+                if rule.update(now, best, bound, where == GRB.Callback.MIPSOL):
+                    cb_model.terminate()
 
             m.optimize(callback)
             wall = time.perf_counter() - begin
@@ -284,6 +325,8 @@ def solve_gurobi(
                 outcome = "optimal"
             elif m.Status == GRB.TIME_LIMIT:
                 outcome = "time_limit"
+            elif m.Status == GRB.INTERRUPTED and rule.stalled:
+                outcome = "stalled"
             elif m.Status in (GRB.INTERRUPTED, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
                 outcome = "interrupted"
             else:
@@ -311,6 +354,7 @@ def solve(
     mip_gap=1e-4,
     threads=None,
     random_state=0,
+    stall_time=None,
     start=None,
     progress=None,
 ) -> SolveResult:
@@ -328,6 +372,8 @@ def solve(
         Solver threads (solver default when None).
     random_state : int
         Solver seed.
+    stall_time : float, optional
+        Stop (status ``"stalled"``) after this many seconds without progress.
     start : ndarray, optional
         A feasible solution vector (warm start).
     progress : callable, optional
@@ -340,18 +386,11 @@ def solve(
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    options = {
-        "time_limit": time_limit,
-        "mip_gap": mip_gap,
-        "threads": threads,
-        "random_state": random_state,
-        "start": start,
-        "progress": progress,
-    }
+    options = SolverOptions(time_limit, mip_gap, threads, random_state, stall_time)
     if solver == "highs" or (solver == "auto" and not gurobi_fits(model)):
-        return solve_highs(model, **options)
+        return solve_highs(model, options, start, progress)
     try:
-        return solve_gurobi(model, **options)
+        return solve_gurobi(model, options, start, progress)
     except GurobiUnavailable as exc:
         warnings.warn(f"{exc}; solving with HiGHS instead", RuntimeWarning, stacklevel=2)
-        return solve_highs(model, **options)
+        return solve_highs(model, options, start, progress)

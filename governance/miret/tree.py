@@ -9,7 +9,7 @@ exactly when ``a_t . x + b_t <= 0``.
 All hyperplane values are computed the same way everywhere (elementwise products summed
 along the contiguous feature axis), so :meth:`SurrogateTree.apply`,
 :meth:`SurrogateTree.branch_sides`, :meth:`SurrogateTree.decision_path` and the feasibility
-checks of :mod:`governance.miret.heuristic` agree bit for bit.
+checks of :mod:`governance.miret.feasibility` agree bit for bit.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ def node_level(node) -> np.ndarray:
     """Level of breadth-first node ids (root 0): ``floor(log2(t + 1))``."""
     node = np.asarray(node, dtype=np.int64)
     return np.floor(np.log2(node + 1) + 1e-12).astype(np.int64)
+
+
+def leaf_sign(positions) -> np.ndarray:
+    """Fixed class sign of leaf positions: ``-1`` for odd leaves, ``+1`` for even ones."""
+    return np.where(np.asarray(positions, dtype=np.int64) % 2 == 1, -1, 1)
 
 
 def hyperplane_values(X, coef, intercept) -> np.ndarray:
@@ -151,7 +156,7 @@ class SurrogateTree:
             raise ValueError("X contains nan or inf; impute or drop those rows first")
         return np.ascontiguousarray(X)
 
-    def _walk(self, X):
+    def walk(self, X):
         """Nodes visited and hyperplane values, level by level: two (n, D) arrays."""
         X = self._check_X(X)
         n = X.shape[0]
@@ -167,7 +172,7 @@ class SurrogateTree:
 
     def apply(self, X) -> np.ndarray:
         """Breadth-first leaf position (``2^D-1 .. 2^{D+1}-2``) reached by each row of ``X``."""
-        nodes, values = self._walk(X)
+        nodes, values = self.walk(X)
         return 2 * nodes[:, -1] + 1 + (values[:, -1] > 0)
 
     def leaf_sign(self, positions) -> np.ndarray:
@@ -176,7 +181,7 @@ class SurrogateTree:
         first, last = 2**self.depth - 1, 2 ** (self.depth + 1) - 2
         if positions.size and (positions.min() < first or positions.max() > last):
             raise ValueError(f"leaf positions of a depth-{self.depth} tree are {first}..{last}")
-        return np.where(positions % 2 == 1, -1, 1)
+        return leaf_sign(positions)
 
     def predict(self, X) -> np.ndarray:
         """The ensemble's own labels: ``classes[1]`` on even leaves, ``classes[0]`` on odd."""
@@ -184,7 +189,7 @@ class SurrogateTree:
 
     def branch_sides(self, X) -> np.ndarray:
         """Side taken at every branch node: (n, 2^D-1) int8, -1 not reached, 0 left, 1 right."""
-        nodes, values = self._walk(X)
+        nodes, values = self.walk(X)
         sides = np.full((nodes.shape[0], self.n_branch_nodes), -1, dtype=np.int8)
         rows = np.arange(nodes.shape[0])[:, None]
         sides[rows, nodes] = (values > 0).astype(np.int8)
@@ -195,7 +200,7 @@ class SurrogateTree:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 1:
             raise ValueError(f"decision_path takes one sample (1-D array), got shape {x.shape}")
-        nodes, values = self._walk(x[None, :])
+        nodes, values = self.walk(x[None, :])
         return [
             (int(t), float(v), "right" if v > 0 else "left")
             for t, v in zip(nodes[0], values[0], strict=True)
@@ -211,8 +216,12 @@ class SurrogateTree:
         return int(np.count_nonzero(self._coef))
 
     def objective(self, problem) -> float:
-        """MIRET objective of this tree on ``problem`` (see :func:`miret_objective`)."""
-        return miret_objective(problem, self)
+        """MIRET objective of this tree on ``problem`` (:meth:`MiretProblem.objective`)."""
+        if self.depth != problem.depth:
+            raise ValueError(
+                f"tree depth {self.depth} differs from the problem's depth {problem.depth}"
+            )
+        return problem.objective(self._coef, self.apply(problem.X))
 
     # ------------------------------------------------------------------ rules
     def rule_table(self, feature_names=None, scaler=None) -> list:
@@ -289,20 +298,3 @@ class SurrogateTree:
         except (TypeError, ValueError) as error:
             raise ValueError(f"coef and intercept must hold numbers only: {error}") from None
         return cls(coef_array, intercept_array, depth, data["feature_names"], data["classes"])
-
-
-def miret_objective(problem, tree: SurrogateTree) -> float:
-    """MIRET objective of ``tree`` on ``problem``.
-
-    ``sum_i weight_i [F_T(x_i) != y_i] + sum_t sum_j penalty[level(t), j] [a_{t,j} != 0]``,
-    with ``y`` in ``{-1, +1}`` and ``penalty = alpha / f`` on allowed features (0 elsewhere).
-    """
-    if tree.depth != problem.depth:
-        raise ValueError(
-            f"tree depth {tree.depth} differs from the problem's depth {problem.depth}"
-        )
-    sign = tree.leaf_sign(tree.apply(problem.X))
-    loss = float(np.sum(np.asarray(problem.weight)[sign != np.asarray(problem.y)]))
-    levels = node_level(np.arange(tree.n_branch_nodes))
-    penalty = np.asarray(problem.penalty, dtype=np.float64)[levels]
-    return loss + float(penalty[tree.coef != 0].sum())

@@ -1,0 +1,167 @@
+"""Exact cut scanning: the cheapest MILP-feasible hyperplane along candidate directions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from governance.miret.search_state import SearchState
+from governance.miret.tree import hyperplane_values
+
+REALIZE_TRIES = 12  # cheapest cuts tried when turning a cut into a feasible hyperplane
+
+
+def splits_components(rank: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """(m+1, k) bool: cut ``c`` (left = first ``c`` in sorted order) separates a component."""
+    m, k = rank.shape
+    counts = np.bincount(groups)
+    multi = counts[groups] > 1
+    split = np.zeros((m + 1, k), dtype=bool)
+    if not multi.any():
+        return split
+    sub_groups = groups[multi]
+    order = np.argsort(sub_groups, kind="stable")
+    sub_rank = rank[multi][order]
+    sub_groups = sub_groups[order]
+    starts = np.flatnonzero(np.r_[True, sub_groups[1:] != sub_groups[:-1]])
+    low = np.minimum.reduceat(sub_rank, starts, axis=0)
+    high = np.maximum.reduceat(sub_rank, starts, axis=0)
+    delta = np.zeros((m + 2, k), dtype=np.int64)
+    columns = np.broadcast_to(np.arange(k), low.shape)
+    np.add.at(delta, (low + 1, columns), 1)
+    np.add.at(delta, (high + 1, columns), -1)
+    return np.cumsum(delta, axis=0)[: m + 1] > 0
+
+
+class CutSearch(SearchState):
+    """Cut scanning along directions, with the epsilon gap and components as hard limits."""
+
+    def realize(self, w, s_left, s_right, level, idx, left_mask):
+        """Hyperplane ``(a, b)`` sending ``w.x <= s_left`` left and ``w.x >= s_right``
+        right within the MILP bounds and the epsilon gap, or None."""
+        eps, bmin = self.eps, self.bmin[level]
+        scale = 1.0
+        if s_right < 0:
+            scale = min(scale, (1 - eps) / -s_right)
+        if s_left > 0:
+            if bmin >= 0:
+                return None
+            scale = min(scale, 1.0 / s_left)
+        if scale * (s_right - s_left) < self.min_gap:
+            return None
+        low = max(eps - scale * s_right, bmin)
+        high = min(-scale * s_left, 1.0)
+        if low > high:
+            return None
+        a, b = scale * w, 0.5 * (low + high)
+        value = hyperplane_values(self.X[idx], a, b)
+        if np.any(value[left_mask] > 0) or np.any(value[~left_mask] < eps):
+            return None
+        return a, b
+
+    def scan(self, S, L, R, groups):
+        """Cost of every cut of every projection column of ``S`` for both orientations.
+
+        Returns ``(cost, sorted_S, order)`` with ``cost`` of shape (2, m+1, k):
+        orientation 0 sends the low side to the left child, 1 to the right child;
+        invalid cuts (epsilon gap, components, empty side) cost ``inf``.
+        """
+        m, k = S.shape
+        self.work += m * k
+        order = np.argsort(S, axis=0, kind="stable")
+        sorted_S = np.take_along_axis(S, order, axis=0)
+        cum_left = np.zeros((m + 1, k))
+        cum_right = np.zeros((m + 1, k))
+        cum_left[1:] = np.cumsum(L[order], axis=0)
+        cum_right[1:] = np.cumsum(R[order], axis=0)
+        cost = np.stack(
+            [cum_left + (cum_right[-1] - cum_right), cum_right + (cum_left[-1] - cum_left)]
+        )
+        valid = np.zeros((m + 1, k), dtype=bool)
+        valid[1:m] = np.diff(sorted_S, axis=0) >= self.min_gap
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(m)[:, None], axis=0)
+        valid &= ~splits_components(rank, groups)
+        cost[:, ~valid] = np.inf
+        return cost, sorted_S, order
+
+    def best_cut(self, W, extra, idx, L, R, groups, level, swappable):
+        """Cheapest realizable cut over directions ``W`` (rows, max |w| = 1).
+
+        ``extra`` is the penalty of each direction. Returns ``(cost, a, b, swap)`` or None;
+        ``swap`` means the hyperplane sends the low side left only after the two child
+        subtrees are exchanged.
+        """
+        if W.shape[0] == 0 or idx.size < 2:
+            return None
+        S = self.X[idx] @ W.T
+        cost, sorted_S, order = self.scan(S, L, R, groups)
+        total = cost + extra[None, None, :]
+        flat = np.argsort(total, axis=None, kind="stable")[:REALIZE_TRIES]
+        for index in flat:
+            value = total.flat[index]
+            if not np.isfinite(value):
+                break
+            side, cut, col = np.unravel_index(index, total.shape)
+            low_side = np.zeros(idx.size, dtype=bool)
+            low_side[order[:cut, col]] = True
+            lo, hi = sorted_S[cut - 1, col], sorted_S[cut, col]
+            w = W[col]
+            # orientation 0: low side to the (current) left child; 1: to the right child
+            options = [(w, lo, hi, low_side, False), (-w, -hi, -lo, ~low_side, True)]
+            if side == 1:
+                options = [(-w, -hi, -lo, ~low_side, False), (w, lo, hi, low_side, True)]
+            for direction, s_left, s_right, left_mask, swap in options:
+                if swap and not swappable:
+                    continue
+                found = self.realize(direction, s_left, s_right, level, idx, left_mask)
+                if found is not None:
+                    return float(value), found[0], found[1], swap
+        return None
+
+    def univariate(self, level):
+        """Unit directions of the features allowed at ``level`` and their penalties."""
+        columns = np.flatnonzero(self.allowed[level])
+        W = np.zeros((columns.size, self.p))
+        W[np.arange(columns.size), columns] = 1.0
+        return W, self.penalty[level, columns]
+
+    def gini_shortlist(self, idx, groups, level, size):
+        """Univariate splits with the lowest weighted Gini impurity, one per feature."""
+        columns = np.flatnonzero(self.allowed[level])
+        if columns.size == 0 or idx.size < 2:
+            return []
+        W, extra = self.univariate(level)
+        positive = self.w[idx] * (self.y[idx] == 1)
+        negative = self.w[idx] * (self.y[idx] != 1)
+        # scan's orientation-0 cost with (L, R) = (positive, 0) is the left positive mass
+        cost_pos, sorted_S, order = self.scan(
+            self.X[idx][:, columns], positive, np.zeros_like(positive), groups
+        )
+        left_pos = cost_pos[0]
+        valid = np.isfinite(left_pos)
+        cum_neg = np.zeros_like(left_pos)
+        cum_neg[1:] = np.cumsum(negative[order], axis=0)
+        left_pos = np.where(valid, left_pos, 0.0)
+        left_neg = cum_neg
+        right_pos, right_neg = positive.sum() - left_pos, negative.sum() - left_neg
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gini = np.nan_to_num(left_pos * left_neg / (left_pos + left_neg)) + np.nan_to_num(
+                right_pos * right_neg / (right_pos + right_neg)
+            )
+        gini[~valid] = np.inf
+        best_cut = np.argmin(gini, axis=0)
+        best_value = gini[best_cut, np.arange(columns.size)]
+        shortlist = []
+        for col in np.argsort(best_value, kind="stable"):
+            if len(shortlist) == size or not np.isfinite(best_value[col]):
+                break
+            cut = best_cut[col]
+            low_side = np.zeros(idx.size, dtype=bool)
+            low_side[order[:cut, col]] = True
+            lo, hi = sorted_S[cut - 1, col], sorted_S[cut, col]
+            found = self.realize(W[col], lo, hi, level, idx, low_side)
+            if found is None:
+                found = self.realize(-W[col], -hi, -lo, level, idx, ~low_side)
+            if found is not None:
+                shortlist.append((found[0], found[1], float(extra[col])))
+        return shortlist

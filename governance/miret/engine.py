@@ -1,0 +1,224 @@
+"""One MIRET fit on a problem: CART baselines, warm start, MILP solve, best tree.
+
+Steps (each a function): :func:`cart_baselines` fits the depth-D CART on the labels
+(all features, and only the features allowed at some level) and converts both into
+MIRET-feasible seed trees; :func:`heuristic_tree` runs the warm-start heuristic seeded
+with them; :func:`solve_milp` hands the best tree to the solver with the stall rule;
+:func:`fit_problem` keeps the tree with the lowest objective and writes the report.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import numpy as np
+
+from governance.miret import formulation as milp
+from governance.miret.cart import cart_arrays, cart_predict, fit_cart, seed_tree
+from governance.miret.heuristic import warm_start
+from governance.miret.local_search import TreeSearch
+from governance.miret.report import SolveReport
+from governance.miret.solvers import relative_gap, solve
+from governance.miret.tree import SurrogateTree
+
+HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut (safety cap)
+STALL_SECONDS, STALL_SHARE = 3.0, 0.2  # default stall window: min(3 s, 20% of the limit)
+STOP_REASON = {
+    "optimal": "optimal",
+    "gap_limit": "gap_limit",
+    "stalled": "stalled",
+    "time_limit": "time_limit",
+    "time_limit_no_incumbent": "time_limit",
+}
+
+
+def centered(tree: SurrogateTree, epsilon: float) -> SurrogateTree:
+    """The tree with ``b_t -= epsilon / 2``: a MILP-feasible tree keeps its assignment
+    (``<= 0`` stays ``<= -eps/2``, ``>= eps`` becomes ``>= eps/2``) with margin eps/2."""
+    return SurrogateTree(
+        tree.coef, tree.intercept - epsilon / 2, tree.depth, tree.feature_names, tree.classes
+    )
+
+
+def constant_tree(problem, sign) -> SurrogateTree:
+    """All samples to the leftmost (sign -1) or rightmost (+1) leaf, no feature used."""
+    return SurrogateTree(
+        np.zeros((problem.n_branch, problem.n_features)),
+        np.full(problem.n_branch, float(sign) * problem.epsilon / 2),
+        problem.depth,
+        problem.feature_names,
+        problem.classes,
+    )
+
+
+def cart_baselines(problem, random_state):
+    """The CART baseline (plain arrays) and the feasible seed trees of both CART fits."""
+    labels = problem.classes[(problem.y == 1).astype(np.int64)]
+    cart, columns = fit_cart(problem.X, labels, problem.depth, random_state=random_state)
+    baseline = cart_arrays(cart, columns)
+    search = TreeSearch(problem, np.random.default_rng(random_state), work_budget=math.inf)
+    seeds = [seed_tree(search, baseline, problem)]
+    allowed = np.flatnonzero(problem.allowed.any(axis=0))
+    if allowed.size and allowed.size < problem.n_features:
+        restricted, columns = fit_cart(problem.X, labels, problem.depth, allowed, random_state)
+        seeds.append(seed_tree(search, cart_arrays(restricted, columns), problem))
+    return baseline, seeds
+
+
+def heuristic_tree(problem, seeds, random_state, time_cap):
+    """Warm-start tree and info (the best seed when the heuristic fails)."""
+    try:
+        return warm_start(problem, random_state=random_state, time_limit=time_cap, seeds=seeds)
+    except RuntimeError as exc:
+        warnings.warn(f"no warm start: {exc}", RuntimeWarning, stacklevel=3)
+        best = min(seeds, key=lambda tree: tree.objective(problem))
+        return best, {"objective": best.objective(problem), "work": 0, "time_limit_hit": False}
+
+
+def fit_problem(problem, params, begin, progress=None):
+    """Fit the tree of ``problem``; returns ``(tree, report, baseline)``.
+
+    ``params`` is the estimator's parameter dict; ``begin`` the fit's start time.
+    """
+    baseline, seeds = cart_baselines(problem, params["random_state"])
+    labels = problem.classes[(problem.y == 1).astype(np.int64)]
+    cart_fidelity = float(np.mean(cart_predict(baseline, problem.X) == labels))
+    cart_features = len({j for j in baseline["feature"] if j >= 0})
+    seed_objective = min(tree.objective(problem) for tree in seeds)
+    model = milp.build_model(problem, reductions=params["reductions"])
+    build_time = time.perf_counter() - begin
+    limit = float(params["time_limit"])
+
+    t0 = time.perf_counter()
+    candidates = [("cart", min(seeds, key=lambda tree: tree.objective(problem)))]
+    info = {"objective": math.nan, "work": 0, "time_limit_hit": False}
+    start = None
+    if params["warm_start"]:
+        tree, info = heuristic_tree(problem, seeds, params["random_state"], HEURISTIC_CAP * limit)
+        candidates.insert(0, ("heuristic", tree))
+    best_start = min(candidates, key=lambda item: item[1].objective(problem))[1]
+    x0 = milp.encode(best_start.coef, best_start.intercept, best_start.apply(problem.X), model)
+    if model.is_feasible(x0):
+        start = x0
+    heuristic_time = time.perf_counter() - t0
+
+    stall = params["stall_time"]
+    stall = min(STALL_SECONDS, STALL_SHARE * limit) if stall is None else float(stall)
+    remaining = limit - (time.perf_counter() - begin)
+    result = None
+    if remaining > 0:
+        result = solve(
+            model,
+            solver=params["solver"],
+            time_limit=remaining,
+            mip_gap=params["mip_gap"],
+            threads=params["threads"],
+            random_state=params["random_state"],
+            stall_time=stall,
+            start=start,
+            progress=progress,
+        )
+        if result.x is not None:
+            coef, intercept, _ = model.decode(result.x)
+            solved = SurrogateTree(
+                coef, intercept, problem.depth, problem.feature_names, problem.classes
+            )
+            candidates.append(("solver", solved))
+    # MILP-feasible trees are centered in the epsilon gap; ties prefer heuristic, cart
+    scored = []
+    for k, (source, tree) in enumerate(candidates):
+        if source != "solver":
+            x = milp.encode(tree.coef, tree.intercept, tree.apply(problem.X), model)
+            tree = centered(tree, problem.epsilon) if model.is_feasible(x) else tree
+        else:
+            tree = centered(tree, problem.epsilon)
+        scored.append((tree.objective(problem), k, source, tree))
+    objective, _, source, tree = min(scored, key=lambda item: item[:2])
+
+    bound = result.bound if result is not None else -math.inf
+    gap = relative_gap(objective, bound)
+    hit = bool(info["time_limit_hit"]) or (result is not None and result.status.startswith("time"))
+    report = SolveReport(
+        solver=result.solver if result is not None else "none",
+        solver_version=result.solver_version if result is not None else "",
+        status=result.status if result is not None else "not_started",
+        stop_reason=STOP_REASON.get(result.status, result.status) if result else "time_limit",
+        objective=float(objective),
+        bound=float(bound),
+        gap=float(gap) if math.isfinite(gap) else 1.0,
+        wall_time=time.perf_counter() - begin,
+        time_limit_hit=hit or result is None,
+        nodes=result.nodes if result is not None else 0,
+        n_variables=model.n_vars,
+        n_binaries=model.n_binaries,
+        n_constraints=model.n_rows,
+        n_nonzeros=model.nnz,
+        warm_start_objective=float(info["objective"]),
+        warm_start_feasible=start is not None,
+        warm_start_work=int(info["work"]),
+        cart_seed_objective=float(seed_objective),
+        incumbent_source=source,
+        time_limit=limit,
+        stall_time=stall,
+        solver_objective=result.objective if result is not None else math.inf,
+        build_time=build_time,
+        heuristic_time=heuristic_time,
+        solve_time=result.wall_time if result is not None else 0.0,
+        formulation=problem.formulation,
+        reductions=bool(params["reductions"]),
+        mip_gap=float(params["mip_gap"]),
+        baseline_cart_train_fidelity=cart_fidelity,
+        baseline_cart_n_features=cart_features,
+        allowed_features=problem.allowed_features,
+    )
+    return tree, report, baseline
+
+
+def fit_trivial(problem, params, begin):
+    """The constant tree of an ensemble that predicts one class (objective 0, no solver)."""
+    tree = constant_tree(problem, problem.y[0])
+    label = problem.classes[int(problem.y[0] == 1)]
+    baseline = {
+        "feature": [-1],
+        "threshold": [-2.0],
+        "left": [-1],
+        "right": [-1],
+        "label": [label.item() if hasattr(label, "item") else label],
+    }
+    elapsed = time.perf_counter() - begin
+    report = SolveReport(
+        solver="none",
+        solver_version="",
+        status="trivial",
+        stop_reason="trivial",
+        objective=tree.objective(problem),
+        bound=0.0,
+        gap=0.0,
+        wall_time=elapsed,
+        time_limit_hit=False,
+        nodes=0,
+        n_variables=0,
+        n_binaries=0,
+        n_constraints=0,
+        n_nonzeros=0,
+        warm_start_objective=math.nan,
+        warm_start_feasible=False,
+        warm_start_work=0,
+        cart_seed_objective=math.nan,
+        incumbent_source="heuristic",
+        time_limit=float(params["time_limit"]),
+        stall_time=math.nan,
+        solver_objective=math.nan,
+        build_time=elapsed,
+        heuristic_time=0.0,
+        solve_time=0.0,
+        formulation=problem.formulation,
+        reductions=bool(params["reductions"]),
+        mip_gap=float(params["mip_gap"]),
+        baseline_cart_train_fidelity=1.0,
+        baseline_cart_n_features=0,
+        allowed_features=problem.allowed_features,
+    )
+    return tree, report, baseline

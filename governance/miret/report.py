@@ -1,0 +1,75 @@
+"""``SolveReport``: what one MIRET fit did and how good its tree is."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+STOP_REASONS = ("optimal", "gap_limit", "stalled", "time_limit", "trivial", "heuristic_only")
+
+
+@dataclass
+class SolveReport:
+    """What a fit did and how good its tree is.
+
+    ``objective`` is the MIRET objective of the returned tree on the fit sample;
+    ``solver_objective`` the solver's incumbent; ``bound`` its dual bound and ``gap`` the
+    relative gap of ``objective`` to ``bound`` in ``[0, 1]`` (1 without a bound).
+    ``status`` is the solver's (see :mod:`governance.miret.solvers`); ``stop_reason``
+    says why the fit ended: ``"optimal"`` (gap closed), ``"gap_limit"`` (requested gap
+    reached), ``"stalled"`` (neither incumbent nor bound moved for ``stall_time``),
+    ``"time_limit"`` (the safety cap), ``"trivial"`` (the ensemble predicts one class:
+    the constant tree, objective 0, no solver) or ``"heuristic_only"`` (no solver run).
+    ``incumbent_source`` is ``"heuristic"``, ``"cart"`` or ``"solver"``.
+    ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
+    ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
+    fitted on the same labels (all features), on the fit sample.
+    """
+
+    solver: str
+    solver_version: str
+    status: str
+    stop_reason: str
+    objective: float
+    bound: float
+    gap: float
+    wall_time: float
+    time_limit_hit: bool
+    nodes: int
+    n_variables: int
+    n_binaries: int
+    n_constraints: int
+    n_nonzeros: int
+    warm_start_objective: float
+    warm_start_feasible: bool
+    warm_start_work: int
+    cart_seed_objective: float
+    incumbent_source: str
+    time_limit: float
+    stall_time: float
+    solver_objective: float
+    build_time: float
+    heuristic_time: float
+    solve_time: float
+    formulation: str
+    reductions: bool
+    mip_gap: float
+    baseline_cart_train_fidelity: float
+    baseline_cart_n_features: int
+    allowed_features: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """Plain JSON values; non-finite floats become None."""
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                out[key] = None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SolveReport:
+        values = {}
+        for f in fields(cls):
+            value = data[f.name]
+            values[f.name] = math.nan if value is None and f.type == "float" else value
+        return cls(**values)

@@ -1,0 +1,144 @@
+"""MIRET engine: no empty level, CART seeds, stall rule, sampling, reproducibility."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
+
+from governance.ensemble import read_ensemble
+from governance.miret import MiretSurrogate, build_problem
+from governance.miret.cart import cart_predict
+from governance.miret.engine import cart_baselines
+from governance.miret.formulation import build_model
+from governance.miret.heuristic import warm_start
+from governance.miret.sampling import labels_and_signatures, sample_rows
+from governance.miret.solvers import StallRule, solve
+
+
+@pytest.fixture(scope="module")
+def wisconsin():
+    X, y = load_breast_cancer(return_X_y=True)
+    rows = np.random.default_rng(0).choice(len(X), 200, replace=False)
+    X, y = X[rows], y[rows]
+    forest = RandomForestClassifier(30, max_depth=3, max_features=None, random_state=0)
+    return X, forest.fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def dominant_root():
+    """Every tree splits its root on x0 (the paper's strict rule empties level 0)."""
+    rng = np.random.default_rng(3)
+    X = rng.random((300, 4))
+    y = (X[:, 0] > 0.5).astype(int) ^ (rng.random(300) < 0.1) * (X[:, 1] > 0.5)
+    forest = RandomForestClassifier(20, max_depth=2, max_features=None, random_state=0)
+    return X, forest.fit(X, y)
+
+
+def test_dominant_root_keeps_its_root_feature(dominant_root):
+    X, forest = dominant_root
+    ensemble = read_ensemble(forest)
+    assert {int(tree.feature[0]) for tree in ensemble.trees} == {0}
+    problem = build_problem(X, ensemble, gamma_percentile=100 / 3)
+    frequency = problem.frequency[0]
+    # root frequencies: a single positive value, its percentile equals it, f > gamma is empty
+    assert np.count_nonzero(frequency) == 1 and frequency[0] > 0
+    assert problem.allowed_features[0] == ["x0"]
+    surrogate = MiretSurrogate(forest, solver="highs", time_limit=20).fit(X)
+    assert surrogate.solve_report_.allowed_features[0] == ["x0"]
+    assert surrogate.tree_.coef[0, 0] != 0
+    report = surrogate.solve_report_
+    assert report.objective <= report.cart_seed_objective + 1e-9
+
+
+def test_cart_seeded_fit_is_never_worse_than_the_cart_tree(wisconsin):
+    X, forest = wisconsin
+    surrogate = MiretSurrogate(forest, depth=2, solver="highs", time_limit=20).fit(X)
+    report = surrogate.solve_report_
+    problem = build_problem(X, read_ensemble(forest), depth=2, scaler=surrogate.input_scaler_)
+    baseline, seeds = cart_baselines(problem, random_state=0)
+    for seed in seeds:
+        assert report.objective <= seed.objective(problem) + 1e-9
+    # where the CART tree is MILP-feasible (no proximity constraint, every feature
+    # allowed) its seed reproduces the CART partition exactly
+    free = replace(
+        problem,
+        allowed=np.ones_like(problem.allowed),
+        frequency=np.ones_like(problem.frequency),
+        component=np.arange(problem.n_samples),
+    )
+    free_baseline, free_seeds = cart_baselines(free, random_state=0)
+    np.testing.assert_array_equal(
+        free_seeds[0].predict(free.X), cart_predict(free_baseline, free.X)
+    )
+    labels = problem.classes[(problem.y == 1).astype(int)]
+    assert report.baseline_cart_train_fidelity == pytest.approx(
+        np.mean(cart_predict(baseline, problem.X) == labels)
+    )
+    assert surrogate.baseline_fidelity(X) == pytest.approx(report.baseline_cart_train_fidelity)
+    heuristic_only, _ = warm_start(problem, seeds=seeds)
+    assert heuristic_only.objective(problem) <= min(s.objective(problem) for s in seeds) + 1e-9
+
+
+def test_stall_rule_stops_without_progress():
+    rule = StallRule(stall_time=2.0, progress=None)
+    assert not rule.update(0.0, 10.0, 1.0)
+    assert not rule.update(1.5, 10.0, 1.0)
+    assert not rule.update(2.5, 9.0, 1.0)  # incumbent moved at 2.5: clock restarts
+    assert not rule.update(4.0, 9.0, 1.0 + 1e-9)  # below the tolerance: no move
+    assert rule.update(4.5, 9.0, 1.0)
+    assert rule.stalled
+
+
+def test_solver_run_without_progress_ends_stalled(wisconsin):
+    X, forest = wisconsin
+    problem = build_problem(X, read_ensemble(forest), scaler=MinMaxScaler().fit(X))
+    tree, _ = warm_start(problem)
+    model = build_model(problem)
+    from governance.miret.formulation import encode
+
+    start = encode(tree.coef, tree.intercept, tree.apply(problem.X), model)
+    result = solve(model, solver="highs", time_limit=300, stall_time=0.2, start=start)
+    assert result.status == "stalled"
+    assert 0.0 <= result.gap <= 1.0
+
+
+def test_same_seed_gives_the_same_tree(wisconsin):
+    X, forest = wisconsin
+    problem = build_problem(X, read_ensemble(forest), scaler=MinMaxScaler().fit(X))
+    first, info = warm_start(problem, random_state=4)
+    again, info_again = warm_start(problem, random_state=4)
+    np.testing.assert_array_equal(first.coef, again.coef)
+    np.testing.assert_array_equal(first.intercept, again.intercept)
+    assert info["work"] == info_again["work"] and not info["time_limit_hit"]
+    small = warm_start(problem, random_state=4, work_budget=1.0)[1]
+    assert small["work"] < info["work"]  # the budget is counted in work
+
+
+def test_sample_keeps_labels_and_whole_signature_groups(wisconsin):
+    X, forest = wisconsin
+    ensemble = read_ensemble(forest)
+    rows = sample_rows(ensemble, X, 60, random_state=1)
+    assert rows.size == 60 and np.unique(rows).size == 60
+    labels, signature = labels_and_signatures(ensemble, X, seed=1)
+    for label in np.unique(labels):
+        share = np.mean(labels == label)
+        assert abs(np.mean(labels[rows] == label) - share) <= 1 / 60 + 1e-12
+        # every group in the sample is complete, except at most one per label
+        partial = [
+            s
+            for s in np.unique(signature[rows][labels[rows] == label])
+            if np.sum(signature[rows] == s) < np.sum(signature == s)
+        ]
+        assert len(partial) <= 1
+    np.testing.assert_array_equal(rows, sample_rows(ensemble, X, 60, random_state=1))
+    np.testing.assert_array_equal(sample_rows(ensemble, X, 500), np.arange(len(X)))
+
+
+def test_max_rows_fits_on_the_sample(wisconsin):
+    X, forest = wisconsin
+    surrogate = MiretSurrogate(forest, depth=2, max_rows=80, time_limit=10).fit(X)
+    assert surrogate.n_rows_seen_ == 200 and surrogate.n_rows_used_ == 80
+    assert surrogate.problem_["n_samples"] == 80
