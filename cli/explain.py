@@ -175,6 +175,22 @@ def explain(
             help="Ensemble proximity m from which two samples must share a leaf (above 1: none).",
         ),
     ] = DEFAULTS["proximity_threshold"],
+    max_rows: Annotated[
+        int,
+        typer.Option(
+            "--max-rows",
+            help="Largest stratified sample of training rows the MILP works on; fidelity "
+            "and the other metrics are still computed on every row.",
+        ),
+    ] = DEFAULTS["max_rows"],
+    class_names: Annotated[
+        str,
+        typer.Option(
+            "--class-names",
+            help="Names of the two classes, comma-separated in the ensemble's class order "
+            "(e.g. malignant,benign), for the reviewer's tree and rules.",
+        ),
+    ] = "",
     solver: Solver = DEFAULTS["solver"],
     time_limit: TimeLimit = DEFAULTS["time_limit"],
     seed: Seed = DEFAULTS["random_state"],
@@ -229,6 +245,8 @@ def explain(
                 alpha=alpha,
                 gamma_percentile=gamma_percentile,
                 proximity_threshold=proximity_threshold,
+                max_rows=max_rows,
+                class_names=[n.strip() for n in class_names.split(",")] if class_names else None,
                 solver=solver,
                 time_limit=time_limit,
                 seed=seed,

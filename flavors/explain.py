@@ -34,6 +34,7 @@ from flavors.registry import (
     version_uri,
 )
 from flavors.request import ExplainRequest, estimator_defaults
+from governance.miret.problem import default_depth
 
 
 @dataclass
@@ -87,12 +88,14 @@ def explain_model_version(
     alpha: float | None = None,
     gamma_percentile: float | None = None,
     proximity_threshold: float | None = None,
+    max_rows: int | None = None,
     solver: str | None = None,
     time_limit: float | None = None,
     seed: int | None = None,
     registered_name: str | None = None,
     force: bool = False,
     allow_invalid: bool = False,
+    class_names=None,
     test_size: float = 0.2,
     progress=None,
 ) -> ExplainResult:
@@ -110,9 +113,10 @@ def explain_model_version(
     test_data : str or path, optional
         A separate test set; otherwise a stratified holdout of ``test_size`` is drawn
         with ``seed`` (stratified by label, or by the ensemble's prediction).
-    depth, alpha, gamma_percentile, proximity_threshold, solver, time_limit, seed
+    depth, alpha, gamma_percentile, proximity_threshold, max_rows, solver, time_limit, seed
         MIRET hyperparameters; ``None`` takes ``MiretSurrogate().get_params()``'s
-        default, and depth defaults to the ensemble's depth. ``time_limit`` is the
+        default, and depth defaults to the ensemble's depth, at most 4. ``max_rows``
+        bounds the sample the MILP works on; metrics use every row. ``time_limit`` is the
         budget in seconds of the whole fit (problem, warm start and solver); ``seed``
         seeds the holdout split, the heuristic and the solver.
     registered_name : str, optional
@@ -121,6 +125,8 @@ def explain_model_version(
         Solve again even if an identical request was already registered.
     allow_invalid : bool
         Go on when validation fails (tagged ``governance.validation=failed``).
+    class_names : sequence of two str, optional
+        Names of the ensemble's classes (in ``classes_`` order) for the reviewer's tree.
     test_size : float
     progress : callable, optional
         ``progress(stage, detail)``: ``stage`` is one of :data:`flavors.stages.STAGES`;
@@ -156,12 +162,13 @@ def explain_model_version(
         "alpha": alpha,
         "gamma_percentile": gamma_percentile,
         "proximity_threshold": proximity_threshold,
+        "max_rows": max_rows,
         "solver": solver,
         "time_limit": time_limit,
         "random_state": seed,
     }
     chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
-    chosen["depth"] = int(depth if depth is not None else ensemble.max_depth)
+    chosen["depth"] = int(depth if depth is not None else default_depth(ensemble))
     if not 1 <= chosen["depth"] <= ensemble.max_depth:
         raise ExplainError(
             f"depth must be between 1 and the ensemble's depth {ensemble.max_depth}, got "
@@ -188,10 +195,12 @@ def explain_model_version(
         proximity_threshold=chosen["proximity_threshold"],
         epsilon=chosen["epsilon"],
         formulation=chosen["formulation"],
+        max_rows=int(chosen["max_rows"]),
         solver=chosen["solver"],
         time_limit=float(chosen["time_limit"]),
         seed=int(chosen["random_state"]),
         allow_invalid=bool(allow_invalid),
+        class_names=_class_names(class_names, ensemble),
     )
     if not force:
         existing = find_surrogate(
@@ -242,9 +251,11 @@ def _explain_in_run(request: ExplainRequest, run_id: str, ensemble, frame, test_
 
         data = holdout(request, ensemble, frame, test_frame)
         stages.log_params({"n_train": len(data.train), "n_test": len(data.test)})
-        X_train = ensemble.transform(data.train)
-        if validation.status == "failed":  # allow_invalid: out-of-range values act like bounds
-            X_train = np.clip(X_train, 0.0, 1.0)
+        raw_train, scaler = data.train, ensemble.scaler
+        if validation.status == "failed" and scaler is not None:
+            # allow_invalid: out-of-range values act like the training range's bounds
+            raw_train = raw_train.clip(scaler.data_min_, scaler.data_max_, axis=1)
+        X_train = ensemble.transform(raw_train)
         X_test = ensemble.transform(data.test) if len(data.test) else None
         ensemble = ensemble.weighted_by_data(X_train)
 
@@ -252,7 +263,7 @@ def _explain_in_run(request: ExplainRequest, run_id: str, ensemble, frame, test_
         vite = stages.vite_artifacts(ensemble, out)
 
         stages.notify(progress, "solve")
-        surrogate = stages.fit_surrogate(request, ensemble, X_train, progress)
+        surrogate = stages.fit_surrogate(request, ensemble, raw_train, progress)
 
         stages.notify(progress, "metrics")
         evidence = stages.Evidence(
@@ -263,7 +274,7 @@ def _explain_in_run(request: ExplainRequest, run_id: str, ensemble, frame, test_
             n_train=len(data.train),
             n_test=len(data.test),
             metrics=stages.evaluate(request, ensemble, surrogate, X_train, X_test, data),
-            rules=surrogate.tree_.rules(scaler=ensemble.scaler),
+            rules=surrogate.rules(),
         )
 
         stages.notify(progress, "report")
@@ -274,6 +285,18 @@ def _explain_in_run(request: ExplainRequest, run_id: str, ensemble, frame, test_
             request, surrogate, ensemble, artifacts, data.train.head(5), evidence
         )
     return info, evidence, surrogate.solve_report_.to_dict()
+
+
+def _class_names(class_names, ensemble) -> tuple | None:
+    if class_names is None:
+        return None
+    names = tuple(str(name) for name in class_names)
+    if len(names) != len(ensemble.classes) or len(set(names)) != len(names):
+        raise ExplainError(
+            f"class names {list(names)} must be {len(ensemble.classes)} distinct names, one "
+            f"per class of the ensemble {list(ensemble.classes)} in that order"
+        )
+    return names
 
 
 def _reused_result(client, existing, ensemble_uri, started) -> ExplainResult:

@@ -408,6 +408,9 @@ class _MiretModelWrapper:
             Unused (the input space is a model config).
         """
         X = self._matrix(model_input)
+        tree = getattr(self.surrogate, "tree_", None)
+        if tree is not None:  # a MiretSurrogate maps raw input with its own scaler
+            return self.surrogate.predict(X) if self.input_space == "raw" else tree.predict(X)
         if self.input_space == "raw" and self.scaler is not None:
             X = self.scaler.transform(X)
         return self.surrogate.predict(X)

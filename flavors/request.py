@@ -20,6 +20,7 @@ HYPERPARAMETERS = (
     "proximity_threshold",
     "epsilon",
     "formulation",
+    "max_rows",
 )
 """The MIRET hyperparameters an explain run records (with the solver, time limit, seed)."""
 
@@ -55,9 +56,13 @@ class ExplainRequest:
         Holdout share (None when a test file is given).
     registered_name : str
         Registered model of the surrogate.
-    depth, alpha, gamma_percentile, proximity_threshold, epsilon, formulation, solver,
-    time_limit, seed
-        MIRET hyperparameters; ``time_limit`` is the budget of the whole fit.
+    depth, alpha, gamma_percentile, proximity_threshold, epsilon, formulation, max_rows,
+    solver, time_limit, seed
+        MIRET hyperparameters; ``time_limit`` is the budget of the whole fit and
+        ``max_rows`` the largest sample the MILP works on.
+    allow_invalid : bool
+    class_names : tuple of two str, optional
+        Names of the ensemble's two classes for the reviewer's tree (display only).
     allow_invalid : bool
         Go on when validation fails.
     """
@@ -80,10 +85,12 @@ class ExplainRequest:
     proximity_threshold: float
     epsilon: float
     formulation: str
+    max_rows: int
     solver: str
     time_limit: float
     seed: int
     allow_invalid: bool
+    class_names: tuple | None = None
 
     @property
     def ensemble_uri(self) -> str:

@@ -188,17 +188,18 @@ def vite_artifacts(ensemble, out: Path) -> ViteArtifacts:
     return ViteArtifacts(ranges, tuple(Path(p) for p in figures))
 
 
-def fit_surrogate(request: ExplainRequest, ensemble, X_train, progress=None):
-    """Fit the MIRET surrogate of ``ensemble`` on ``X_train`` (normalized units) within
-    ``request.time_limit`` seconds; ``progress`` sees the solver's incumbent and bound."""
+def fit_surrogate(request: ExplainRequest, ensemble, raw_train, progress=None):
+    """Fit the MIRET surrogate of ``ensemble`` on ``raw_train`` (the ensemble's input
+    units) within ``request.time_limit`` seconds; ``progress`` sees the solver's
+    incumbent and bound."""
     from governance.miret import MiretSurrogate
 
     def on_solve(elapsed, incumbent, bound, gap):
         detail = {"elapsed": elapsed, "incumbent": incumbent, "bound": bound, "gap": gap}
         notify(progress, "solve", detail)
 
-    surrogate = MiretSurrogate(**request.estimator_params())
-    return surrogate.fit(X_train, ensemble, progress=on_solve)
+    surrogate = MiretSurrogate(ensemble, **request.estimator_params())
+    return surrogate.fit(raw_train, progress=on_solve)
 
 
 def solver_metrics(report: dict) -> dict:
@@ -214,6 +215,12 @@ def solver_metrics(report: dict) -> dict:
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
 
 
+def tree_scaler(ensemble, surrogate):
+    """The map from the ensemble's working space to the tree's: None when the ensemble
+    has its own MinMaxScaler (same space), else the surrogate's learned scaler."""
+    return None if ensemble.scaler is not None else surrogate.input_scaler_
+
+
 def evaluate(request: ExplainRequest, ensemble, surrogate, X_train, X_test, data) -> dict:
     """Fidelity, accuracy, proximity and sparsity of the surrogate, and solver metrics."""
     from governance.metrics import surrogate_metrics
@@ -226,8 +233,23 @@ def evaluate(request: ExplainRequest, ensemble, surrogate, X_train, X_test, data
         data.y_train,
         data.y_test,
         proximity_threshold=request.proximity_threshold,
+        tree_scaler=tree_scaler(ensemble, surrogate),
     )
     metrics.update(solver_metrics(surrogate.solve_report_.to_dict()))
+    metrics.update(baseline_metrics(surrogate, data))
+    return metrics
+
+
+def baseline_metrics(surrogate, data) -> dict:
+    """Fidelity and feature count of the depth-D CART tree a user would fit instead
+    (on the same ensemble labels), next to the surrogate's."""
+    solve = surrogate.solve_report_
+    metrics = {
+        "baseline_cart_train_fidelity": float(solve.baseline_cart_train_fidelity),
+        "baseline_cart_n_features": float(solve.baseline_cart_n_features),
+    }
+    if len(data.test):
+        metrics["baseline_cart_test_fidelity"] = surrogate.baseline_fidelity(data.test)
     return metrics
 
 
@@ -273,9 +295,10 @@ def write_report(
     dict
         Artifact name -> path, for :func:`log_surrogate`.
     """
+    from governance.miret.display import display_tree
     from governance.report.html import ReportContext
     from governance.report.html import write_report as render
-    from governance.report.tree_figure import save_tree_figure, tree_diagram
+    from governance.report.tree_figure import save_tree_figure
 
     tree, solve, validation = (
         surrogate.tree_,
@@ -286,8 +309,12 @@ def write_report(
     labels = evidence.labels
     if labels is None:
         labels = ensemble.predict(evidence.X_train)
-    nodes = tree_diagram(tree, evidence.X_train, labels, scaler=ensemble.scaler)
-    save_tree_figure(nodes, tree.depth, out / "figures", label_source)
+    to_tree = tree_scaler(ensemble, surrogate)
+    X_tree = evidence.X_train if to_tree is None else to_tree.transform(evidence.X_train)
+    display = display_tree(
+        tree, X_tree, labels, scaler=surrogate.input_scaler_, class_names=request.class_names
+    )
+    save_tree_figure(display, out / "figures", label_source)
     provenance = {
         "ensemble_uri": request.ensemble_uri,
         "ensemble_source": request.ensemble_source,
@@ -310,8 +337,14 @@ def write_report(
     context = ReportContext(
         title=request.ensemble_uri,
         depth=tree.depth,
-        nodes=nodes,
+        display=display,
         rules=evidence.rules,
+        baseline={
+            "train_fidelity": solve["baseline_cart_train_fidelity"],
+            "test_fidelity": evidence.metrics.get("baseline_cart_test_fidelity"),
+            "n_features_used": solve["baseline_cart_n_features"],
+        },
+        allowed_features=solve["allowed_features"],
         metrics=evidence.metrics,
         parameters={k: params[k] for k in REPORT_PARAMETERS},
         provenance=provenance,
@@ -354,7 +387,7 @@ def log_surrogate(
     info = miret_flavor.log_model(
         surrogate,
         name="surrogate",
-        preprocessing=ensemble.scaler,
+        preprocessing=surrogate.input_scaler_,
         artifacts=artifacts,
         input_example=input_example,
         metadata={

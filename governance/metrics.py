@@ -124,6 +124,7 @@ def surrogate_metrics(
     y_test=None,
     proximity_threshold: float = 0.9,
     *,
+    tree_scaler=None,
     chunk_rows: int = CHUNK_ROWS,
     proximity_rows: int = PROXIMITY_ROWS,
     random_state=0,
@@ -142,11 +143,14 @@ def surrogate_metrics(
     ensemble : governance.ensemble.Ensemble
     tree : governance.miret.tree.SurrogateTree
     X_train, X_test : array-like
-        Normalized inputs (the ensemble's working space).
+        Inputs in the ensemble's working space (after its own preprocessing).
     y_train, y_test : array-like, optional
         Ground-truth labels in the ensemble's class labels.
     proximity_threshold : float
         ``m`` of the proximity pairs ``U_TE(m)``.
+    tree_scaler : fitted MinMaxScaler, optional
+        Maps the ensemble's working space to the tree's normalized space (the
+        surrogate's ``input_scaler_`` when the ensemble has no scaler of its own).
     chunk_rows : int
         Rows per chunk for fidelity, accuracy and effective depth.
     proximity_rows : int
@@ -167,6 +171,9 @@ def surrogate_metrics(
 
     if int(chunk_rows) < 1 or int(proximity_rows) < 2:
         raise ValueError("chunk_rows must be >= 1 and proximity_rows >= 2")
+    def to_tree(X):
+        return X if tree_scaler is None else tree_scaler.transform(X)
+
     metrics: dict[str, float] = {}
     splits = {"train": (X_train, y_train), "test": (X_test, y_test)}
     for split, (X, y) in splits.items():
@@ -181,7 +188,7 @@ def surrogate_metrics(
         agree = correct_surrogate = correct_ensemble = 0
         for rows in _chunks(X.shape[0], int(chunk_rows)):
             ensemble_labels = ensemble.predict(X[rows])
-            surrogate_labels = tree.predict(X[rows])
+            surrogate_labels = tree.predict(to_tree(X[rows]))
             agree += int(np.sum(ensemble_labels == surrogate_labels))
             if y is not None:
                 correct_surrogate += int(np.sum(y[rows] == surrogate_labels))
@@ -192,7 +199,7 @@ def surrogate_metrics(
             metrics[f"{split}_accuracy_ensemble"] = correct_ensemble / X.shape[0]
         sample = X[_proximity_sample(X.shape[0], int(proximity_rows), random_state)]
         agreement, n_pairs = proximity_agreement(
-            proximity_pairs(ensemble, sample, proximity_threshold), tree.apply(sample)
+            proximity_pairs(ensemble, sample, proximity_threshold), tree.apply(to_tree(sample))
         )
         metrics[f"{split}_proximity_pairs"] = float(n_pairs)
         metrics[f"{split}_proximity_rows"] = float(sample.shape[0])
@@ -202,6 +209,6 @@ def surrogate_metrics(
     metrics["n_features_used"] = float(distinct)
     metrics["n_feature_uses"] = float(uses)
     metrics["effective_depth"] = float(
-        effective_depth(tree, np.asarray(X_train, dtype=np.float64), int(chunk_rows))
+        effective_depth(tree, to_tree(np.asarray(X_train, dtype=np.float64)), int(chunk_rows))
     )
     return metrics

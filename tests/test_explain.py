@@ -178,7 +178,8 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
 
     surrogate = load_model("models:/credit-rf-surrogate/1")
     raw = rf["frame"][FEATURES]
-    expected = surrogate.predict(scaler.transform(raw))
+    expected = surrogate.predict(raw)
+    np.testing.assert_array_equal(expected, surrogate.tree_.predict(scaler.transform(raw)))
     predicted = mlflow.pyfunc.load_model("models:/credit-rf-surrogate/1").predict(raw)
     np.testing.assert_array_equal(np.asarray(predicted), expected)
     normalized = mlflow.pyfunc.load_model(

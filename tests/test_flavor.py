@@ -27,7 +27,7 @@ def fitted(breast_cancer):
         MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=2, random_state=0)
     ).fit(X, y)
     ensemble = read_ensemble(pipeline)
-    surrogate = MiretSurrogate(time_limit=5).fit(ensemble.transform(X), ensemble)
+    surrogate = MiretSurrogate(ensemble, time_limit=5).fit(X)
     return X, pipeline, ensemble, surrogate
 
 
@@ -88,7 +88,8 @@ def test_pyfunc_raw_and_normalized_input(fitted, tmp_path):
     X, pipeline, ensemble, surrogate = fitted
     path = tmp_path / "model"
     miret.save_model(surrogate, path, preprocessing=ensemble.scaler)
-    expected = surrogate.predict(pipeline[0].transform(X))
+    expected = surrogate.predict(X)
+    np.testing.assert_array_equal(expected, surrogate.tree_.predict(pipeline[0].transform(X)))
 
     raw_model = mlflow.pyfunc.load_model(str(path))
     np.testing.assert_array_equal(np.asarray(raw_model.predict(X)), expected)

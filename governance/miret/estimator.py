@@ -54,7 +54,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Anything :func:`governance.ensemble.read_ensemble` reads (a Pipeline may put one
         MinMaxScaler before the ensemble).
     depth : int, optional
-        Surrogate depth ``D``; default the ensemble's depth.
+        Surrogate depth ``D``; default the ensemble's depth, at most 4
+        (:func:`governance.miret.problem.default_depth`).
     alpha : float
         Weight of the frequency-weighted sparsity penalty.
     gamma_percentile : float

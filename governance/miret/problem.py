@@ -138,6 +138,16 @@ class MiretProblem:
         }
 
 
+DEFAULT_MAX_DEPTH = 4
+"""Deepest surrogate fitted when no depth is asked for (the paper's depths are 2 to 4)."""
+
+
+def default_depth(ensemble) -> int:
+    """Surrogate depth when none is given: the ensemble's depth, at most
+    :data:`DEFAULT_MAX_DEPTH` (a forest grown with ``max_depth=None`` is explained at 4)."""
+    return int(min(ensemble.max_depth, DEFAULT_MAX_DEPTH))
+
+
 def check_unit_data(X, n_features: int, feature_names=None) -> np.ndarray:
     """Validate normalized input and return it as a float array clipped into [0, 1].
 
@@ -230,7 +240,7 @@ def build_problem(
         Without ``scaler`` they must be normalized into ``[0, 1]``.
     ensemble : governance.ensemble.Ensemble
     depth : int, optional
-        Depth ``D`` of the surrogate; default the ensemble's depth. A smaller depth uses
+        Depth ``D`` of the surrogate; default :func:`default_depth`. A smaller depth uses
         the frequencies of the ensemble's first ``D`` levels; a larger one is refused
         (the ensemble has no frequencies for deeper levels).
     alpha : float
@@ -259,7 +269,7 @@ def build_problem(
     if not 0 < epsilon < 1:
         raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
     ens_depth = ensemble.max_depth
-    depth = ens_depth if depth is None else int(depth)
+    depth = default_depth(ensemble) if depth is None else int(depth)
     if ens_depth < 1:
         raise ValueError("the ensemble's trees have no split; there is nothing to explain")
     if not 1 <= depth <= ens_depth:
