@@ -129,9 +129,10 @@ def test_sample_draws_rows_in_proportion_to_label_and_leaf_strata(wisconsin):
     assert np.all(np.abs(taken - sizes * 60 / len(X)) < 1)
     labels = ensemble.predict(X)
     for label in np.unique(labels):  # one label per stratum
-        assert np.unique(stratum[labels == label]).size + np.unique(
-            stratum[labels != label]
-        ).size == sizes.size
+        assert (
+            np.unique(stratum[labels == label]).size + np.unique(stratum[labels != label]).size
+            == sizes.size
+        )
     np.testing.assert_array_equal(quotas(np.array([5, 3, 2]), 5), [3, 1, 1])
     np.testing.assert_array_equal(rows, sample_rows(ensemble, X, 60, random_state=1))
     assert not np.array_equal(rows, sample_rows(ensemble, X, 60, random_state=2))
