@@ -14,7 +14,7 @@ from governance.miret.cart import cart_predict
 from governance.miret.engine import cart_baselines
 from governance.miret.formulation import build_model
 from governance.miret.heuristic import warm_start
-from governance.miret.sampling import labels_and_signatures, sample_rows
+from governance.miret.sampling import quotas, sample_rows, strata
 from governance.miret.solvers import StallRule, solve
 
 
@@ -117,23 +117,25 @@ def test_same_seed_gives_the_same_tree(wisconsin):
     assert small["work"] < info["work"]  # the budget is counted in work
 
 
-def test_sample_keeps_labels_and_whole_signature_groups(wisconsin):
+def test_sample_draws_rows_in_proportion_to_label_and_leaf_strata(wisconsin):
     X, forest = wisconsin
     ensemble = read_ensemble(forest)
     rows = sample_rows(ensemble, X, 60, random_state=1)
     assert rows.size == 60 and np.unique(rows).size == 60
-    labels, signature = labels_and_signatures(ensemble, X, seed=1)
-    for label in np.unique(labels):
-        share = np.mean(labels == label)
-        assert abs(np.mean(labels[rows] == label) - share) <= 1 / 60 + 1e-12
-        # every group in the sample is complete, except at most one per label
-        partial = [
-            s
-            for s in np.unique(signature[rows][labels[rows] == label])
-            if np.sum(signature[rows] == s) < np.sum(signature == s)
-        ]
-        assert len(partial) <= 1
+    stratum = strata(ensemble, X)
+    sizes = np.bincount(stratum)
+    taken = np.bincount(stratum[rows], minlength=sizes.size)
+    # every stratum (label x leaves of the first trees) gets its share, within one row
+    assert np.all(np.abs(taken - sizes * 60 / len(X)) < 1)
+    labels = ensemble.predict(X)
+    for label in np.unique(labels):  # one label per stratum
+        assert (
+            np.unique(stratum[labels == label]).size + np.unique(stratum[labels != label]).size
+            == sizes.size
+        )
+    np.testing.assert_array_equal(quotas(np.array([5, 3, 2]), 5), [3, 1, 1])
     np.testing.assert_array_equal(rows, sample_rows(ensemble, X, 60, random_state=1))
+    assert not np.array_equal(rows, sample_rows(ensemble, X, 60, random_state=2))
     np.testing.assert_array_equal(sample_rows(ensemble, X, 500), np.arange(len(X)))
 
 

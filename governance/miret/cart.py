@@ -10,6 +10,8 @@ leaf, ``b_t = 1`` right towards an even, ``+1`` leaf). A split that the MILP for
 (feature outside ``J_gamma(d)``, gap below epsilon, or a proximity component cut in
 two) is replaced by the heuristic's greedy subtree, so every seed is feasible and equals
 the CART tree's partition wherever the CART tree is feasible itself.
+:func:`exact_tree` writes the CART tree itself as a surrogate tree, feasible or not (the
+estimator's fidelity guarantee falls back to it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
 from governance.miret.feasibility import components_broken
-from governance.miret.tree import SurrogateTree
+from governance.miret.tree import SurrogateTree, node_level
 
 
 def fit_cart(X, y, depth, features=None, random_state=0):
@@ -125,3 +127,46 @@ def seed_tree(search, arrays, problem) -> SurrogateTree:
     return SurrogateTree(
         search.coef, search.intercept, problem.depth, problem.feature_names, problem.classes
     )
+
+
+def exact_tree(arrays, problem) -> SurrogateTree:
+    """The CART tree of ``arrays`` as a surrogate tree with the same labels everywhere.
+
+    ``x_j <= theta`` becomes ``a_t = e_j, b_t = -theta`` (or ``-e_j, theta`` with the
+    children swapped where the fixed leaf classes need it); CART leaves above level
+    ``D`` become dummy splits. The tree ignores ``J_gamma(d)``, the epsilon gap and the
+    proximity components, so it need not be MILP-feasible.
+    """
+    n_branch, p = problem.n_branch, problem.n_features
+    sign = {problem.classes[0]: -1, problem.classes[1]: 1}
+    coef, intercept = np.zeros((n_branch, p)), np.zeros(n_branch)
+    level = node_level(np.arange(n_branch))
+
+    def leaf_sign_of(k):
+        """The class sign of CART node ``k`` if its whole subtree predicts one class."""
+        if arrays["left"][k] < 0:
+            return sign[arrays["label"][k]]
+        signs = {leaf_sign_of(arrays["left"][k]), leaf_sign_of(arrays["right"][k])}
+        return signs.pop() if len(signs) == 1 and None not in signs else None
+
+    def place(k, t):
+        if t >= n_branch:
+            return
+        constant = leaf_sign_of(k)
+        if constant is not None:  # dummy splits down to a leaf of that class
+            while t < n_branch:
+                intercept[t] = 1.0 if constant > 0 else 0.0
+                t = 2 * t + 1 + int(constant > 0)
+            return
+        j, theta = arrays["feature"][k], arrays["threshold"][k]
+        low, high = arrays["left"][k], arrays["right"][k]
+        if level[t] == problem.depth - 1 and leaf_sign_of(low) > 0:
+            coef[t, j], intercept[t] = -1.0, theta  # the high side goes left (class -1)
+            low, high = high, low
+        else:
+            coef[t, j], intercept[t] = 1.0, -theta
+        place(low, 2 * t + 1)
+        place(high, 2 * t + 2)
+
+    place(0, 0)
+    return SurrogateTree(coef, intercept, problem.depth, problem.feature_names, problem.classes)

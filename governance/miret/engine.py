@@ -4,7 +4,9 @@ Steps (each a function): :func:`cart_baselines` fits the depth-D CART on the lab
 (all features, and only the features allowed at some level) and converts both into
 MIRET-feasible seed trees; :func:`heuristic_tree` runs the warm-start heuristic seeded
 with them; :func:`solve_milp` hands the best tree to the solver with the stall rule;
-:func:`fit_problem` keeps the tree with the lowest objective and writes the report.
+:func:`fit_problem` keeps the tree with the lowest objective and writes the report;
+it also returns the fallback trees of the estimator's fidelity guarantee (the CART seeds
+and the exact CART tree, :func:`governance.miret.cart.exact_tree`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import warnings
 import numpy as np
 
 from governance.miret import formulation as milp
-from governance.miret.cart import cart_arrays, cart_predict, fit_cart, seed_tree
+from governance.miret.cart import cart_arrays, cart_predict, exact_tree, fit_cart, seed_tree
 from governance.miret.heuristic import warm_start
 from governance.miret.local_search import TreeSearch
 from governance.miret.report import SolveReport
@@ -78,7 +80,10 @@ def heuristic_tree(problem, seeds, random_state, time_cap):
 
 
 def fit_problem(problem, params, begin, progress=None):
-    """Fit the tree of ``problem``; returns ``(tree, report, baseline)``.
+    """Fit the tree of ``problem``; returns ``(tree, report, baseline, fallbacks)``.
+
+    ``fallbacks`` lists the MILP-feasible CART seed trees (centered like the returned
+    tree) and, last, the exact CART tree.
 
     ``params`` is the estimator's parameter dict; ``begin`` the fit's start time.
     """
@@ -136,6 +141,11 @@ def fit_problem(problem, params, begin, progress=None):
             tree = centered(tree, problem.epsilon)
         scored.append((tree.objective(problem), k, source, tree))
     objective, _, source, tree = min(scored, key=lambda item: item[:2])
+    fallbacks = []
+    for seed in seeds:
+        x = milp.encode(seed.coef, seed.intercept, seed.apply(problem.X), model)
+        fallbacks.append(centered(seed, problem.epsilon) if model.is_feasible(x) else seed)
+    fallbacks.append(exact_tree(baseline, problem))
 
     bound = result.bound if result is not None else -math.inf
     gap = relative_gap(objective, bound)
@@ -173,11 +183,12 @@ def fit_problem(problem, params, begin, progress=None):
         baseline_cart_n_features=cart_features,
         allowed_features=problem.allowed_features,
     )
-    return tree, report, baseline
+    return tree, report, baseline, fallbacks
 
 
 def fit_trivial(problem, params, begin):
-    """The constant tree of an ensemble that predicts one class (objective 0, no solver)."""
+    """The constant tree of an ensemble that predicts one class (objective 0, no solver);
+    returns ``(tree, report, baseline, [])``."""
     tree = constant_tree(problem, problem.y[0])
     label = problem.classes[int(problem.y[0] == 1)]
     baseline = {
@@ -221,4 +232,4 @@ def fit_trivial(problem, params, begin):
         baseline_cart_n_features=0,
         allowed_features=problem.allowed_features,
     )
-    return tree, report, baseline
+    return tree, report, baseline, []

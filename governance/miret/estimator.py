@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from governance.ensemble import Ensemble, read_ensemble
 from governance.miret.cart import cart_predict
 from governance.miret.engine import fit_problem, fit_trivial
+from governance.miret.guarantee import guarantee
 from governance.miret.problem import FORMULATIONS, build_problem
 from governance.miret.report import SolveReport
 from governance.miret.sampling import sample_rows
@@ -222,6 +223,12 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Returns
         -------
         self
+
+        Notes
+        -----
+        The returned tree is never more than ``FIDELITY_TOLERANCE`` less faithful on the
+        rows of ``X`` than the CART baseline: otherwise a CART tree replaces it (rule in
+        :mod:`governance.miret.guarantee`; ``solve_report_.fallback`` says so).
         """
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
@@ -257,7 +264,15 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         params = self.get_params(deep=False)
         fit = fit_trivial if np.all(problem.y == problem.y[0]) else fit_problem
         args = (problem, params, begin) + (() if fit is fit_trivial else (progress,))
-        self.tree_, self.solve_report_, self.baseline_ = fit(*args)
+        tree, report, self.baseline_, fallbacks = fit(*args)
+        tree, own, cart, note = guarantee(
+            tree, fallbacks, self.baseline_, ensemble, tree_inputs, scaler, problem
+        )
+        report.train_fidelity, report.baseline_cart_train_fidelity = own, cart
+        if note:
+            report.fallback, report.incumbent_source = note, "cart"
+        report.wall_time = time.perf_counter() - begin
+        self.tree_, self.solve_report_ = tree, report
         leaves = self.tree_.apply(problem.X) - (2**problem.depth - 1)
         self.leaf_counts_ = np.zeros((2**problem.depth, 2), dtype=np.int64)
         np.add.at(self.leaf_counts_, (leaves, (problem.y == 1).astype(np.int64)), 1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 STOP_REASONS = ("optimal", "gap_limit", "stalled", "time_limit", "trivial", "heuristic_only")
 
@@ -23,7 +23,11 @@ class SolveReport:
     ``incumbent_source`` is ``"heuristic"``, ``"cart"`` or ``"solver"``.
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
-    fitted on the same labels (all features), on the fit sample.
+    fitted on the same labels (all features, fit sample); its fidelity on all the rows
+    given to ``fit``. ``train_fidelity``: the returned tree's fidelity on those rows.
+    ``fallback``: empty, or why the estimator's fidelity guarantee replaced the MIRET
+    tree by a CART tree (:meth:`governance.miret.MiretSurrogate.fit`); ``objective``,
+    ``bound`` and ``gap`` then still describe the replaced MIRET tree.
     """
 
     solver: str
@@ -57,6 +61,8 @@ class SolveReport:
     baseline_cart_train_fidelity: float
     baseline_cart_n_features: int
     allowed_features: list = field(default_factory=list)
+    train_fidelity: float = math.nan
+    fallback: str = ""
 
     def to_dict(self) -> dict:
         """Plain JSON values; non-finite floats become None."""
@@ -70,6 +76,8 @@ class SolveReport:
     def from_dict(cls, data: dict) -> SolveReport:
         values = {}
         for f in fields(cls):
+            if f.name not in data and f.default is not MISSING:
+                continue
             value = data[f.name]
             values[f.name] = math.nan if value is None and f.type == "float" else value
         return cls(**values)

@@ -1,13 +1,16 @@
 """A stratified, proximity-preserving sample of at most ``max_rows`` rows.
 
-Rows are grouped by their leaf signature: rows that reach the same leaf in every tree
-have proximity 1 to each other (they are certain to be in one proximity component for
-any threshold), and they share the ensemble's label. Groups are drawn whole, in a random
-order per label, until the label's share of ``max_rows`` (proportional to its share of
-the rows, at least one row) is filled; only the last group drawn for a label may be cut
-to fit. So the sample keeps the class balance of the data and never separates rows the
-ensemble cannot tell apart. Everything is computed in chunks of rows: memory is
-``O(n)`` plus one chunk of leaf indices, time ``O(n * trees)``.
+Rows are stratified by the ensemble's label and a coarse leaf signature: the leaves
+the row reaches in the first ``SIGNATURE_TREES`` trees of the ensemble. Rows of one
+stratum agree on the label and on those trees, i.e. they lie in one cell of the
+partition those trees make of the input space. Each stratum gets a share of
+``max_rows`` proportional to its size (largest remainders, ties to the lower stratum
+id), and its rows are drawn individually at random (seeded). So the sample keeps the
+class balance and covers the ensemble's partition proportionally: the proximity of two
+sampled rows is the proximity of two rows of the data, and close rows stay represented
+where they are frequent. Drawing individual rows (not whole groups of rows with one
+leaf signature) keeps large groups from filling the sample and chaining the proximity
+components. Time ``O(n * trees)``, memory ``O(n)`` plus one chunk of leaf indices.
 """
 
 from __future__ import annotations
@@ -15,25 +18,29 @@ from __future__ import annotations
 import numpy as np
 
 CHUNK_ROWS = 50_000
+SIGNATURE_TREES = 3
 
 
-def labels_and_signatures(ensemble, X, seed=0):
-    """Ensemble labels and a 64-bit leaf signature of every row, computed in chunks."""
+def strata(ensemble, X) -> np.ndarray:
+    """Stratum id of every row: ensemble label x leaves of the first trees (in chunks)."""
     n = X.shape[0]
-    labels = np.empty(
-        n, dtype=object if ensemble.classes.dtype == object else ensemble.classes.dtype
-    )
-    signature = np.empty(n, dtype=np.uint64)
-    multiplier = np.random.default_rng(seed).integers(
-        1, 2**63, size=ensemble.n_trees, dtype=np.uint64
-    )
+    keys = np.empty((n, SIGNATURE_TREES + 1), dtype=np.int64)
+    classes = np.asarray(ensemble.classes)
     for start in range(0, n, CHUNK_ROWS):
         block = X[start : start + CHUNK_ROWS]
-        labels[start : start + block.shape[0]] = ensemble.predict(block)
-        leaves = ensemble.apply(block).astype(np.uint64)
-        with np.errstate(over="ignore"):
-            signature[start : start + block.shape[0]] = (leaves * multiplier).sum(axis=1)
-    return labels, signature
+        rows = slice(start, start + block.shape[0])
+        keys[rows, 0] = np.searchsorted(classes, ensemble.predict(block))
+        keys[rows, 1:] = ensemble.apply(block)[:, :SIGNATURE_TREES]
+    return np.unique(keys, axis=0, return_inverse=True)[1].ravel()
+
+
+def quotas(sizes: np.ndarray, total: int) -> np.ndarray:
+    """Integer shares of ``total`` proportional to ``sizes`` (largest remainders)."""
+    exact = sizes * (total / sizes.sum())
+    out = np.floor(exact).astype(np.int64)
+    order = np.lexsort((np.arange(sizes.size), -(exact - out)))
+    out[order[: total - int(out.sum())]] += 1
+    return out
 
 
 def sample_rows(ensemble, X, max_rows, random_state=0) -> np.ndarray:
@@ -42,17 +49,11 @@ def sample_rows(ensemble, X, max_rows, random_state=0) -> np.ndarray:
     if max_rows is None or n <= max_rows:
         return np.arange(n)
     rng = np.random.default_rng(random_state)
-    labels, signature = labels_and_signatures(ensemble, X, seed=int(random_state))
-    chosen, left = [], int(max_rows)
-    for label in np.unique(labels):
-        rows = np.flatnonzero(labels == label)
-        quota = min(left, max(1, round(max_rows * rows.size / n)))
-        left -= quota
-        _, group = np.unique(signature[rows], return_inverse=True)
-        order = rng.permutation(int(group.max()) + 1)
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        # rows of the groups in drawing order (random within a group), first `quota` kept
-        by_rank = np.lexsort((rng.random(rows.size), rank[group]))
-        chosen.append(rows[by_rank[:quota]])
-    return np.sort(np.concatenate(chosen))
+    stratum = strata(ensemble, X)
+    share = quotas(np.bincount(stratum), int(max_rows))
+    # a random rank within each stratum; a row is kept when its rank is below the quota
+    order = np.lexsort((rng.random(n), stratum))
+    first = np.searchsorted(stratum[order], np.arange(share.size))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - np.repeat(first, np.bincount(stratum))
+    return np.flatnonzero(rank < share[stratum])

@@ -1,0 +1,86 @@
+"""MIRET on larger data: bounded proximity components and the fidelity guarantee."""
+
+import numpy as np
+import pytest
+from scipy import sparse
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
+
+from governance.ensemble import read_ensemble
+from governance.miret import MiretSurrogate
+from governance.miret.cart import cart_predict, exact_tree
+from governance.miret.engine import cart_baselines
+from governance.miret.guarantee import FIDELITY_TOLERANCE
+from governance.miret.problem import (
+    MIN_COMPONENT_CAP,
+    bounded_components,
+    build_problem,
+    component_cap,
+)
+
+
+def pairs(n, triples):
+    rows, cols, values = zip(*triples)
+    return sparse.coo_matrix((values, (rows, cols)), shape=(n, n))
+
+
+def test_components_join_closest_pairs_first_up_to_the_cap():
+    # chain 0-1-2-3 plus 4-5: 2-3 is closest, then 0-1 and 1-2 tie (index order), 4-5
+    chain = pairs(6, [(1, 2, 0.95), (0, 1, 0.95), (2, 3, 0.99), (4, 5, 0.9)])
+    component, dropped = bounded_components(6, chain, cap=2)
+    np.testing.assert_array_equal(component, [0, 0, 1, 1, 2, 2])
+    assert dropped == 1  # 1-2 would make a component of 4
+    component, dropped = bounded_components(6, chain, cap=3)
+    np.testing.assert_array_equal(component, [0, 0, 1, 1, 2, 2])
+    assert dropped == 1
+    component, dropped = bounded_components(6, chain, cap=4)
+    np.testing.assert_array_equal(component, [0, 0, 0, 0, 1, 1])
+    assert dropped == 0
+    # equal proximities join in index order: 0-1, 1-2 (3 rows); 2-3 would make 4
+    flat = pairs(4, [(2, 3, 0.9), (1, 2, 0.9), (0, 1, 0.9)])
+    component, dropped = bounded_components(4, flat, cap=3)
+    np.testing.assert_array_equal(component, [0, 0, 0, 1])
+    assert dropped == 1
+    assert component_cap(100, 3) == MIN_COMPONENT_CAP
+    assert component_cap(2000, 3) == 125
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    X, y = make_classification(6000, 20, n_informative=8, random_state=0)
+    forest = RandomForestClassifier(
+        30, max_depth=3, max_features=None, random_state=0, n_jobs=1
+    ).fit(X[:2000], y[:2000])
+    return X, forest
+
+
+def test_large_fit_caps_components_and_is_as_faithful_as_cart(synthetic):
+    X, forest = synthetic
+    surrogate = MiretSurrogate(forest, depth=3, max_rows=1200, time_limit=4).fit(X)
+    summary, report = surrogate.problem_, surrogate.solve_report_
+    assert summary["component_cap"] == 1200 // 16
+    assert summary["largest_component"] <= summary["component_cap"]
+    assert summary["n_proximity_pairs_dropped"] > 0
+    assert (
+        summary["n_proximity_pairs_kept"] + summary["n_proximity_pairs_dropped"]
+        == summary["n_proximity_pairs"]
+    )
+    assert report.train_fidelity == pytest.approx(surrogate.score(X))
+    labels = forest.predict(X)
+    cart = np.mean(
+        cart_predict(surrogate.baseline_, surrogate.input_scaler_.transform(X)) == labels
+    )
+    assert report.baseline_cart_train_fidelity == pytest.approx(cart)
+    assert report.train_fidelity >= cart - FIDELITY_TOLERANCE
+    assert (report.incumbent_source == "cart") == bool(report.fallback)
+
+
+def test_exact_cart_tree_reproduces_the_cart_labels(synthetic):
+    X, forest = synthetic
+    problem = build_problem(
+        X[:500], read_ensemble(forest), depth=3, scaler=MinMaxScaler().fit(X[:500])
+    )
+    baseline, _ = cart_baselines(problem, random_state=0)
+    tree = exact_tree(baseline, problem)
+    np.testing.assert_array_equal(tree.predict(problem.X), cart_predict(baseline, problem.X))
