@@ -72,7 +72,7 @@ def wait_until_up(base: str, server: subprocess.Popen, log: Path, timeout: float
             with urllib.request.urlopen(f"{base}/health", timeout=2) as answer:
                 if answer.status == 200:
                     return
-        except (urllib.error.URLError, ConnectionError):
+        except OSError:  # refused, reset or timed out while the server starts
             time.sleep(0.5)
     raise SystemExit(f"mlflow ui did not answer within {timeout:g} s; log: {log}")
 
