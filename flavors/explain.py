@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlflow
-import numpy as np
 from mlflow import MlflowClient
 
 from flavors import stages

@@ -41,7 +41,6 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.tree import DecisionTreeClassifier
 from xgboost import XGBClassifier
 
-from governance.ensemble import read_ensemble
 from governance.miret import MiretSurrogate
 
 HERE = Path(__file__).resolve().parent
