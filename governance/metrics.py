@@ -171,6 +171,7 @@ def surrogate_metrics(
 
     if int(chunk_rows) < 1 or int(proximity_rows) < 2:
         raise ValueError("chunk_rows must be >= 1 and proximity_rows >= 2")
+
     def to_tree(X):
         return X if tree_scaler is None else tree_scaler.transform(X)
 

@@ -24,7 +24,14 @@ def _explain_entry():
 def test_explain_defaults_match_the_estimator():
     params = _explain_entry()["parameters"]
     defaults = MiretSurrogate().get_params()
-    for name in ("alpha", "gamma_percentile", "proximity_threshold", "max_rows", "time_limit", "solver"):
+    for name in (
+        "alpha",
+        "gamma_percentile",
+        "proximity_threshold",
+        "max_rows",
+        "time_limit",
+        "solver",
+    ):
         assert params[name]["default"] == defaults[name], name
     assert params["seed"]["default"] == defaults["random_state"]
     assert params["depth"]["default"] == 0 and params["target"]["default"] == ""

@@ -182,5 +182,9 @@ def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer
     report = mlflow.artifacts.load_dict(f"runs:/{run_id}/gate_report.json")
     assert report["metrics_source"].startswith("logged model m-")
     verdicts = {r["name"]: r["passed"] for r in report["results"]}
-    assert verdicts == {"max_features": False, "min_fidelity": True, "require_validation_pass": True}
+    assert verdicts == {
+        "max_features": False,
+        "min_fidelity": True,
+        "require_validation_pass": True,
+    }
     assert any((tmp_path / "artifacts").rglob("gate_report.md"))  # proxied by the server
