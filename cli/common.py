@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from governance.miret import MiretSurrogate
 
+SQLITE_PREFIX = "sqlite:///"
 EXIT_OK = 0
 EXIT_FAILED = 1
 """A gate or the input validation failed."""
@@ -47,7 +49,7 @@ def configure_mlflow() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
-def connect(tracking_uri: str | None, *, fail_fast: bool = True) -> None:
+def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool = False) -> None:
     """Point MLflow (tracking and registry) at ``tracking_uri`` and check it answers.
 
     Parameters
@@ -57,6 +59,14 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True) -> None:
     fail_fast : bool
         Also make MLflow's HTTP calls give up quickly (no retries, 30 s timeout) unless
         the environment says otherwise.
+    read_only : bool
+        The command only reads: a SQLite store that does not exist is an error
+        (MLflow would create an empty one).
+
+    Raises
+    ------
+    GovernanceError
+        ``read_only`` and the SQLite store file does not exist; or the server is down.
     """
     import mlflow
 
@@ -68,7 +78,27 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True) -> None:
     if tracking_uri:
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
+    if read_only:
+        require_existing_store()
     check_tracking_server()
+
+
+def require_existing_store() -> None:
+    """Refuse a ``sqlite:///`` tracking or registry URI whose file does not exist."""
+    import mlflow
+
+    from flavors.errors import GovernanceError
+
+    for uri in dict.fromkeys((mlflow.get_tracking_uri(), mlflow.get_registry_uri())):
+        if not uri.startswith(SQLITE_PREFIX):
+            continue
+        path = Path(uri[len(SQLITE_PREFIX) :]).resolve()
+        if not path.is_file():
+            raise GovernanceError(
+                f"no MLflow store at {path} (tracking URI {uri}); nothing was created. Run "
+                "from the project folder that holds mlflow.db, or pass --tracking-uri "
+                "sqlite:///<path to mlflow.db> (or set MLFLOW_TRACKING_URI)"
+            )
 
 
 def refusals() -> tuple:

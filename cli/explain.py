@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Annotated
 from urllib.parse import quote
 
@@ -27,23 +28,27 @@ from cli.common import (
 )
 
 METRIC_ORDER = (
-    "train_fidelity",
     "test_fidelity",
+    "train_fidelity",
+    "n_features_used",
+    "baseline_cart_test_fidelity",
+    "test_proximity_agreement",
+    "baseline_cart_train_fidelity",
+    "baseline_cart_n_features",
     "train_accuracy_surrogate",
     "test_accuracy_surrogate",
     "train_accuracy_ensemble",
     "test_accuracy_ensemble",
     "train_proximity_pairs",
     "test_proximity_pairs",
-    "test_proximity_agreement",
-    "n_features_used",
     "n_feature_uses",
     "effective_depth",
-    "objective",
-    "bound",
-    "mip_gap",
-    "solve_time_s",
-    "solve_optimal",
+)
+"""Headline metrics first, then the details; ``solver.*`` and the rest come after."""
+BASELINE_ROWS = (
+    ("test fidelity", "test_fidelity", "baseline_cart_test_fidelity"),
+    ("train fidelity", "train_fidelity", "baseline_cart_train_fidelity"),
+    ("features used", "n_features_used", "baseline_cart_n_features"),
 )
 
 
@@ -75,7 +80,7 @@ def _ui_hints(result) -> list[str]:
         base, lines = uri.rstrip("/"), []
     else:
         base = "http://127.0.0.1:5000"
-        lines = [f"Open the MLflow UI:  mlflow ui --backend-store-uri {uri}"]
+        lines = [f"Open the MLflow UI:  {sys.executable} -m mlflow ui --backend-store-uri {uri}"]
     ensemble_name, ensemble_version = result.ensemble_uri[len("models:/") :].rsplit("/", 1)
     run = mlflow.get_run(result.run_id) if result.run_id else None
     lines += [
@@ -284,31 +289,66 @@ def explain(
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+def baseline_table(metrics: dict) -> Table | None:
+    """MIRET next to the depth-D CART tree fitted on the same ensemble labels."""
+    rows = [row for row in BASELINE_ROWS if row[1] in metrics and row[2] in metrics]
+    if not rows:
+        return None
+    table = Table(
+        title="MIRET vs the CART baseline (same labels, same depth)", title_justify="left"
+    )
+    for name, justify in (("", "left"), ("MIRET", "right"), ("CART", "right")):
+        table.add_column(name, justify=justify)
+    for label, ours, cart in rows:
+        table.add_row(label, _number(metrics[ours]), _number(metrics[cart]))
+    return table
+
+
 def show(
     model_uri: Annotated[
         str,
         typer.Option(
-            "--model-uri", help="Registered surrogate: models:/<name>-surrogate/<version>."
+            "--model-uri",
+            help="An explained ensemble version (its linked surrogate is shown) or a "
+            "surrogate version: models:/<name>/<version>, models:/<name>@<alias>.",
         ),
     ],
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Print the rules and metrics of a registered surrogate."""
-    from flavors.registry import describe_surrogate
+    """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
+    status of its ensemble. Read-only: never creates a store."""
+    from flavors.explain import describe_for_review
+    from governance.report.html import describe_stop
 
     try:
-        connect(tracking_uri, fail_fast=False)
-        summary = describe_surrogate(model_uri)
+        connect(tracking_uri, fail_fast=False, read_only=True)
+        summary = describe_for_review(model_uri)
     except Exception as exc:  # noqa: BLE001 - every failure is a clear exit 2
         raise fail(exc) from None
-    console.print(f"[bold]{escape(summary['uri'])}[/]")
-    for key, value in sorted(summary["tags"].items()):
-        if key.startswith("governance."):
-            console.print(f"  {key} = {value}", highlight=False, markup=False)
+    ensemble = summary["ensemble"]
+    plain = {"highlight": False, "markup": False, "soft_wrap": True}
+    console.print(f"[bold]{escape(summary['uri'])}[/] explains [bold]{escape(ensemble['uri'])}[/]")
+    if summary["solve"]:
+        console.print(describe_stop(summary["solve"]), **plain)
+    validation = summary["tags"].get("governance.validation")
+    if validation:
+        console.print(f"input validation: {validation}", **plain)
+    console.print("\n[bold]Gate and promotion status[/] of " + escape(ensemble["uri"]))
+    aliases = ", ".join(f"@{a}" for a in ensemble["aliases"]) or "none"
+    console.print(f"  aliases: {aliases}", **plain)
+    for key, value in ensemble["status"].items():
+        console.print(f"  {key} = {value}", **plain)
+    if not ensemble["status"]:
+        console.print(
+            f"  no gate evaluated yet (govern gate --model-uri {ensemble['uri']})", **plain
+        )
     console.print("\n[bold]Rules[/] (raw input units)")
-    console.print(summary["rules"], highlight=False, markup=False, soft_wrap=True)
+    console.print(summary["rules"], **plain)
     console.print()
     console.print(metrics_table(summary["metrics"]))
+    baseline = baseline_table(summary["metrics"])
+    if baseline is not None:
+        console.print(baseline)
 
 
 def register(app: typer.Typer) -> None:

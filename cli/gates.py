@@ -95,7 +95,7 @@ def validate(
     from flavors.gating import validate_model_inputs
 
     try:
-        connect(tracking_uri)
+        connect(tracking_uri, read_only=True)
         result = validate_model_inputs(model_uri, data, target=target or None, mostly=mostly)
     except refusals() as error:
         raise fail(error) from None

@@ -23,7 +23,9 @@ from flavors.errors import ExplainError
 from flavors.inputs import dataset, holdout, load_explainable_ensemble, read_data
 from flavors.registry import (
     EXPLAIN_DIGEST_TAG,
+    SURROGATE_OF_TAG,
     SURROGATE_SUFFIX,
+    SURROGATE_TAG,
     VALIDATION_TAG,
     describe_surrogate,
     find_surrogate,
@@ -211,7 +213,7 @@ def explain_model_version(
     with mlflow.start_run(run_name=f"explain {version.name} v{version.version}") as run:
         stages.record_request(request, datasets)
         info, evidence, solve = _explain_in_run(
-            request, run.info.run_id, ensemble, frame, test_frame, progress
+            request, run.info.run_id, ensemble, frame, test_frame, datasets, progress
         )
         stages.notify(progress, "register")
         registered = register_surrogate(
@@ -238,7 +240,9 @@ def explain_model_version(
     )
 
 
-def _explain_in_run(request: ExplainRequest, run_id: str, ensemble, frame, test_frame, progress):
+def _explain_in_run(
+    request: ExplainRequest, run_id: str, ensemble, frame, test_frame, datasets, progress
+):
     """Every stage from validation to the logged model, in a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="explain-") as tmp:
         out = Path(tmp)
@@ -281,7 +285,7 @@ def _explain_in_run(request: ExplainRequest, run_id: str, ensemble, frame, test_
 
         stages.notify(progress, "log model")
         info = stages.log_surrogate(
-            request, surrogate, ensemble, artifacts, data.train.head(5), evidence
+            request, surrogate, ensemble, artifacts, data.train.head(5), evidence, datasets
         )
     return info, evidence, surrogate.solve_report_.to_dict()
 
@@ -315,3 +319,49 @@ def _reused_result(client, existing, ensemble_uri, started) -> ExplainResult:
         tracking_uri=mlflow.get_tracking_uri(),
         seconds=time.time() - started,
     )
+
+
+REVIEW_TAG_PREFIXES = ("governance.gate", "governance.promotion")
+"""Tags of the ensemble version that record gate evaluations and promotion decisions."""
+
+
+def describe_for_review(model_uri: str, client: MlflowClient | None = None) -> dict:
+    """What ``govern show`` prints: the surrogate of ``model_uri`` and its ensemble.
+
+    ``model_uri`` names either a surrogate version or an explained ensemble version
+    (its ``governance.surrogate`` link is followed).
+
+    Returns
+    -------
+    dict
+        :func:`flavors.registry.describe_surrogate`'s keys plus ``ensemble``: ``uri``,
+        ``aliases``, ``description`` and ``status`` (the gate and promotion tags).
+
+    Raises
+    ------
+    ExplainError
+        The version is neither a surrogate nor an explained ensemble.
+    """
+    client = client or MlflowClient()
+    version = resolve_model_version(client, model_uri)
+    if SURROGATE_OF_TAG in version.tags:
+        summary = describe_surrogate(version_uri(version), client)
+        ensemble = resolve_model_version(client, version.tags[SURROGATE_OF_TAG])
+    elif SURROGATE_TAG in version.tags:
+        ensemble = version
+        summary = describe_surrogate(version.tags[SURROGATE_TAG], client)
+    else:
+        raise ExplainError(
+            f"{version_uri(version)} is not a surrogate and has no linked surrogate (no "
+            f"{SURROGATE_TAG} tag): explain it first with `govern explain --model-uri "
+            f"{version_uri(version)} --data <file>`"
+        )
+    summary["ensemble"] = {
+        "uri": version_uri(ensemble),
+        "aliases": sorted(ensemble.aliases or []),
+        "description": ensemble.description or "",
+        "status": {
+            k: v for k, v in sorted(ensemble.tags.items()) if k.startswith(REVIEW_TAG_PREFIXES)
+        },
+    }
+    return summary

@@ -8,6 +8,7 @@ module owns those names, reads and writes the links, and builds registry filters
 
 from __future__ import annotations
 
+import sys
 import tempfile
 
 import mlflow
@@ -73,9 +74,11 @@ def resolve_model_version(client: MlflowClient, model_uri: str):
             return client.get_model_version_by_alias(name, alias)
         return client.get_model_version(name, version)
     except MlflowException as exc:
+        registry = mlflow.get_registry_uri()
         raise ExplainError(
-            f"{model_uri} was not found in the registry at {mlflow.get_registry_uri()}: "
-            f"{exc.message}. List versions with `mlflow models` or the MLflow UI."
+            f"{model_uri} was not found in the registry at {registry}: {exc.message}. "
+            f"Browse the registered versions with `{sys.executable} -m mlflow ui "
+            f"--backend-store-uri {registry}`"
         ) from exc
 
 

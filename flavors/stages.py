@@ -29,6 +29,7 @@ from flavors.registry import (
     VALIDATION_TAG,
 )
 from flavors.request import HYPERPARAMETERS, ExplainRequest
+from governance.metrics import peak_memory_bytes
 
 STAGES = (
     "load model",
@@ -202,17 +203,37 @@ def fit_surrogate(request: ExplainRequest, ensemble, raw_train, progress=None):
     return surrogate.fit(raw_train, progress=on_solve)
 
 
+SOLVER_PREFIX = "solver."
+"""Prefix of the solver's internals among the metrics; the headline metrics
+(:data:`HEADLINE_METRICS`) carry no prefix."""
+HEADLINE_METRICS = (
+    "test_fidelity",
+    "train_fidelity",
+    "n_features_used",
+    "baseline_cart_test_fidelity",
+    "test_proximity_agreement",
+)
+
+
 def solver_metrics(report: dict) -> dict:
-    """The contract's solver metrics (``objective``, ``bound``, ``mip_gap`` are left out
-    when the solver has no finite value for them)."""
+    """The solver's internals as ``solver.*`` metrics (``objective``, ``bound``, ``gap``
+    are left out when the solver has no finite value for them)."""
     values = {
         "objective": report["objective"],
         "bound": report["bound"],
-        "mip_gap": report["gap"],
-        "solve_time_s": report["wall_time"],
-        "solve_optimal": 1.0 if report["status"] in ("optimal", "trivial") else 0.0,
+        "gap": report["gap"],
+        "time_s": report["wall_time"],
+        "optimal": 1.0 if report["status"] in ("optimal", "trivial") else 0.0,
+        "time_limit_hit": float(bool(report["time_limit_hit"])),
+        "nodes": report["nodes"],
+        "n_binaries": report["n_binaries"],
+        "n_constraints": report["n_constraints"],
     }
-    return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
+    return {
+        f"{SOLVER_PREFIX}{k}": float(v)
+        for k, v in values.items()
+        if v is not None and math.isfinite(v)
+    }
 
 
 def tree_scaler(ensemble, surrogate):
@@ -251,6 +272,18 @@ def baseline_metrics(surrogate, data) -> dict:
     if len(data.test):
         metrics["baseline_cart_test_fidelity"] = surrogate.baseline_fidelity(data.test)
     return metrics
+
+
+def log_model_metrics(metrics: dict, model_id: str, datasets: dict) -> None:
+    """Log ``metrics`` on the run and the logged model ``model_id``: ``test_*`` metrics
+    linked to the ``testing`` data set (the ``training`` one for a holdout split), the
+    others to the ``training`` data set."""
+    testing = datasets.get("testing", datasets["training"])
+    tested = {k: v for k, v in metrics.items() if k.startswith("test_")}
+    trained = {k: v for k, v in metrics.items() if k not in tested}
+    for values, data in ((trained, datasets["training"]), (tested, testing)):
+        if values:
+            mlflow.log_metrics(values, model_id=model_id, dataset=data)
 
 
 @dataclass(frozen=True)
@@ -296,7 +329,7 @@ def write_report(
         Artifact name -> path, for :func:`log_surrogate`.
     """
     from governance.miret.display import display_tree
-    from governance.report.html import ReportContext
+    from governance.report.html import ReportContext, describe_stop
     from governance.report.html import write_report as render
     from governance.report.tree_figure import save_tree_figure
 
@@ -322,6 +355,7 @@ def write_report(
         "data_digest": request.data_digest,
         "solver": f"{solve['solver']} {solve['solver_version']}",
         "solver_status": solve["status"],
+        "solver_outcome": describe_stop(solve),
         "time_limit_s": request.time_limit,
         "seed": request.seed,
         "mlflow_run_id": run_id,
@@ -372,10 +406,17 @@ def write_report(
 
 
 def log_surrogate(
-    request: ExplainRequest, surrogate, ensemble, artifacts: dict, input_example, evidence: Evidence
+    request: ExplainRequest,
+    surrogate,
+    ensemble,
+    artifacts: dict,
+    input_example,
+    evidence: Evidence,
+    datasets: dict,
 ):
     """Log the surrogate with the ``miret`` flavor, its metrics on the logged model (by
-    ``model_id``) and the solver's outcome as run tags.
+    ``model_id``, each linked to the data set it was computed on, which fills the logged
+    model's "Datasets used"), the run's peak memory and the solver's outcome as run tags.
 
     Returns
     -------
@@ -400,7 +441,8 @@ def log_surrogate(
         params={k: str(v) for k, v in params.items()},
         tags={VALIDATION_TAG: status, SURROGATE_OF_TAG: request.ensemble_uri},
     )
-    mlflow.log_metrics(evidence.metrics, model_id=info.model_id)
+    log_model_metrics(evidence.metrics, info.model_id, datasets)
+    mlflow.log_metric("peak_memory_mb", peak_memory_bytes() / 2**20)
     mlflow.set_tags(
         {
             "governance.solver": solve["solver"],

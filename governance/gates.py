@@ -54,7 +54,7 @@ GATES = {
     "min_proximity_agreement": GateSpec(
         "test_proximity_agreement", True, float, "test proximity agreement, in [0, 1]"
     ),
-    "max_gap": GateSpec("mip_gap", False, float, "relative MIP gap, >= 0"),
+    "max_gap": GateSpec("solver.gap", False, float, "relative MIP gap, >= 0"),
     "require_validation_pass": GateSpec(VALIDATION_TAG, True, bool, "true or false"),
 }
 DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
@@ -319,7 +319,7 @@ def evaluate(
     policy : Policy
     metrics : dict, optional
         Metric name -> value, with the names of :func:`governance.metrics.surrogate_metrics`
-        and the solver's (``mip_gap``). Ignored when ``evidence`` is given.
+        and the solver's (``solver.gap``). Ignored when ``evidence`` is given.
     tags : dict, optional
         Tags of the surrogate; ``governance.validation`` is read for
         ``require_validation_pass``. Ignored when ``evidence`` is given.

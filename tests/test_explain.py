@@ -37,11 +37,13 @@ CONTRACT_METRICS = {
     "n_features_used",
     "n_feature_uses",
     "effective_depth",
-    "objective",
-    "bound",
-    "mip_gap",
-    "solve_time_s",
-    "solve_optimal",
+    "solver.objective",
+    "solver.gap",
+    "solver.time_s",
+    "solver.optimal",
+    "baseline_cart_test_fidelity",
+    "baseline_cart_train_fidelity",
+    "baseline_cart_n_features",
 }
 MODEL_FILES = {
     "MLmodel",
@@ -134,7 +136,7 @@ def test_rf_metrics_on_model_and_run(rf):
     on_run = client.get_run(result.run_id).data.metrics
     assert on_model == pytest.approx(result.metrics)
     assert on_run == pytest.approx(result.metrics)
-    assert result.metrics["solve_optimal"] in (0.0, 1.0)
+    assert result.metrics["solver.optimal"] in (0.0, 1.0)
     assert 0.5 <= result.metrics["train_fidelity"] <= 1.0
 
 

@@ -188,7 +188,7 @@ def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
         metrics={
             "train_fidelity": 0.95321987654,
             "test_fidelity": 0.9,
-            "mip_gap": 0.0123,
+            "solver.gap": 0.0123,
             "train_proximity_pairs": 12.0,
             "n_features_used": 3.0,
         },

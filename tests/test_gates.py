@@ -39,7 +39,7 @@ GOOD_METRICS = {
     "n_features_used": 2.0,
     "train_fidelity": 0.97,
     "test_proximity_agreement": 0.9,
-    "mip_gap": 0.0,
+    "solver.gap": 0.0,
 }
 
 

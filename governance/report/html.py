@@ -29,15 +29,15 @@ SPARSITY_ROWS = (
     ("Effective depth", "effective_depth"),
 )
 SOLVER_ROWS = (
-    ("Objective", "objective"),
-    ("Best bound", "bound"),
-    ("MIP gap", "mip_gap"),
-    ("Solve time (s)", "solve_time_s"),
-    ("Proved optimal", "solve_optimal"),
+    ("Objective", "solver.objective"),
+    ("Best bound", "solver.bound"),
+    ("MIP gap", "solver.gap"),
+    ("Solve time (s)", "solver.time_s"),
+    ("Proved optimal", "solver.optimal"),
 )
 _SHOWN_AS = {
-    "mip_gap": lambda v: f"{100 * v:.2f}%",
-    "solve_optimal": lambda v: "yes" if v == 1 else "no",
+    "solver.gap": lambda v: f"{100 * v:.2f}%",
+    "solver.optimal": lambda v: "yes" if v == 1 else "no",
 }
 
 
@@ -125,6 +125,34 @@ def markdown_text(value) -> str:
     text = " ".join(text.split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+STOP_WORDING = {
+    "optimal": "proved optimal",
+    "gap_limit": "reached the requested gap",
+    "stalled": "stalled",
+    "time_limit": "hit the time limit",
+}
+
+
+def describe_stop(solve: dict) -> str:
+    """Why the fit ended, for people, e.g. ``solver stopped: stalled after 6.3 s (gap
+    91%)``, from a solve report's ``to_dict()`` (or the subset a model's metadata keeps).
+    """
+    reason = solve.get("stop_reason") or solve.get("status") or "unknown"
+    seconds = solve.get("wall_time")
+    after = f" after {float(seconds):.1f} s" if seconds is not None else ""
+    if reason == "trivial":
+        text = "no solve needed: the ensemble predicts one class"
+    elif reason == "heuristic_only":
+        text = f"heuristic tree only, no MILP solve{after}"
+    else:
+        gap = solve.get("gap")
+        shown = f" (gap {format_percent(gap)})" if gap is not None and reason != "optimal" else ""
+        text = f"solver stopped: {STOP_WORDING.get(reason, reason)}{after}{shown}"
+    if solve.get("fallback"):
+        text += f"; the CART tree replaced it ({solve['fallback']})"
+    return text
 
 
 def format_percent(value) -> str:
