@@ -83,7 +83,69 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
     assert invalid.exit_code == 1 and "worst area" in invalid.output
     assert MlflowClient().search_model_versions("name = 'credit-rf-surrogate'") == []
     not_surrogate = runner.invoke(app, ["show", "--model-uri", "models:/credit-rf/1"])
-    assert not_surrogate.exit_code == 2 and "is not a surrogate" in not_surrogate.output
+    assert not_surrogate.exit_code == 2 and "has no linked surrogate" in not_surrogate.output
+    assert "govern explain --model-uri models:/credit-rf/1" in not_surrogate.output
+    unknown = runner.invoke(app, ["show", "--model-uri", "models:/credit-rf/7"])
+    assert (
+        unknown.exit_code == 2 and "-m mlflow ui --backend-store-uri sqlite:///" in unknown.output
+    )
+    assert "mlflow models" not in unknown.output
+
+
+def test_show_from_the_ensemble_follows_the_link(app, registered):
+    from flavors.explain import explain_model_version
+
+    result = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+    client = MlflowClient()
+    client.set_registered_model_alias("credit-rf", "champion", "1")
+    client.set_model_version_tag("credit-rf", "1", "governance.gate.status", "passed")
+    client.set_model_version_tag("credit-rf", "1", "governance.promotion.champion", "promoted")
+    shown = CliRunner().invoke(
+        app, ["show", "--model-uri", "models:/credit-rf@champion"], env={"COLUMNS": "200"}
+    )
+    assert shown.exit_code == 0, shown.output
+    out = shown.output
+    assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/1" in out
+    assert "aliases: @champion" in out
+    assert "governance.gate.status = passed" in out
+    assert "governance.promotion.champion = promoted" in out
+    assert f"after {result.solve['wall_time']:.1f} s" in out and "solver stopped:" in out
+    assert "MIRET vs the CART baseline" in out and "baseline_cart_test_fidelity" in out
+    assert "solve_optimal" not in out and "solver.gap" in out
+    from_surrogate = CliRunner().invoke(app, ["show", "--model-uri", result.surrogate_uri])
+    assert from_surrogate.exit_code == 0
+    assert "governance.gate.status = passed" in from_surrogate.output
+
+
+def test_read_only_commands_never_create_a_store(tmp_path, monkeypatch):
+    from cli.gates import register as register_gates
+
+    app = typer.Typer()
+    register(app)
+    register_gates(app)
+    missing = tmp_path / "elsewhere" / "mlflow.db"
+    runner = CliRunner()
+    for args in (
+        ["show", "--model-uri", "models:/credit-rf/1", "--tracking-uri", f"sqlite:///{missing}"],
+        [
+            "validate",
+            "--model-uri",
+            "models:/credit-rf/1",
+            "--data",
+            "data.csv",
+            "--tracking-uri",
+            f"sqlite:///{missing}",
+        ],
+    ):
+        done = runner.invoke(app, args, env={"COLUMNS": "300"})
+        assert done.exit_code == 2, done.output
+        assert f"no MLflow store at {missing}" in done.output
+        assert "--tracking-uri" in done.output
+    assert not missing.parent.exists()
+    # the default store of this test (MLFLOW_TRACKING_URI) does not exist either
+    done = runner.invoke(app, ["show", "--model-uri", "models:/credit-rf/1"])
+    assert done.exit_code == 2 and "no MLflow store at" in done.output
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 @pytest.mark.slow
@@ -129,5 +191,5 @@ def test_govern_explain_and_show_in_subprocess(registered, tmp_path):
         timeout=120,
     )
     assert shown.returncode == 0, shown.stderr
-    assert "governance.surrogate_of = models:/credit-rf/1" in shown.stdout
+    assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/1" in shown.stdout
     assert "node 0 (level 0)" in shown.stdout and "test_fidelity" in shown.stdout

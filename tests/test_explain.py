@@ -135,9 +135,35 @@ def test_rf_metrics_on_model_and_run(rf):
     on_model = {m.key: m.value for m in client.get_logged_model(result.model_id).metrics}
     on_run = client.get_run(result.run_id).data.metrics
     assert on_model == pytest.approx(result.metrics)
+    assert on_run.pop("peak_memory_mb") > 10  # a Python process with numpy: tens of MB
     assert on_run == pytest.approx(result.metrics)
     assert result.metrics["solver.optimal"] in (0.0, 1.0)
     assert 0.5 <= result.metrics["train_fidelity"] <= 1.0
+
+
+def test_rf_headline_metrics_and_solver_prefix(rf):
+    metrics = rf["result"].metrics
+    headline = {
+        "test_fidelity",
+        "train_fidelity",
+        "n_features_used",
+        "baseline_cart_test_fidelity",
+        "test_proximity_agreement",
+    }
+    assert headline <= set(metrics)
+    solve = rf["result"].solve
+    assert metrics["solver.time_s"] == pytest.approx(solve["wall_time"])
+    assert metrics["solver.gap"] == pytest.approx(solve["gap"])
+    assert not {"objective", "bound", "mip_gap", "solve_time_s", "solve_optimal"} & set(metrics)
+
+
+def test_rf_datasets_linked_to_logged_model(rf):
+    client = MlflowClient()
+    result = rf["result"]
+    digest = client.get_run(result.run_id).data.params["data_digest"]
+    logged = client.get_logged_model(result.model_id).metrics
+    assert {m.key for m in logged} == set(result.metrics)
+    assert {(m.dataset_name, m.dataset_digest) for m in logged} == {("data", digest)}
 
 
 def test_rf_run_records_reproducibility(rf):
