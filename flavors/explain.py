@@ -34,7 +34,8 @@ from flavors.registry import (
     resolve_model_version,
     version_uri,
 )
-from flavors.request import ExplainRequest, estimator_defaults
+from flavors.request import ExplainRequest, SearchSettings, estimator_defaults
+from flavors.search import log_search, search_surrogate
 from governance.miret.problem import default_depth
 
 
@@ -98,6 +99,7 @@ def explain_model_version(
     allow_invalid: bool = False,
     class_names=None,
     test_size: float = 0.2,
+    search: SearchSettings | None = None,
     progress=None,
 ) -> ExplainResult:
     """Explain a registered ensemble version with VITE and a MIRET surrogate.
@@ -129,9 +131,13 @@ def explain_model_version(
     class_names : sequence of two str, optional
         Names of the ensemble's classes (in ``classes_`` order) for the reviewer's tree.
     test_size : float
+    search : SearchSettings, optional
+        Choose alpha, h and m by cross-validation (``MiretSearchCV``) before the final
+        fit; every candidate is logged as a nested child run of the explain run.
     progress : callable, optional
         ``progress(stage, detail)``: ``stage`` is one of :data:`flavors.stages.STAGES`;
-        during the solve ``detail`` has ``elapsed``, ``incumbent``, ``bound`` and ``gap``.
+        during the solve ``detail`` has ``elapsed``, ``incumbent``, ``bound`` and ``gap``;
+        ``search`` has ``candidates`` and ``folds``.
 
     Returns
     -------
@@ -177,6 +183,8 @@ def explain_model_version(
         )
     if float(chosen["time_limit"]) <= 0:
         raise ExplainError(f"time_limit must be positive seconds, got {chosen['time_limit']}")
+    if search is not None:
+        _check_search(search)
     request = ExplainRequest(
         model_uri=model_uri,
         ensemble_name=version.name,
@@ -202,6 +210,7 @@ def explain_model_version(
         seed=int(chosen["random_state"]),
         allow_invalid=bool(allow_invalid),
         class_names=_class_names(class_names, ensemble),
+        search=search,
     )
     if not force:
         existing = find_surrogate(
@@ -265,8 +274,13 @@ def _explain_in_run(
         stages.notify(progress, "VITE")
         vite = stages.vite_artifacts(ensemble, out)
 
-        stages.notify(progress, "solve")
-        surrogate = stages.fit_surrogate(request, ensemble, raw_train, progress)
+        search = None
+        if request.search is None:
+            stages.notify(progress, "solve")
+            surrogate = stages.fit_surrogate(request, ensemble, raw_train, progress)
+        else:
+            fitted = search_surrogate(request, ensemble, raw_train, progress)
+            surrogate, search = fitted.best_estimator_, log_search(fitted, out)
 
         stages.notify(progress, "metrics")
         evidence = stages.Evidence(
@@ -278,6 +292,7 @@ def _explain_in_run(
             n_test=len(data.test),
             metrics=stages.evaluate(request, ensemble, surrogate, X_train, X_test, data),
             rules=surrogate.rules(),
+            search=search,
         )
 
         stages.notify(progress, "report")
@@ -288,6 +303,29 @@ def _explain_in_run(
             request, surrogate, ensemble, artifacts, data.train.head(5), evidence, datasets
         )
     return info, evidence, surrogate.solve_report_.to_dict()
+
+
+def _check_search(search: SearchSettings) -> None:
+    """Refuse search settings ``MiretSearchCV`` would fail on, before any work."""
+    options = search.options()
+    problems = []
+    if options["backend"] not in ("loky", "ray"):
+        problems.append(f"backend must be loky or ray, got {options['backend']!r}")
+    if not (isinstance(options["cv"], int) and options["cv"] >= 2):
+        problems.append(f"cv must be an integer >= 2, got {options['cv']!r}")
+    if not 0 <= float(options["tolerance"]) <= 1:
+        problems.append(f"tolerance must be in [0, 1], got {options['tolerance']}")
+    if not float(options["search_time_limit"]) > 0:
+        problems.append(
+            f"search time limit must be positive seconds, got {options['search_time_limit']}"
+        )
+    grid = options["param_grid"]
+    if grid is not None and (
+        not isinstance(grid, dict) or not grid or not all(list(v) for v in grid.values())
+    ):
+        problems.append(f"the search grid must map parameter names to values, got {grid!r}")
+    if problems:
+        raise ExplainError("bad search settings: " + "; ".join(problems))
 
 
 def _class_names(class_names, ensemble) -> tuple | None:

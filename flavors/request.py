@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flavors.registry import URI_PREFIX
 
@@ -30,6 +30,75 @@ def estimator_defaults() -> dict:
     from governance.miret import MiretSurrogate
 
     return MiretSurrogate().get_params()
+
+
+def search_defaults() -> dict:
+    """``MiretSearchCV``'s defaults (cv, tolerance, search time limit, backend, ...)."""
+    from governance.miret import MiretSearchCV
+
+    return {k: v for k, v in MiretSearchCV(None).get_params().items() if k != "estimator"}
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How ``--search`` chooses alpha, h and m (:class:`governance.miret.MiretSearchCV`).
+
+    Attributes
+    ----------
+    param_grid : dict, optional
+        Parameter name -> candidate values; None: the paper's grid.
+    cv, tolerance, search_time_limit, n_jobs, backend, ray_address
+        ``MiretSearchCV``'s options (``None`` takes :func:`search_defaults`'s value for
+        ``cv``, ``tolerance`` and ``search_time_limit``).
+    """
+
+    param_grid: dict | None = None
+    cv: int | None = None
+    tolerance: float | None = None
+    search_time_limit: float | None = None
+    n_jobs: int | None = None
+    backend: str = "loky"
+    ray_address: str | None = field(default=None, compare=False)
+
+    def grid(self) -> dict:
+        """The grid searched: ``param_grid`` or the paper's."""
+        from governance.miret.search import PAPER_GRID
+
+        return dict(PAPER_GRID if self.param_grid is None else self.param_grid)
+
+    def options(self) -> dict:
+        """Keyword arguments of ``MiretSearchCV`` (the estimator apart)."""
+        defaults = search_defaults()
+        given = {
+            "param_grid": self.param_grid,
+            "cv": self.cv,
+            "tolerance": self.tolerance,
+            "search_time_limit": self.search_time_limit,
+        }
+        chosen = {k: defaults[k] if v is None else v for k, v in given.items()}
+        return {
+            **chosen,
+            "n_jobs": self.n_jobs,
+            "backend": self.backend,
+            "ray_address": self.ray_address,
+        }
+
+    def identity(self) -> dict:
+        """What changes the chosen tree (not where or how parallel it runs)."""
+        options = self.options()
+        return {k: options[k] for k in ("param_grid", "cv", "tolerance", "search_time_limit")}
+
+    def params(self) -> dict:
+        """Run parameters ``search.*``."""
+        options = self.options()
+        return {
+            "search.grid": json.dumps(self.grid(), sort_keys=True),
+            "search.cv": options["cv"],
+            "search.tolerance": options["tolerance"],
+            "search.time_limit": options["search_time_limit"],
+            "search.n_jobs": options["n_jobs"] if options["n_jobs"] is not None else "",
+            "search.backend": options["backend"],
+        }
 
 
 @dataclass(frozen=True)
@@ -63,6 +132,9 @@ class ExplainRequest:
     allow_invalid : bool
     class_names : tuple of two str, optional
         Names of the ensemble's two classes for the reviewer's tree (display only).
+    search : SearchSettings, optional
+        Choose alpha, h and m by cross-validation (the request's values are the
+        starting point the grid overrides).
     allow_invalid : bool
         Go on when validation fails.
     """
@@ -91,6 +163,7 @@ class ExplainRequest:
     seed: int
     allow_invalid: bool
     class_names: tuple | None = None
+    search: SearchSettings | None = None
 
     @property
     def ensemble_uri(self) -> str:
@@ -125,11 +198,16 @@ class ExplainRequest:
             "allow_invalid": self.allow_invalid,
             **self.hyperparameters(),
         }
+        if self.search is not None:
+            identity["search"] = self.search.identity()
         text = json.dumps(identity, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def params(self) -> dict:
-        """The run parameters that make the explanation reproducible."""
+        """The run parameters that make the explanation reproducible (with a search,
+        the searched hyperparameters are left for the search to log once chosen)."""
+        searched = set(self.search.grid()) if self.search is not None else set()
+        hyperparameters = {k: v for k, v in self.hyperparameters().items() if k not in searched}
         return {
             "ensemble_uri": self.ensemble_uri,
             "ensemble_model_id": self.ensemble_model_id,
@@ -146,5 +224,6 @@ class ExplainRequest:
             "seed": self.seed,
             "registered_name": self.registered_name,
             "explain_digest": self.digest,
-            **self.hyperparameters(),
+            **hyperparameters,
+            **(self.search.params() if self.search is not None else {}),
         }

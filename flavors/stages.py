@@ -29,6 +29,7 @@ from flavors.registry import (
     VALIDATION_TAG,
 )
 from flavors.request import HYPERPARAMETERS, ExplainRequest
+from flavors.search import SearchSummary, search_context
 from governance.metrics import peak_memory_bytes
 
 STAGES = (
@@ -36,13 +37,15 @@ STAGES = (
     "load data",
     "validate",
     "VITE",
+    "search",
     "solve",
     "metrics",
     "report",
     "log model",
     "register",
 )
-"""Stage names given to ``progress(stage, detail)``, in the order they run."""
+"""Stage names given to ``progress(stage, detail)``, in the order they run (``search``
+only with a hyperparameter search)."""
 REPORT_PARAMETERS = (
     *HYPERPARAMETERS,
     "solver",
@@ -302,6 +305,8 @@ class Evidence:
     metrics : dict
     rules : str
         The surrogate's rules in raw units.
+    search : SearchSummary or None
+        The hyperparameter search, when one chose the parameters.
     """
 
     validation: Validation
@@ -312,10 +317,13 @@ class Evidence:
     n_test: int
     metrics: dict
     rules: str
+    search: SearchSummary | None = None
 
     def params(self, request: ExplainRequest) -> dict:
-        """The request's run parameters with the sizes of the training and test sets."""
-        return {**request.params(), "n_train": self.n_train, "n_test": self.n_test}
+        """The request's run parameters with the sizes of the training and test sets (and
+        the hyperparameters a search chose in place of the request's)."""
+        chosen = self.search.chosen if self.search is not None else {}
+        return {**request.params(), **chosen, "n_train": self.n_train, "n_test": self.n_test}
 
 
 def write_report(
@@ -390,6 +398,7 @@ def write_report(
             if p.suffix == ".svg" and p.stem != "surrogate_tree"
         },
         tree_svg=out / "figures" / "surrogate_tree.svg",
+        search=search_context(evidence.search),
         threshold_ranges=evidence.vite.ranges,
         artifacts=sorted(
             [

@@ -366,3 +366,55 @@ def test_allow_invalid_tags_failed_and_link_failure_rolls_back(rf, breast_cancer
     local = mlflow.artifacts.download_artifacts(result.surrogate_uri, dst_path="dl")
     html = (Path(local) / "report.html").read_text()
     assert "Input validation failed" in html
+
+
+def test_search_logs_every_candidate_as_a_child_run(rf):
+    from flavors.request import SearchSettings
+
+    grid = {"alpha": [0.2, 0.8], "proximity_threshold": [0.9, 1.0]}
+    settings = SearchSettings(param_grid=grid, cv=2, search_time_limit=1.0)
+    stages = []
+    result = explain_model_version(
+        "models:/credit-rf/1",
+        rf["root"] / "data.csv",
+        target="label",
+        time_limit=3,
+        search=settings,
+        registered_name="searched-rf",
+        progress=lambda stage, detail: stages.append((stage, detail)),
+    )
+    assert ("search", {"candidates": 4, "folds": 2}) in stages
+    client = MlflowClient()
+    parent = client.get_run(result.run_id)
+    children = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{result.run_id}'",
+    )
+    assert len(children) == 4
+    seen = {(c.data.params["alpha"], c.data.params["proximity_threshold"]) for c in children}
+    assert seen == {("0.2", "0.9"), ("0.2", "1.0"), ("0.8", "0.9"), ("0.8", "1.0")}
+    for child in children:
+        metrics = child.data.metrics
+        assert set(metrics) == {
+            "mean_validation_fidelity",
+            "std_validation_fidelity",
+            "mean_n_features",
+            "std_n_features",
+            "mean_fit_time_s",
+        }
+        assert 0 <= metrics["mean_validation_fidelity"] <= 1 and metrics["mean_fit_time_s"] > 0
+    (chosen,) = [c for c in children if c.data.tags["governance.search.chosen"] == "true"]
+    params, tags = parent.data.params, parent.data.tags
+    assert tags["governance.search.chosen_run_id"] == chosen.info.run_id
+    assert params["alpha"] == chosen.data.params["alpha"]
+    assert params["proximity_threshold"] == chosen.data.params["proximity_threshold"]
+    assert params["search.cv"] == "2" and json.loads(params["search.grid"]) == grid
+    assert "within 0.01 of the best" in tags["governance.search.rule"]
+    best = max(c.data.metrics["mean_validation_fidelity"] for c in children)
+    assert chosen.data.metrics["mean_validation_fidelity"] >= best - 0.01
+    model = client.get_logged_model(result.model_id)
+    assert model.params["alpha"] == chosen.data.params["alpha"]
+    local = Path(mlflow.artifacts.download_artifacts(result.surrogate_uri, dst_path="dl"))
+    html = (local / "report.html").read_text()
+    assert "Hyperparameter search" in html and "4 candidates were cross-validated" in html
+    assert (local / "figures" / "search_tradeoff.svg").is_file()

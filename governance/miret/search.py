@@ -132,14 +132,16 @@ class MiretSearchCV(BaseEstimator):
         with joblib.parallel_backend("ray", n_jobs=self.n_jobs or -1):
             return search.fit(X, y)
 
-    def fit(self, X, y=None):
-        """Cross-validate the grid on ``X``, choose by the rule, refit on all of ``X``."""
+    def fit(self, X, y=None, *, progress=None):
+        """Cross-validate the grid on ``X``, choose by the rule, refit on all of ``X``
+        (``progress`` is passed to the refit's :meth:`MiretSurrogate.fit`)."""
         search = self._run(self._search(), X, y)
         self.cv_results_ = search.cv_results_
         self.best_index_ = select_candidate(self.cv_results_, self.tolerance)
         self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
         self.selection_rule_ = SELECTION_RULE.replace("tolerance", f"{self.tolerance:g}", 1)
-        self.best_estimator_ = clone(self.estimator).set_params(**self.best_params_).fit(X, y)
+        best = clone(self.estimator).set_params(**self.best_params_)
+        self.best_estimator_ = best.fit(X, y, progress=progress)
         return self
 
     def predict(self, X):

@@ -78,6 +78,10 @@ class ReportContext:
         ``{"train_fidelity": .., "test_fidelity": .., "n_features_used": ..}``.
     allowed_features : list of list of str
         Features MIRET may use at each level (from the VITE level frequencies).
+    search : dict
+        A hyperparameter search, when one chose the parameters: ``rule`` (text),
+        ``chosen`` (name -> value), ``n_candidates`` and ``figure`` (an SVG path of
+        validation fidelity against features, the chosen point marked).
     """
 
     title: str
@@ -95,6 +99,7 @@ class ReportContext:
     display: object = None
     baseline: dict = field(default_factory=dict)
     allowed_features: list = field(default_factory=list)
+    search: dict = field(default_factory=dict)
 
 
 def _environment() -> Environment:
@@ -251,6 +256,8 @@ def render_report(context: ReportContext) -> str:
     values = _template_values(context)
     values["tree_svg"] = inline_svg(context.tree_svg) if context.tree_svg else None
     values["figures"] = [(caption, inline_svg(path)) for caption, path in context.figures.items()]
+    figure = context.search.get("figure")
+    values["search_svg"] = inline_svg(figure) if figure else None
     return _environment().get_template("report.html.j2").render(**values)
 
 

@@ -1,0 +1,116 @@
+"""The ``--search`` path of an explain run: choose alpha, h and m by cross-validation.
+
+:func:`search_surrogate` fits :class:`governance.miret.MiretSearchCV` (the paper's
+k-fold selection, then a refit with the full time limit); :func:`log_search` records
+every candidate as a nested child run of the explain run, so MLflow's run comparison
+shows the trade-off between validation fidelity and features, and draws it for the
+reviewer's page.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+from mlflow.entities import Metric
+
+
+def search_surrogate(request, ensemble, raw_train, progress=None):
+    """Choose alpha, h and m by ``MiretSearchCV`` on ``raw_train`` (each candidate with
+    the short search time limit), then refit the chosen ones with ``request.time_limit``;
+    ``progress`` sees the search, then the refit's solver like :func:`fit_surrogate`.
+
+    Returns
+    -------
+    governance.miret.MiretSearchCV
+        Fitted; ``best_estimator_`` is the surrogate.
+    """
+    from sklearn.model_selection import ParameterGrid
+
+    from governance.miret import MiretSearchCV, MiretSurrogate
+    from governance.miret.search import PAPER_GRID
+
+    options = request.search.options()
+    search = MiretSearchCV(MiretSurrogate(ensemble, **request.estimator_params()), **options)
+    n_candidates = len(ParameterGrid(options["param_grid"] or PAPER_GRID))
+    if progress is not None:
+        progress("search", {"candidates": n_candidates, "folds": options["cv"]})
+
+    def on_solve(elapsed, incumbent, bound, gap):
+        if progress is not None:
+            detail = {"elapsed": elapsed, "incumbent": incumbent, "bound": bound, "gap": gap}
+            progress("solve", detail)
+
+    return search.fit(raw_train, progress=on_solve)
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    """What :func:`log_search` recorded: the chosen parameters, the rule, the figure."""
+
+    chosen: dict
+    rule: str
+    n_candidates: int
+    figure: Path
+    chosen_run_id: str
+
+
+def log_search(search, out: Path) -> SearchSummary:
+    """Log every candidate of a fitted ``MiretSearchCV`` as a nested child run of the
+    active run (its parameters; mean and std validation fidelity and features; fit
+    time), the rule and the chosen parameters (under their own names) on the parent, and
+    draw the trade-off.
+    """
+    from flavors.stages import log_params  # stages imports this module
+    from governance.report.search_figure import candidate_label, save_search_figure
+
+    results = search.cv_results_
+    client = mlflow.MlflowClient()
+    chosen_run_id = ""
+    for index, params in enumerate(results["params"]):
+        chosen = index == search.best_index_
+        name = f"candidate {index + 1}: {candidate_label(params)}"
+        with mlflow.start_run(run_name=name, nested=True) as child:
+            mlflow.log_params(params)
+            values = {
+                "mean_validation_fidelity": results["mean_test_fidelity"][index],
+                "std_validation_fidelity": results["std_test_fidelity"][index],
+                "mean_n_features": results["mean_test_n_features"][index],
+                "std_n_features": results["std_test_n_features"][index],
+                "mean_fit_time_s": results["mean_fit_time"][index],
+            }
+            run_id = child.info.run_id
+            client.log_batch(
+                run_id,
+                metrics=[
+                    Metric(k, float(v), int(time.time() * 1000), 0) for k, v in values.items()
+                ],
+            )
+            mlflow.set_tag("governance.search.chosen", str(chosen).lower())
+        chosen_run_id = run_id if chosen else chosen_run_id
+    rule = search.selection_rule_
+    log_params(search.best_params_)
+    mlflow.set_tags(
+        {
+            "governance.search.rule": rule,
+            "governance.search.chosen_run_id": chosen_run_id,
+        }
+    )
+    figure = save_search_figure(results, search.best_index_, search.tolerance, out / "figures")
+    return SearchSummary(
+        dict(search.best_params_), rule, len(results["params"]), figure, chosen_run_id
+    )
+
+
+def search_context(search: SearchSummary | None) -> dict:
+    """The report's view of a hyperparameter search (empty without one)."""
+    if search is None:
+        return {}
+    return {
+        "rule": search.rule,
+        "chosen": search.chosen,
+        "n_candidates": search.n_candidates,
+        "figure": search.figure,
+    }
