@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from governance.miret import MiretSurrogate
+from governance.miret import MiretSearchCV, MiretSurrogate
 
 SQLITE_PREFIX = "sqlite:///"
 EXIT_OK = 0
@@ -22,6 +22,8 @@ EXIT_ERROR = 2
 
 DEFAULTS = MiretSurrogate().get_params()
 """The estimator's hyperparameter defaults: the one source of every default shown here."""
+SEARCH_DEFAULTS = MiretSearchCV(None).get_params()
+"""The hyperparameter search's defaults (folds, tolerance, search time limit, backend)."""
 
 TRACKING_URI_HELP = "MLflow tracking server, also the registry (default: MLFLOW_TRACKING_URI)."
 TrackingUri = Annotated[str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from typing import Annotated
@@ -16,6 +17,7 @@ from cli.common import (
     DEFAULTS,
     EXIT_ERROR,
     EXIT_FAILED,
+    SEARCH_DEFAULTS,
     Seed,
     Solver,
     TimeLimit,
@@ -138,6 +140,22 @@ class _StageProgress:
             self.progress.update(task, completed=self.progress.tasks[task].total)
 
 
+def _grid(text: str) -> dict | None:
+    """The ``--search-grid`` JSON (None when empty)."""
+    if not text.strip():
+        return None
+    try:
+        grid = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--search-grid is not JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values()):
+        raise ValueError(
+            f'--search-grid must map parameter names to lists, e.g. {{"alpha": [0.2, 0.5]}}: '
+            f"{text!r}"
+        )
+    return grid
+
+
 def explain(
     model_uri: Annotated[
         str,
@@ -220,6 +238,70 @@ def explain(
             help="Explain even if input validation fails (the surrogate is tagged as failed).",
         ),
     ] = False,
+    search: Annotated[
+        bool,
+        typer.Option(
+            "--search/--no-search",
+            help="Choose alpha, h and m by k-fold cross-validation over the paper's grid "
+            "(fewest features within --tolerance of the best validation fidelity), each "
+            "candidate logged as a child run.",
+            rich_help_panel="Hyperparameter search",
+        ),
+    ] = False,
+    search_grid: Annotated[
+        str,
+        typer.Option(
+            "--search-grid",
+            help='Grid as JSON, e.g. \'{"alpha": [0.2, 0.5], "proximity_threshold": [0.9, 1]}\' '
+            "(default: the paper's 60 candidates).",
+            rich_help_panel="Hyperparameter search",
+        ),
+    ] = "",
+    search_time_limit: Annotated[
+        float,
+        typer.Option(
+            "--search-time-limit",
+            help="Seconds for each candidate fit during the search.",
+            rich_help_panel="Hyperparameter search",
+        ),
+    ] = SEARCH_DEFAULTS["search_time_limit"],
+    cv: Annotated[
+        int,
+        typer.Option("--cv", help="Folds of the search.", rich_help_panel="Hyperparameter search"),
+    ] = SEARCH_DEFAULTS["cv"],
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="Validation fidelity tolerance of the selection rule.",
+            rich_help_panel="Hyperparameter search",
+        ),
+    ] = SEARCH_DEFAULTS["tolerance"],
+    n_jobs: Annotated[
+        int,
+        typer.Option(
+            "--n-jobs",
+            help="Parallel candidate fits (0: one; -1: every core or Ray CPU).",
+            rich_help_panel="Hyperparameter search",
+        ),
+    ] = 0,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="loky (this machine) or ray (a Ray cluster; needs the ray extra).",
+            rich_help_panel="Hyperparameter search",
+        ),
+    ] = SEARCH_DEFAULTS["backend"],
+    ray_address: Annotated[
+        str,
+        typer.Option(
+            "--ray-address",
+            envvar="RAY_ADDRESS",
+            help="Ray cluster address (default RAY_ADDRESS, else a local Ray).",
+            rich_help_panel="Hyperparameter search",
+        ),
+    ] = "",
 ) -> None:
     """Explain a registered tree ensemble with VITE heatmaps and a MIRET surrogate tree.
 
@@ -229,6 +311,7 @@ def explain(
     """
     from flavors.errors import ValidationFailedError
     from flavors.explain import explain_model_version
+    from flavors.request import SearchSettings
     from flavors.stages import STAGES
 
     columns = (
@@ -238,6 +321,17 @@ def explain(
         TimeElapsedColumn(),
     )
     try:
+        settings = None
+        if search:
+            settings = SearchSettings(
+                param_grid=_grid(search_grid),
+                cv=cv,
+                tolerance=tolerance,
+                search_time_limit=search_time_limit,
+                n_jobs=n_jobs or None,
+                backend=backend,
+                ray_address=ray_address or None,
+            )
         connect(tracking_uri, fail_fast=False)
         with Progress(*columns, console=errors, transient=False) as progress:
             tracker = _StageProgress(progress, STAGES, time_limit)
@@ -258,6 +352,7 @@ def explain(
                 registered_name=registered_name or None,
                 force=force,
                 allow_invalid=allow_invalid,
+                search=settings,
                 progress=tracker,
             )
             tracker.finish()

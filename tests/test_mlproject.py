@@ -10,7 +10,7 @@ import yaml
 from mlflow import MlflowClient
 from mlflow_store import register_rf
 
-from governance.miret import MiretSurrogate
+from governance.miret import MiretSearchCV, MiretSurrogate
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,9 +36,14 @@ def test_explain_defaults_match_the_estimator():
     assert params["seed"]["default"] == defaults["random_state"]
     assert params["depth"]["default"] == 0 and params["target"]["default"] == ""
     assert "default" not in params["model_uri"] and params["data"]["type"] == "path"
+    search = MiretSearchCV(None).get_params()
+    for name in ("search_time_limit", "cv", "tolerance", "backend"):
+        assert params[name]["default"] == search[name], name
+    assert params["search"]["default"] == "no-search"
     command = _explain_entry()["command"]
     for name in params:
         assert "{" + name + "}" in command
+    assert "--{search} " in command
 
 
 @pytest.mark.slow
@@ -65,6 +70,14 @@ def test_mlflow_run_explain(store, breast_cancer, tmp_path):
             "target=label",
             "-P",
             "time_limit=3",
+            "-P",
+            "search=search",
+            "-P",
+            'search_grid={"alpha": [0.2, 0.8]}',
+            "-P",
+            "cv=2",
+            "-P",
+            "search_time_limit=1",
             "--env-manager",
             "local",
             "--experiment-id",
@@ -85,3 +98,10 @@ def test_mlflow_run_explain(store, breast_cancer, tmp_path):
     assert len(runs) == 1 and runs[0].info.run_id == surrogate.run_id
     assert runs[0].data.params["ensemble_uri"] == "models:/proj-rf/1"
     assert "train_fidelity" in runs[0].data.metrics
+    children = client.search_runs(
+        [store], filter_string=f"tags.`mlflow.parentRunId` = '{runs[0].info.run_id}'"
+    )
+    assert sorted(c.data.params["alpha"] for c in children) == ["0.2", "0.8"]
+    assert runs[0].data.params["search.cv"] == "2"
+    chosen = [c for c in children if c.data.tags["governance.search.chosen"] == "true"]
+    assert runs[0].data.params["alpha.resolved"] == chosen[0].data.params["alpha"]
