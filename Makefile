@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export MLFLOW_DISABLE_TELEMETRY := true
 
-.PHONY: demo test venv lint clean
+.PHONY: demo ui test venv lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,11 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+
+# The MLflow UI on the demo's store: http://127.0.0.1:5000 (PORT=... to change it)
+PORT ?= 5000
+ui: $(STAMP)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --port $(PORT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

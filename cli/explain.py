@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from contextlib import contextmanager
 from typing import Annotated
 from urllib.parse import quote
 
@@ -103,12 +104,11 @@ def _ui_hints(result) -> list[str]:
 class _StageProgress:
     """Rich progress: one line per stage, and the solver's elapsed time, incumbent, gap."""
 
-    def __init__(self, progress: Progress, stages, time_limit: float):
+    def __init__(self, progress: Progress, time_limit: float):
         self.progress = progress
         self.time_limit = time_limit
         self.tasks = {}
         self.current = None
-        self.stages = stages
 
     def __call__(self, stage: str, detail: dict) -> None:
         if stage != self.current:
@@ -116,7 +116,7 @@ class _StageProgress:
                 task = self.tasks[self.current]
                 self.progress.update(task, completed=self.progress.tasks[task].total)
             total = self.time_limit if stage == "solve" else 1
-            label = "solve (MILP)" if stage == "solve" else stage
+            label = {"solve": "solve (MILP)", "search": _search_label(detail)}.get(stage, stage)
             self.tasks[stage] = self.progress.add_task(label, total=total)
             self.current = stage
         if stage == "solve" and detail:
@@ -127,7 +127,7 @@ class _StageProgress:
                 parts.append(f"incumbent {incumbent:.4g}")
             bound = detail.get("bound")
             if gap is not None and bound is not None and abs(bound) < 1e30 and math.isfinite(gap):
-                parts.append(f"gap {100 * gap:.1f}%")
+                parts.append(f"bound {bound:.4g}  gap {100 * gap:.1f}%")
             self.progress.update(
                 self.tasks[stage],
                 description="  ".join(parts),
@@ -154,6 +154,28 @@ def _grid(text: str) -> dict | None:
             f"{text!r}"
         )
     return grid
+
+
+def _search_label(detail: dict) -> str:
+    if "candidates" not in detail:
+        return "search"
+    return f"search: {detail['candidates']} candidates x {detail['folds']} folds"
+
+
+@contextmanager
+def live_progress(time_limit: float):
+    """A live display on stderr of the explain stages and, during the solve, the elapsed
+    time, incumbent and gap; yields the ``progress(stage, detail)`` callback."""
+    columns = (
+        SpinnerColumn(finished_text="[green]✓"),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=24),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=errors, transient=False) as progress:
+        tracker = _StageProgress(progress, time_limit)
+        yield tracker
+        tracker.finish()
 
 
 def explain(
@@ -312,14 +334,7 @@ def explain(
     from flavors.errors import ValidationFailedError
     from flavors.explain import explain_model_version
     from flavors.request import SearchSettings
-    from flavors.stages import STAGES
 
-    columns = (
-        SpinnerColumn(finished_text="[green]✓"),
-        TextColumn("{task.description}"),
-        BarColumn(bar_width=24),
-        TimeElapsedColumn(),
-    )
     try:
         settings = None
         if search:
@@ -333,8 +348,7 @@ def explain(
                 ray_address=ray_address or None,
             )
         connect(tracking_uri, fail_fast=False)
-        with Progress(*columns, console=errors, transient=False) as progress:
-            tracker = _StageProgress(progress, STAGES, time_limit)
+        with live_progress(time_limit) as tracker:
             result = explain_model_version(
                 model_uri,
                 data,
@@ -355,7 +369,6 @@ def explain(
                 search=settings,
                 progress=tracker,
             )
-            tracker.finish()
     except ValidationFailedError as exc:
         raise fail(exc, EXIT_FAILED) from None
     except refusals() as exc:

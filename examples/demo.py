@@ -2,7 +2,9 @@
 
 Run with ``make demo`` (or ``.venv/bin/python examples/demo.py`` from the repository
 root). Everything is stored locally: the tracking and registry store is
-``sqlite:///mlflow.db`` in the repository root and figures go to ``demo-output/``.
+``sqlite:///mlflow.db`` in the repository root; figures, ``report.html`` and
+``model_card.md`` are copied to ``demo-output/``. The demo ends with what happened and
+where to look (``make ui`` opens the MLflow UI on the store).
 
 Each step is a small function called from :func:`main`; a step takes and returns a
 :class:`DemoState` so that further steps can be appended to ``STEPS``.
@@ -11,6 +13,8 @@ Each step is a small function called from :func:`main`; a step takes and returns
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +54,8 @@ class DemoState:
     y_test: pd.Series | None = None
     model: Pipeline | None = None
     model_uri: str | None = None
+    explained: object = None
+    promotions: list[str] = field(default_factory=list)
     outputs: dict[str, list[Path]] = field(default_factory=dict)
 
 
@@ -109,21 +115,46 @@ def explain_vite(state: DemoState) -> DemoState:
 
 
 def explain_surrogate(state: DemoState) -> DemoState:
-    """Explain the registered forest with default settings: a linked surrogate version."""
+    """Explain the registered forest with default settings: a linked surrogate version,
+    with the same live progress as ``govern explain`` (stage, elapsed, incumbent, bound)."""
+    from cli.explain import live_progress
     from flavors.explain import explain_model_version
+    from flavors.request import estimator_defaults
 
     OUTPUT.mkdir(exist_ok=True)
     data = OUTPUT / "train.csv"
     state.X_train.assign(target=state.y_train).to_csv(data, index=False)
-    result = explain_model_version(state.model_uri, data, target="target")
-    verb = "reused" if result.reused else "registered"
     print(
-        f"{verb} {result.surrogate_uri} (fidelity train {result.metrics['train_fidelity']:.3f}, "
+        f"govern explain --model-uri {state.model_uri} --data {data.relative_to(ROOT)} --target target"
+    )
+    with live_progress(estimator_defaults()["time_limit"]) as progress:
+        result = explain_model_version(
+            state.model_uri,
+            data,
+            target="target",
+            class_names=["malignant", "benign"],
+            progress=progress,
+        )
+    verb = "reused" if result.reused else f"registered in {result.seconds:.1f} s"
+    print(
+        f"{verb}: {result.surrogate_uri} (fidelity train {result.metrics['train_fidelity']:.3f}, "
         f"test {result.metrics.get('test_fidelity', float('nan')):.3f})"
     )
     print("rules (raw units):")
     print(result.rules)
+    state.explained = result
+    state.outputs["reviewer's report and model card"] = copy_report(result.surrogate_uri)
     return state
+
+
+def copy_report(surrogate_uri: str) -> list[Path]:
+    """Copy the surrogate's report.html and model_card.md into ``demo-output/``."""
+    with tempfile.TemporaryDirectory(prefix="demo-") as tmp:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=surrogate_uri, dst_path=tmp))
+        copies = [OUTPUT / name for name in ("report.html", "model_card.md")]
+        for path in copies:
+            shutil.copyfile(local / path.name, path)
+    return copies
 
 
 def _promote(state: DemoState, alias: str, policy: str) -> None:
@@ -139,6 +170,7 @@ def _promote(state: DemoState, alias: str, policy: str) -> None:
     where = f"@{alias} -> version {outcome.alias_version}"
     if outcome.alias_version is None:
         where = f"@{alias} is not set"
+    state.promotions.append(f"{Path(policy).name}: {verdict} ({where})")
     print(f"{verdict}: {where}; recorded on {state.model_uri} as")
     for key in sorted(tags):
         if key.startswith(("governance.gate.", f"governance.promotion.{alias}")):
@@ -159,16 +191,33 @@ def promote_strict(state: DemoState) -> DemoState:
 
 
 def report(state: DemoState) -> DemoState:
-    """Say where to look."""
-    for title, paths in state.outputs.items():
-        print(f"{title}:")
-        for path in paths:
-            print(f"  {path.relative_to(ROOT)}")
-    print(f"model: {state.model_uri}")
+    """Say what happened and where to look, with commands that work as printed (from
+    the repository root)."""
+    result = state.explained
+    name = result.registered_name
+    metrics = result.metrics
+    print("\nWhat happened")
+    print(f"  1. trained and registered {state.model_uri} (MinMaxScaler + random forest)")
     print(
-        f"browse: mlflow ui --backend-store-uri {TRACKING_URI.replace(str(ROOT) + '/', '')}"
-        "  (from the repository root)"
+        f"  2. explained it: surrogate {result.surrogate_uri}, test fidelity "
+        f"{metrics.get('test_fidelity', float('nan')):.3f} with "
+        f"{metrics['n_features_used']:.0f} features (CART baseline "
+        f"{metrics.get('baseline_cart_test_fidelity', float('nan')):.3f})"
     )
+    for number, line in enumerate(state.promotions, start=3):
+        print(f"  {number}. gates, {line}")
+    print(f"\nWhere to look (from {ROOT})")
+    for title, paths in state.outputs.items():
+        print(f"  {title}: " + "  ".join(str(p.relative_to(ROOT)) for p in paths))
+    print(
+        "  MLflow UI:  make ui   (or: .venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db)"
+    )
+    print("              then open http://127.0.0.1:5000")
+    print(
+        f"  report in the UI:  Models -> {name} -> Version {result.version} -> logged model "
+        "-> Artifacts -> report.html"
+    )
+    print(f"  in the terminal:   .venv/bin/govern show --model-uri {state.model_uri}")
     return state
 
 

@@ -34,6 +34,8 @@ SUPPORTED_MODELS = (
 POSITION_LEVELS = 62
 """Nodes at levels ``0..POSITION_LEVELS`` get a breadth-first position (< 2**63)."""
 
+PREDICT_CHUNK_ROWS = 50_000
+"""Rows routed at once by :meth:`Ensemble.predict_proba`."""
 LEFT_IF_LESS_EQUAL = "<="
 LEFT_IF_LESS = "<"
 
@@ -355,12 +357,20 @@ class Ensemble:
         return self._padded()[4][np.arange(self.n_trees)[None, :], self.apply(X)]
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities, shape (n_samples, 2), columns in ``classes`` order."""
-        leaf_value = self.leaf_values(X)
-        if self.aggregation == "average":
-            positive = leaf_value.mean(axis=1)
-        else:
-            positive = expit(self.base_margin + leaf_value.sum(axis=1))
+        """Class probabilities, shape (n_samples, 2), columns in ``classes`` order.
+
+        Rows are routed in chunks of :data:`PREDICT_CHUNK_ROWS`, so memory stays bounded
+        by one chunk's ``rows x trees`` leaves however many rows there are.
+        """
+        X = self._check_X(X)
+        positive = np.empty(X.shape[0], dtype=np.float64)
+        for start in range(0, X.shape[0], PREDICT_CHUNK_ROWS):
+            leaf_value = self.leaf_values(X[start : start + PREDICT_CHUNK_ROWS])
+            if self.aggregation == "average":
+                positive[start : start + PREDICT_CHUNK_ROWS] = leaf_value.mean(axis=1)
+            else:
+                margin = self.base_margin + leaf_value.sum(axis=1)
+                positive[start : start + PREDICT_CHUNK_ROWS] = expit(margin)
         return np.column_stack([1.0 - positive, positive])
 
     def predict(self, X) -> np.ndarray:
@@ -405,11 +415,19 @@ def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
     """
     if ensemble.aggregation == "average":
         return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
-    leaf_value = ensemble.leaf_values(X)
-    margins = ensemble.base_margin + np.cumsum(leaf_value, axis=1)
-    margins = np.column_stack([np.full(leaf_value.shape[0], ensemble.base_margin), margins])
-    proba = expit(margins)
-    variance = np.diff(proba, axis=1).var(axis=0)
+    X = ensemble._check_X(X)
+    # variance of each tree's probability step, from sums over chunks of rows
+    total_step = np.zeros(ensemble.n_trees)
+    total_square = np.zeros(ensemble.n_trees)
+    for start in range(0, X.shape[0], PREDICT_CHUNK_ROWS):
+        leaf_value = ensemble.leaf_values(X[start : start + PREDICT_CHUNK_ROWS])
+        margins = ensemble.base_margin + np.cumsum(leaf_value, axis=1)
+        margins = np.column_stack([np.full(leaf_value.shape[0], ensemble.base_margin), margins])
+        step = np.diff(expit(margins), axis=1)
+        total_step += step.sum(axis=0)
+        total_square += np.square(step).sum(axis=0)
+    mean = total_step / X.shape[0]
+    variance = np.maximum(total_square / X.shape[0] - mean**2, 0.0)
     total = variance.sum()
     if total <= 0:
         return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
