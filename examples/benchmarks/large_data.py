@@ -148,8 +148,10 @@ def main() -> None:
         ("rows x features", f"{options.rows:,} x {N_FEATURES} ({size_mb:.0f} MB CSV)"),
         (
             "ensemble",
-            "MinMaxScaler + RandomForest, 100 trees, depth 3, trained on 20,000 rows "
-            "(plus each feature's extreme rows)",
+            (
+                "MinMaxScaler + RandomForest, 100 trees, depth 3, trained on 20,000 rows "
+                "(plus each feature's extreme rows)"
+            ),
         ),
         ("training / test rows", f"{params['n_train']} / {params['n_test']}"),
         ("MILP sample (--max-rows)", params["max_rows"]),
