@@ -203,6 +203,11 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
     html = Path(local, "report.html").read_text()
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
     assert html.count("<svg") >= 3 and "models:/credit-rf/1" in html
+    assert "MIRET vs the depth-2 CART baseline" in html and "solver stopped: " in html
+    cart = rf["result"].metrics["baseline_cart_test_fidelity"]
+    card = Path(local, "model_card.md").read_text()
+    assert "CART baseline" in card and "| Test fidelity | " in card
+    assert f"{cart:.4g}" in card
 
     surrogate = load_model("models:/credit-rf-surrogate/1")
     raw = rf["frame"][FEATURES]

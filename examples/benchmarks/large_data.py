@@ -167,7 +167,7 @@ def main() -> None:
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
     RESULTS.write_text(
-        "# govern explain on 1M rows\n\n"
+        f"# govern explain on {options.rows:,} rows\n\n"
         "Produced by `examples/benchmarks/large_data.py` on "
         f"{time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, shared machine). The peak "
         "memory is the `govern explain` subprocess's resident high-water mark.\n\n"
