@@ -47,7 +47,7 @@ METRIC_ORDER = (
     "n_feature_uses",
     "effective_depth",
 )
-"""Headline metrics first, then the details; ``solver.*`` and the rest come after."""
+"""Headline metrics first, then the details; the rest after them, ``solver.*`` last."""
 BASELINE_ROWS = (
     ("test fidelity", "test_fidelity", "baseline_cart_test_fidelity"),
     ("train fidelity", "train_fidelity", "baseline_cart_train_fidelity"),
@@ -69,7 +69,8 @@ def metrics_table(metrics: dict, title: str = "Metrics") -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    keys = [k for k in METRIC_ORDER if k in metrics] + sorted(set(metrics) - set(METRIC_ORDER))
+    rest = sorted(set(metrics) - set(METRIC_ORDER), key=lambda k: (k.startswith("solver."), k))
+    keys = [k for k in METRIC_ORDER if k in metrics] + rest
     for key in keys:
         table.add_row(escape(key), _number(metrics[key]))
     return table
