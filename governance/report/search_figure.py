@@ -81,7 +81,7 @@ def plot_search_tradeoff(cv_results: dict, best_index: int, tolerance: float) ->
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.tick_params(labelsize=9)
     ax.grid(True, color="#e5e8ec", linewidth=0.6)
-    ax.legend(fontsize=8.5, loc="lower right", frameon=False)
+    ax.legend(fontsize=8.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     return fig
 
