@@ -58,6 +58,14 @@ def test_help_lists_every_option(app):
         "--no-force",
         "--allow-invalid",
         "--no-allow-invalid",
+        "--search",
+        "--search-grid",
+        "--search-time-limit",
+        "--cv",
+        "--tolerance",
+        "--n-jobs",
+        "--backend",
+        "--ray-address",
     ):
         assert option in result.output
     assert "whole surrogate fit" in result.output
