@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 from typing import Annotated
 from urllib.parse import quote
 
@@ -19,6 +20,7 @@ from cli.common import (
     Solver,
     TimeLimit,
     TrackingUri,
+    TrustPickle,
     connect,
     console,
     errors,
@@ -202,6 +204,7 @@ def explain(
         ),
     ] = "",
     tracking_uri: TrackingUri = None,
+    trust_pickle: TrustPickle = False,
     force: Annotated[
         bool,
         typer.Option(
@@ -224,6 +227,7 @@ def explain(
     """
     from flavors.errors import ValidationFailedError
     from flavors.explain import explain_model_version
+    from flavors.faults import reraise_signal, signals_raise
     from flavors.stages import STAGES
 
     columns = (
@@ -234,7 +238,7 @@ def explain(
     )
     try:
         connect(tracking_uri, fail_fast=False)
-        with Progress(*columns, console=errors, transient=False) as progress:
+        with signals_raise(), Progress(*columns, console=errors, transient=False) as progress:
             tracker = _StageProgress(progress, STAGES, time_limit)
             result = explain_model_version(
                 model_uri,
@@ -253,9 +257,17 @@ def explain(
                 registered_name=registered_name or None,
                 force=force,
                 allow_invalid=allow_invalid,
+                trust_pickle=trust_pickle,
                 progress=tracker,
             )
             tracker.finish()
+    except KeyboardInterrupt as exc:
+        errors.print(
+            "error: interrupted; the explain run was ended as KILLED and nothing was registered",
+            markup=False,
+        )
+        reraise_signal(getattr(exc, "signum", signal.SIGINT))
+        raise
     except ValidationFailedError as exc:
         raise fail(exc, EXIT_FAILED) from None
     except refusals() as exc:
@@ -263,6 +275,13 @@ def explain(
     except Exception as exc:  # noqa: BLE001 - every other failure is a clear exit 2
         raise fail(f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
 
+    for run_id in result.recovered_runs:
+        console.print(
+            f"Ended run {run_id} as KILLED: an earlier explain of this version was killed "
+            "(its logged model was discarded).",
+            highlight=False,
+            markup=False,
+        )
     if result.reused:
         console.print(
             f"Reused [bold]{escape(result.surrogate_uri)}[/]: the same ensemble version, data and "
