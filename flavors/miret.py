@@ -65,6 +65,9 @@ EVIDENCE_FILE = "evidence.json"
 EVIDENCE_FORMAT = "miret-evidence"
 INPUT_SPACES = ("raw", "normalized")
 _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
+_WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
+"""Files MLflow itself (re)writes after saving (on logging and registration): plain
+metadata, never imported; not covered by the manifest."""
 
 
 def _surrogate_classes() -> dict:
@@ -104,10 +107,11 @@ def file_digest(path) -> str:
 
 
 def _model_files(path: str) -> list[str]:
-    """Every file of a model directory but MLmodel and the manifest (POSIX, relative)."""
+    """Every file of a model directory but the manifest and MLflow's own metadata
+    (POSIX, relative)."""
     root = Path(path)
     files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    return sorted(f for f in files if f not in (MLMODEL_FILE_NAME, EVIDENCE_FILE))
+    return sorted(f for f in files if f not in {EVIDENCE_FILE, *_WRITTEN_BY_MLFLOW})
 
 
 def _write_evidence(path: str, provenance: dict) -> str:
