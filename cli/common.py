@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Annotated
@@ -74,6 +75,8 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True) -> None:
 
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0" if fail_fast else "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    # the SQL store logs every database error with its SQL; the command prints one line
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     if tracking_uri:
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
@@ -88,6 +91,19 @@ def refusals() -> tuple:
     from governance.gates import PolicyError
 
     return (GovernanceError, PolicyError, MlflowException, OSError, ValueError)
+
+
+def store_locked(error: Exception) -> str | None:
+    """The message for a locked SQLite tracking store (None for any other error)."""
+    if "database is locked" not in str(error):
+        return None
+    import mlflow
+
+    return (
+        f"the tracking store {mlflow.get_tracking_uri()} is locked by another process "
+        "(SQLite: database is locked); retry when it is done, or use a tracking server "
+        "for concurrent work"
+    )
 
 
 def fail(message, code: int = EXIT_ERROR) -> typer.Exit:

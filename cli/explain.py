@@ -26,6 +26,7 @@ from cli.common import (
     errors,
     fail,
     refusals,
+    store_locked,
 )
 
 METRIC_ORDER = (
@@ -271,9 +272,9 @@ def explain(
     except ValidationFailedError as exc:
         raise fail(exc, EXIT_FAILED) from None
     except refusals() as exc:
-        raise fail(exc) from None
+        raise fail(store_locked(exc) or exc) from None
     except Exception as exc:  # noqa: BLE001 - every other failure is a clear exit 2
-        raise fail(f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
+        raise fail(store_locked(exc) or f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
 
     for run_id in result.recovered_runs:
         console.print(

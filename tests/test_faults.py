@@ -73,7 +73,7 @@ def test_reuse_moves_the_link_to_the_reused_version(registered):
         ({"depth": 9}, "depth must be at most 8"),
         ({"max_rows": 1}, "'max_rows' parameter"),
         ({"registered_name": "a/b"}, "contains '/'"),
-        ({"registered_name": "it's \"x\""}, "both ' and"),
+        ({"registered_name": 'it\'s "x"'}, "both ' and"),
         ({"test_size": 1.5}, "test_size must be in"),
     ],
 )
@@ -186,9 +186,7 @@ def test_two_concurrent_explains_register_one_version(registered, tmp_path):
 
 def _start_cli_explain(store, tmp_path):
     """``govern explain`` on a problem that keeps the solver busy for its time limit."""
-    script = (
-        "import sys; from cli.app import main; sys.argv = ['govern'] + sys.argv[1:]; main()"
-    )
+    script = "import sys; from cli.app import main; sys.argv = ['govern'] + sys.argv[1:]; main()"
     args = [
         "explain",
         "--model-uri",
@@ -266,3 +264,27 @@ def test_after_sigkill_the_next_explain_recovers(big_registered, tmp_path):
     assert MlflowClient().get_run(killed.info.run_id).info.status == "KILLED"
     assert not list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
     assert _versions() == [1]
+
+
+def test_locked_store_gives_one_clear_message(registered, tmp_path):
+    import sqlite3
+
+    import typer
+    from typer.testing import CliRunner
+
+    from cli.explain import register
+
+    app = typer.Typer()
+    register(app)
+    lock = sqlite3.connect(tmp_path / "mlflow.db")
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        result = CliRunner().invoke(
+            app, ["explain", "--model-uri", "models:/credit-rf/1", "--data", "data.csv"]
+        )
+    finally:
+        lock.rollback()
+        lock.close()
+    assert result.exit_code == 2
+    assert "is locked by another process" in result.output
+    assert "Traceback" not in result.output and result.output.count("error:") == 1
