@@ -196,11 +196,7 @@ def _start_cli_explain(store, tmp_path):
         "--target",
         "label",
         "--depth",
-        "2",
-        "--alpha",
-        "0",
-        "--proximity-threshold",
-        "2",
+        "3",
         "--time-limit",
         "120",
     ]
@@ -225,12 +221,22 @@ def _start_cli_explain(store, tmp_path):
 
 
 @pytest.fixture
-def big_registered(store, breast_cancer, monkeypatch):
+def big_registered(store, monkeypatch):
+    """Noisy synthetic data (2000 x 20) and a depth-4 forest: a depth-3 solve that
+    keeps HiGHS busy for several seconds."""
+    import pandas as pd
+    from mlflow_store import register_sklearn
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
     monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
-    X, y = breast_cancer
-    frame = X.assign(label=y.to_numpy())
-    frame.to_csv("data.csv", index=False)
-    register_rf(frame, list(X.columns), "credit-rf", n_estimators=30)
+    X, y = make_classification(2000, 20, n_informative=12, flip_y=0.2, random_state=0)
+    X = pd.DataFrame(X, columns=[f"f{i}" for i in range(20)])
+    X.assign(label=y).to_csv("data.csv", index=False)
+    model = make_pipeline(MinMaxScaler(), RandomForestClassifier(30, max_depth=4, random_state=0))
+    register_sklearn(model.fit(X, y), "credit-rf", pip_requirements=["scikit-learn"])
     return store
 
 
