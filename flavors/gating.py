@@ -359,8 +359,12 @@ def promote_model_version(
 
 
 # ---------------------------------------------------------------------- validation
-def validate_model_inputs(model_uri: str, data, target: str | None = None, mostly: float = 1.0):
-    """Validate a data file against a registered ensemble's feature schema.
+def validate_model_inputs(
+    model_uri: str, data, target: str | None = None, mostly: float = 1.0, trust_pickle=False
+):
+    """Validate a data file against a registered ensemble's feature schema (the data is
+    read by :func:`flavors.inputs.read_table`, labels checked by ``check_labels``;
+    ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`).
 
     Returns
     -------
@@ -368,5 +372,5 @@ def validate_model_inputs(model_uri: str, data, target: str | None = None, mostl
     """
     from governance.validation import validate_inputs
 
-    ensemble, _ = load_ensemble(model_uri)
+    ensemble, _ = load_ensemble(model_uri, trust_pickle)
     return validate_inputs(read_table(data), ensemble, label=target, mostly=mostly)

@@ -24,6 +24,8 @@ VALIDATION_TAG = "governance.validation"
 EXPLAIN_DIGEST_TAG = "governance.explain_digest"
 ENSEMBLE_URI_TAG = "governance.ensemble_uri"
 DATA_DIGEST_TAG = "governance.data_digest"
+EVIDENCE_DIGEST_TAG = "governance.evidence_digest"
+TRUST_PICKLE_TAG = "governance.trust_pickle"
 SURROGATE_SUFFIX = "-surrogate"
 URI_PREFIX = "models:/"
 
@@ -73,64 +75,133 @@ def resolve_model_version(client: MlflowClient, model_uri: str):
             return client.get_model_version_by_alias(name, alias)
         return client.get_model_version(name, version)
     except MlflowException as exc:
+        if exc.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            raise registry_unavailable(exc) from exc
         raise ExplainError(
             f"{model_uri} was not found in the registry at {mlflow.get_registry_uri()}: "
             f"{exc.message}. List versions with `mlflow models` or the MLflow UI."
         ) from exc
 
 
-def name_filter(name: str) -> str:
-    """The registry filter ``name = <name>``, quoted per MLflow's filter grammar.
+def registry_unavailable(exc: MlflowException) -> GovernanceError:
+    """The error for a registry that did not answer (or failed), never "not found"."""
+    uri = mlflow.get_registry_uri()
+    if uri.startswith(("http://", "https://")):
+        return GovernanceError(
+            f"the tracking server {uri} is unreachable or failing ({exc.message}); check "
+            "--tracking-uri / MLFLOW_TRACKING_URI and that the server is running"
+        )
+    return GovernanceError(f"the registry at {uri} cannot be read: {exc.message}")
 
-    MLflow strips one pair of quotes and knows no escapes, so a name is quoted with the
-    quote character it does not contain.
+
+def quoted(value: str) -> str:
+    """``value`` as a string literal of MLflow's filter grammar.
+
+    MLflow strips one pair of quotes and knows no escapes, so the value is quoted with
+    the quote character it does not contain.
 
     Raises
     ------
     ExplainError
-        The name contains both quote characters (no filter can name it).
+        The value contains both quote characters (no filter can name it).
     """
     for quote in ("'", '"'):
-        if quote not in name:
-            return f"name = {quote}{name}{quote}"
+        if quote not in value:
+            return f"{quote}{value}{quote}"
     raise ExplainError(
-        f"registered model name {name!r} contains both ' and \"; choose a name without quotes"
+        f"{value!r} contains both ' and \"; registry filters cannot name it: choose a name "
+        "without quotes"
     )
 
 
-def find_surrogate(client: MlflowClient, registered_name: str, ensemble_uri: str, digest: str):
-    """The newest surrogate version of ``ensemble_uri`` made by an identical request."""
+def check_registered_name(name: str) -> str:
+    """A registered model name MLflow can store and filters can name, or ExplainError."""
+    problem = None
+    if not name or name != name.strip():
+        problem = "is empty or starts or ends with spaces"
+    elif any(c in name for c in "/:%") or any(ord(c) < 32 for c in name):
+        problem = "contains '/', ':', '%' or a control character"
+    elif "'" in name and '"' in name:
+        problem = "contains both ' and \""
+    if problem:
+        raise ExplainError(
+            f"registered model name {name!r} {problem}; choose a name of letters, digits, "
+            "'-', '_' and '.', e.g. credit-rf-surrogate"
+        )
+    return name
+
+
+def name_filter(name: str) -> str:
+    """The registry filter ``name = <name>``, quoted per MLflow's filter grammar
+    (:func:`quoted`)."""
+    return f"name = {quoted(name)}"
+
+
+def _surrogates_of(client: MlflowClient, registered_name: str, ensemble_uri: str, digest: str):
     try:
         versions = client.search_model_versions(name_filter(registered_name))
     except MlflowException:
-        return None
-    matches = [
+        return []
+    return [
         v
         for v in versions
         if v.tags.get(SURROGATE_OF_TAG) == ensemble_uri and v.tags.get(EXPLAIN_DIGEST_TAG) == digest
     ]
+
+
+def find_surrogate(client: MlflowClient, registered_name: str, ensemble_uri: str, digest: str):
+    """The newest surrogate version of ``ensemble_uri`` made by an identical request."""
+    matches = _surrogates_of(client, registered_name, ensemble_uri, digest)
     return max(matches, key=lambda v: int(v.version)) if matches else None
 
 
+def link_surrogate(client: MlflowClient, ensemble_version, surrogate_version) -> None:
+    """Point the ensemble version's ``governance.surrogate`` tag at ``surrogate_version``."""
+    target = version_uri(surrogate_version)
+    if ensemble_version.tags.get(SURROGATE_TAG) != target:
+        client.set_model_version_tag(
+            ensemble_version.name, ensemble_version.version, SURROGATE_TAG, target
+        )
+
+
 def register_surrogate(
-    client: MlflowClient, logged_uri: str, registered_name: str, ensemble_version, tags: dict
+    client: MlflowClient,
+    logged_uri: str,
+    registered_name: str,
+    ensemble_version,
+    tags: dict,
+    deduplicate: bool = False,
 ):
     """Register the surrogate with ``tags``, then link the ensemble version to it.
 
-    The surrogate version is deleted again when the link cannot be written, so a failure
-    leaves no version behind.
+    With ``deduplicate`` (no identical version existed when the caller looked), versions
+    of the same request registered meanwhile by concurrent explains are settled: the
+    lowest version number wins, the others delete their own version, and every process
+    links the winner. The surrogate version is deleted again when the link cannot be
+    written, so a failure leaves no version behind.
+
+    Returns
+    -------
+    (ModelVersion, ModelVersion)
+        The version this call registered and the one linked (the same unless a
+        concurrent explain won; the first is then deleted).
     """
+    ensemble_uri = version_uri(ensemble_version)
     registered = mlflow.register_model(
-        logged_uri, registered_name, tags={SURROGATE_OF_TAG: version_uri(ensemble_version), **tags}
+        logged_uri, registered_name, tags={SURROGATE_OF_TAG: ensemble_uri, **tags}
     )
     try:
-        client.set_model_version_tag(
-            ensemble_version.name, ensemble_version.version, SURROGATE_TAG, version_uri(registered)
-        )
-    except Exception:
+        winner = registered
+        if deduplicate:
+            same = _surrogates_of(client, registered_name, ensemble_uri, tags[EXPLAIN_DIGEST_TAG])
+            winner = min([registered, *same], key=lambda v: int(v.version))
+        link_surrogate(client, ensemble_version, winner)
+    except BaseException:
         client.delete_model_version(registered_name, registered.version)
         raise
-    return registered
+    if winner is not registered:
+        client.delete_model_version(registered_name, registered.version)
+    return registered, winner
 
 
 def check_tracking_server(uri: str | None = None, timeout: float = 5.0) -> None:

@@ -63,8 +63,9 @@ class ExplainRequest:
     allow_invalid : bool
     class_names : tuple of two str, optional
         Names of the ensemble's two classes for the reviewer's tree (display only).
-    allow_invalid : bool
-        Go on when validation fails.
+    trust_pickle : str
+        "" unless a pickled ensemble was loaded on the caller's explicit trust; then
+        who trusted it and when (``"<user> at <UTC time>"``).
     """
 
     model_uri: str
@@ -91,6 +92,7 @@ class ExplainRequest:
     seed: int
     allow_invalid: bool
     class_names: tuple | None = None
+    trust_pickle: str = ""
 
     @property
     def ensemble_uri(self) -> str:
