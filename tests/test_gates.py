@@ -102,6 +102,18 @@ def test_digest_is_canonical_sha256_of_gates(tmp_path):
     assert parse_policy({"gates": {"min_fidelity": 0.91}}).digest != expected
 
 
+def test_policy_name_from_key_or_file_stem(tmp_path):
+    strict = load_policy(write(tmp_path / "strict.toml", "[gates]\nmin_fidelity = 0.99\n"))
+    assert strict.name == "strict" and strict.label == f"strict v{strict.digest[:8]}"
+    named = load_policy(
+        write(tmp_path / "p.toml", 'name = "bank-2025"\n[gates]\nmin_fidelity = 0.99\n')
+    )
+    assert named.name == "bank-2025" and named.digest == strict.digest  # the name is not digested
+    assert load_policy(None).label == f"default v{load_policy(None).digest[:8]}"
+    with pytest.raises(PolicyError, match="name = 'a b' is not valid"):
+        parse_policy({"name": "a b", "gates": {}})
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
