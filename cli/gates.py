@@ -24,7 +24,8 @@ PolicyFile = Annotated[
     str | None,
     typer.Option(
         "--policy",
-        help="TOML policy file with a gates table (default: min_fidelity 0.90, max_features 5)",
+        help="TOML policy file with a gates table and an optional name (default: "
+        "min_fidelity 0.90, max_features 5, require_validation_pass)",
     ),
 ]
 DataFile = Annotated[Path, typer.Option("--data", help="CSV or Parquet file of raw inputs")]
@@ -70,8 +71,11 @@ def print_gates(outcome) -> None:
             )
     verdict = "[green]all gates passed[/]" if evaluation.all_passed else "[red]a gate failed[/]"
     console.print(
-        f"{verdict}; recorded as tags governance.gate.* on {escape(outcome.ensemble_uri)} and "
-        f"in run {outcome.run_id} (experiment governance-gates, artifacts gate_report.json / .md)",
+        f"{verdict} under policy {escape(outcome.policy)}, on the evidence stored in "
+        f"{escape(outcome.surrogate_uri)} (digest {(evaluation.evidence_digest or '')[:16]}); "
+        f"recorded as tag governance.gate on {escape(outcome.ensemble_uri)}, in both versions' "
+        f"descriptions and in run {outcome.run_id} (experiment governance-gates, artifacts "
+        "gate_report.json / .md)",
         highlight=False,
         soft_wrap=True,
     )

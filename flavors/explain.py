@@ -21,6 +21,7 @@ from mlflow import MlflowClient
 
 from flavors import faults, stages
 from flavors.errors import ExplainError
+from flavors.gate_evidence import checked_evidence
 from flavors.inputs import dataset, holdout, load_explainable_ensemble, read_data
 from flavors.registry import (
     EVIDENCE_DIGEST_TAG,
@@ -31,6 +32,7 @@ from flavors.registry import (
     check_registered_name,
     check_tracking_server,
     describe_surrogate,
+    describe_versions,
     find_surrogate,
     link_surrogate,
     model_id_of,
@@ -258,6 +260,8 @@ def explain_model_version(
             faults.discard_logged_models(client, run)
             mlflow.end_run()
             return _reused_result(client, version, linked, request, started, recovered)
+        checked = checked_evidence(client, version, registered)
+        describe_versions(client, version, registered, checked.evidence, checked.features)
     mlflow.end_run()
     return ExplainResult(
         surrogate_uri=version_uri(registered),

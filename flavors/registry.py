@@ -3,12 +3,23 @@
 An explained ensemble version and its surrogate version point at each other by tags:
 ``governance.surrogate`` on the ensemble version names the surrogate version, and
 ``governance.surrogate_of`` on the surrogate version names the ensemble version. This
-module owns those names, reads and writes the links, and builds registry filters safely.
+module owns those names, reads and writes the links and the versions' Markdown
+descriptions (what a reviewer reads first), and builds registry filters safely.
+
+Tags are for machines and few (see docs/architecture.md): on the ensemble version
+``governance.surrogate``, ``governance.gate`` (``PASS``/``FAIL`` of the last gate
+evaluation), ``governance.gate.run``, and per alias ``governance.promotion.<alias>``
+(``promoted``/``refused``) with ``governance.promotion.<alias>.run``. Policy, time and
+evidence digest of a decision are on its gate run and in the description.
 """
 
 from __future__ import annotations
 
+import html
+import re
 import tempfile
+from datetime import datetime, timezone
+from urllib.parse import quote as url_quote
 
 import mlflow
 from mlflow import MlflowClient
@@ -17,6 +28,7 @@ from mlflow.models import Model
 
 from flavors import miret as miret_flavor
 from flavors.errors import ExplainError, GovernanceError
+from governance.gates import canonical_digest
 
 SURROGATE_OF_TAG = "governance.surrogate_of"
 SURROGATE_TAG = "governance.surrogate"
@@ -24,8 +36,17 @@ VALIDATION_TAG = "governance.validation"
 EXPLAIN_DIGEST_TAG = "governance.explain_digest"
 ENSEMBLE_URI_TAG = "governance.ensemble_uri"
 DATA_DIGEST_TAG = "governance.data_digest"
-EVIDENCE_DIGEST_TAG = "governance.evidence_digest"
 TRUST_PICKLE_TAG = "governance.trust_pickle"
+GATE_TAG = "governance.gate"
+GATE_RUN_TAG = "governance.gate.run"
+PROMOTION_TAG = "governance.promotion.{alias}"
+PROMOTION_RUN_TAG = "governance.promotion.{alias}.run"
+POLICY_RUN_TAG = "governance.policy"
+EVIDENCE_DIGEST_TAG = "governance.evidence_digest"
+EVIDENCE_PARAM = "evidence_digest"
+"""Run param of the explain run: sha256 of the surrogate's ``evidence.json``. Params
+cannot be changed once logged, so an edited or replaced manifest no longer matches it."""
+RESULT_RUN_TAG = "result"
 SURROGATE_SUFFIX = "-surrogate"
 URI_PREFIX = "models:/"
 
@@ -259,3 +280,150 @@ def describe_surrogate(model_uri: str, client: MlflowClient | None = None) -> di
         "solve": (mlmodel.metadata or {}).get("solve", {}),
         "model_id": model_id or "",
     }
+
+
+# ---------------------------------------------------------------------- descriptions
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def _md(text) -> str:
+    """User text as literal Markdown: HTML escaped, Markdown punctuation backslashed."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
+
+
+def version_link(name: str, version) -> str:
+    """A Markdown link to a model version's page in the MLflow UI (relative, works there)."""
+    return f"[{_md(name)} v{version}](#/models/{url_quote(name, safe='')}/versions/{version})"
+
+
+def _number(value, digits: int = 3) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    return f"{value:.{digits}f}" if not float(value).is_integer() else str(int(value))
+
+
+def _run_time(run) -> str:
+    stamp = datetime.fromtimestamp(run.info.start_time / 1000, tz=timezone.utc)
+    return stamp.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _decision(client: MlflowClient, run_id: str | None) -> tuple[str, str, bool] | None:
+    """(policy label, time, is a promotion) of a gate run, None when it cannot be read."""
+    if not run_id:
+        return None
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        return None
+    tags = run.data.tags
+    promotion = any(key.startswith("governance.promotion.") for key in tags)
+    return tags.get(POLICY_RUN_TAG, "unknown policy"), _run_time(run), promotion
+
+
+def _status_rows(client: MlflowClient, ensemble_version) -> list[tuple[str, str]]:
+    """Table rows: one per promotion decision (by alias), then the last gate evaluation."""
+    tags, held = ensemble_version.tags, set(getattr(ensemble_version, "aliases", []) or [])
+    rows = []
+    for key in sorted(tags):
+        alias = key[len("governance.promotion.") :]
+        if not key.startswith("governance.promotion.") or alias.endswith(".run"):
+            continue
+        decision = _decision(client, tags.get(PROMOTION_RUN_TAG.format(alias=alias)))
+        policy, when = (decision[0], decision[1]) if decision else ("unknown policy", "-")
+        status = tags[key]
+        if status == "promoted":
+            where = "holds the alias" if alias in held else "the alias has since moved"
+        else:
+            where = "alias not set here"
+        rows.append(
+            (f"Promotion @{_md(alias)}", f"**{status}** by policy {_md(policy)}, {when} ({where})")
+        )
+    gate = tags.get(GATE_TAG)
+    if gate:
+        decision = _decision(client, tags.get(GATE_RUN_TAG))
+        policy, when, promotion = decision or ("unknown policy", "-", False)
+        note = "" if promotion else " (what-if: no alias changed)"
+        rows.append(("Last gate evaluation", f"**{gate}** by policy {_md(policy)}, {when}{note}"))
+    return rows
+
+
+def _report_location(client: MlflowClient, surrogate_version) -> str:
+    model_id = model_id_of(surrogate_version)
+    if not model_id:
+        return "`report.html` and `model_card.md` in the surrogate version's artifacts"
+    try:
+        experiment_id = client.get_logged_model(model_id).experiment_id
+    except MlflowException:
+        return f"`report.html` and `model_card.md` in the artifacts of logged model `{model_id}`"
+    return (
+        f"`report.html` and `model_card.md` in the artifacts of the surrogate's logged model "
+        f"[{model_id}](#/experiments/{experiment_id}/models/{model_id}/artifacts)"
+    )
+
+
+def version_descriptions(
+    client: MlflowClient, ensemble_version, surrogate_version, evidence: dict, features=None
+) -> tuple[str, str]:
+    """The Markdown descriptions of an ensemble version and of its surrogate version.
+
+    Parameters
+    ----------
+    ensemble_version, surrogate_version : ModelVersion
+        As they are now (tags and aliases are read from them).
+    evidence : dict
+        The surrogate's stored evidence (``metrics``, ``validation``, ``baseline``).
+    features : sequence of str, optional
+        Names of the features the surrogate uses.
+
+    Returns
+    -------
+    (ensemble_description, surrogate_description)
+    """
+    metrics = evidence.get("metrics") or {}
+    baseline = evidence.get("baseline") or {}
+    cart_fidelity = baseline.get("test_fidelity", metrics.get("baseline_cart_test_fidelity"))
+    cart_features = baseline.get("n_features_used", metrics.get("baseline_cart_n_features"))
+    n_used = metrics.get("n_features_used")
+    names = f": {', '.join(_md(f) for f in features)}" if features else ""
+    validation = evidence.get("validation") or {}
+    passed = validation.get("success") is True
+    rows = [
+        (
+            "Test fidelity",
+            f"{_number(metrics.get('test_fidelity'))} (CART {_number(cart_fidelity)})",
+        ),
+        ("Features used", f"{_number(n_used)}{names} (CART {_number(cart_features)})"),
+        ("Input validation", "passed" if passed else "**failed**"),
+        *_status_rows(client, ensemble_version),
+    ]
+    table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
+    report = f"Report: {_report_location(client, surrogate_version)}."
+    proof = f" Evidence digest `{canonical_digest(evidence)[:16]}`."
+    surrogate = version_link(surrogate_version.name, surrogate_version.version)
+    ensemble = version_link(ensemble_version.name, ensemble_version.version)
+    ensemble_text = (
+        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{report}{proof}\n"
+    )
+    surrogate_text = (
+        f"**MIRET surrogate of** {ensemble}: one shallow oblique tree that reproduces the "
+        f"ensemble's predictions.\n\n{table}\n\n{report}{proof}\n"
+    )
+    return ensemble_text, surrogate_text
+
+
+def describe_versions(
+    client: MlflowClient, ensemble_version, surrogate_version, evidence: dict, features=None
+) -> None:
+    """Write both versions' Markdown descriptions (:func:`version_descriptions`).
+
+    Called by explain after registration and by gate and promote after their tags; it
+    re-reads the ensemble version so the promotion status shown is the current one.
+    """
+    current = client.get_model_version(ensemble_version.name, ensemble_version.version)
+    ensemble_text, surrogate_text = version_descriptions(
+        client, current, surrogate_version, evidence, features
+    )
+    client.update_model_version(current.name, current.version, description=ensemble_text)
+    client.update_model_version(
+        surrogate_version.name, surrogate_version.version, description=surrogate_text
+    )

@@ -24,6 +24,7 @@ from flavors.errors import ValidationFailedError
 from flavors.registry import (
     DATA_DIGEST_TAG,
     ENSEMBLE_URI_TAG,
+    EVIDENCE_PARAM,
     EXPLAIN_DIGEST_TAG,
     SURROGATE_OF_TAG,
     VALIDATION_TAG,
@@ -432,6 +433,7 @@ def log_surrogate(
         params={k: str(v) for k, v in params.items()},
         tags={VALIDATION_TAG: status, SURROGATE_OF_TAG: request.ensemble_uri},
     )
+    mlflow.log_param(EVIDENCE_PARAM, info.flavors[miret_flavor.FLAVOR_NAME]["evidence_digest"])
     mlflow.log_metrics(evidence.metrics, model_id=info.model_id)
     mlflow.set_tags(
         {
