@@ -398,7 +398,8 @@ def version_descriptions(
     ]
     table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
     report = f"Report: {_report_location(client, surrogate_version)}."
-    proof = f" Evidence digest `{canonical_digest(evidence)[:16]}`."
+    digest = evidence.get("digest") or canonical_digest(evidence)
+    proof = f" Evidence digest `{digest[:16]}`."
     surrogate = version_link(surrogate_version.name, surrogate_version.version)
     ensemble = version_link(ensemble_version.name, ensemble_version.version)
     ensemble_text = (

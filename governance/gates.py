@@ -349,7 +349,8 @@ def evaluate(
     evidence : dict, optional
         The surrogate artifact's own evidence: ``{"metrics": {...}, "validation":
         {"success": bool, ...}, ...}`` (other keys, e.g. provenance, are digested but
-        not read). Validation passes only when ``validation.success`` is ``True``.
+        not read; its ``digest``, when given, is the one recorded). Validation passes
+        only when ``validation.success`` is ``True``.
 
     Returns
     -------
@@ -365,7 +366,7 @@ def evaluate(
         metrics = evidence["metrics"]
         tags = {VALIDATION_TAG: "passed" if success else "failed" if validation else None}
         tags = {k: v for k, v in tags.items() if v is not None}
-        digest = canonical_digest(evidence)
+        digest = evidence.get("digest") or canonical_digest(evidence)
     metrics = metrics or {}
     tags = tags or {}
     results = [_gate(name, threshold, metrics, tags) for name, threshold in policy.gates.items()]
