@@ -76,12 +76,30 @@ def test_float_labels_are_the_classes_for_validate_and_explain(campaign):
 
     floats = _csv(lambda f: f.assign(label=f["label"].astype(float)))
     args = ("--model-uri", "models:/campaign-rf/1", "--data", "{case}/input.csv")
-    validate = Case("float labels validate", "data", ("validate", *args, "--target", "label"), 0,
-                    "", prepare=floats)
+    validate = Case(
+        "float labels validate",
+        "data",
+        ("validate", *args, "--target", "label"),
+        0,
+        "",
+        prepare=floats,
+    )
     explain = Case(
-        "float labels explain", "data",
-        ("explain", *args, "--target", "label", "--time-limit", "2", "--registered-name",
-         "campaign-float-surrogate"), 0, "", prepare=floats,
+        "float labels explain",
+        "data",
+        (
+            "explain",
+            *args,
+            "--target",
+            "label",
+            "--time-limit",
+            "2",
+            "--registered-name",
+            "campaign-float-surrogate",
+        ),
+        0,
+        "",
+        prepare=floats,
     )
     checked = run_case(validate, campaign)
     assert checked.exit_code == 0, checked.output
@@ -149,8 +167,16 @@ def test_killed_mid_solve_then_rerun_leaves_no_orphans(sig, store, tmp_path, mon
         "TTY_COMPATIBLE": "1",
         "COLUMNS": "160",
     }
-    args = ["--model-uri", "models:/killed-rf/1", "--data", "data.csv", "--target", "label",
-            "--depth", "3"]
+    args = [
+        "--model-uri",
+        "models:/killed-rf/1",
+        "--data",
+        "data.csv",
+        "--target",
+        "label",
+        "--depth",
+        "3",
+    ]
     process = _explain_process([*args, "--time-limit", "120"], env, tmp_path)
     try:
         shown = _wait_for(process, b"solve (MILP)")
@@ -167,7 +193,12 @@ def test_killed_mid_solve_then_rerun_leaves_no_orphans(sig, store, tmp_path, mon
 
     rerun = subprocess.run(
         [sys.executable, "-m", "cli", "explain", *args, "--time-limit", "5"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     client = MlflowClient()
