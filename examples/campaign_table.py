@@ -22,7 +22,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MPLBACKEND", "Agg")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from campaign_cases import CASES, build_campaign, run_case
+from campaign_cases import CASES, run_case
+from campaign_store import build_campaign
 
 
 def _cell(text: str, width: int = 110) -> str:

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from campaign_cases import CASES, StoreSnapshot, build_campaign, run_case
+from campaign_cases import CASES, run_case
+from campaign_store import StoreSnapshot, build_campaign
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
@@ -110,7 +111,7 @@ def test_float_labels_are_the_classes_for_validate_and_explain(campaign):
 
 # ---------------------------------------------------------------------- faults
 def _kill_dataset(path: Path):
-    """All 569 rows x 30 features, and a 30-tree depth-3 forest: a solve of many seconds."""
+    """All 569 rows x 30 features, and a 10-tree depth-3 forest: a solve of many seconds."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.pipeline import make_pipeline
@@ -119,7 +120,7 @@ def _kill_dataset(path: Path):
     X, y = load_breast_cancer(return_X_y=True, as_frame=True)
     X.assign(label=y.to_numpy()).to_csv(path, index=False)
     model = make_pipeline(
-        MinMaxScaler(), RandomForestClassifier(n_estimators=30, max_depth=3, random_state=0)
+        MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
     )
     return model.fit(X, y)
 
@@ -157,7 +158,9 @@ def test_killed_mid_solve_then_rerun_leaves_no_orphans(sig, store, tmp_path, mon
     from mlflow_store import register_sklearn
 
     monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
-    register_sklearn(_kill_dataset(tmp_path / "data.csv"), "killed-rf")
+    register_sklearn(
+        _kill_dataset(tmp_path / "data.csv"), "killed-rf", pip_requirements=["scikit-learn"]
+    )
     temp = tmp_path / "tmp"
     temp.mkdir()
     env = {
@@ -192,7 +195,7 @@ def test_killed_mid_solve_then_rerun_leaves_no_orphans(sig, store, tmp_path, mon
     assert process.returncode != 0
 
     rerun = subprocess.run(
-        [sys.executable, "-m", "cli", "explain", *args, "--time-limit", "5"],
+        [sys.executable, "-m", "cli", "explain", *args, "--time-limit", "3"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -203,7 +206,7 @@ def test_killed_mid_solve_then_rerun_leaves_no_orphans(sig, store, tmp_path, mon
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     client = MlflowClient()
     versions = client.search_model_versions("name = 'killed-rf-surrogate'")
-    assert [v.version for v in versions] == ["1"]
+    assert [str(v.version) for v in versions] == ["1"]
     runs = client.search_runs([store], run_view_type=ViewType.ALL)
     assert [r.info.status for r in runs if r.info.status == "RUNNING"] == []
     assert sorted(p.name for p in temp.iterdir() if p.name.startswith("explain-")) == []
