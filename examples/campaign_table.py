@@ -61,7 +61,8 @@ def main() -> int:
                 unchanged_cell = "no: " + _cell("; ".join(outcome.changes), 60)
             else:
                 unchanged_cell = "yes"
-            message = _cell(outcome.message()) + ("" if named else " (does not name it)")
+            message = _cell(outcome.message(case.message))
+            message += "" if named else " (does not name it)"
             print(
                 f"| {number} | {case.area} | {_cell(case.name)} | {code} | {message} | "
                 f"{unchanged_cell} |"

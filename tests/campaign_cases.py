@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,11 +300,13 @@ class Outcome:
     changes: list
     code_ran: bool
 
-    def message(self) -> str:
-        """The first error line of the output (or its last line)."""
+    def message(self, pattern: str = "") -> str:
+        """The first output line matching ``pattern``, else the first error line (or the
+        last line)."""
         lines = [line.strip() for line in self.output.splitlines() if line.strip()]
+        named = [line for line in lines if pattern and re.search(pattern, line)]
         errors = [line for line in lines if line.startswith("error:")]
-        return (errors or lines or [""])[0 if errors else -1]
+        return (named or errors or lines[-1:] or [""])[0]
 
 
 def _subprocess(argv: list[str], campaign: Campaign, folder: Path) -> tuple[int, str]:
@@ -333,8 +336,9 @@ def run_case(case: Case, campaign: Campaign) -> Outcome:
 
     from cli.app import app
 
-    folder = campaign.root / "cases" / re.sub(r"\W+", "-", case.name).strip("-")
-    folder.mkdir(parents=True, exist_ok=True)
+    (campaign.root / "cases").mkdir(exist_ok=True)
+    # a neutral folder name: the case's name in a path must not satisfy its message pattern
+    folder = Path(tempfile.mkdtemp(prefix="case-", dir=campaign.root / "cases"))
     if case.prepare is not None:
         case.prepare(folder, campaign)
     places = {"case": str(folder), **campaign.places}
@@ -350,6 +354,9 @@ def run_case(case: Case, campaign: Campaign) -> Outcome:
             result = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
             code, output = result.exit_code, result.output
     after = StoreSnapshot.take(campaign.uri)
+    for name, module in list(sys.modules.items()):  # imported from an artifact: forget it,
+        if str(getattr(module, "__file__", None) or "").startswith(str(campaign.root)):
+            del sys.modules[name]  # so that a later case would run it (and show it) again
     return Outcome(
         exit_code=code,
         output=output,
