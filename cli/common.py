@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -36,6 +37,15 @@ TimeLimit = Annotated[
         "heuristic and the MILP solve.",
     ),
 ]
+TrustPickle = Annotated[
+    bool,
+    typer.Option(
+        "--trust-pickle",
+        help="Load a scikit-learn model stored as pickle/cloudpickle. Loading a pickle runs "
+        "code from the artifact: use only for models you trust. Recorded with your user "
+        "name and the time on the surrogate and in its report.",
+    ),
+]
 Seed = Annotated[
     int, typer.Option("--seed", help="Seed of the holdout split, the heuristic and the solver.")
 ]
@@ -59,8 +69,9 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
     tracking_uri : str or None
         None keeps ``MLFLOW_TRACKING_URI`` (or MLflow's default store).
     fail_fast : bool
-        Also make MLflow's HTTP calls give up quickly (no retries, 30 s timeout) unless
-        the environment says otherwise.
+        No retries of MLflow's HTTP calls; otherwise two (for the long explain run). Each
+        call times out after 30 s either way, unless the environment says otherwise, so
+        a server that stops answering fails the command instead of hanging it.
     read_only : bool
         The command only reads: a SQLite store that does not exist is an error
         (MLflow would create an empty one).
@@ -74,9 +85,10 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
 
     from flavors.registry import check_tracking_server
 
-    if fail_fast:
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0" if fail_fast else "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    # the SQL store logs every database error with its SQL; the command prints one line
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     if tracking_uri:
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
@@ -111,6 +123,19 @@ def refusals() -> tuple:
     from governance.gates import PolicyError
 
     return (GovernanceError, PolicyError, MlflowException, OSError, ValueError)
+
+
+def store_locked(error: Exception) -> str | None:
+    """The message for a locked SQLite tracking store (None for any other error)."""
+    if "database is locked" not in str(error):
+        return None
+    import mlflow
+
+    return (
+        f"the tracking store {mlflow.get_tracking_uri()} is locked by another process "
+        "(SQLite: database is locked); retry when it is done, or use a tracking server "
+        "for concurrent work"
+    )
 
 
 def fail(message, code: int = EXIT_ERROR) -> typer.Exit:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
 from contextlib import contextmanager
 from typing import Annotated
@@ -23,11 +24,13 @@ from cli.common import (
     Solver,
     TimeLimit,
     TrackingUri,
+    TrustPickle,
     connect,
     console,
     errors,
     fail,
     refusals,
+    store_locked,
 )
 
 METRIC_ORDER = (
@@ -248,6 +251,7 @@ def explain(
         ),
     ] = "",
     tracking_uri: TrackingUri = None,
+    trust_pickle: TrustPickle = False,
     force: Annotated[
         bool,
         typer.Option(
@@ -334,6 +338,7 @@ def explain(
     """
     from flavors.errors import ValidationFailedError
     from flavors.explain import explain_model_version
+    from flavors.faults import reraise_signal, signals_raise
     from flavors.request import SearchSettings
 
     try:
@@ -349,7 +354,7 @@ def explain(
                 ray_address=ray_address or None,
             )
         connect(tracking_uri, fail_fast=False)
-        with live_progress(time_limit) as tracker:
+        with signals_raise(), live_progress(time_limit) as tracker:
             result = explain_model_version(
                 model_uri,
                 data,
@@ -367,16 +372,31 @@ def explain(
                 registered_name=registered_name or None,
                 force=force,
                 allow_invalid=allow_invalid,
+                trust_pickle=trust_pickle,
                 search=settings,
                 progress=tracker,
             )
+    except KeyboardInterrupt as exc:
+        errors.print(
+            "error: interrupted; the explain run was ended as KILLED and nothing was registered",
+            markup=False,
+        )
+        reraise_signal(getattr(exc, "signum", signal.SIGINT))
+        raise
     except ValidationFailedError as exc:
         raise fail(exc, EXIT_FAILED) from None
     except refusals() as exc:
-        raise fail(exc) from None
+        raise fail(store_locked(exc) or exc) from None
     except Exception as exc:  # noqa: BLE001 - every other failure is a clear exit 2
-        raise fail(f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
+        raise fail(store_locked(exc) or f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
 
+    for run_id in result.recovered_runs:
+        console.print(
+            f"Ended run {run_id} as KILLED: an earlier explain of this version was killed "
+            "(its logged model was discarded).",
+            highlight=False,
+            markup=False,
+        )
     if result.reused:
         console.print(
             f"Reused [bold]{escape(result.surrogate_uri)}[/]: the same ensemble version, data and "

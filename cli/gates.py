@@ -24,7 +24,8 @@ PolicyFile = Annotated[
     str | None,
     typer.Option(
         "--policy",
-        help="TOML policy file with a gates table (default: min_fidelity 0.90, max_features 5)",
+        help="TOML policy file with a gates table and an optional name (default: "
+        "min_fidelity 0.90, max_features 5, require_validation_pass)",
     ),
 ]
 DataFile = Annotated[Path, typer.Option("--data", help="CSV or Parquet file of raw inputs")]
@@ -70,8 +71,11 @@ def print_gates(outcome) -> None:
             )
     verdict = "[green]all gates passed[/]" if evaluation.all_passed else "[red]a gate failed[/]"
     console.print(
-        f"{verdict}; recorded as tags governance.gate.* on {escape(outcome.ensemble_uri)} and "
-        f"in run {outcome.run_id} (experiment governance-gates, artifacts gate_report.json / .md)",
+        f"{verdict} under policy {escape(outcome.policy)}, on the evidence stored in "
+        f"{escape(outcome.surrogate_uri)} (digest {(evaluation.evidence_digest or '')[:16]}); "
+        f"recorded as tag governance.gate on {escape(outcome.ensemble_uri)}, in both versions' "
+        f"descriptions and in run {outcome.run_id} (experiment governance-gates, artifacts "
+        "gate_report.json / .md)",
         highlight=False,
         soft_wrap=True,
     )
@@ -88,6 +92,7 @@ def validate(
         Path | None, typer.Option("--report", help="Write GE's JSON result to this file")
     ] = None,
     tracking_uri: common.TrackingUri = None,
+    trust_pickle: common.TrustPickle = False,
 ) -> None:
     """Validate data against an ensemble's feature schema with Great Expectations."""
     import json
@@ -96,7 +101,9 @@ def validate(
 
     try:
         connect(tracking_uri, read_only=True)
-        result = validate_model_inputs(model_uri, data, target=target or None, mostly=mostly)
+        result = validate_model_inputs(
+            model_uri, data, target=target or None, mostly=mostly, trust_pickle=trust_pickle
+        )
     except refusals() as error:
         raise fail(error) from None
     console.print(result.summary(), highlight=False, soft_wrap=True)
@@ -163,6 +170,7 @@ def pipeline(
     solver: common.Solver = common.DEFAULTS["solver"],
     seed: common.Seed = common.DEFAULTS["random_state"],
     tracking_uri: common.TrackingUri = None,
+    trust_pickle: common.TrustPickle = False,
 ) -> None:
     """Validate the data, explain the ensemble version, then evaluate the gates."""
     from flavors.errors import ValidationFailedError
@@ -173,13 +181,19 @@ def pipeline(
     try:
         parsed = _policy_and_connect(policy, tracking_uri, fail_fast=False)
         console.rule("1/3 validate")
-        report = validate_model_inputs(model_uri, data, target=target)
+        report = validate_model_inputs(model_uri, data, target=target, trust_pickle=trust_pickle)
         console.print(report.summary(), highlight=False, soft_wrap=True)
         if not report.success:
             raise typer.Exit(EXIT_FAILED)
         console.rule("2/3 explain")
         explained = explain_model_version(
-            model_uri, data, target=target, solver=solver, time_limit=time_limit, seed=seed
+            model_uri,
+            data,
+            target=target,
+            solver=solver,
+            time_limit=time_limit,
+            seed=seed,
+            trust_pickle=trust_pickle,
         )
         console.print(
             f"surrogate {explained.surrogate_uri} (run {explained.run_id}"

@@ -10,7 +10,8 @@ version and no tag behind. The stages themselves live in :mod:`flavors.stages`.
 
 from __future__ import annotations
 
-import tempfile
+import getpass
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,17 +19,24 @@ from pathlib import Path
 import mlflow
 from mlflow import MlflowClient
 
-from flavors import stages
+from flavors import faults, stages
 from flavors.errors import ExplainError
+from flavors.gate_evidence import checked_evidence
 from flavors.inputs import dataset, holdout, load_explainable_ensemble, read_data
 from flavors.registry import (
+    EVIDENCE_DIGEST_TAG,
     EXPLAIN_DIGEST_TAG,
     SURROGATE_OF_TAG,
     SURROGATE_SUFFIX,
     SURROGATE_TAG,
+    TRUST_PICKLE_TAG,
     VALIDATION_TAG,
+    check_registered_name,
+    check_tracking_server,
     describe_surrogate,
+    describe_versions,
     find_surrogate,
+    link_surrogate,
     model_id_of,
     register_surrogate,
     resolve_model_version,
@@ -56,7 +64,8 @@ class ExplainResult:
     rules : str
         One line per branch node, raw units.
     reused : bool
-        True when an existing surrogate version was returned.
+        True when an existing surrogate version was returned (found before solving, or
+        registered meanwhile by a concurrent explain of the same request).
     validation : str
         ``passed`` or ``failed``.
     solve : dict
@@ -64,6 +73,8 @@ class ExplainResult:
     tracking_uri : str
     seconds : float
         Wall time of the call.
+    recovered_runs : list of str
+        Runs of this ensemble version left RUNNING by a killed process, ended as KILLED.
     """
 
     surrogate_uri: str
@@ -79,6 +90,7 @@ class ExplainResult:
     solve: dict = field(default_factory=dict)
     tracking_uri: str = ""
     seconds: float = 0.0
+    recovered_runs: list = field(default_factory=list)
 
 
 def explain_model_version(
@@ -100,6 +112,7 @@ def explain_model_version(
     class_names=None,
     test_size: float = 0.2,
     search: SearchSettings | None = None,
+    trust_pickle: bool = False,
     progress=None,
 ) -> ExplainResult:
     """Explain a registered ensemble version with VITE and a MIRET surrogate.
@@ -134,6 +147,10 @@ def explain_model_version(
     search : SearchSettings, optional
         Choose alpha, h and m by cross-validation (``MiretSearchCV``) before the final
         fit; every candidate is logged as a nested child run of the explain run.
+    trust_pickle : bool
+        Load a scikit-learn ensemble stored as pickle/cloudpickle (this runs code from
+        the artifact; refused otherwise). Recorded as ``governance.trust_pickle`` (user
+        and UTC time) on the run and the surrogate version, and in the report.
     progress : callable, optional
         ``progress(stage, detail)``: ``stage`` is one of :data:`flavors.stages.STAGES`;
         during the solve ``detail`` has ``elapsed``, ``incumbent``, ``bound`` and ``gap``;
@@ -146,26 +163,14 @@ def explain_model_version(
     Raises
     ------
     ExplainError
-        Bad URI, unsupported model, bad data (nothing is registered).
+        Bad URI, name or parameter, unsupported or pickled model, bad data (nothing is
+        registered). Parameters and names are checked before anything is read.
     ValidationFailedError
         The data failed validation and ``allow_invalid`` is False.
     """
     started = time.time()
-    client = MlflowClient()
-    stages.notify(progress, "load model")
-    version = resolve_model_version(client, model_uri)
-    ensemble = load_explainable_ensemble(version_uri(version))
-
-    stages.notify(progress, "load data")
-    frame = read_data(data, target)
-    test_frame = read_data(test_data, target) if test_data is not None else None
-    if test_frame is None and not 0 < test_size < 1:
-        raise ExplainError(f"test_size must be in (0, 1), got {test_size}")
-    datasets = {"training": dataset(frame, data, target)}
-    if test_frame is not None:
-        datasets["testing"] = dataset(test_frame, test_data, target)
-
     given = {
+        "depth": depth,
         "alpha": alpha,
         "gamma_percentile": gamma_percentile,
         "proximity_threshold": proximity_threshold,
@@ -174,15 +179,28 @@ def explain_model_version(
         "time_limit": time_limit,
         "random_state": seed,
     }
-    chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
+    chosen = check_parameters(given, test_size if test_data is None else None)
+    if registered_name is not None:
+        check_registered_name(registered_name)
+    check_tracking_server()
+    client = MlflowClient()
+    stages.notify(progress, "load model")
+    version = resolve_model_version(client, model_uri)
+    ensemble = load_explainable_ensemble(version_uri(version), trust_pickle)
+
+    stages.notify(progress, "load data")
+    frame = read_data(data, target)
+    test_frame = read_data(test_data, target) if test_data is not None else None
+    datasets = {"training": dataset(frame, data, target)}
+    if test_frame is not None:
+        datasets["testing"] = dataset(test_frame, test_data, target)
+
     chosen["depth"] = int(depth if depth is not None else default_depth(ensemble))
     if not 1 <= chosen["depth"] <= ensemble.max_depth:
         raise ExplainError(
             f"depth must be between 1 and the ensemble's depth {ensemble.max_depth}, got "
             f"{chosen['depth']}"
         )
-    if float(chosen["time_limit"]) <= 0:
-        raise ExplainError(f"time_limit must be positive seconds, got {chosen['time_limit']}")
     if search is not None:
         _check_search(search)
     request = ExplainRequest(
@@ -197,7 +215,9 @@ def explain_model_version(
         test_data_digest=datasets["testing"].digest if test_frame is not None else "",
         target=target or "",
         test_size=test_size if test_frame is None else None,
-        registered_name=registered_name or f"{version.name}{SURROGATE_SUFFIX}",
+        registered_name=check_registered_name(
+            registered_name or f"{version.name}{SURROGATE_SUFFIX}"
+        ),
         depth=chosen["depth"],
         alpha=chosen["alpha"],
         gamma_percentile=chosen["gamma_percentile"],
@@ -211,27 +231,49 @@ def explain_model_version(
         allow_invalid=bool(allow_invalid),
         class_names=_class_names(class_names, ensemble),
         search=search,
+        trust_pickle=_trust_record() if trust_pickle else "",
     )
+    experiment_id = mlflow.tracking.fluent._get_experiment_id()
+    recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)
     if not force:
         existing = find_surrogate(
             client, request.registered_name, request.ensemble_uri, request.digest
         )
         if existing is not None:
-            return _reused_result(client, existing, request.ensemble_uri, started)
+            return _reused_result(client, version, existing, request, started, recovered)
 
-    with mlflow.start_run(run_name=f"explain {version.name} v{version.version}") as run:
+    run_tags = {**faults.process_tags()}
+    if request.trust_pickle:
+        run_tags[TRUST_PICKLE_TAG] = request.trust_pickle
+    run = mlflow.start_run(
+        experiment_id=experiment_id,
+        run_name=f"explain {version.name} v{version.version}",
+        tags=run_tags,
+    )
+    with faults.guarded_run(client, run):
         stages.record_request(request, datasets)
         info, evidence, solve = _explain_in_run(
             request, run.info.run_id, ensemble, frame, test_frame, datasets, progress
         )
         stages.notify(progress, "register")
-        registered = register_surrogate(
-            client,
-            info.model_uri,
-            request.registered_name,
-            version,
-            {VALIDATION_TAG: evidence.validation.status, EXPLAIN_DIGEST_TAG: request.digest},
+        tags = {
+            VALIDATION_TAG: evidence.validation.status,
+            EXPLAIN_DIGEST_TAG: request.digest,
+            EVIDENCE_DIGEST_TAG: info.flavors["miret"]["evidence_digest"],
+        }
+        if request.trust_pickle:
+            tags[TRUST_PICKLE_TAG] = request.trust_pickle
+        registered, linked = register_surrogate(
+            client, info.model_uri, request.registered_name, version, tags, deduplicate=not force
         )
+        if linked is not registered:  # a concurrent explain registered the same request
+            mlflow.set_tag("governance.duplicate_of", version_uri(linked))
+            faults.discard_logged_models(client, run)
+            mlflow.end_run()
+            return _reused_result(client, version, linked, request, started, recovered)
+        checked = checked_evidence(client, version, registered)
+        describe_versions(client, version, registered, checked.evidence, checked.features)
+    mlflow.end_run()
     return ExplainResult(
         surrogate_uri=version_uri(registered),
         registered_name=request.registered_name,
@@ -246,14 +288,54 @@ def explain_model_version(
         solve=solve,
         tracking_uri=mlflow.get_tracking_uri(),
         seconds=time.time() - started,
+        recovered_runs=recovered,
     )
+
+
+MAX_DEPTH = 8
+"""Deepest surrogate explain fits (2^8 leaves is beyond what a reviewer can read)."""
+
+
+def check_parameters(given: dict, test_size: float | None) -> dict:
+    """The estimator's parameters with ``given`` (None: the default), validated by the
+    estimator's own constraints before any work starts.
+
+    Raises
+    ------
+    ExplainError
+        A value out of range (NaN, negative time limit, depth 0 or above
+        :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming the parameter.
+    """
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from governance.miret import MiretSurrogate
+
+    chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
+    try:
+        MiretSurrogate(**{k: v for k, v in chosen.items() if k != "ensemble"})._validate_params()
+    except InvalidParameterError as exc:
+        raise ExplainError(f"{exc}; nothing was started") from None
+    if chosen["depth"] is not None and chosen["depth"] > MAX_DEPTH:
+        raise ExplainError(f"depth must be at most {MAX_DEPTH}, got {chosen['depth']}")
+    if test_size is not None and not 0 < test_size < 1:
+        raise ExplainError(f"test_size must be in (0, 1), got {test_size}")
+    return chosen
+
+
+def _trust_record() -> str:
+    """Who trusted a pickled model, and when (UTC)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid {os.getuid()}"
+    return f"{user} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
 
 
 def _explain_in_run(
     request: ExplainRequest, run_id: str, ensemble, frame, test_frame, datasets, progress
 ):
     """Every stage from validation to the logged model, in a temporary folder."""
-    with tempfile.TemporaryDirectory(prefix="explain-") as tmp:
+    with faults.temporary_folder() as tmp:
         out = Path(tmp)
         stages.notify(progress, "validate")
         frames = {"validation.json": frame}
@@ -340,13 +422,16 @@ def _class_names(class_names, ensemble) -> tuple | None:
     return names
 
 
-def _reused_result(client, existing, ensemble_uri, started) -> ExplainResult:
+def _reused_result(client, ensemble_version, existing, request, started, recovered):
+    """The result for an existing surrogate version, which the ensemble version now
+    links (so ``govern gate`` evaluates exactly the version reported)."""
+    link_surrogate(client, ensemble_version, existing)
     summary = describe_surrogate(version_uri(existing), client)
     return ExplainResult(
         surrogate_uri=summary["uri"],
         registered_name=existing.name,
         version=str(existing.version),
-        ensemble_uri=ensemble_uri,
+        ensemble_uri=request.ensemble_uri,
         run_id=existing.run_id or "",
         model_id=model_id_of(existing) or "",
         metrics=summary["metrics"],
@@ -356,6 +441,7 @@ def _reused_result(client, existing, ensemble_uri, started) -> ExplainResult:
         solve=summary["solve"],
         tracking_uri=mlflow.get_tracking_uri(),
         seconds=time.time() - started,
+        recovered_runs=recovered,
     )
 
 

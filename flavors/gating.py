@@ -1,18 +1,29 @@
 """Promotion gates in the MLflow registry: evaluate, record, promote.
 
-The gates of a policy (:mod:`governance.gates`) are checked against the metrics of the
-surrogate version linked to an ensemble version (tag ``governance.surrogate``). Numeric
-gates are decided by MLflow's own model-validation machinery: each becomes a
-``mlflow.models.MetricThreshold`` checked by ``mlflow.validate_evaluation_results``. Its
-threshold check is inclusive (``value >= threshold`` when greater is better, ``<=``
-otherwise) and a missing metric fails, exactly as :func:`governance.gates.evaluate`
-decides, so the two verdicts agree (tested at, above and below every threshold).
+A gate accepts only evidence nobody can set by hand. The surrogate version linked to an
+ensemble version (tag ``governance.surrogate``) must be
 
-Every evaluation is recorded twice: as a run of the ``governance-gates`` experiment
-(``gate_report.json`` and ``gate_report.md`` artifacts, the metrics seen, the policy as
-params) and as ``governance.gate.*`` tags on the ensemble version. A promotion sets the
-alias only when every gate passes and tags the version with
-``governance.promotion.<alias> = promoted|refused``.
+1. a ``miret`` model (the flavors in its MLmodel, not a tag);
+2. carrying its own evidence manifest (``evidence.json`` inside the artifact, every file
+   digest-verified) that names this very ensemble version (name, version, URI and the
+   ensemble's logged-model id) and a data digest that the explain run that logged the
+   surrogate recorded as its training input;
+3. consistent with that evidence where it can be recomputed: the distinct features with
+   nonzero coefficients in ``surrogate.json`` are ``metrics.n_features_used``, and the
+   validation ``status`` agrees with its ``success``.
+
+The policy (:mod:`governance.gates`) is then evaluated on the evidence's metrics and
+stored validation result, never on tags or run metrics. Numeric gates are also decided
+by MLflow's model-validation machinery (``mlflow.validate_evaluation_results`` with one
+``MetricThreshold`` per gate: inclusive thresholds, a missing metric fails), and the two
+verdicts must agree (tested at, above and below every threshold).
+
+Every evaluation is a run of the ``governance-gates`` experiment named with its result,
+policy and ensemble version (``PASS lenient v1a2b3c4d · wisconsin-rf v1``), tagged
+``result`` (``PASS``/``FAIL``) and with the evidence digest, and holding
+``gate_report.json`` and ``gate_report.md``. On the ensemble version, ``governance.gate``
+is the last evaluation (what-if or not) and ``governance.promotion.<alias>`` the last
+promotion decision for that alias; both versions' descriptions are rewritten.
 """
 
 from __future__ import annotations
@@ -28,10 +39,20 @@ from mlflow.entities import LoggedModelInput
 from mlflow.exceptions import MlflowException
 
 from flavors.errors import GateError
+from flavors.gate_evidence import CheckedEvidence, checked_evidence
 from flavors.inputs import load_ensemble, read_table
+from flavors.miret import EVIDENCE_FILE
 from flavors.registry import (
+    EVIDENCE_DIGEST_TAG,
+    GATE_RUN_TAG,
+    GATE_TAG,
+    POLICY_RUN_TAG,
+    PROMOTION_RUN_TAG,
+    PROMOTION_TAG,
+    RESULT_RUN_TAG,
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
+    describe_versions,
     model_id_of,
     parse_registry_uri,
     resolve_model_version,
@@ -40,11 +61,6 @@ from flavors.registry import (
 from governance.gates import GATES, Evaluation, Policy, evaluate
 
 GATE_EXPERIMENT = "governance-gates"
-GATE_STATUS_TAG = "governance.gate.status"
-GATE_DIGEST_TAG = "governance.gate.policy_digest"
-GATE_TIME_TAG = "governance.gate.time"
-GATE_RUN_TAG = "governance.gate.run_id"
-PROMOTION_TAG = "governance.promotion.{alias}"
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -79,15 +95,17 @@ def mlflow_verdict(metric: str, threshold, greater_is_better: bool, value) -> tu
     return True, "passed"
 
 
-def evaluate_gates(policy: Policy, metrics: dict, tags: dict) -> Evaluation:
-    """:func:`governance.gates.evaluate`, with MLflow deciding the numeric gates.
+def evaluate_gates(policy: Policy, evidence: dict) -> Evaluation:
+    """:func:`governance.gates.evaluate` on stored evidence, with MLflow also deciding
+    the numeric gates.
 
     Raises
     ------
     GateError
         If MLflow and :mod:`governance.gates` ever disagree on a gate (they must not).
     """
-    evaluation = evaluate(policy, metrics, tags)
+    evaluation = evaluate(policy, evidence=evidence)
+    metrics = evidence["metrics"]
     for result in evaluation.results:
         spec = GATES[result.name]
         if spec.kind is bool:
@@ -133,38 +151,6 @@ def linked_surrogate(client: MlflowClient, version):
     return surrogate
 
 
-def surrogate_evidence(client: MlflowClient, surrogate) -> tuple[dict, dict, str]:
-    """Metrics and tags of a surrogate version.
-
-    Metrics come from the surrogate's logged model (by ``model_id``; latest value per
-    key), falling back to its run's metrics for keys the model lacks. Tags are the
-    version's, falling back to the run's.
-
-    Returns
-    -------
-    (metrics, tags, source)
-        ``source`` says where the metrics were read.
-    """
-    run_metrics, model_metrics, tags = {}, {}, {}
-    if surrogate.run_id:
-        run = client.get_run(surrogate.run_id)
-        run_metrics = dict(run.data.metrics)
-        tags.update(run.data.tags)
-    model_id = model_id_of(surrogate)
-    if model_id:
-        logged = client.get_logged_model(model_id)
-        for metric in sorted(logged.metrics or [], key=lambda m: (m.step, m.timestamp)):
-            model_metrics[metric.key] = metric.value
-    tags.update(surrogate.tags)
-    sources = [f"logged model {model_id}"] if model_metrics else []
-    fallback = sorted(set(run_metrics) - set(model_metrics))
-    if fallback:
-        keys = f" for {', '.join(fallback)}" if model_metrics else ""
-        sources.append(f"run {surrogate.run_id}{keys}")
-    metrics = {**run_metrics, **model_metrics}
-    return metrics, tags, "; ".join(sources) or "nothing"
-
-
 @dataclass
 class GateOutcome:
     """Outcome of :func:`gate_model_version`.
@@ -174,9 +160,11 @@ class GateOutcome:
     ensemble_uri, surrogate_uri : str
         ``models:/<name>/<version>`` of both versions.
     evaluation : Evaluation
+        Its ``evidence_digest`` is the digest of the stored evidence evaluated.
     run_id, experiment_id : str
         The gate-report run.
-    metrics_source : str
+    policy : str
+        The policy's label, ``<name> v<digest8>``.
     time : str
         ISO 8601 UTC time of the evaluation.
     """
@@ -186,8 +174,16 @@ class GateOutcome:
     evaluation: Evaluation
     run_id: str
     experiment_id: str
-    metrics_source: str
+    policy: str
     time: str
+
+
+@dataclass(frozen=True)
+class _Gated:
+    outcome: GateOutcome
+    version: object
+    surrogate: object
+    checked: CheckedEvidence
 
 
 def _experiment_id(client: MlflowClient) -> str:
@@ -200,8 +196,106 @@ def _experiment_id(client: MlflowClient) -> str:
         return client.get_experiment_by_name(GATE_EXPERIMENT).experiment_id
 
 
+def _gate_report(evaluation, policy, checked, version, surrogate, now) -> dict:
+    report = evaluation.to_json()
+    evidence = checked.evidence
+    report.update(
+        ensemble_uri=version_uri(version),
+        surrogate_uri=version_uri(surrogate),
+        policy_name=policy.name,
+        policy_label=policy.label,
+        policy_source=policy.source,
+        evidence={
+            "source": f"{EVIDENCE_FILE} inside {version_uri(surrogate)} (digest-verified)",
+            "ensemble": evidence.get("ensemble"),
+            "data_digest": evidence.get("data_digest"),
+            "explain_digest": evidence.get("explain_digest"),
+            "features_used": list(checked.features),
+        },
+        time=now,
+        authority="mlflow.validate_evaluation_results (numeric gates)",
+    )
+    return report
+
+
+def _evaluate_and_record(client: MlflowClient, model_uri: str, policy: Policy) -> _Gated:
+    """Check the evidence, evaluate the policy, log the gate run, tag the version."""
+    version = resolve_model_version(client, model_uri)
+    surrogate = linked_surrogate(client, version)
+    checked = checked_evidence(client, version, surrogate)
+    ensemble_uri, surrogate_uri = version_uri(version), version_uri(surrogate)
+    evaluation = evaluate_gates(policy, checked.evidence)
+    result = "PASS" if evaluation.all_passed else "FAIL"
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    experiment_id = _experiment_id(client)
+    run = client.create_run(
+        experiment_id,
+        run_name=f"{result} {policy.label} · {version.name} v{version.version}",
+        tags={
+            RESULT_RUN_TAG: result,
+            POLICY_RUN_TAG: policy.label,
+            "governance.policy_digest": evaluation.policy_digest,
+            "governance.policy_source": policy.source,
+            EVIDENCE_DIGEST_TAG: checked.digest,
+            "governance.ensemble_uri": ensemble_uri,
+            "governance.surrogate_uri": surrogate_uri,
+            "governance.requested_model_uri": model_uri,
+        },
+    )
+    run_id = run.info.run_id
+    try:
+        ids = (model_id_of(version), model_id_of(surrogate))
+        models = [LoggedModelInput(m) for m in ids if m]
+        if models:
+            client.log_inputs(run_id, models=models)
+        for name, threshold in policy.gates.items():
+            client.log_param(run_id, f"gate.{name}", threshold)
+        for r in evaluation.results:
+            if isinstance(r.value, (int, float)) and not isinstance(r.value, bool):
+                client.log_metric(run_id, r.metric, float(r.value))
+        client.log_metric(run_id, "gates_passed", float(evaluation.all_passed))
+        client.log_dict(
+            run_id,
+            _gate_report(evaluation, policy, checked, version, surrogate, now),
+            "gate_report.json",
+        )
+        header = (
+            f"Ensemble `{ensemble_uri}`, surrogate `{surrogate_uri}`, policy "
+            f"`{policy.label}` (`{policy.source}`), evaluated {now} on the evidence stored "
+            f"in the surrogate.\n\n"
+        )
+        client.log_text(run_id, header + evaluation.to_markdown(), "gate_report.md")
+    except Exception:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    client.set_terminated(run_id, "FINISHED")
+    client.set_model_version_tag(version.name, version.version, GATE_TAG, result)
+    client.set_model_version_tag(version.name, version.version, GATE_RUN_TAG, run_id)
+    outcome = GateOutcome(
+        ensemble_uri=ensemble_uri,
+        surrogate_uri=surrogate_uri,
+        evaluation=evaluation,
+        run_id=run_id,
+        experiment_id=experiment_id,
+        policy=policy.label,
+        time=now,
+    )
+    return _Gated(outcome, version, surrogate, checked)
+
+
+def _describe(client: MlflowClient, gated: _Gated) -> None:
+    describe_versions(
+        client, gated.version, gated.surrogate, gated.checked.evidence, gated.checked.features
+    )
+
+
 def gate_model_version(model_uri: str, policy: Policy, client: MlflowClient | None = None):
     """Evaluate a policy on an ensemble version's linked surrogate, and record it.
+
+    A what-if evaluation: ``governance.gate`` and ``governance.gate.run`` are set on the
+    ensemble version and the descriptions are rewritten; no alias or promotion status
+    changes.
 
     Parameters
     ----------
@@ -213,80 +307,16 @@ def gate_model_version(model_uri: str, policy: Policy, client: MlflowClient | No
     Returns
     -------
     GateOutcome
+
+    Raises
+    ------
+    GateError
+        No linked surrogate, or its evidence fails :func:`checked_evidence`.
     """
     client = client or MlflowClient()
-    version = resolve_model_version(client, model_uri)
-    surrogate = linked_surrogate(client, version)
-    ensemble_uri = version_uri(version)
-    surrogate_uri = version_uri(surrogate)
-    metrics, tags, source = surrogate_evidence(client, surrogate)
-    evaluation = evaluate_gates(policy, metrics, tags)
-    status = "passed" if evaluation.all_passed else "failed"
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-    experiment_id = _experiment_id(client)
-    run = client.create_run(
-        experiment_id,
-        run_name=f"gate {version.name} v{version.version}",
-        tags={
-            "governance.ensemble_uri": ensemble_uri,
-            "governance.surrogate_uri": surrogate_uri,
-            "governance.requested_model_uri": model_uri,
-            "governance.policy_source": policy.source,
-            "governance.metrics_source": source,
-            GATE_STATUS_TAG: status,
-            GATE_DIGEST_TAG: evaluation.policy_digest,
-            GATE_TIME_TAG: now,
-        },
-    )
-    run_id = run.info.run_id
-    try:
-        ids = (model_id_of(version), model_id_of(surrogate))
-        models = [LoggedModelInput(m) for m in ids if m]
-        if models:
-            client.log_inputs(run_id, models=models)
-        for name, threshold in policy.gates.items():
-            client.log_param(run_id, f"gate.{name}", threshold)
-        for result in evaluation.results:
-            if isinstance(result.value, float):
-                client.log_metric(run_id, result.metric, result.value)
-        client.log_metric(run_id, "gates_passed", float(evaluation.all_passed))
-        report = evaluation.to_json()
-        report.update(
-            ensemble_uri=ensemble_uri,
-            surrogate_uri=surrogate_uri,
-            policy_source=policy.source,
-            metrics_source=source,
-            time=now,
-            authority="mlflow.validate_evaluation_results (numeric gates)",
-        )
-        client.log_dict(run_id, report, "gate_report.json")
-        header = (
-            f"Ensemble `{ensemble_uri}`, surrogate `{surrogate_uri}`, policy "
-            f"`{policy.source}`, evaluated {now}.\n\n"
-        )
-        client.log_text(run_id, header + evaluation.to_markdown(), "gate_report.md")
-    except Exception:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    client.set_terminated(run_id, "FINISHED")
-
-    for key, value in {
-        GATE_STATUS_TAG: status,
-        GATE_DIGEST_TAG: evaluation.policy_digest,
-        GATE_TIME_TAG: now,
-        GATE_RUN_TAG: run_id,
-    }.items():
-        client.set_model_version_tag(version.name, version.version, key, value)
-    return GateOutcome(
-        ensemble_uri=ensemble_uri,
-        surrogate_uri=surrogate_uri,
-        evaluation=evaluation,
-        run_id=run_id,
-        experiment_id=experiment_id,
-        metrics_source=source,
-        time=now,
-    )
+    gated = _evaluate_and_record(client, model_uri, policy)
+    _describe(client, gated)
+    return gated.outcome
 
 
 @dataclass
@@ -320,9 +350,12 @@ def promote_model_version(
 ) -> PromotionOutcome:
     """Run the gates and set ``alias`` on the version only when all of them pass.
 
-    A refusal leaves the alias where it was. Both outcomes are tagged on the version:
-    ``governance.promotion.<alias>`` (``promoted``/``refused``) with ``.policy_digest``,
-    ``.time`` and ``.run_id`` companions, and on the gate-report run.
+    A refusal leaves the alias where it was. The decision is tagged on the version as
+    ``governance.promotion.<alias>`` (``promoted``/``refused``) with
+    ``governance.promotion.<alias>.run`` (the gate run: policy, time, evidence digest),
+    and on the gate run. A failed re-evaluation of the version that already holds the
+    alias keeps its ``promoted`` status: it is recorded as the last gate evaluation only,
+    so a version holding an alias never shows a refusal for it.
 
     Raises
     ------
@@ -335,21 +368,22 @@ def promote_model_version(
             "with a letter, and not 'latest' or 'v<number>'"
         )
     client = client or MlflowClient()
-    outcome = gate_model_version(model_uri, policy, client)
+    gated = _evaluate_and_record(client, model_uri, policy)
+    outcome = gated.outcome
     name, number, _ = parse_registry_uri(outcome.ensemble_uri)
     promoted = outcome.evaluation.all_passed
+    holder = _alias_version(client, name, alias)
     if promoted:
         client.set_registered_model_alias(name, alias, number)
     status = "promoted" if promoted else "refused"
     tag = PROMOTION_TAG.format(alias=alias)
-    for key, value in {
-        tag: status,
-        f"{tag}.policy_digest": outcome.evaluation.policy_digest,
-        f"{tag}.time": outcome.time,
-        f"{tag}.run_id": outcome.run_id,
-    }.items():
-        client.set_model_version_tag(name, number, key, value)
+    if promoted or holder != number:
+        client.set_model_version_tag(name, number, tag, status)
+        client.set_model_version_tag(
+            name, number, PROMOTION_RUN_TAG.format(alias=alias), outcome.run_id
+        )
     client.set_tag(outcome.run_id, tag, status)
+    _describe(client, gated)
     return PromotionOutcome(
         gate=outcome,
         alias=alias,
@@ -359,8 +393,12 @@ def promote_model_version(
 
 
 # ---------------------------------------------------------------------- validation
-def validate_model_inputs(model_uri: str, data, target: str | None = None, mostly: float = 1.0):
-    """Validate a data file against a registered ensemble's feature schema.
+def validate_model_inputs(
+    model_uri: str, data, target: str | None = None, mostly: float = 1.0, trust_pickle=False
+):
+    """Validate a data file against a registered ensemble's feature schema (the data is
+    read by :func:`flavors.inputs.read_table`, labels checked by ``check_labels``;
+    ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`).
 
     Returns
     -------
@@ -368,5 +406,5 @@ def validate_model_inputs(model_uri: str, data, target: str | None = None, mostl
     """
     from governance.validation import validate_inputs
 
-    ensemble, _ = load_ensemble(model_uri)
+    ensemble, _ = load_ensemble(model_uri, trust_pickle)
     return validate_inputs(read_table(data), ensemble, label=target, mostly=mostly)

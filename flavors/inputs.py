@@ -1,7 +1,10 @@
 """What an explain run reads: the registered ensemble (safely) and the data files.
 
-Loading never executes code from the artifact's pickles: scikit-learn models are read
-with skops and a fixed list of trusted types, XGBoost models with their own flavor.
+Loading never executes code from the artifact: scikit-learn models are read with skops
+and a fixed list of trusted types, XGBoost models from XGBoost's own model file into a
+class chosen here (never a class named by the MLmodel file). No model's ``code/`` folder
+is put on the import path. Pickled scikit-learn models are refused unless the caller
+trusts them explicitly (``trust_pickle``).
 """
 
 from __future__ import annotations
@@ -18,16 +21,43 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 
 from flavors.errors import ExplainError
+from governance import tables
 
 SKOPS_TRUSTED_TYPES = ("sklearn.tree._tree.Tree",)
 """Types trusted when reading a scikit-learn model saved with skops, beyond skops' own
 defaults. The list is ours, not the model's: a model cannot widen it."""
+XGBOOST_CLASSES = {
+    "xgboost.sklearn.XGBClassifier": "XGBClassifier",
+    "xgboost.core.Booster": "Booster",
+}
+"""XGBoost classes a model file may be read into, by the name MLflow records. Any other
+``model_class`` is refused; nothing named by the MLmodel file is ever imported."""
 
 
 # ---------------------------------------------------------------------- the ensemble
-def _load_sklearn(local: str, conf: dict):
-    path = os.path.join(local, conf["pickled_model"])
-    if conf.get("serialization_format") == "skops":
+def _artifact_file(local: str, relative) -> str:
+    """``local/relative``, refusing a path that leaves the model directory."""
+    root = os.path.realpath(local)
+    path = os.path.realpath(os.path.join(root, str(relative)))
+    if os.path.commonpath([root, path]) != root or not os.path.isfile(path):
+        raise ExplainError(f"the model file {relative!r} named in MLmodel is not in {local}")
+    return path
+
+
+def _pickle_refusal(fmt: str) -> ExplainError:
+    return ExplainError(
+        f"the scikit-learn model is stored as {fmt!r}: loading a pickle runs whatever code "
+        "the file carries, so it is refused. Re-log the model with "
+        "mlflow.sklearn.log_model(..., serialization_format='skops') to explain it safely, "
+        "or, if you trust whoever wrote this artifact, pass --trust-pickle "
+        "(trust_pickle=True); that choice is recorded on the surrogate and in its report."
+    )
+
+
+def _load_sklearn(local: str, conf: dict, trust_pickle: bool):
+    fmt = conf.get("serialization_format")
+    path = _artifact_file(local, conf.get("pickled_model", ""))
+    if fmt == "skops":
         import skops.io
 
         untrusted = set(skops.io.get_untrusted_types(file=path)) - set(SKOPS_TRUSTED_TYPES)
@@ -37,18 +67,50 @@ def _load_sklearn(local: str, conf: dict):
                 f"{', '.join(sorted(untrusted))}; only tree ensembles are supported"
             )
         return skops.io.load(path, trusted=list(SKOPS_TRUSTED_TYPES))
+    if fmt not in ("pickle", "cloudpickle"):
+        raise ExplainError(f"unknown scikit-learn serialization format {fmt!r} in MLmodel")
+    if not trust_pickle:
+        raise _pickle_refusal(fmt)
+    from mlflow.sklearn import _load_model_from_local_file
+
+    previous = os.environ.get("MLFLOW_ALLOW_PICKLE_DESERIALIZATION")
+    os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = "true"
     try:
-        return mlflow.sklearn.load_model(local)
-    except MlflowException as exc:
+        return _load_model_from_local_file(path, fmt)
+    finally:
+        if previous is None:
+            del os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"]
+        else:
+            os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = previous
+
+
+def _load_xgboost(local: str, conf: dict):
+    import xgboost
+
+    recorded = conf.get("model_class", "xgboost.core.Booster")
+    if recorded not in XGBOOST_CLASSES:
         raise ExplainError(
-            f"the scikit-learn model is stored as {conf.get('serialization_format')!r}, "
-            f"which executes code when loaded: {exc.message} Re-log it with "
-            "serialization_format='skops' (the default) to explain it safely."
-        ) from exc
+            f"the XGBoost model names model_class {recorded!r}; explain reads XGBoost model "
+            f"files only into {sorted(XGBOOST_CLASSES)}: re-log it with mlflow.xgboost from "
+            "an XGBClassifier or a Booster"
+        )
+    model = getattr(xgboost, XGBOOST_CLASSES[recorded])()
+    try:
+        model.load_model(_artifact_file(local, conf.get("data", "")))
+    except xgboost.core.XGBoostError as exc:
+        raise ExplainError(f"the XGBoost model file cannot be read: {exc}") from exc
+    return model
 
 
-def load_ensemble(model_uri: str):
-    """Load a registered model with its own MLflow flavor and read it as an Ensemble.
+def load_ensemble(model_uri: str, trust_pickle: bool = False):
+    """Load a registered model without executing its code and read it as an Ensemble.
+
+    Parameters
+    ----------
+    model_uri : str
+    trust_pickle : bool
+        Also load scikit-learn models stored as pickle or cloudpickle (this runs code
+        from the artifact); refused by default.
 
     Returns
     -------
@@ -63,9 +125,9 @@ def load_ensemble(model_uri: str):
         raise ExplainError(f"cannot download {model_uri}: {exc.message}") from exc
     flavors = Model.load(local).flavors
     if "xgboost" in flavors:
-        model = mlflow.xgboost.load_model(local)
+        model = _load_xgboost(local, flavors["xgboost"])
     elif "sklearn" in flavors:
-        model = _load_sklearn(local, flavors["sklearn"])
+        model = _load_sklearn(local, flavors["sklearn"], trust_pickle)
     else:
         raise ExplainError(
             f"{model_uri} has flavors {sorted(flavors)}; explain supports models logged "
@@ -77,9 +139,9 @@ def load_ensemble(model_uri: str):
         raise ExplainError(f"{model_uri}: {exc}") from exc
 
 
-def load_explainable_ensemble(model_uri: str):
+def load_explainable_ensemble(model_uri: str, trust_pickle: bool = False):
     """:func:`load_ensemble`, refusing preprocessing the surrogate cannot store as JSON."""
-    ensemble, _ = load_ensemble(model_uri)
+    ensemble, _ = load_ensemble(model_uri, trust_pickle)
     if ensemble.preprocessor is not None and (
         ensemble.scaler is None or len(ensemble.preprocessor.steps) != 1
     ):
@@ -92,16 +154,12 @@ def load_explainable_ensemble(model_uri: str):
 
 # ---------------------------------------------------------------------- the data
 def read_table(path) -> pd.DataFrame:
-    """Read a CSV or Parquet file (by extension)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ExplainError(f"data file {path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return pd.read_csv(path)
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    raise ExplainError(f"data file {path} must be .csv or .parquet, not {suffix or 'no suffix'}")
+    """:func:`governance.tables.read_table` (size cap, UTF-8, delimiter, duplicate
+    columns, directories), its refusals as :class:`ExplainError`."""
+    try:
+        return tables.read_table(path)
+    except tables.TableError as exc:
+        raise ExplainError(str(exc)) from None
 
 
 def _missing_label(source, frame: pd.DataFrame, target: str) -> ExplainError:
@@ -139,15 +197,10 @@ def split_features(frame: pd.DataFrame, ensemble, target, source) -> tuple:
     if target:
         if target not in frame.columns:
             raise _missing_label(source, frame, target)
-        by_text = {str(c): c for c in ensemble.classes}
-        labels = frame[target]
-        bad = sorted({str(v) for v in pd.unique(labels)} - set(by_text))
-        if bad:
-            raise ExplainError(
-                f"label column {target!r} of {source} has values {bad[:5]} that are not the "
-                f"ensemble's classes {list(ensemble.classes)}"
-            )
-        y = np.array([by_text[str(v)] for v in labels])
+        try:
+            y = tables.check_labels(frame[target], ensemble.classes, target)
+        except ValueError as exc:
+            raise ExplainError(f"{source}: {exc}") from None
         frame = frame.drop(columns=[target])
     names = list(ensemble.feature_names)
     missing = [n for n in names if n not in frame.columns]

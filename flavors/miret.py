@@ -3,20 +3,25 @@
 A model directory written by :func:`save_model` holds::
 
     MLmodel                 flavors "miret" and "python_function"
-    surrogate.json          the fitted surrogate (``to_dict``), never a pickle
-    preprocessing.json      the ensemble's MinMaxScaler as plain numbers (or identity)
+    surrogate.json          the fitted surrogate (``to_dict``, with its input scaler),
+                            never a pickle
     vite/, figures/, report.html, model_card.md, validation.json
                             explanation artifacts passed as ``artifacts``
+    evidence.json           the manifest: provenance of the explanation and the sha256
+                            of every other file of the directory
 
-Loading reads JSON only: no pickle, no code from the model directory is executed.
+The manifest's own sha256 is recorded in the MLmodel flavor configuration
+(``evidence_digest``). Loading verifies every digest and refuses a directory with an
+edited, missing or extra file; it reads JSON only: no pickle, and no ``code/`` folder is
+ever put on the import path (the flavor writes none).
 ``mlflow.pyfunc.load_model(uri).predict(df)`` returns the surrogate's class labels. The
-input space is a model config, ``input_space``: ``"raw"`` (apply
-the stored scaler first, as the ensemble's Pipeline would) or ``"normalized"`` (the
-MILP's working space). It defaults to what the ensemble expects.
+input space is a model config, ``input_space``: ``"raw"`` (the ensemble's input units,
+mapped by the surrogate's stored scaler) or ``"normalized"`` (the MILP's working space).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -49,18 +54,20 @@ from mlflow.utils.environment import (
 )
 from mlflow.utils.file_utils import write_to
 from mlflow.utils.model_utils import (
-    _add_code_from_conf_to_system_path,
     _get_flavor_configuration,
-    _validate_and_copy_code_paths,
     _validate_and_prepare_target_save_path,
 )
 from mlflow.utils.requirements_utils import _get_pinned_requirement
 
 FLAVOR_NAME = "miret"
 SURROGATE_FILE = "surrogate.json"
-PREPROCESSING_FILE = "preprocessing.json"
+EVIDENCE_FILE = "evidence.json"
+EVIDENCE_FORMAT = "miret-evidence"
 INPUT_SPACES = ("raw", "normalized")
-_RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, PREPROCESSING_FILE}
+_RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
+_WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
+"""Files MLflow itself (re)writes after saving (on logging and registration): plain
+metadata, never imported; not covered by the manifest."""
 
 
 def _surrogate_classes() -> dict:
@@ -85,51 +92,113 @@ def get_default_conda_env() -> dict:
     return _mlflow_conda_env(additional_pip_deps=get_default_pip_requirements())
 
 
-# ---------------------------------------------------------------------- preprocessing
-def scaler_to_dict(scaler, feature_names) -> dict:
-    """A fitted MinMaxScaler (or ``None``) as plain JSON numbers.
+# ---------------------------------------------------------------------- evidence
+class TamperedModelError(mlflow.MlflowException):
+    """A model directory whose files do not match its evidence manifest."""
 
-    Parameters
-    ----------
-    scaler : sklearn.preprocessing.MinMaxScaler or None
-        ``None`` means the ensemble reads its input as given (identity).
-    feature_names : sequence of str
-    """
-    names = [str(n) for n in feature_names]
-    if scaler is None:
-        return {"type": "identity", "feature_names": names}
-    return {
-        "type": "min_max",
-        "feature_names": names,
-        "data_min_": [float(v) for v in scaler.data_min_],
-        "data_max_": [float(v) for v in scaler.data_max_],
-        "feature_range": [float(v) for v in scaler.feature_range],
-        "clip": bool(scaler.clip),
-        "scale_": [float(v) for v in scaler.scale_],
-        "min_": [float(v) for v in scaler.min_],
+
+def file_digest(path) -> str:
+    """sha256 of a file's bytes (hex)."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _model_files(path: str) -> list[str]:
+    """Every file of a model directory but the manifest and MLflow's own metadata
+    (POSIX, relative)."""
+    root = Path(path)
+    files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    return sorted(f for f in files if f not in {EVIDENCE_FILE, *_WRITTEN_BY_MLFLOW})
+
+
+def _write_evidence(path: str, provenance: dict) -> str:
+    """Write the manifest of ``path`` (provenance and file digests); its own digest."""
+    manifest = {
+        "format": EVIDENCE_FORMAT,
+        "format_version": 1,
+        "provenance": provenance,
+        "files": {name: file_digest(os.path.join(path, name)) for name in _model_files(path)},
     }
+    target = os.path.join(path, EVIDENCE_FILE)
+    with open(target, "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True, default=str)
+    return file_digest(target)
 
 
-def scaler_from_dict(data: dict):
-    """Rebuild the MinMaxScaler of :func:`scaler_to_dict` (``None`` for identity).
+def verify_model_dir(model_dir: str) -> dict:
+    """Check every digest of a ``miret`` model directory; its verified manifest.
 
-    The scaler is refitted on the two rows ``data_min_`` and ``data_max_``, which gives
-    the very same ``scale_`` and ``min_``; the stored values are checked against it.
+    Returns
+    -------
+    dict
+        The manifest (``format``, ``format_version``, ``provenance``, ``files``) and
+        ``digest``, the manifest's own sha256.
+
+    Raises
+    ------
+    TamperedModelError
+        No manifest, a manifest that does not match MLmodel's ``evidence_digest``, or a
+        file that is edited, missing, or not listed in the manifest.
     """
-    from sklearn.preprocessing import MinMaxScaler
+    conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
+    manifest_path = os.path.join(model_dir, EVIDENCE_FILE)
+    expected = conf.get("evidence_digest")
+    if not expected or not os.path.isfile(manifest_path):
+        raise TamperedModelError(
+            f"{model_dir} has no verifiable {EVIDENCE_FILE}: it was not written by this "
+            "flavor's save_model; explain the ensemble again to get a verifiable surrogate"
+        )
+    digest = file_digest(manifest_path)
+    if digest != expected:
+        raise TamperedModelError(
+            f"{model_dir}/{EVIDENCE_FILE} was modified (sha256 {digest[:12]}..., MLmodel "
+            f"records {str(expected)[:12]}...); refusing to load it"
+        )
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    listed = manifest.get("files", {})
+    present = _model_files(model_dir)
+    changed = sorted(
+        n for n in listed if n in present and file_digest(Path(model_dir, n)) != listed[n]
+    )
+    missing = sorted(set(listed) - set(present))
+    extra = sorted(set(present) - set(listed))
+    if changed or missing or extra:
+        parts = [
+            f"{label}: {', '.join(names[:5])}"
+            for label, names in (("edited", changed), ("missing", missing), ("added", extra))
+            if names
+        ]
+        raise TamperedModelError(
+            f"{model_dir} does not match its evidence manifest ({'; '.join(parts)}); the "
+            "model was altered after it was saved: refusing to load it, explain the "
+            "ensemble again"
+        )
+    return {**manifest, "digest": digest}
 
-    if data["type"] == "identity":
-        return None
-    if data["type"] != "min_max":
-        raise ValueError(f"unknown preprocessing type {data['type']!r} in {PREPROCESSING_FILE}")
-    scaler = MinMaxScaler(feature_range=tuple(data["feature_range"]), clip=data["clip"])
-    scaler.fit(np.array([data["data_min_"], data["data_max_"]], dtype=np.float64))
-    if not (
-        np.allclose(scaler.scale_, data["scale_"], rtol=1e-12, atol=0)
-        and np.allclose(scaler.min_, data["min_"], rtol=1e-12, atol=1e-15)
-    ):
-        raise ValueError(f"{PREPROCESSING_FILE} is inconsistent: scale_/min_ do not match")
-    return scaler
+
+def read_evidence(model_dir_or_uri) -> dict:
+    """The verified evidence manifest of a ``miret`` model (local directory or URI).
+
+    Returns
+    -------
+    dict
+        ``provenance`` (what the explanation was made from and what it found: see
+        docs/architecture.md), ``files`` (relative path -> sha256), ``format``,
+        ``format_version`` and ``digest`` (sha256 of ``evidence.json`` itself, also in
+        MLmodel and the ``governance.evidence_digest`` model-version tag).
+
+    Raises
+    ------
+    TamperedModelError
+    """
+    local = str(model_dir_or_uri)
+    if not os.path.isdir(local):
+        local = _download_artifact_from_uri(artifact_uri=local)
+    return verify_model_dir(local)
 
 
 def _default_signature(feature_names, classes) -> ModelSignature:
@@ -165,11 +234,10 @@ def _copy_artifacts(artifacts, path: str) -> list[str]:
 def save_model(
     surrogate,
     path,
-    preprocessing=None,
     input_space: str | None = None,
     artifacts: dict | None = None,
+    evidence: dict | None = None,
     conda_env=None,
-    code_paths=None,
     mlflow_model: Model | None = None,
     signature: ModelSignature | None = None,
     input_example: ModelInputExample = None,
@@ -182,38 +250,40 @@ def save_model(
     Parameters
     ----------
     surrogate : governance.miret.MiretSurrogate or governance.miret.SurrogateTree
-        Fitted surrogate; stored with its ``to_dict`` as ``surrogate.json``.
+        Fitted surrogate; stored with its ``to_dict`` as ``surrogate.json`` (a
+        MiretSurrogate carries its input scaler there).
     path : str
         Directory to create (must not exist).
-    preprocessing : sklearn.preprocessing.MinMaxScaler, optional
-        The scaler in front of the ensemble; raw input is normalized with it.
     input_space : {"raw", "normalized"}, optional
-        Default input space of ``predict``: ``"raw"`` when a scaler is given, else
-        ``"normalized"``.
+        Default input space of ``predict``: ``"raw"`` for a MiretSurrogate, else
+        ``"normalized"`` (a bare SurrogateTree has no scaler).
     artifacts : dict, optional
         Relative destination in the model directory -> local file or directory to copy
         (``vite/``, ``figures/``, ``report.html``, ``model_card.md``, ...).
-    conda_env, code_paths, mlflow_model, signature, input_example, pip_requirements,
+    evidence : dict, optional
+        Provenance stored in ``evidence.json`` next to the digest of every file.
+    conda_env, mlflow_model, signature, input_example, pip_requirements,
     extra_pip_requirements, metadata
         As in MLflow's built-in flavors. Without a signature one is built: one double
-        column per feature and the class label as output.
+        column per feature and the class label as output. There is no ``code_paths``:
+        a surrogate never ships code.
     """
     kind = type(surrogate).__name__
     if kind not in _surrogate_classes():
         raise TypeError(f"expected a MiretSurrogate or SurrogateTree, got {kind}")
     tree = getattr(surrogate, "tree_", surrogate)
     feature_names = list(tree.feature_names)
+    has_scaler = kind == "MiretSurrogate"
     if input_space is None:
-        input_space = "raw" if preprocessing is not None else "normalized"
+        input_space = "raw" if has_scaler else "normalized"
     if input_space not in INPUT_SPACES:
         raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
-    if input_space == "raw" and preprocessing is None:
-        raise ValueError("input_space='raw' needs the ensemble's MinMaxScaler as preprocessing")
+    if input_space == "raw" and not has_scaler:
+        raise ValueError("input_space='raw' needs a MiretSurrogate (a SurrogateTree has no scaler)")
     _validate_env_arguments(conda_env, pip_requirements, extra_pip_requirements)
 
     path = os.path.abspath(path)
     _validate_and_prepare_target_save_path(path)
-    code_dir_subpath = _validate_and_copy_code_paths(code_paths, path)
     if mlflow_model is None:
         mlflow_model = Model()
     _save_example(mlflow_model, input_example, path)
@@ -226,32 +296,7 @@ def save_model(
 
     with open(os.path.join(path, SURROGATE_FILE), "w") as f:
         json.dump(surrogate.to_dict(), f, indent=1)
-    with open(os.path.join(path, PREPROCESSING_FILE), "w") as f:
-        json.dump(scaler_to_dict(preprocessing, feature_names), f, indent=1)
     copied = _copy_artifacts(artifacts, path)
-
-    pyfunc.add_to_model(
-        mlflow_model,
-        loader_module="flavors.miret",
-        data=SURROGATE_FILE,
-        conda_env=_CONDA_ENV_FILE_NAME,
-        python_env=_PYTHON_ENV_FILE_NAME,
-        code=code_dir_subpath,
-        model_config={"input_space": input_space},
-    )
-    mlflow_model.add_flavor(
-        FLAVOR_NAME,
-        surrogate=SURROGATE_FILE,
-        preprocessing=PREPROCESSING_FILE,
-        surrogate_class=kind,
-        input_space=input_space,
-        depth=int(tree.depth),
-        feature_names=feature_names,
-        classes=[c.item() if hasattr(c, "item") else c for c in tree.classes],
-        artifacts=copied,
-        code=code_dir_subpath,
-    )
-    mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
 
     if conda_env is None:
         default = get_default_pip_requirements() if pip_requirements is None else None
@@ -266,16 +311,38 @@ def save_model(
         write_to(os.path.join(path, _CONSTRAINTS_FILE_NAME), "\n".join(pip_constraints))
     write_to(os.path.join(path, _REQUIREMENTS_FILE_NAME), "\n".join(pip_requirements))
     _PythonEnv.current().to_yaml(os.path.join(path, _PYTHON_ENV_FILE_NAME))
+    evidence_digest = _write_evidence(path, dict(evidence or {}))
+
+    pyfunc.add_to_model(
+        mlflow_model,
+        loader_module="flavors.miret",
+        data=SURROGATE_FILE,
+        conda_env=_CONDA_ENV_FILE_NAME,
+        python_env=_PYTHON_ENV_FILE_NAME,
+        model_config={"input_space": input_space},
+    )
+    mlflow_model.add_flavor(
+        FLAVOR_NAME,
+        surrogate=SURROGATE_FILE,
+        surrogate_class=kind,
+        input_space=input_space,
+        depth=int(tree.depth),
+        feature_names=feature_names,
+        classes=[c.item() if hasattr(c, "item") else c for c in tree.classes],
+        artifacts=copied,
+        evidence=EVIDENCE_FILE,
+        evidence_digest=evidence_digest,
+    )
+    mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
 
 
 def log_model(
     surrogate,
     name: str | None = None,
-    preprocessing=None,
     input_space: str | None = None,
     artifacts: dict | None = None,
+    evidence: dict | None = None,
     conda_env=None,
-    code_paths=None,
     registered_model_name: str | None = None,
     signature: ModelSignature | None = None,
     input_example: ModelInputExample = None,
@@ -305,11 +372,10 @@ def log_model(
         flavor=sys.modules[__name__],
         registered_model_name=registered_model_name,
         surrogate=surrogate,
-        preprocessing=preprocessing,
         input_space=input_space,
         artifacts=artifacts,
+        evidence=evidence,
         conda_env=conda_env,
-        code_paths=code_paths,
         signature=signature,
         input_example=input_example,
         await_registration_for=await_registration_for,
@@ -326,21 +392,24 @@ def log_model(
 
 # ---------------------------------------------------------------------- load
 def read_model_dir(model_dir: str):
-    """Surrogate, scaler and flavor configuration of a local model directory."""
+    """Surrogate, its input scaler (None for a bare SurrogateTree) and the flavor
+    configuration of a local model directory, after :func:`verify_model_dir`."""
+    verify_model_dir(model_dir)
     conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
     classes = _surrogate_classes()
     kind = conf.get("surrogate_class")
     if kind not in classes:
         raise mlflow.MlflowException(f"unknown surrogate class {kind!r} in {model_dir}/MLmodel")
-    with open(os.path.join(model_dir, conf["surrogate"])) as f:
+    with open(os.path.join(model_dir, SURROGATE_FILE)) as f:
         surrogate = classes[kind].from_dict(json.load(f))
-    with open(os.path.join(model_dir, conf["preprocessing"])) as f:
-        scaler = scaler_from_dict(json.load(f))
-    return surrogate, scaler, conf
+    return surrogate, getattr(surrogate, "input_scaler_", None), conf
 
 
 def load_model(model_uri: str, dst_path: str | None = None):
     """Load the surrogate (``MiretSurrogate`` or ``SurrogateTree``) of a ``miret`` model.
+
+    Every file is checked against the evidence manifest first; nothing from the model
+    directory is imported.
 
     Parameters
     ----------
@@ -348,15 +417,18 @@ def load_model(model_uri: str, dst_path: str | None = None):
         ``models:/name/version``, ``runs:/...``, ``models:/m-...`` or a local path.
     dst_path : str, optional
         Local directory to download the model into.
+
+    Raises
+    ------
+    TamperedModelError
+        A file of the model was edited, removed or added after it was saved.
     """
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
-    conf = _get_flavor_configuration(model_path=local, flavor_name=FLAVOR_NAME)
-    _add_code_from_conf_to_system_path(local, conf)
     return read_model_dir(local)[0]
 
 
 def load_preprocessing(model_uri: str, dst_path: str | None = None):
-    """The ensemble's MinMaxScaler stored with a ``miret`` model (``None`` for identity)."""
+    """The input scaler stored with a ``miret`` model (``None`` for a SurrogateTree)."""
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
     return read_model_dir(local)[1]
 

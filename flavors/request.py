@@ -135,8 +135,9 @@ class ExplainRequest:
     search : SearchSettings, optional
         Choose alpha, h and m by cross-validation (the request's values are the
         starting point the grid overrides).
-    allow_invalid : bool
-        Go on when validation fails.
+    trust_pickle : str
+        "" unless a pickled ensemble was loaded on the caller's explicit trust; then
+        who trusted it and when (``"<user> at <UTC time>"``).
     """
 
     model_uri: str
@@ -163,6 +164,7 @@ class ExplainRequest:
     seed: int
     allow_invalid: bool
     class_names: tuple | None = None
+    trust_pickle: str = ""
     search: SearchSettings | None = None
 
     @property

@@ -24,6 +24,7 @@ from flavors.errors import ValidationFailedError
 from flavors.registry import (
     DATA_DIGEST_TAG,
     ENSEMBLE_URI_TAG,
+    EVIDENCE_PARAM,
     EXPLAIN_DIGEST_TAG,
     SURROGATE_OF_TAG,
     VALIDATION_TAG,
@@ -370,6 +371,8 @@ def write_report(
         "tracking_uri": mlflow.get_tracking_uri(),
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
+    if request.trust_pickle:
+        provenance["trust_pickle"] = request.trust_pickle
     artifacts = {
         "vite": out / "vite",
         "figures": out / "figures",
@@ -403,7 +406,7 @@ def write_report(
         artifacts=sorted(
             [
                 "surrogate.json",
-                "preprocessing.json",
+                "evidence.json",
                 "report.html",
                 "model_card.md",
                 *(f"{k}/" if (out / k).is_dir() else k for k in artifacts),
@@ -412,6 +415,36 @@ def write_report(
     )
     html, card = render(context, out)
     return {**artifacts, "report.html": html, "model_card.md": card}
+
+
+def evidence_record(request: ExplainRequest, solve: dict, evidence: Evidence) -> dict:
+    """The provenance stored in the surrogate's ``evidence.json`` (keys documented in
+    docs/architecture.md)."""
+    return {
+        "ensemble_uri": request.ensemble_uri,
+        "ensemble_name": request.ensemble_name,
+        "ensemble_version": request.ensemble_version,
+        "ensemble_model_id": request.ensemble_model_id,
+        "ensemble_source": request.ensemble_source,
+        "data_digest": request.data_digest,
+        "test_data_digest": request.test_data_digest,
+        "explain_digest": request.digest,
+        "run_id": mlflow.active_run().info.run_id,
+        "parameters": evidence.params(request),
+        "metrics": dict(evidence.metrics),
+        "validation": {
+            "status": evidence.validation.status,
+            "summary": evidence.validation.summary,
+        },
+        "baseline_cart": {
+            "train_fidelity": solve["baseline_cart_train_fidelity"],
+            "test_fidelity": evidence.metrics.get("baseline_cart_test_fidelity"),
+            "n_features_used": solve["baseline_cart_n_features"],
+        },
+        "solve": solve,
+        "trust_pickle": request.trust_pickle,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def log_surrogate(
@@ -437,9 +470,9 @@ def log_surrogate(
     info = miret_flavor.log_model(
         surrogate,
         name="surrogate",
-        preprocessing=surrogate.input_scaler_,
         artifacts=artifacts,
         input_example=input_example,
+        evidence=evidence_record(request, solve, evidence),
         metadata={
             "ensemble_uri": request.ensemble_uri,
             "data_digest": request.data_digest,
@@ -450,6 +483,7 @@ def log_surrogate(
         params={k: str(v) for k, v in params.items()},
         tags={VALIDATION_TAG: status, SURROGATE_OF_TAG: request.ensemble_uri},
     )
+    mlflow.log_param(EVIDENCE_PARAM, info.flavors[miret_flavor.FLAVOR_NAME]["evidence_digest"])
     log_model_metrics(evidence.metrics, info.model_id, datasets)
     # the run's own metric: fluent logging would attach it to the logged model too
     run_id = mlflow.active_run().info.run_id

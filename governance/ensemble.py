@@ -16,11 +16,12 @@ precision, so :meth:`Ensemble.apply` reproduces the library's ``apply`` exactly.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import expit
+
+from governance.arrays import feature_matrix, read_only_array
 
 SUPPORTED_MODELS = (
     "sklearn.ensemble.RandomForestClassifier",
@@ -50,13 +51,6 @@ class UnsupportedModelError(TypeError):
             f"Unsupported model {name}: {reason}.\nSupported models (fitted, binary "
             f"classification):\n  - {supported}"
         )
-
-
-def read_only_array(array, dtype) -> np.ndarray:
-    """A read-only copy of ``array`` with the given dtype."""
-    out = np.array(array, dtype=dtype, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 @dataclass(frozen=True)
@@ -281,15 +275,6 @@ class Ensemble:
         X = X_raw if self.preprocessor is None else self.preprocessor.transform(X_raw)
         return np.asarray(X, dtype=np.float64)
 
-    def _check_X(self, X) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features:
-            raise ValueError(
-                f"X must be a 2-D array with {self.n_features} columns "
-                f"({', '.join(self.feature_names[:5])}...), got shape {X.shape}"
-            )
-        return X
-
     def _padded(self):
         """Node arrays of all trees padded into (n_trees, max_nodes) matrices."""
         cached = self.__dict__.get("_padded_cache")
@@ -330,7 +315,11 @@ class Ensemble:
         -------
         ndarray of shape (n_samples, n_trees)
         """
-        X = self._check_X(X).astype(np.float32).astype(np.float64)
+        X = (
+            feature_matrix(X, self.feature_names, finite=False, min_rows=0)
+            .astype(np.float32)
+            .astype(np.float64)
+        )
         feature, threshold, left, right, _, _ = self._padded()
         tree_index = np.arange(self.n_trees)[None, :]
         node = np.zeros((X.shape[0], self.n_trees), dtype=np.int64)
@@ -362,7 +351,7 @@ class Ensemble:
         Rows are routed in chunks of :data:`PREDICT_CHUNK_ROWS`, so memory stays bounded
         by one chunk's ``rows x trees`` leaves however many rows there are.
         """
-        X = self._check_X(X)
+        X = feature_matrix(X, self.feature_names, finite=False, min_rows=0)
         positive = np.empty(X.shape[0], dtype=np.float64)
         for start in range(0, X.shape[0], PREDICT_CHUNK_ROWS):
             leaf_value = self.leaf_values(X[start : start + PREDICT_CHUNK_ROWS])
@@ -415,7 +404,7 @@ def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
     """
     if ensemble.aggregation == "average":
         return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
-    X = ensemble._check_X(X)
+    X = feature_matrix(X, ensemble.feature_names, finite=False, min_rows=0)
     # variance of each tree's probability step, from sums over chunks of rows
     total_step = np.zeros(ensemble.n_trees)
     total_square = np.zeros(ensemble.n_trees)
@@ -435,167 +424,6 @@ def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- readers
-def _qualified(model) -> str:
-    return f"{type(model).__module__}.{type(model).__qualname__}"
-
-
-def _sklearn_tree(estimator, value) -> Tree:
-    t = estimator.tree_
-    leaf = t.children_left < 0
-    return Tree(
-        feature=np.where(leaf, -1, t.feature),
-        threshold=np.where(leaf, np.nan, t.threshold),
-        left=t.children_left,
-        right=t.children_right,
-        value=value,
-    )
-
-
-def _check_binary(model, classes):
-    if classes is None:
-        raise UnsupportedModelError(model, "it is not fitted (call fit first)")
-    if len(classes) != 2:
-        raise UnsupportedModelError(
-            model, f"it has {len(classes)} classes; only binary classifiers are supported"
-        )
-
-
-def _feature_names(model, n_features):
-    names = getattr(model, "feature_names_in_", None)
-    if names is not None:
-        return [str(n) for n in names]
-    return [f"x{j}" for j in range(n_features)]
-
-
-def _read_sklearn_forest(model) -> dict:
-    classes = getattr(model, "classes_", None)
-    _check_binary(model, classes)
-    trees = []
-    for est in model.estimators_:
-        # tree_.value holds per-node class fractions (weighted by bootstrap counts);
-        # their mean over trees is RandomForestClassifier.predict_proba.
-        fractions = est.tree_.value[:, 0, :]
-        positive = fractions[:, 1] / fractions.sum(axis=1)
-        trees.append(_sklearn_tree(est, positive))
-    return {
-        "trees": tuple(trees),
-        "tree_weights": np.ones(len(trees)),
-        "aggregation": "average",
-        "base_margin": 0.0,
-        "left_if": LEFT_IF_LESS_EQUAL,
-        "classes": np.asarray(classes),
-        "feature_names": _feature_names(model, model.n_features_in_),
-    }
-
-
-def _read_sklearn_boosting(model) -> dict:
-    classes = getattr(model, "classes_", None)
-    _check_binary(model, classes)
-    lr = model.learning_rate
-    trees = [_sklearn_tree(est[0], lr * est[0].tree_.value[:, 0, 0]) for est in model.estimators_]
-    probe = np.zeros((1, model.n_features_in_))
-    tree_sum = sum(est[0].predict(probe)[0] for est in model.estimators_)
-    if getattr(model, "feature_names_in_", None) is not None:
-        import pandas as pd
-
-        probe = pd.DataFrame(probe, columns=model.feature_names_in_)
-    base_margin = float(model.decision_function(probe)[0] - lr * tree_sum)
-    return {
-        "trees": tuple(trees),
-        "tree_weights": None,
-        "aggregation": "margin",
-        "base_margin": base_margin,
-        "left_if": LEFT_IF_LESS_EQUAL,
-        "classes": np.asarray(classes),
-        "feature_names": _feature_names(model, model.n_features_in_),
-    }
-
-
-def _logit(p: float) -> float:
-    return float(np.log(p / (1.0 - p)))
-
-
-def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
-    owner = model if model is not None else booster
-    config = json.loads(booster.save_config())
-    learner = config["learner"]
-    objective = learner["objective"]["name"]
-    if objective != "binary:logistic":
-        raise UnsupportedModelError(
-            owner, f"objective is {objective!r}; only 'binary:logistic' is supported"
-        )
-    booster_kind = learner["gradient_booster"]["name"]
-    if booster_kind != "gbtree":
-        raise UnsupportedModelError(owner, f"booster is {booster_kind!r}; only 'gbtree' is")
-    raw = json.loads(bytes(booster.save_raw(raw_format="json")))
-    dump = raw["learner"]["gradient_booster"]["model"]
-    base_score = raw["learner"]["learner_model_param"]["base_score"]
-    base_score = float(str(base_score).strip("[]").split(",")[0])
-    trees = []
-    for t in dump["trees"]:
-        left = np.asarray(t["left_children"], dtype=np.int64)
-        right = np.asarray(t["right_children"], dtype=np.int64)
-        leaf = left < 0
-        conditions = np.asarray(t["split_conditions"], dtype=np.float32).astype(np.float64)
-        trees.append(
-            Tree(
-                feature=np.where(leaf, -1, np.asarray(t["split_indices"], dtype=np.int64)),
-                threshold=np.where(leaf, np.nan, conditions),
-                left=left,
-                right=right,
-                value=np.where(leaf, conditions, 0.0),  # a leaf's value sits in split_conditions
-            )
-        )
-    n_features = int(raw["learner"]["learner_model_param"]["num_feature"])
-    names = booster.feature_names or [f"x{j}" for j in range(n_features)]
-    return {
-        "trees": tuple(trees),
-        "tree_weights": None,
-        "aggregation": "margin",
-        "base_margin": _logit(base_score),
-        "left_if": LEFT_IF_LESS,
-        "classes": np.asarray(classes if classes is not None else (0, 1)),
-        "feature_names": list(names),
-    }
-
-
-def _read_estimator(model) -> dict:
-    """Dispatch on the estimator type; raises UnsupportedModelError."""
-    from sklearn.ensemble import (
-        ExtraTreesClassifier,
-        GradientBoostingClassifier,
-        RandomForestClassifier,
-    )
-
-    if isinstance(model, (RandomForestClassifier, ExtraTreesClassifier)):
-        if not hasattr(model, "estimators_"):
-            raise UnsupportedModelError(model, "it is not fitted (call fit first)")
-        return _read_sklearn_forest(model)
-    if isinstance(model, GradientBoostingClassifier):
-        if not hasattr(model, "estimators_"):
-            raise UnsupportedModelError(model, "it is not fitted (call fit first)")
-        return _read_sklearn_boosting(model)
-    try:
-        import xgboost
-    except ImportError:  # pragma: no cover - xgboost is a dependency
-        xgboost = None
-    if xgboost is not None:
-        if isinstance(model, xgboost.XGBClassifier):
-            try:
-                booster = model.get_booster()
-            except (xgboost.core.XGBoostError, ValueError):  # NotFittedError is a ValueError
-                raise UnsupportedModelError(model, "it is not fitted (call fit first)") from None
-            classes = getattr(model, "classes_", None)
-            _check_binary(model, classes)
-            read = _read_xgboost_booster(booster, model, classes)
-            if getattr(model, "feature_names_in_", None) is not None:
-                read["feature_names"] = [str(n) for n in model.feature_names_in_]
-            return read
-        if isinstance(model, xgboost.Booster):
-            return _read_xgboost_booster(model)
-    raise UnsupportedModelError(model, "it is not a supported tree ensemble classifier")
-
-
 def read_ensemble(model) -> Ensemble:
     """Read a fitted binary tree-ensemble classifier into an :class:`Ensemble`.
 
@@ -619,6 +447,8 @@ def read_ensemble(model) -> Ensemble:
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import MinMaxScaler
 
+    from governance.readers import qualified_name, read_estimator
+
     preprocessor = scaler = None
     final = model
     if isinstance(model, Pipeline):
@@ -628,7 +458,7 @@ def read_ensemble(model) -> Ensemble:
             before = model.steps[-2][1]
             if isinstance(before, MinMaxScaler):
                 scaler = before
-    read = _read_estimator(final)
+    read = read_estimator(final)
     # A lone MinMaxScaler keeps the columns, so the pipeline's input names still apply.
     keeps_columns = preprocessor is None or (scaler is not None and len(model.steps) == 2)
     if getattr(model, "feature_names_in_", None) is not None and keeps_columns:
@@ -638,6 +468,6 @@ def read_ensemble(model) -> Ensemble:
         tree_weights=np.ones(len(read["trees"])) if weights is None else weights,
         preprocessor=preprocessor,
         scaler=scaler,
-        source=_qualified(model if final is model else final),
+        source=qualified_name(model if final is model else final),
         **read,
     )

@@ -1,7 +1,9 @@
 """Promotion policy (TOML) and its evaluation against a surrogate's metrics.
 
-A policy file holds one ``[gates]`` table; nothing else is allowed at the top level::
+A policy file holds one ``[gates]`` table and, optionally, a ``name`` (default: the
+file's stem); nothing else is allowed at the top level::
 
+    name = "strict"
     [gates]
     min_fidelity = 0.90            # test-set fidelity of the surrogate
     max_features = 5               # distinct features used by the surrogate
@@ -12,7 +14,9 @@ A policy file holds one ``[gates]`` table; nothing else is allowed at the top le
 
 ``min_fidelity``, ``max_features`` and ``require_validation_pass`` always apply (defaults
 0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
-the other gates apply when the file sets them.
+the other gates apply when the file sets them. A policy is identified as
+``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
+the gates only, so renaming a policy does not change its version.
 
 Gates are best evaluated on *evidence*: the metrics and validation result stored inside
 the surrogate artifact (see :func:`evaluate`), not on tags anyone with write access can
@@ -26,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -60,6 +65,7 @@ GATES = {
 DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
 MAX_POLICY_BYTES = 64 * 1024
 """Largest policy file read; a policy is a few lines of TOML."""
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
 _UNIT_INTERVAL = ("min_fidelity", "min_train_fidelity", "min_proximity_agreement")
 
 
@@ -81,15 +87,23 @@ class Policy:
         Gate name -> threshold (defaults included), e.g. ``{"min_fidelity": 0.9}``.
     source : str
         Where it came from (a path, or ``"built-in defaults"``).
+    name : str
+        The ``name`` key of the file, else the file's stem (``"default"`` built in).
     """
 
     gates: dict
     source: str = "built-in defaults"
+    name: str = "default"
 
     @property
     def digest(self) -> str:
         """sha256 of the canonical JSON of the gates (sorted keys, no spaces)."""
         return canonical_digest(self.gates)
+
+    @property
+    def label(self) -> str:
+        """``<name> v<digest8>``, e.g. ``strict v3f2a9c1d``: how runs and tags name it."""
+        return f"{self.name} v{self.digest[:8]}"
 
 
 def canonical_digest(data) -> str:
@@ -110,7 +124,7 @@ def _json_safe(value):
     return value
 
 
-def parse_policy(data: dict, source: str = "policy") -> Policy:
+def parse_policy(data: dict, source: str = "policy", default_name: str = "default") -> Policy:
     """Check a policy mapping (as read from TOML) and fill in the defaults.
 
     Parameters
@@ -119,18 +133,26 @@ def parse_policy(data: dict, source: str = "policy") -> Policy:
         ``{"gates": {...}}``.
     source : str
         Named in error messages.
+    default_name : str
+        The policy's name when ``data`` has no ``name`` key.
 
     Raises
     ------
     PolicyError
         Unknown keys, a missing ``[gates]`` table, or values of the wrong type or range.
     """
-    extra = sorted(set(data) - {"gates"})
+    extra = sorted(set(data) - {"gates", "name"})
     if extra:
         hint = " (gate keys belong in the [gates] table)" if set(extra) & set(GATES) else ""
         raise PolicyError(
-            f"{source}: unknown top-level keys {extra}{hint}; a policy has one [gates] "
-            f"table with these keys:\n{_valid_keys()}"
+            f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
+            f"name and one [gates] table with these keys:\n{_valid_keys()}"
+        )
+    policy_name = data.get("name", default_name)
+    if not isinstance(policy_name, str) or not _NAME.match(policy_name):
+        raise PolicyError(
+            f"{source}: name = {policy_name!r} is not valid; use 1 to 40 letters, digits, '.', "
+            "'_' or '-'"
         )
     table = data.get("gates", {})
     if not isinstance(table, dict):
@@ -143,7 +165,7 @@ def parse_policy(data: dict, source: str = "policy") -> Policy:
         gates[name] = _checked(name, value, source)
     if gates.get("require_validation_pass") is False:
         del gates["require_validation_pass"]
-    return Policy(gates=dict(sorted(gates.items())), source=source)
+    return Policy(gates=dict(sorted(gates.items())), source=source, name=policy_name)
 
 
 def _checked(name: str, value, source: str):
@@ -203,7 +225,8 @@ def load_policy(path=None) -> Policy:
         raise PolicyError(f"policy file {path} is not UTF-8 text: {error}") from error
     except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"policy file {path} is not valid TOML: {error}") from error
-    return parse_policy(data, source=str(path))
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)[:40] or "policy"
+    return parse_policy(data, source=str(path), default_name=stem)
 
 
 @dataclass
@@ -326,7 +349,8 @@ def evaluate(
     evidence : dict, optional
         The surrogate artifact's own evidence: ``{"metrics": {...}, "validation":
         {"success": bool, ...}, ...}`` (other keys, e.g. provenance, are digested but
-        not read). Validation passes only when ``validation.success`` is ``True``.
+        not read; its ``digest``, when given, is the one recorded). Validation passes
+        only when ``validation.success`` is ``True``.
 
     Returns
     -------
@@ -342,7 +366,7 @@ def evaluate(
         metrics = evidence["metrics"]
         tags = {VALIDATION_TAG: "passed" if success else "failed" if validation else None}
         tags = {k: v for k, v in tags.items() if v is not None}
-        digest = canonical_digest(evidence)
+        digest = evidence.get("digest") or canonical_digest(evidence)
     metrics = metrics or {}
     tags = tags or {}
     results = [_gate(name, threshold, metrics, tags) for name, threshold in policy.gates.items()]

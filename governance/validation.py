@@ -1,9 +1,9 @@
 """Great Expectations checks of the inputs an ensemble is explained or scored on.
 
-The MILP works in normalized units, so every feature must lie in ``[0, 1]`` after the
-ensemble's own preprocessing (its MinMaxScaler, or nothing when the ensemble was fitted
-on normalized data). A MinMaxScaler maps raw values beyond the training range outside
-``[0, 1]``: that is exactly what the range expectations catch.
+Every feature must lie in the range the ensemble was trained on: the data range of a
+recorded MinMaxScaler (the ensemble's own, or the one an explain run learned from the
+training data and stored with the surrogate), checked in raw units; with only the
+ensemble's own scaler, the normalized values must lie in ``[0, 1]``.
 
 Validation runs in two stages, both as Great Expectations suites in an ephemeral context:
 
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from governance.tables import check_labels
+from governance.validation_messages import EXAMPLES, Failure, describe
 
 NUMERIC_TYPES = [
     *(f"{kind}{bits}" for kind in ("int", "uint", "Int", "UInt") for bits in (8, 16, 32, 64)),
@@ -35,27 +36,7 @@ NUMERIC_TYPES = [
     "Float64",
 ]
 SUITE_NAME = "governance-inputs"
-_EXAMPLES = 5
 _ROUND_OFF = 1e-9
-
-
-@dataclass
-class Failure:
-    """One failed expectation, in words for people.
-
-    Attributes
-    ----------
-    expectation : str
-        Great Expectations expectation type.
-    column : str or None
-        Column concerned (None for table-level expectations).
-    message : str
-        What is wrong, with counts and example values.
-    """
-
-    expectation: str
-    column: str | None
-    message: str
 
 
 @dataclass
@@ -172,7 +153,7 @@ def validate_inputs(
         context, "raw", frame, _structure_suite(frame, features, label, ensemble, mostly)
     )
     results = [structure]
-    failures = _describe(structure, frame, None)
+    failures = describe(structure, frame, None)
     sound = not any(
         f.expectation
         in (
@@ -192,13 +173,13 @@ def validate_inputs(
             raw = frame[features]
             range_result = _run(context, "range", raw, _raw_range_suite(features, bounds, mostly))
             results.append(range_result)
-            failures += _describe(range_result, raw, raw)
+            failures += describe(range_result, raw, raw)
         else:
             names = list(ensemble.feature_names)
             scaled = pd.DataFrame(normalized, columns=names)
             range_result = _run(context, "normalized", scaled, _range_suite(names, mostly))
             results.append(range_result)
-            failures += _describe(range_result, scaled, frame[features])
+            failures += describe(range_result, scaled, frame[features])
     if label is not None and label in frame.columns and sound:
         try:
             check_labels(frame[label], ensemble.classes, label)
@@ -351,7 +332,7 @@ def _run(context, batch, frame, expectations) -> dict:
     )
     result = validation.run(
         batch_parameters={"dataframe": frame},
-        result_format={"result_format": "SUMMARY", "partial_unexpected_count": _EXAMPLES},
+        result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES},
     )
     return result.to_json_dict()
 
@@ -401,108 +382,3 @@ def _normalize(raw: pd.DataFrame, ensemble):
         else:
             normalized[infinite.any(axis=1)] = np.inf
     return normalized, None
-
-
-# --------------------------------------------------------------------------- words
-def _rows(result) -> str:
-    index = result.get("partial_unexpected_index_list") or []
-    more = ", ..." if result.get("unexpected_count", 0) > len(index) else ""
-    return f"rows {', '.join(str(i) for i in index)}{more}" if index else ""
-
-
-def _count(n: int) -> str:
-    return f"{n} row" if n == 1 else f"{n} rows"
-
-
-def _describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[Failure]:
-    """One Failure per unsuccessful expectation of one GE run."""
-    failures = []
-    for item in run["results"]:
-        if item["success"]:
-            continue
-        config = item["expectation_config"]
-        kind, kwargs, result = config["type"], config["kwargs"], item.get("result", {})
-        column = kwargs.get("column")
-        error = item.get("exception_info", {}).get("exception_message")
-        if error:
-            message = f"{kind} on {column!r} could not run: {error}"
-        elif kind == "expect_table_row_count_to_be_between":
-            message = "the frame has no rows: give at least one row of data"
-        elif kind == "expect_table_columns_to_match_set":
-            mismatched = result.get("details", {}).get("mismatched", {})
-            parts = []
-            if mismatched.get("missing"):
-                parts.append(f"missing columns {sorted(mismatched['missing'])}")
-            if mismatched.get("unexpected"):
-                parts.append(f"unexpected columns {sorted(mismatched['unexpected'])}")
-            message = (
-                f"the columns do not match the {len(kwargs['column_set'])} expected "
-                f"(the ensemble's features, and the label if named): {'; '.join(parts)}"
-            )
-        elif kind == "expect_column_values_to_be_in_type_list":
-            message = (
-                f"column {column!r} has type {result.get('observed_value')}, not numeric "
-                f"(e.g. {frame[column].head(3).tolist()})"
-            )
-        elif kind == "expect_column_values_to_not_be_null":
-            n = result.get("unexpected_count", 0)
-            message = (
-                f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
-                f"with missing values (null/NaN); {_rows(result)}"
-            )
-        elif kind == "expect_column_unique_value_count_to_be_between":
-            classes = sorted(frame[column].dropna().unique().tolist(), key=str)
-            message = (
-                f"label column {column!r} has {result.get('observed_value')} classes "
-                f"{classes[:10]}; a binary label needs exactly two"
-            )
-        elif kind == "expect_column_distinct_values_to_be_in_set":
-            message = (
-                f"label column {column!r} has values {result.get('partial_unexpected_list')} "
-                f"outside the ensemble's classes {kwargs['value_set']}"
-            )
-        elif kind == "expect_column_values_to_be_between" and frame is raw:
-            message = _raw_range_message(column, result, raw, kwargs)
-        elif kind == "expect_column_values_to_be_between":
-            message = _range_message(column, result, frame, raw)
-        else:
-            message = f"{kind} failed on {column!r}: {result}"
-        failures.append(Failure(kind, column, message))
-    return failures
-
-
-def _range_message(column, result, scaled, raw) -> str:
-    n = result.get("unexpected_count", 0)
-    examples = result.get("partial_unexpected_list") or []
-    index = result.get("partial_unexpected_index_list") or []
-    infinite = int(np.isinf(scaled[column].to_numpy()).sum())
-    shown = []
-    for position, value in zip(index, examples):
-        text = f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
-        if column in raw.columns and np.isfinite(value):
-            raw_value = raw[column].iloc[position]
-            if raw_value != value:
-                text += f" (raw {raw_value:.6g})"
-        shown.append(text)
-    what = f"{infinite} infinite, " if infinite else ""
-    return (
-        f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
-        f"outside [0, 1] after the ensemble's normalization ({what}beyond the range it was "
-        f"fitted on); e.g. {', '.join(shown)}; {_rows(result)}"
-    )
-
-
-def _raw_range_message(column, result, raw, kwargs) -> str:
-    n = result.get("unexpected_count", 0)
-    examples = ", ".join(f"{v:.6g}" for v in result.get("partial_unexpected_list") or [])
-    infinite = int(np.isinf(raw[column].to_numpy(dtype=float)).sum())
-    low, high = kwargs["min_value"], kwargs["max_value"]
-    if high >= np.finfo(np.float64).max:
-        where = "infinite (no training range is recorded, so values must be finite)"
-    else:
-        what = f"{infinite} infinite, " if infinite else ""
-        where = f"outside the training range [{low:.6g}, {high:.6g}] ({what}e.g. {examples})"
-    return (
-        f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
-        f"{where}; {_rows(result)}"
-    )

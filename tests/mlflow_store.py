@@ -16,6 +16,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
+from flavors.registry import name_filter
+
 
 @pytest.fixture(scope="session")
 def migrated_store(tmp_path_factory):
@@ -51,7 +53,7 @@ def linked_versions(experiment, metrics, name="credit-rf", validation="passed", 
         else:
             mlflow.log_metrics(metrics)
     for registered in (name, f"{name}-surrogate"):
-        if not client.search_registered_models(f"name = '{registered}'"):
+        if not client.search_registered_models(name_filter(registered)):
             client.create_registered_model(registered)
     ens = client.create_model_version(
         name, f"models:/{ensemble.model_id}", run.info.run_id, model_id=ensemble.model_id

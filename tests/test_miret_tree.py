@@ -82,7 +82,7 @@ def test_constructor_errors(args, message):
 def test_input_errors(tree):
     with pytest.raises(ValueError, match="2 columns"):
         tree.apply(np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="nan or inf"):
+    with pytest.raises(ValueError, match="NaN or infinite"):
         tree.predict(np.array([[np.nan, 0.0]]))
     with pytest.raises(ValueError, match="one sample"):
         tree.decision_path(X)

@@ -1,19 +1,19 @@
-"""`govern promote`: the alias moves only when every gate passes; every outcome is tagged."""
+"""`govern promote`: the alias moves only when every gate passes; every decision is
+recorded, and a what-if gate never shows as the status of the version holding the alias."""
 
 import mlflow
 import typer
+from gate_store import GOOD, explained
 from mlflow import MlflowClient
-from mlflow_store import linked_versions
 from typer.testing import CliRunner
 
 from flavors.errors import GateError
-from flavors.gating import promote_model_version
+from flavors.gating import gate_model_version, promote_model_version
 from governance.gates import load_policy, parse_policy
 
 pytest_plugins = ["mlflow_store"]
 
-PASSING = {"test_fidelity": 0.93, "n_features_used": 3.0}
-FAILING = {"test_fidelity": 0.93, "n_features_used": 6.0}
+FAILING = dict(GOOD, test_fidelity=0.93, n_features_used=2)
 
 
 def cli():
@@ -24,12 +24,12 @@ def cli():
     return app
 
 
-def test_refusal_leaves_previous_alias(store, monkeypatch):
+def test_refusal_leaves_previous_alias(store, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
     client = MlflowClient()
-    v1 = linked_versions(store, PASSING)
-    v2 = linked_versions(store, FAILING)
+    v1 = explained(store, tmp_path)
+    v2 = explained(store, tmp_path, success=False)
     assert (v1, v2) == ("models:/credit-rf/1", "models:/credit-rf/2")
     runner = CliRunner()
 
@@ -41,42 +41,82 @@ def test_refusal_leaves_previous_alias(store, monkeypatch):
     result = runner.invoke(cli(), ["promote", "--model-uri", v2, "--alias", "champion"])
     assert result.exit_code == 1, result.output
     assert "refused: @champion stays on version 1" in result.output
-    assert "n_features_used = 6 does not meet <= 5" in result.output
+    assert "no validation result recorded" not in result.output
     assert client.get_model_version_by_alias("credit-rf", "champion").version == 1
 
     tags1 = client.get_model_version("credit-rf", "1").tags
     tags2 = client.get_model_version("credit-rf", "2").tags
     assert tags1["governance.promotion.champion"] == "promoted"
     assert tags2["governance.promotion.champion"] == "refused"
-    assert tags2["governance.gate.status"] == "failed"
-    digest = load_policy(None).digest
-    assert tags2["governance.promotion.champion.policy_digest"] == digest
-    assert tags2["governance.promotion.champion.time"] == tags2["governance.gate.time"]
-    gate_run = client.get_run(tags2["governance.promotion.champion.run_id"])
+    assert tags2["governance.gate"] == "FAIL"
+    assert tags2["governance.promotion.champion.run"] == tags2["governance.gate.run"]
+    gate_run = client.get_run(tags2["governance.promotion.champion.run"])
     assert gate_run.data.tags["governance.promotion.champion"] == "refused"
     assert gate_run.data.tags["governance.ensemble_uri"] == v2
+    assert gate_run.data.tags["governance.policy"] == f"default v{load_policy(None).digest[:8]}"
+    text = client.get_model_version("credit-rf", "2").description
+    assert "| Promotion @champion | **refused** by policy default v" in text
+    assert "(alias not set here) |" in text
 
 
-def test_promotion_by_alias_uri_and_lenient_policy(store):
-    linked_versions(store, FAILING)
+def test_what_if_gate_never_shows_as_the_alias_status(store, tmp_path):
+    """Lenient promotion, then a strict what-if gate: the version holding @champion keeps
+    `promoted` as its champion status; the failed evaluation is only the last gate."""
+    client = MlflowClient()
+    uri = explained(store, tmp_path, metrics=FAILING)
+    lenient = parse_policy({"name": "lenient", "gates": {"min_fidelity": 0.9}})
+    strict = parse_policy({"name": "strict", "gates": {"min_fidelity": 0.99}})
+    promoted = promote_model_version(uri, "champion", lenient)
+    assert promoted.promoted
+    what_if = gate_model_version(uri, strict)
+    assert not what_if.evaluation.all_passed
+    refused_again = promote_model_version(uri, "champion", strict)
+    assert not refused_again.promoted and refused_again.alias_version == "1"
+
+    version = client.get_model_version("credit-rf", "1")
+    assert version.aliases == ["champion"]
+    assert version.tags == {
+        "governance.surrogate": "models:/credit-rf-surrogate/1",
+        "governance.gate": "FAIL",
+        "governance.gate.run": refused_again.gate.run_id,
+        "governance.promotion.champion": "promoted",
+        "governance.promotion.champion.run": promoted.gate.run_id,
+    }
+    text = version.description
+    assert (
+        f"| Promotion @champion | **promoted** by policy {lenient.label}, " in text
+        and "(holds the alias) |" in text
+    )
+    assert f"| Last gate evaluation | **FAIL** by policy {strict.label}, " in text
+    runs = mlflow.search_runs(experiment_names=["governance-gates"], order_by=["start_time"])
+    assert list(runs["tags.result"]) == ["PASS", "FAIL", "FAIL"]
+    assert list(runs["tags.mlflow.runName"]) == [
+        f"PASS {lenient.label} · credit-rf v1",
+        f"FAIL {strict.label} · credit-rf v1",
+        f"FAIL {strict.label} · credit-rf v1",
+    ]
+
+
+def test_promotion_by_alias_uri_and_lenient_policy(store, tmp_path):
+    explained(store, tmp_path, metrics=FAILING)
     client = MlflowClient()
     client.set_registered_model_alias("credit-rf", "candidate", "1")
-    lenient = parse_policy({"gates": {"max_features": 6}})
+    lenient = parse_policy({"gates": {"min_fidelity": 0.9}})
     outcome = promote_model_version("models:/credit-rf@candidate", "champion", lenient)
     assert outcome.promoted and outcome.alias_version == "1"
     assert outcome.gate.ensemble_uri == "models:/credit-rf/1"
     assert client.get_model_version_by_alias("credit-rf", "champion").version == 1
 
 
-def test_refusal_without_previous_alias(store):
-    linked_versions(store, FAILING)
+def test_refusal_without_previous_alias(store, tmp_path):
+    explained(store, tmp_path, metrics=dict(GOOD, test_fidelity=0.5))
     outcome = promote_model_version("models:/credit-rf/1", "champion", load_policy(None))
     assert not outcome.promoted and outcome.alias_version is None
     assert MlflowClient().get_registered_model("credit-rf").aliases == {}
 
 
-def test_invalid_alias_records_nothing(store):
-    linked_versions(store, PASSING)
+def test_invalid_alias_records_nothing(store, tmp_path):
+    explained(store, tmp_path)
     for alias in ("latest", "v3", "bad alias"):
         try:
             promote_model_version("models:/credit-rf/1", alias, load_policy(None))
@@ -84,5 +124,5 @@ def test_invalid_alias_records_nothing(store):
             assert f"alias {alias!r} is not valid" in str(error)
         else:
             raise AssertionError(f"{alias} accepted")
-    assert "governance.gate.status" not in MlflowClient().get_model_version("credit-rf", "1").tags
+    assert "governance.gate" not in MlflowClient().get_model_version("credit-rf", "1").tags
     assert mlflow.search_runs(experiment_names=["governance-gates"]).empty

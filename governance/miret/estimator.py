@@ -12,6 +12,7 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from governance.arrays import feature_matrix
 from governance.ensemble import Ensemble, read_ensemble
 from governance.miret.cart import cart_predict
 from governance.miret.engine import fit_problem, fit_trivial
@@ -183,28 +184,10 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             )
         return ensemble
 
-    @staticmethod
-    def _columns(X, names):
-        """``X`` as a float array in the order of ``names`` (DataFrames matched by name)."""
-        columns = getattr(X, "columns", None)
-        if columns is not None and set(names) <= {str(c) for c in columns}:
-            X = X[list(names)]
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != len(names):
-            raise ValueError(
-                f"X must be a 2-D array with {len(names)} columns "
-                f"({', '.join(list(names)[:5])}...), got shape {X.shape}"
-            )
-        if X.shape[0] == 0:
-            raise ValueError("X has no rows; pass at least one sample")
-        if not np.all(np.isfinite(X)):
-            raise ValueError("X has NaN or infinite values; impute or drop them first")
-        return X
-
     def _normalized(self, X) -> np.ndarray:
         """Predict-time input: the fit's units mapped by ``input_scaler_``."""
         check_is_fitted(self, "tree_")
-        return self.input_scaler_.transform(self._columns(X, self.feature_names_in_))
+        return self.input_scaler_.transform(feature_matrix(X, self.feature_names_in_))
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
@@ -232,7 +215,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         """
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
-        X = self._columns(X, ensemble.feature_names)
+        X = feature_matrix(X, ensemble.feature_names)
         if ensemble.scaler is not None:
             self.input_scaler_, scaler = ensemble.scaler, None
             tree_inputs = np.asarray(ensemble.scaler.transform(X), dtype=np.float64)
@@ -318,7 +301,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         ensemble's labels; computed from the ensemble when None)."""
         if y is None:
             ensemble = self._read_ensemble()
-            X_in = self._columns(X, self.feature_names_in_)
+            X_in = feature_matrix(X, self.feature_names_in_)
             tree_inputs = ensemble.scaler.transform(X_in) if ensemble.scaler is not None else X_in
             y = ensemble.predict(tree_inputs)
         agree = self.predict(X) == np.asarray(y)
@@ -328,7 +311,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         """Fidelity of the depth-D CART baseline (fitted on the same labels) on ``X``."""
         if y is None:
             ensemble = self._read_ensemble()
-            X_in = self._columns(X, self.feature_names_in_)
+            X_in = feature_matrix(X, self.feature_names_in_)
             tree_inputs = ensemble.scaler.transform(X_in) if ensemble.scaler is not None else X_in
             y = ensemble.predict(tree_inputs)
         return float(np.mean(cart_predict(self.baseline_, self._normalized(X)) == np.asarray(y)))

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from governance.arrays import feature_matrix
 from governance.miret.tree import leaf_sign, node_level
 
 FORMULATIONS = ("miret", "basic")
@@ -186,31 +187,8 @@ def check_unit_data(X, n_features: int, feature_names=None) -> np.ndarray:
     ValueError
         Wrong shape or columns, non-finite values, or values outside ``[0, 1]``.
     """
-    columns = getattr(X, "columns", None)
-    if columns is not None and feature_names is not None:
-        names = [str(c) for c in columns]
-        generic = list(feature_names) == [f"x{j}" for j in range(len(feature_names))]
-        missing = [n for n in feature_names if n not in names]
-        if not missing:
-            X = X[list(feature_names)]
-        elif not generic:  # an ensemble fitted on unnamed arrays is matched by position
-            raise ValueError(
-                f"X lacks the ensemble's columns {missing[:5]}; pass the features the "
-                f"ensemble was trained on ({', '.join(list(feature_names)[:5])}...)"
-            )
-    X = np.array(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != n_features:
-        raise ValueError(
-            f"X must be a 2-D array with {n_features} columns (one per ensemble feature), "
-            f"got shape {X.shape}"
-        )
-    if X.shape[0] == 0:
-        raise ValueError("X has no rows; pass at least one sample")
-    if not np.all(np.isfinite(X)):
-        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
-        raise ValueError(
-            f"X has NaN or infinite values (rows {rows[:5].tolist()}); impute or drop them first"
-        )
+    names = feature_names if feature_names is not None else [f"x{j}" for j in range(n_features)]
+    X = np.array(feature_matrix(X, names), dtype=np.float64)
     low, high = X.min(), X.max()
     if low < -BOUND_TOLERANCE or high > 1 + BOUND_TOLERANCE:
         raise ValueError(

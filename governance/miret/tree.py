@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from governance.ensemble import read_only_array
+from governance.arrays import feature_matrix, read_only_array
 
 FORMAT = "miret-surrogate-tree"
 FORMAT_VERSION = 1
@@ -145,20 +145,9 @@ class SurrogateTree:
         )
 
     # ------------------------------------------------------------------ routing
-    def _check_X(self, X) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features:
-            raise ValueError(
-                f"X must be a 2-D array with {self.n_features} columns (the tree's features), "
-                f"got shape {X.shape}"
-            )
-        if not np.all(np.isfinite(X)):
-            raise ValueError("X contains nan or inf; impute or drop those rows first")
-        return np.ascontiguousarray(X)
-
     def walk(self, X):
         """Nodes visited and hyperplane values, level by level: two (n, D) arrays."""
-        X = self._check_X(X)
+        X = np.ascontiguousarray(feature_matrix(X, self.feature_names, min_rows=0))
         n = X.shape[0]
         nodes = np.zeros((n, self.depth), dtype=np.int64)
         values = np.zeros((n, self.depth))

@@ -1,0 +1,194 @@
+"""The evidence a gate accepts: a ``miret`` surrogate's own digest-verified manifest.
+
+:func:`surrogate_evidence` reads ``evidence.json`` from a downloaded surrogate model
+directory and re-hashes every file it lists; :func:`checked_evidence` adds what only the
+registry can confirm: the model is a ``miret`` model (its MLmodel flavors), the evidence
+names this very ensemble version and data its explain run recorded as training input,
+the explain run's immutable param ``evidence_digest`` vouches for ``evidence.json``
+itself, and its metrics agree with the surrogate where they can be recomputed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+from mlflow.models import Model
+
+from flavors import miret as miret_flavor
+from flavors.errors import GateError
+from flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
+
+
+class EvidenceError(ValueError):
+    """A surrogate's stored evidence is missing, unreadable or does not match its files."""
+
+
+def evidence_view(manifest: dict) -> dict:
+    """The gate's view of an evidence manifest (:func:`flavors.miret.read_evidence`).
+
+    Returns
+    -------
+    dict
+        ``ensemble`` ({name, version, uri, model_id}), ``data_digest``,
+        ``explain_digest``, ``metrics``, ``validation`` ({status, success}),
+        ``baseline``, ``solve``, ``files`` and ``digest`` (of ``evidence.json``).
+    """
+    provenance = manifest.get("provenance") or {}
+    status = (provenance.get("validation") or {}).get("status")
+    return {
+        "ensemble": {
+            "name": provenance.get("ensemble_name"),
+            "version": provenance.get("ensemble_version"),
+            "uri": provenance.get("ensemble_uri"),
+            "model_id": provenance.get("ensemble_model_id"),
+        },
+        "data_digest": provenance.get("data_digest"),
+        "explain_digest": provenance.get("explain_digest"),
+        "metrics": dict(provenance.get("metrics") or {}),
+        "validation": {"status": status, "success": status == "passed"},
+        "baseline": dict(provenance.get("baseline_cart") or {}),
+        "solve": dict(provenance.get("solve") or {}),
+        "files": dict(manifest.get("files") or {}),
+        "digest": manifest.get("digest"),
+    }
+
+
+def surrogate_evidence(model_dir) -> dict:
+    """The verified evidence of a downloaded surrogate model directory (every file
+    re-hashed by :func:`flavors.miret.verify_model_dir`), as :func:`evidence_view`.
+
+    Raises
+    ------
+    EvidenceError
+        No manifest, an unreadable one, or a file that differs from its digest.
+    """
+    try:
+        manifest = miret_flavor.verify_model_dir(str(model_dir))
+    except (miret_flavor.TamperedModelError, ValueError) as error:
+        raise EvidenceError(str(error)) from error
+    if miret_flavor.SURROGATE_FILE not in manifest.get("files", {}):
+        raise EvidenceError(f"the manifest does not cover {miret_flavor.SURROGATE_FILE}")
+    return evidence_view(manifest)
+
+
+@dataclass(frozen=True)
+class CheckedEvidence:
+    """A surrogate's stored evidence that passed every check of :func:`checked_evidence`.
+
+    Attributes
+    ----------
+    evidence : dict
+        The manifest as stored.
+    digest : str
+        sha256 of ``evidence.json`` (the explain run's ``evidence_digest`` param).
+    features : tuple of str
+        Features with a nonzero coefficient in ``surrogate.json``.
+    """
+
+    evidence: dict
+    digest: str
+    features: tuple
+
+
+def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> CheckedEvidence:
+    """The stored evidence of ``surrogate``, checked against ``ensemble_version``.
+
+    Raises
+    ------
+    GateError
+        Not a ``miret`` model, no or tampered evidence, evidence of another ensemble
+        version or of data the explain run did not record, or metrics that disagree
+        with the surrogate itself.
+    """
+    surrogate_uri, ensemble_uri = version_uri(surrogate), version_uri(ensemble_version)
+    again = f"explain it again: govern explain --model-uri {ensemble_uri} --data <file> --force"
+    with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
+        try:
+            local = mlflow.artifacts.download_artifacts(artifact_uri=surrogate_uri, dst_path=tmp)
+        except MlflowException as error:
+            raise GateError(f"cannot download {surrogate_uri}: {error.message}") from error
+        flavors = sorted(Model.load(local).flavors) if Path(local, "MLmodel").is_file() else []
+        if miret_flavor.FLAVOR_NAME not in flavors:
+            raise GateError(
+                f"{surrogate_uri}, linked to {ensemble_uri}, is not a miret surrogate (its "
+                f"MLmodel flavors: {flavors or 'none'}); only a surrogate made by govern "
+                f"explain can pass the gates: {again}"
+            )
+        try:
+            evidence = surrogate_evidence(local)
+            surrogate_model = miret_flavor.read_model_dir(local)[0]
+        except (ValueError, OSError, KeyError, TypeError, MlflowException) as error:
+            raise GateError(
+                f"the stored evidence of {surrogate_uri} cannot be trusted: {error}; {again}"
+            ) from error
+    _check_provenance(client, ensemble_version, surrogate, evidence, again)
+    _check_anchor(client, surrogate, evidence["digest"], again)
+    tree = getattr(surrogate_model, "tree_", surrogate_model)
+    features = tuple(tree.feature_names[j] for j in tree.used_features())
+    recorded = evidence["metrics"].get("n_features_used")
+    if not isinstance(recorded, (int, float)) or float(recorded) != len(features):
+        raise GateError(
+            f"the evidence of {surrogate_uri} says n_features_used = {recorded!r}, but its "
+            f"surrogate.json uses {len(features)} features; {again}"
+        )
+    return CheckedEvidence(evidence, evidence["digest"], features)
+
+
+def _check_anchor(client, surrogate, digest: str, again: str) -> None:
+    """``evidence.json`` is the one the explain run vouched for (param ``evidence_digest``)."""
+    anchor = client.get_run(surrogate.run_id).data.params.get(EVIDENCE_PARAM)
+    if anchor != digest:
+        raise GateError(
+            f"{miret_flavor.EVIDENCE_FILE} of {version_uri(surrogate)} is not the evidence "
+            f"its explain run "
+            f"{surrogate.run_id} recorded (param {EVIDENCE_PARAM} = {anchor!r}): it was "
+            f"edited or replaced; {again}"
+        )
+
+
+def _check_provenance(client, ensemble_version, surrogate, evidence: dict, again: str) -> None:
+    """The evidence names ``ensemble_version`` and data the explain run recorded."""
+    surrogate_uri, ensemble_uri = version_uri(surrogate), version_uri(ensemble_version)
+    named = evidence.get("ensemble") if isinstance(evidence.get("ensemble"), dict) else {}
+    expected = {
+        "name": ensemble_version.name,
+        "version": str(ensemble_version.version),
+        "uri": ensemble_uri,
+        "model_id": model_id_of(ensemble_version) or "",
+    }
+    stored = {key: str(named.get(key) or "") for key in expected}
+    if stored != expected:
+        raise GateError(
+            f"{surrogate_uri} explains {stored['uri'] or 'an unnamed ensemble'} (model id "
+            f"{stored['model_id'] or '-'}), not {ensemble_uri} (model id "
+            f"{expected['model_id'] or '-'}), according to its stored evidence; a surrogate "
+            f"vouches only for the ensemble version it was made from: {again}"
+        )
+    run_id = surrogate.run_id or ""
+    model_id = model_id_of(surrogate)
+    try:
+        run = client.get_run(run_id)
+        source_run = client.get_logged_model(model_id).source_run_id if model_id else None
+    except MlflowException as error:
+        raise GateError(f"the explain run of {surrogate_uri} cannot be read: {error.message}")
+    if source_run != run_id:
+        raise GateError(
+            f"{surrogate_uri} was not logged by its run {run_id or '-'} (logged model "
+            f"{model_id or '-'}, source run {source_run or '-'}); {again}"
+        )
+    training = {
+        item.dataset.digest
+        for item in run.inputs.dataset_inputs
+        if any(t.key == "mlflow.data.context" and t.value == "training" for t in item.tags)
+    }
+    if not evidence.get("data_digest") or evidence["data_digest"] not in training:
+        raise GateError(
+            f"the evidence of {surrogate_uri} names data digest "
+            f"{evidence.get('data_digest')!r}, which its explain run {run_id} did not record "
+            f"as training data (recorded: {sorted(training) or 'none'}); {again}"
+        )

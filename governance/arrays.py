@@ -1,0 +1,60 @@
+"""Array helpers shared by the ensemble view and the surrogate tree."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def read_only_array(array, dtype) -> np.ndarray:
+    """A read-only copy of ``array`` with the given dtype."""
+    out = np.array(array, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def feature_matrix(X, feature_names, *, finite: bool = True, min_rows: int = 1) -> np.ndarray:
+    """``X`` as a 2-D float array with one column per name of ``feature_names``.
+
+    A DataFrame holding every name is reordered to that order; one without them is
+    refused unless the names are the generic ``x0, x1, ...`` of a model fitted on
+    unnamed arrays (then columns are taken by position).
+
+    Parameters
+    ----------
+    X : array-like or DataFrame of shape (n, p)
+    feature_names : sequence of str
+    finite : bool
+        Refuse NaN and infinite values.
+    min_rows : int
+        Fewest rows accepted.
+
+    Raises
+    ------
+    ValueError
+        Missing columns, wrong shape, no rows, or (``finite``) non-finite values.
+    """
+    names = [str(n) for n in feature_names]
+    columns = getattr(X, "columns", None)
+    if columns is not None:
+        missing = [n for n in names if n not in {str(c) for c in columns}]
+        if not missing:
+            X = X[names]
+        elif names != [f"x{j}" for j in range(len(names))]:
+            raise ValueError(
+                f"X lacks the columns {missing[:5]}; pass the features the model was "
+                f"trained on ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''})"
+            )
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != len(names):
+        raise ValueError(
+            f"X must be a 2-D array with {len(names)} columns "
+            f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}), got shape {X.shape}"
+        )
+    if X.shape[0] < min_rows:
+        raise ValueError(f"X has {X.shape[0]} rows; pass at least {min_rows}")
+    if finite and not np.all(np.isfinite(X)):
+        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
+        raise ValueError(
+            f"X has NaN or infinite values (rows {rows[:5].tolist()}); impute or drop them first"
+        )
+    return X

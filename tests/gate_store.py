@@ -1,0 +1,134 @@
+"""Surrogate versions with stored evidence, as `govern explain` leaves them, built fast.
+
+A hand-made depth-2 ``SurrogateTree`` on features ``x0, x1, x2`` (nonzero coefficients on
+``x0`` and ``x1`` only: two features used) is saved with the ``miret`` flavor and its
+provenance (the flavor writes ``evidence.json`` with the sha256 of every file), logged as
+a logged model of an explain run that records the training data as input and the
+evidence digest as a param, registered as ``<name>-surrogate`` and linked to the
+ensemble version.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import yaml
+from mlflow import MlflowClient
+
+from flavors import miret as miret_flavor
+from flavors.registry import model_id_of
+from governance.miret.tree import SurrogateTree
+
+FEATURES = ["x0", "x1", "x2"]
+COEF = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.5, 0.0, 0.0]]
+GOOD = {
+    "test_fidelity": 0.95,
+    "n_features_used": 2,
+    "train_fidelity": 0.97,
+    "test_proximity_agreement": 0.9,
+    "solver.gap": 0.0,
+}
+
+
+def register_ensemble(experiment, name="credit-rf") -> object:
+    """A new version of ``name`` (a logged model with no artifacts: gates never load it)."""
+    client = MlflowClient()
+    with mlflow.start_run(experiment_id=experiment) as run:
+        model = mlflow.initialize_logged_model(name="ensemble", experiment_id=experiment)
+    if not client.search_registered_models(f"name = '{name}'"):
+        client.create_registered_model(name)
+    return client.create_model_version(
+        name, f"models:/{model.model_id}", run.info.run_id, model_id=model.model_id
+    )
+
+
+def provenance_of(ensemble, data_digest, metrics, success=True) -> dict:
+    """The provenance explain stores (``flavors.stages.evidence_record``'s keys)."""
+    return {
+        "ensemble_uri": f"models:/{ensemble.name}/{ensemble.version}",
+        "ensemble_name": ensemble.name,
+        "ensemble_version": str(ensemble.version),
+        "ensemble_model_id": model_id_of(ensemble),
+        "data_digest": data_digest,
+        "explain_digest": "e" * 16,
+        "metrics": dict(metrics),
+        "validation": {"status": "passed" if success else "failed", "summary": ""},
+        "baseline_cart": {"test_fidelity": 0.9, "n_features_used": 3},
+        "solve": {"status": "optimal", "gap": 0.0},
+    }
+
+
+def rewrite_evidence(model_dir, manifest: dict) -> None:
+    """Replace ``evidence.json`` and the digest MLmodel records for it, as someone with
+    write access to the artifact store could (only the run's param still vouches)."""
+    path = Path(model_dir, "evidence.json")
+    path.write_text(json.dumps(manifest))
+    mlmodel = Path(model_dir, "MLmodel")
+    conf = yaml.safe_load(mlmodel.read_text())
+    conf["flavors"]["miret"]["evidence_digest"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    mlmodel.write_text(yaml.safe_dump(conf))
+
+
+def explain(
+    experiment,
+    ensemble,
+    tmp_path,
+    metrics=GOOD,
+    success=True,
+    edit=None,
+    link=True,
+    data_digest=None,
+):
+    """Log, register and link a surrogate of ``ensemble`` with stored evidence.
+
+    ``edit(model_dir, manifest)`` may change the model directory after the evidence was
+    digested and its digest recorded (a tampering test); ``data_digest`` overrides the
+    digest the evidence names. Returns the surrogate version.
+    """
+    client = MlflowClient()
+    frame = pd.DataFrame({"x0": [0.1, 0.9], "x1": [0.2, 0.8], "x2": [0.5, 0.5], "y": [0, 1]})
+    model_dir = Path(tmp_path) / f"surrogate-{ensemble.name}-{ensemble.version}-{len(metrics)}"
+    n = 0
+    while model_dir.exists():
+        n += 1
+        model_dir = model_dir.with_name(f"{model_dir.name}-{n}")
+    with mlflow.start_run(experiment_id=experiment) as run:
+        data = mlflow.data.from_pandas(frame, name="train.csv", targets="y")
+        mlflow.log_input(data, context="training")
+        tree = SurrogateTree(COEF, [0.0, 0.0, 0.0], 2, feature_names=FEATURES, classes=(0, 1))
+        provenance = provenance_of(ensemble, data_digest or data.digest, metrics, success)
+        miret_flavor.save_model(tree, str(model_dir), evidence=provenance)
+        manifest = json.loads((model_dir / "evidence.json").read_text())
+        mlflow.log_param("evidence_digest", miret_flavor.file_digest(model_dir / "evidence.json"))
+        if edit is not None:
+            edit(model_dir, manifest)
+        model = mlflow.initialize_logged_model(name="surrogate", experiment_id=experiment)
+        client.log_model_artifacts(model.model_id, str(model_dir))
+        mlflow.finalize_logged_model(model.model_id, "READY")
+    registered = f"{ensemble.name}-surrogate"
+    if not client.search_registered_models(f"name = '{registered}'"):
+        client.create_registered_model(registered)
+    surrogate = client.create_model_version(
+        registered,
+        f"models:/{model.model_id}",
+        run.info.run_id,
+        model_id=model.model_id,
+        tags={"governance.surrogate_of": f"models:/{ensemble.name}/{ensemble.version}"},
+    )
+    if link:
+        client.set_model_version_tag(
+            ensemble.name,
+            ensemble.version,
+            "governance.surrogate",
+            f"models:/{registered}/{surrogate.version}",
+        )
+    return surrogate
+
+
+def explained(experiment, tmp_path, name="credit-rf", **options) -> str:
+    """A new ensemble version of ``name`` with a linked, evidenced surrogate; its URI."""
+    ensemble = register_ensemble(experiment, name)
+    explain(experiment, ensemble, tmp_path, **options)
+    return f"models:/{ensemble.name}/{ensemble.version}"

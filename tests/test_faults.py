@@ -1,0 +1,296 @@
+"""Reuse, concurrency, interrupts, kills and unreachable servers leave the store consistent."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+from mlflow_store import register_rf
+
+from flavors.errors import ExplainError, GovernanceError
+from flavors.explain import explain_model_version
+from flavors.registry import SURROGATE_TAG, resolve_model_version
+
+pytest_plugins = ["mlflow_store"]
+ROOT = Path(__file__).resolve().parents[1]
+FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
+
+
+@pytest.fixture
+def registered(store, breast_cancer, monkeypatch):
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
+    X, y = breast_cancer
+    frame = X[FEATURES].iloc[:120].assign(label=y.iloc[:120].to_numpy())
+    frame.to_csv("data.csv", index=False)
+    register_rf(frame, FEATURES, "credit-rf", n_estimators=5)
+    return store
+
+
+def _link():
+    return MlflowClient().get_model_version("credit-rf", "1").tags[SURROGATE_TAG]
+
+
+def _versions(name="credit-rf-surrogate"):
+    return sorted(int(v.version) for v in MlflowClient().search_model_versions(f"name = '{name}'"))
+
+
+def _explain_runs(experiment_id):
+    return MlflowClient().search_runs(
+        [experiment_id], "tags.`governance.ensemble_uri` = 'models:/credit-rf/1'"
+    )
+
+
+def _live_models(experiment_id):
+    return MlflowClient().search_logged_models(experiment_ids=[experiment_id])
+
+
+def test_reuse_moves_the_link_to_the_reused_version(registered):
+    first = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+    other = explain_model_version(
+        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, alpha=0.7
+    )
+    assert (first.version, other.version) == ("1", "2")
+    assert _link() == "models:/credit-rf-surrogate/2"
+    again = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+    assert again.reused and again.surrogate_uri == "models:/credit-rf-surrogate/1"
+    assert _link() == "models:/credit-rf-surrogate/1"
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"alpha": float("nan")}, "'alpha' parameter"),
+        ({"time_limit": -1.0}, "'time_limit' parameter"),
+        ({"depth": 0}, "'depth' parameter"),
+        ({"depth": 9}, "depth must be at most 8"),
+        ({"max_rows": 1}, "'max_rows' parameter"),
+        ({"registered_name": "a/b"}, "contains '/'"),
+        ({"registered_name": 'it\'s "x"'}, "both ' and"),
+        ({"test_size": 1.5}, "test_size must be in"),
+    ],
+)
+def test_parameters_and_names_are_checked_before_any_work(store, option, message):
+    with pytest.raises(ExplainError, match=message):
+        explain_model_version("models:/nowhere/1", "missing.csv", **option)
+    assert MlflowClient().search_runs([store]) == []
+
+
+def _silent_server():
+    """A socket that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    return server
+
+
+def test_unreachable_server_is_named_not_a_missing_model(monkeypatch):
+    server = _silent_server()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    try:
+        for port in (server.getsockname()[1], closed_port):
+            uri = f"http://127.0.0.1:{port}"
+            monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+            monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+            with pytest.raises(GovernanceError, match="unreachable"):
+                explain_model_version("models:/credit-rf/1", "data.csv")
+            with pytest.raises(GovernanceError, match="unreachable") as info:
+                resolve_model_version(MlflowClient(), "models:/credit-rf/1")
+            assert "not found" not in str(info.value)
+    finally:
+        server.close()
+
+
+def test_failed_registration_leaves_a_failed_run_and_no_logged_model(registered, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("registry refused")
+
+    monkeypatch.setattr(mlflow, "register_model", refuse)
+    with pytest.raises(RuntimeError, match="refused"):
+        explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+    (run,) = _explain_runs(registered)
+    assert run.info.status == "FAILED"
+    assert [m for m in _live_models(registered) if m.source_run_id == run.info.run_id] == []
+    assert _versions() == []
+
+
+CHILD = """
+import json, os, sys, time
+from pathlib import Path
+import flavors.explain as explain
+
+barrier = Path(sys.argv[1])
+original = explain.register_surrogate
+
+def register_together(*args, **kwargs):
+    (barrier / str(os.getpid())).touch()
+    deadline = time.time() + 120
+    while len(list(barrier.iterdir())) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    return original(*args, **kwargs)
+
+explain.register_surrogate = register_together
+result = explain.explain_model_version(
+    "models:/credit-rf/1", "data.csv", target="label", time_limit=2
+)
+print(json.dumps({"version": result.version, "reused": result.reused}))
+"""
+
+
+def _child_env(store):
+    env = {**os.environ, "MLFLOW_EXPERIMENT_ID": store, "PYTHONPATH": str(ROOT)}
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    return env
+
+
+@pytest.mark.slow
+def test_two_concurrent_explains_register_one_version(registered, tmp_path):
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(barrier)],
+            env=_child_env(registered),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outcomes = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    assert len(list(barrier.iterdir())) == 2  # both passed the reuse check before registering
+    assert sorted(o["reused"] for o in outcomes) == [False, True]
+    assert {o["version"] for o in outcomes} == {"1"}
+    assert _versions() == [1]
+    assert _link() == "models:/credit-rf-surrogate/1"
+    runs = _explain_runs(registered)
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
+    assert len(_live_models(registered)) == 2  # the ensemble's and the winner's surrogate
+
+
+def _start_cli_explain(store, tmp_path):
+    """``govern explain`` on a problem that keeps the solver busy for its time limit."""
+    script = "import sys; from cli.app import main; sys.argv = ['govern'] + sys.argv[1:]; main()"
+    args = [
+        "explain",
+        "--model-uri",
+        "models:/credit-rf/1",
+        "--data",
+        "data.csv",
+        "--target",
+        "label",
+        "--depth",
+        "3",
+        "--time-limit",
+        "120",
+    ]
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        env=_child_env(store),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    prefix = f"explain-{child.pid}-"
+    while time.time() < deadline:  # the VITE figures are written just before the solve
+        folders = list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+        if folders and (folders[0] / "figures").is_dir():
+            time.sleep(2)
+            return child, prefix
+        assert child.poll() is None, child.communicate()
+        time.sleep(0.1)
+    child.kill()
+    pytest.fail("explain never reached the solve")
+
+
+@pytest.fixture
+def big_registered(store, monkeypatch):
+    """Noisy synthetic data (2000 x 20) and a depth-4 forest: a depth-3 solve that
+    keeps HiGHS busy for several seconds."""
+    import pandas as pd
+    from mlflow_store import register_sklearn
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
+    X, y = make_classification(2000, 20, n_informative=12, flip_y=0.2, random_state=0)
+    X = pd.DataFrame(X, columns=[f"f{i}" for i in range(20)])
+    X.assign(label=y).to_csv("data.csv", index=False)
+    model = make_pipeline(MinMaxScaler(), RandomForestClassifier(30, max_depth=4, random_state=0))
+    register_sklearn(model.fit(X, y), "credit-rf", pip_requirements=["scikit-learn"])
+    return store
+
+
+@pytest.mark.slow
+def test_sigint_mid_solve_ends_the_run_killed_and_cleans_up(big_registered, tmp_path):
+    child, prefix = _start_cli_explain(big_registered, tmp_path)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGINT, err
+    assert "ended as KILLED" in err and "Traceback" not in err
+    (run,) = _explain_runs(big_registered)
+    assert run.info.status == "KILLED"
+    assert not list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+    assert _versions() == []
+    assert [m for m in _live_models(big_registered) if m.source_run_id == run.info.run_id] == []
+
+
+@pytest.mark.slow
+def test_after_sigkill_the_next_explain_recovers(big_registered, tmp_path):
+    child, prefix = _start_cli_explain(big_registered, tmp_path)
+    child.kill()
+    child.communicate(timeout=60)
+    (killed,) = _explain_runs(big_registered)
+    assert killed.info.status == "RUNNING"
+    assert list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+
+    result = explain_model_version(
+        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, depth=1
+    )
+    assert result.recovered_runs == [killed.info.run_id]
+    assert MlflowClient().get_run(killed.info.run_id).info.status == "KILLED"
+    assert not list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+    assert _versions() == [1]
+
+
+def test_locked_store_gives_one_clear_message(registered, tmp_path):
+    import sqlite3
+
+    import typer
+    from typer.testing import CliRunner
+
+    from cli.explain import register
+
+    app = typer.Typer()
+    register(app)
+    lock = sqlite3.connect(tmp_path / "mlflow.db")
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        result = CliRunner().invoke(
+            app, ["explain", "--model-uri", "models:/credit-rf/1", "--data", "data.csv"]
+        )
+    finally:
+        lock.rollback()
+        lock.close()
+    assert result.exit_code == 2
+    assert "is locked by another process" in result.output
+    assert "Traceback" not in result.output and result.output.count("error:") == 1
