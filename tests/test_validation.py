@@ -262,7 +262,7 @@ def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
     assert drift.exit_code == 1 and "column 'debt'" in drift.output
     assert run("--data", str(tmp_path / "drift.csv"), "--mostly", "0.2").exit_code == 0
     missing = run("--data", str(tmp_path / "nope.csv"))
-    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert missing.exit_code == 2 and "no such file" in missing.output
     bad_uri = runner.invoke(
         app, ["validate", "--model-uri", "models:/nope/1", "--data", str(tmp_path / "clean.csv")]
     )
