@@ -373,7 +373,7 @@ def _explain_in_run(
             n_train=len(data.train),
             n_test=len(data.test),
             metrics=stages.evaluate(request, ensemble, surrogate, X_train, X_test, data),
-            rules=surrogate.rules(),
+            rules=surrogate.rules(request.class_names),
             search=search,
         )
 

@@ -271,13 +271,19 @@ def describe_surrogate(model_uri: str, client: MlflowClient | None = None) -> di
         if miret_flavor.FLAVOR_NAME not in mlmodel.flavors:
             raise ExplainError(f"{uri} is not a surrogate (flavors: {sorted(mlmodel.flavors)})")
         surrogate, scaler, _ = miret_flavor.read_model_dir(local)
+        parameters = miret_flavor.read_evidence(local)["provenance"].get("parameters") or {}
     tree = getattr(surrogate, "tree_", surrogate)
+    class_names = str(parameters.get("class_names") or "").split(",") if parameters else None
+    if hasattr(surrogate, "leaf_counts_"):  # a fitted MiretSurrogate: the pruned tree
+        rules = surrogate.rules(class_names if class_names and class_names[0] else None)
+    else:
+        rules = tree.rules(scaler=scaler)
     metrics, model_id = {}, model_id_of(version)
     if model_id:
         metrics = {m.key: m.value for m in client.get_logged_model(model_id).metrics or []}
     return {
         "uri": uri,
-        "rules": tree.rules(scaler=scaler),
+        "rules": rules,
         "metrics": metrics,
         "tags": dict(version.tags),
         "solve": (mlmodel.metadata or {}).get("solve", {}),

@@ -225,6 +225,7 @@ class ExplainRequest:
             "time_limit": self.time_limit,
             "seed": self.seed,
             "registered_name": self.registered_name,
+            "class_names": ",".join(self.class_names or ()),
             "explain_digest": self.digest,
             **hyperparameters,
             **(self.search.params() if self.search is not None else {}),

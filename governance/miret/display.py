@@ -306,12 +306,8 @@ def display_tree(tree, X, labels, *, scaler=None, class_names=None, feature_name
     labels : array-like of shape (n,)
         Labels in ``tree.classes`` (the ensemble's labels, or the ground truth), for
         the purity of the leaves.
-    scaler : fitted MinMaxScaler, optional
-        Conditions are written in raw units when given.
-    class_names : sequence of two str, optional
-        Names of ``tree.classes`` (default: the class values as text).
-    feature_names : sequence of str, optional
-        Default: the tree's feature names.
+    scaler, class_names, feature_names
+        As in :func:`display_from_counts`.
 
     Returns
     -------
@@ -321,40 +317,67 @@ def display_tree(tree, X, labels, *, scaler=None, class_names=None, feature_name
     labels = np.asarray(labels)
     if X.ndim != 2 or X.shape[0] == 0 or labels.shape != (X.shape[0],):
         raise ValueError("give at least one sample and one label per sample")
+    leaves = tree.apply(X) - tree.n_branch_nodes
+    counts = np.zeros((tree.n_leaves, 2), dtype=np.int64)
+    np.add.at(counts, (leaves, (labels == np.asarray(tree.classes)[1]).astype(np.int64)), 1)
+    return display_from_counts(
+        tree, counts, scaler=scaler, class_names=class_names, feature_names=feature_names
+    )
+
+
+def display_from_counts(
+    tree, leaf_counts, *, scaler=None, class_names=None, feature_names=None
+) -> DisplayTree:
+    """The pruned display tree of ``tree`` from its samples' counts per leaf.
+
+    A branch node is shown only when samples reach both of its sides; otherwise it is
+    collapsed into the side its samples take.
+
+    Parameters
+    ----------
+    tree : governance.miret.tree.SurrogateTree
+    leaf_counts : array-like of shape (2**D, 2)
+        Samples per leaf (leaf ``2^D - 1 + i`` is row ``i``) labelled ``classes[0]``
+        and ``classes[1]``, e.g. a fitted surrogate's ``leaf_counts_``.
+    scaler : fitted MinMaxScaler, optional
+        Conditions are written in raw units when given.
+    class_names : sequence of two str, optional
+        Names of ``tree.classes`` (default: the class values as text).
+    feature_names : sequence of str, optional
+        Default: the tree's feature names.
+    """
+    leaf_counts = np.asarray(leaf_counts, dtype=np.int64)
+    if leaf_counts.shape != (tree.n_leaves, 2) or leaf_counts.sum() == 0:
+        raise ValueError(f"leaf_counts must have shape ({tree.n_leaves}, 2) and count a sample")
     names = _class_names(tree, class_names)
-    classes = np.asarray(tree.classes)
-    sides = np.asarray(tree.branch_sides(X))
     splits = split_table(tree, feature_names, scaler)
     n_branch = tree.n_branch_nodes
-    n = X.shape[0]
+    reached = np.zeros(n_branch + tree.n_leaves, dtype=np.int64)
+    reached[n_branch:] = leaf_counts.sum(axis=1)
+    for t in range(n_branch - 1, -1, -1):  # one pass over the 2^D - 1 branch nodes
+        reached[t] = reached[2 * t + 1] + reached[2 * t + 2]
+    n = int(reached[0])
 
-    def build(t: int, reach: np.ndarray, depth: int) -> DisplayNode:
+    def build(t: int, depth: int) -> DisplayNode:
+        count = int(reached[t])
         if t >= n_branch:  # a leaf: odd positions predict classes[0], even classes[1]
             k = 0 if t % 2 == 1 else 1
-            count = int(reach.sum())
-            purity = float(np.mean(labels[reach] == classes[k])) if count else float("nan")
+            purity = leaf_counts[t - n_branch, k] / count if count else float("nan")
             return DisplayNode(t, depth, count, count / n, class_name=names[k], purity=purity)
-        left = reach & (sides[:, t] == 0)
-        right = reach & (sides[:, t] == 1)
-        split = splits[t]
-        if split["condition"] is None or not left.any() or not right.any():
-            if split["condition"] is None:
-                go_left = split["passes"] == "yes"
-            else:
-                go_left = bool(left.any())
-            return build(2 * t + 1 if go_left else 2 * t + 2, left if go_left else right, depth)
-        count = int(reach.sum())
+        left, right = reached[2 * t + 1], reached[2 * t + 2]
+        if splits[t]["condition"] is None or not left or not right:
+            return build(2 * t + 1 if left else 2 * t + 2, depth)
         return DisplayNode(
             t,
             depth,
             count,
             count / n,
-            condition=split["condition"],
-            yes=build(2 * t + 1, left, depth + 1),
-            no=build(2 * t + 2, right, depth + 1),
+            condition=splits[t]["condition"],
+            yes=build(2 * t + 1, depth + 1),
+            no=build(2 * t + 2, depth + 1),
         )
 
-    root = build(0, np.ones(n, dtype=bool), 0)
+    root = build(0, 0)
     effective = max(node.depth for node in root.walk() if node.is_leaf)
     return DisplayTree(root, int(tree.depth), int(effective), names, n)
 

@@ -291,10 +291,21 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         x = self._normalized(np.reshape(x, (1, -1)))[0]
         return self.tree_.decision_path(x)
 
-    def rules(self, feature_names=None) -> str:
-        """One line per branch node, in the fit's input units."""
+    def display(self, class_names=None):
+        """The pruned tree a reviewer reads (:mod:`governance.miret.display`), from the
+        fit sample's leaf counts, with conditions in the fit's input units."""
+        from governance.miret.display import display_from_counts
+
         check_is_fitted(self, "tree_")
-        return self.tree_.rules(feature_names=feature_names, scaler=self.input_scaler_)
+        return display_from_counts(
+            self.tree_, self.leaf_counts_, scaler=self.input_scaler_, class_names=class_names
+        )
+
+    def rules(self, class_names=None) -> str:
+        """One rule per leaf of :meth:`display`: ``if <conditions> then <class> (...)``."""
+        from governance.miret.display import rules_text
+
+        return rules_text(self.display(class_names))
 
     def score(self, X, y=None, sample_weight=None) -> float:
         """Fidelity: share of samples where the surrogate agrees with ``y`` (the
