@@ -317,7 +317,7 @@ def main(argv=None) -> None:
     parser.add_argument("--widths", nargs="+", type=int, default=[1400, 870])
     parser.add_argument("--height", type=int, default=1100)
     parser.add_argument(
-        "--viewer-pages", type=int, default=4, help="screens of report.html in the viewer"
+        "--viewer-pages", type=int, default=8, help="screens of report.html in the viewer"
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for a page")
     parser.add_argument(
