@@ -10,6 +10,7 @@ artifact viewer leaves a report on a laptop):
 - ``report_in_viewer``: the surrogate's logged model, Artifacts tab, ``report.html``
   clicked, as MLflow shows it in its sandboxed viewer; then ``report_in_viewer_2``,
   ``_3``, ... further down the report (mouse-wheel scrolls over the viewer),
+- ``model_card_in_viewer`` (and ``_2``, ...): ``model_card.md`` in the same viewer,
 - ``report``: ``report.html`` opened directly in the browser (a local copy fetched from
   the logged model's artifact endpoint: MLflow sends artifacts as attachments),
 - ``tree``: the tree figure (PNG) from the same endpoint.
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import fcntl
 import json
 import os
 import shutil
@@ -49,6 +49,7 @@ from mlflow import MlflowClient
 from flavors.explain import SURROGATE_TAG
 
 REPORT = "report.html"
+MODEL_CARD = "model_card.md"
 TREE_FIGURES = ("figures/surrogate_tree.png", "surrogate_tree.png")
 
 # Runs in the page: closes MLflow's Assistant side panel when it is open (its header reads
@@ -75,13 +76,17 @@ CLICK_ARTIFACT = """(() => {
   return true;
 })()"""
 
-# Runs in the page: the centre of the largest iframe (MLflow's artifact viewer).
-VIEWER_CENTRE = """(() => {
-  const frames = [...document.querySelectorAll('iframe')]
-    .map(f => f.getBoundingClientRect()).filter(r => r.width > 100 && r.height > 100);
-  if (!frames.length) return null;
-  const r = frames.sort((a, b) => b.width * b.height - a.width * a.height)[0];
-  return [r.left + r.width / 2, r.top + r.height / 2, r.height];
+# Runs in the page: [x, y, height] of the preview pane of the file %s: its iframe for
+# HTML (null until it exists), the area right of the artifact tree otherwise.
+VIEWER = """(() => {
+  const frame = [...document.querySelectorAll('iframe')]
+    .map(f => f.getBoundingClientRect()).find(r => r.width > 100 && r.height > 100);
+  const tree = document.querySelector('[data-testid="artifact-tree-node"]');
+  if (!tree || (%s.endsWith('.html') && !frame)) return null;
+  const left = tree.getBoundingClientRect().right;
+  const box = frame || {left: left, width: window.innerWidth - left, top: 200,
+                        height: window.innerHeight - 200};
+  return [box.left + box.width / 2, box.top + box.height / 2, box.height];
 })()"""
 
 
@@ -155,16 +160,11 @@ class Chromium:
     """
 
     def __init__(self, executable: str, width: int, height: int):
-        to_browser, self._commands = os.pipe()
-        self._answers, from_browser = os.pipe()
-
-        def onto_fds_3_and_4():  # in the child: the protocol's fixed descriptors
-            # Copied above 10 first, so that neither lands on the other's target.
-            inbound = fcntl.fcntl(to_browser, fcntl.F_DUPFD, 10)
-            outbound = fcntl.fcntl(from_browser, fcntl.F_DUPFD, 10)
-            os.dup2(inbound, 3)
-            os.dup2(outbound, 4)
-
+        # The protocol's descriptors are fixed: Chromium reads fd 3 and writes fd 4. The
+        # pipes are handed over as stdin and stdout, and a shell moves them onto 3 and 4.
+        inbound, self._commands = os.pipe()
+        self._answers, outbound = os.pipe()
+        onto_3_and_4 = 'exec "$@" 3<&0 4>&1 0</dev/null 1>/dev/null'
         self._profile = tempfile.TemporaryDirectory(prefix="chromium-")
         command = [
             executable,
@@ -182,15 +182,14 @@ class Chromium:
             "about:blank",
         ]
         self._process = subprocess.Popen(
-            command,
-            close_fds=False,
-            preexec_fn=onto_fds_3_and_4,
-            stdout=subprocess.DEVNULL,
+            ["/bin/sh", "-c", onto_3_and_4, "sh", *command],
+            stdin=inbound,
+            stdout=outbound,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        os.close(to_browser)
-        os.close(from_browser)
+        os.close(inbound)
+        os.close(outbound)
         self._buffer = b""
         self._next_id = 0
         self._session = None
@@ -289,18 +288,20 @@ def capture_width(browser, base, pages, args, width) -> list[Path]:
         settle(browser, args.settle)
         shoot(name)
 
-    browser.open(pages["artifacts"], "document.body.innerText.includes('MLmodel')", args.timeout)
-    settle(browser, args.settle)
-    browser.wait_for(
-        CLICK_ARTIFACT % json.dumps(REPORT), args.timeout, f"no {REPORT} in the artifact tree"
-    )
-    x, y, height = browser.wait_for(VIEWER_CENTRE, args.timeout, f"no viewer for {REPORT}")
-    settle(browser, args.settle)
-    shoot("report_in_viewer")
-    for part in range(2, args.viewer_pages + 1):
-        browser.wheel(x, y, 0.9 * height)
-        time.sleep(0.5)
-        shoot(f"report_in_viewer_{part}")
+    for name, file in (("report_in_viewer", REPORT), ("model_card_in_viewer", MODEL_CARD)):
+        browser.open(
+            pages["artifacts"], "document.body.innerText.includes('MLmodel')", args.timeout
+        )
+        settle(browser, args.settle)
+        quoted = json.dumps(file)
+        browser.wait_for(CLICK_ARTIFACT % quoted, args.timeout, f"no {file} in the artifact tree")
+        x, y, height = browser.wait_for(VIEWER % quoted, args.timeout, f"no viewer for {file}")
+        settle(browser, args.settle)
+        shoot(name)
+        for part in range(2, args.viewer_pages + 1):
+            browser.wheel(x, y, 0.9 * height)
+            time.sleep(0.5)
+            shoot(f"{name}_{part}")
 
     for name in ("report", "tree"):
         browser.open(pages[name], "document.readyState === 'complete'", args.timeout)
