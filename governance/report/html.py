@@ -211,8 +211,10 @@ def inline_svg(path, shrink: bool = False) -> Markup:
     if width:
         pixels = float(width.group(1)) * 4 / 3
         low, high = (round(pixels * scale) for scale in SVG_SCALE)
-        style = f' style="max-width:{high}px"' if shrink else (
-            f' style="min-width:{low}px;max-width:{high}px"'
+        style = (
+            f' style="max-width:{high}px"'
+            if shrink
+            else (f' style="min-width:{low}px;max-width:{high}px"')
         )
         text = text.replace("<svg", f"<svg{style}", 1)
     return Markup(text)
