@@ -2,16 +2,22 @@
 
 Starts ``mlflow ui`` on the given store (the venv's ``mlflow``, a free localhost port),
 follows the ensemble version's link to its surrogate (tag ``governance.surrogate``) and
-captures, at each width (default 1400 px for a desktop and 870 px for MLflow's artifact
-viewer):
+captures, at each width (default 1400 px for a desktop and 870 px, about what MLflow's
+artifact viewer leaves a report on a laptop):
 
-- ``ensemble_version``: the ensemble version page,
+- ``ensemble_version``: the ensemble version page (description first),
 - ``surrogate_version``: the surrogate version page,
-- ``artifacts``: the surrogate's logged-model artifact tab of the UI,
-- ``report``: the surrogate's ``report.html`` as MLflow serves it (fetched from the
-  logged-model artifact endpoint, rendered from a local copy: MLflow sends artifacts as
-  attachments, which a browser downloads instead of showing),
+- ``report_in_viewer``: the surrogate's logged model, Artifacts tab, ``report.html``
+  clicked, as MLflow shows it in its sandboxed viewer; then ``report_in_viewer_2``,
+  ``_3``, ... further down the report (mouse-wheel scrolls over the viewer),
+- ``model_card_in_viewer`` (and ``_2``, ...): ``model_card.md`` in the same viewer,
+- ``report``: ``report.html`` opened directly in the browser (a local copy fetched from
+  the logged model's artifact endpoint: MLflow sends artifacts as attachments),
 - ``tree``: the tree figure (PNG) from the same endpoint.
+
+MLflow's "Assistant" side panel is closed when it is open, so the page shows the
+content. Chromium is driven through its DevTools protocol over ``--remote-debugging-pipe``
+(the standard library only: no Selenium, no WebSocket package).
 
 Run after ``make demo`` (Chromium: ``apt-get install chromium``)::
 
@@ -23,6 +29,8 @@ PNG paths are printed, one per line.
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import shutil
 import signal
@@ -41,7 +49,45 @@ from mlflow import MlflowClient
 from flavors.explain import SURROGATE_TAG
 
 REPORT = "report.html"
+MODEL_CARD = "model_card.md"
 TREE_FIGURES = ("figures/surrogate_tree.png", "surrogate_tree.png")
+
+# Runs in the page: closes MLflow's Assistant side panel when it is open (its header reads
+# "MLflow Assistant"; the nearest enclosing block with a "Close" button is the panel).
+CLOSE_ASSISTANT = """(() => {
+  for (const button of document.querySelectorAll('button[aria-label="Close"]')) {
+    let block = button.parentElement;
+    for (let up = 0; block && up < 4; up++, block = block.parentElement) {
+      if (block.innerText.includes('MLflow Assistant')) {
+        button.click();
+        return true;
+      }
+    }
+  }
+  return false;
+})()"""
+
+# Runs in the page: clicks the artifact tree's entry of the file %s; true when found.
+CLICK_ARTIFACT = """(() => {
+  const node = document.querySelector(
+    '[data-testid="artifact-tree-node"][artifact-name=' + JSON.stringify(%s) + ']');
+  if (!node) return false;
+  node.firstElementChild.click();
+  return true;
+})()"""
+
+# Runs in the page: [x, y, height] of the preview pane of the file %s: its iframe for
+# HTML (null until it exists), the area right of the artifact tree otherwise.
+VIEWER = """(() => {
+  const frame = [...document.querySelectorAll('iframe')]
+    .map(f => f.getBoundingClientRect()).find(r => r.width > 100 && r.height > 100);
+  const tree = document.querySelector('[data-testid="artifact-tree-node"]');
+  if (!tree || (%s.endsWith('.html') && !frame)) return null;
+  const left = tree.getBoundingClientRect().right;
+  const box = frame || {left: left, width: window.innerWidth - left, top: 200,
+                        height: window.innerHeight - 200};
+  return [box.left + box.width / 2, box.top + box.height / 2, box.height];
+})()"""
 
 
 def free_port() -> int:
@@ -105,29 +151,162 @@ def fetch_artifact(base: str, model_id: str, paths: tuple[str, ...], folder: Pat
     raise SystemExit(f"logged model {model_id} has none of {', '.join(paths)}")
 
 
-def screenshot(chromium: str, url: str, png: Path, width: int, height: int, budget_ms: int):
-    """One headless Chromium capture of ``url`` into ``png``."""
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+class Chromium:
+    """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4).
+
+    Messages are JSON objects separated by a NUL byte. One page (tab) is attached in
+    flat session mode; :meth:`call` sends a command and returns its result, skipping the
+    events that arrive in between.
+    """
+
+    def __init__(self, executable: str, width: int, height: int):
+        # The protocol's descriptors are fixed: Chromium reads fd 3 and writes fd 4. The
+        # pipes are handed over as stdin and stdout, and a shell moves them onto 3 and 4.
+        inbound, self._commands = os.pipe()
+        self._answers, outbound = os.pipe()
+        onto_3_and_4 = 'exec "$@" 3<&0 4>&1 0</dev/null 1>/dev/null'
+        self._profile = tempfile.TemporaryDirectory(prefix="chromium-")
         command = [
-            chromium,
+            executable,
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
-            "--disable-quic",
             "--no-first-run",
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
             "--hide-scrollbars",
-            f"--user-data-dir={profile}",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={self._profile.name}",
             f"--window-size={width},{height}",
-            f"--screenshot={png}",
-            f"--virtual-time-budget={budget_ms}",
-            url,
+            "about:blank",
         ]
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0 or not png.exists():
-        raise SystemExit(f"chromium failed on {url}:\n{done.stderr[-2000:]}")
+        self._process = subprocess.Popen(
+            ["/bin/sh", "-c", onto_3_and_4, "sh", *command],
+            stdin=inbound,
+            stdout=outbound,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        os.close(inbound)
+        os.close(outbound)
+        self._buffer = b""
+        self._next_id = 0
+        self._session = None
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self._session = self.call("Target.attachToTarget", targetId=target, flatten=True)[
+            "sessionId"
+        ]
+        self.call("Page.enable")
+        self.resize(width, height)
+
+    def call(self, method: str, **params) -> dict:
+        """Send one command to the page (the browser before a page exists)."""
+        self._next_id += 1
+        message = {"id": self._next_id, "method": method, "params": params}
+        if self._session:
+            message["sessionId"] = self._session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buffer:
+                chunk = os.read(self._answers, 1 << 16)
+                if not chunk:
+                    raise SystemExit(f"chromium closed the DevTools pipe during {method}")
+                self._buffer += chunk
+            raw, self._buffer = self._buffer.split(b"\0", 1)
+            answer = json.loads(raw)
+            if answer.get("id") == self._next_id:
+                if "error" in answer:
+                    raise SystemExit(f"chromium refused {method}: {answer['error']}")
+                return answer.get("result", {})
+
+    def resize(self, width: int, height: int) -> None:
+        """Viewport of ``width`` x ``height`` CSS pixels at scale 1."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def evaluate(self, expression: str):
+        """The JSON value of a JavaScript expression in the page."""
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result.get("result", {}).get("value")
+
+    def open(self, url: str, ready: str, timeout: float) -> None:
+        """Navigate and wait until the JavaScript condition ``ready`` holds."""
+        self.call("Page.navigate", url=url)
+        self.wait_for(ready, timeout, f"{url} did not show ({ready})")
+
+    def wait_for(self, condition: str, timeout: float, failure: str):
+        """Poll a JavaScript expression until it is truthy; return its value."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.evaluate(condition)
+            if value:
+                return value
+            time.sleep(0.25)
+        raise SystemExit(f"{failure} within {timeout:g} s")
+
+    def wheel(self, x: float, y: float, delta_y: float) -> None:
+        """A mouse-wheel scroll at (x, y), e.g. over an iframe the page cannot script."""
+        self.call("Input.dispatchMouseEvent", type="mouseWheel", x=x, y=y, deltaX=0, deltaY=delta_y)
+
+    def screenshot(self, png: Path) -> Path:
+        """The viewport as a PNG file."""
+        png.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
+        return png
+
+    def close(self) -> None:
+        """Stop the browser and remove its profile."""
+        os.close(self._commands)
+        os.close(self._answers)
+        os.killpg(self._process.pid, signal.SIGTERM)
+        self._process.wait(timeout=30)
+        self._profile.cleanup()
+
+
+def settle(browser: Chromium, seconds: float) -> None:
+    """Let the single-page app finish rendering, then close the Assistant panel."""
+    time.sleep(seconds)
+    if browser.evaluate(CLOSE_ASSISTANT):
+        time.sleep(0.5)
+
+
+def capture_width(browser, base, pages, args, width) -> list[Path]:
+    """Every screenshot at one window width."""
+    browser.resize(width, args.height)
+    shots = []
+
+    def shoot(name: str) -> None:
+        shots.append(browser.screenshot((args.output / f"{name}_{width}.png").resolve()))
+
+    for name in ("ensemble_version", "surrogate_version"):
+        browser.open(pages[name], "document.body.innerText.includes('Version')", args.timeout)
+        settle(browser, args.settle)
+        shoot(name)
+
+    for name, file in (("report_in_viewer", REPORT), ("model_card_in_viewer", MODEL_CARD)):
+        browser.open(
+            pages["artifacts"], "document.body.innerText.includes('MLmodel')", args.timeout
+        )
+        settle(browser, args.settle)
+        quoted = json.dumps(file)
+        browser.wait_for(CLICK_ARTIFACT % quoted, args.timeout, f"no {file} in the artifact tree")
+        x, y, height = browser.wait_for(VIEWER % quoted, args.timeout, f"no viewer for {file}")
+        settle(browser, args.settle)
+        shoot(name)
+        for part in range(2, args.viewer_pages + 1):
+            browser.wheel(x, y, 0.9 * height)
+            time.sleep(0.5)
+            shoot(f"{name}_{part}")
+
+    for name in ("report", "tree"):
+        browser.open(pages[name], "document.readyState === 'complete'", args.timeout)
+        shoot(name)
+    return shots
 
 
 def main(argv=None) -> None:
@@ -139,7 +318,11 @@ def main(argv=None) -> None:
     parser.add_argument("--widths", nargs="+", type=int, default=[1400, 870])
     parser.add_argument("--height", type=int, default=1100)
     parser.add_argument(
-        "--budget-ms", type=int, default=15000, help="Chromium's virtual time for a page to settle"
+        "--viewer-pages", type=int, default=8, help="screens of report.html in the viewer"
+    )
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds for a page")
+    parser.add_argument(
+        "--settle", type=float, default=2.0, help="seconds for the UI to finish rendering"
     )
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     args = parser.parse_args(argv)
@@ -149,6 +332,7 @@ def main(argv=None) -> None:
     base = f"http://127.0.0.1:{port}"
     log = args.output / "mlflow-ui.log"
     server = start_ui(args.tracking_uri, port, log)
+    browser = None
     try:
         wait_until_up(base, server, log, timeout=120)
         client = MlflowClient(tracking_uri=base, registry_uri=base)
@@ -171,12 +355,13 @@ def main(argv=None) -> None:
             "report": report.resolve().as_uri(),
             "tree": tree.resolve().as_uri(),
         }
+        browser = Chromium(args.chromium, args.widths[0], args.height)
         for width in args.widths:
-            for page, url in pages.items():
-                png = (args.output / f"{page}_{width}.png").resolve()
-                screenshot(args.chromium, url, png, width, args.height, args.budget_ms)
+            for png in capture_width(browser, base, pages, args, width):
                 print(png, flush=True)
     finally:
+        if browser is not None:
+            browser.close()
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
 

@@ -225,3 +225,44 @@ def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
     assert root.startswith("&lt;script&gt;") is False and "<= 0.5" in root
     assert "malig\\|nant" in card and "malig|nant" in html
     assert 'viewBox="' in html and "width:100%" in html
+
+
+# --------------------------------------------------------------------------- report layout
+def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
+    import pandas as pd
+
+    from governance.report.html import vite_nodes
+
+    ranges = pd.DataFrame(
+        {
+            "position": [0, 0, 1, 1, 1, 3],
+            "feature": ["a", "b", "a", "b", "c", "a"],
+            "low": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+            "high": [0.1, 0.25, 0.35, 0.4, 0.5, 0.6],
+            "low_raw": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "high_raw": [1.0, 2.5, 3.5, 4.0, 5.0, 6.0],
+            "count": [3, 1, 1, 2, 1, 4],
+        }
+    )
+    nodes = vite_nodes(ranges, depth=2, max_rows=2)  # position 3 is on level 2: left out
+    assert [n["position"] for n in nodes] == [0, 1]
+    root, left = nodes
+    assert (root["parent"], root["trees"]) == (None, 4)
+    assert [(r["feature"], r["trees"], r["share"], r["thresholds"]) for r in root["rows"]] == [
+        ("a", 3, 0.75, "1"),
+        ("b", 1, 0.25, "[2, 2.5]"),
+    ]
+    assert (left["parent"], left["side"], left["level"]) == (0, "left", 1)
+    assert [(r["feature"], r["trees"]) for r in left["rows"]] == [
+        ("b", 2),
+        ("other (2 features)", 2),
+    ]
+
+
+def test_inlined_figure_keeps_its_text_readable(tmp_path):
+    from governance.report.html import inline_svg
+
+    svg = tmp_path / "f.svg"
+    svg.write_text('<?xml version="1.0"?>\n<svg width="300pt" height="10pt"><g/></svg>')
+    assert str(inline_svg(svg)).startswith('<svg style="min-width:320px;max-width:480px" width=')
+    assert str(inline_svg(svg, shrink=True)).startswith('<svg style="max-width:480px" width=')

@@ -28,9 +28,9 @@ MAX_LEVELS = 4
 """Levels of the representative tree drawn by default (8 nodes on the last one)."""
 
 _NAME_CHARS = 26
-_ROW_IN = 0.24  # height of one heatmap row, inches
+_ROW_IN = 0.26  # height of one heatmap row, inches
 _CELL_IN = 0.45  # width of a node's heatmap column, inches
-_CHAR_IN = 0.056  # mean width of one 7-point character, inches
+_CHAR_IN = 0.064  # mean width of one 8-point character, inches
 
 
 def format_percent(value: float) -> str:
@@ -89,7 +89,7 @@ def plot_level_frequency(frequency: pd.DataFrame, ax=None, title=None) -> Figure
     n_features, n_levels = frequency.shape
     if ax is None:
         longest = max((len(_short(str(n))) for n in frequency.index), default=0)
-        fig = Figure(figsize=(1.6 + 0.075 * longest + 0.9 * n_levels, 1.4 + 0.24 * n_features))
+        fig = Figure(figsize=(0.6 + 0.075 * longest + 0.5 * n_levels, 1.9 + 0.24 * n_features))
         ax = fig.add_subplot()
     values = frequency.to_numpy(dtype=float)
     image = ax.imshow(values, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto")
@@ -100,24 +100,27 @@ def plot_level_frequency(frequency: pd.DataFrame, ax=None, title=None) -> Figure
             format_percent(value),
             ha="center",
             va="center",
-            fontsize=8,
+            fontsize=9,
             color=_text_color(value),
         )
     ax.set_xticks(range(n_levels), [f"level {d}" for d in frequency.columns], fontsize=9)
-    ax.set_yticks(range(n_features), [_short(str(n)) for n in frequency.index], fontsize=8)
+    ax.set_yticks(range(n_features), [_short(str(n)) for n in frequency.index], fontsize=9)
     ax.xaxis.tick_top()
     ax.set_xticks(np.arange(-0.5, n_levels), minor=True)
     ax.set_yticks(np.arange(-0.5, n_features), minor=True)
     ax.grid(which="minor", color="white", linewidth=1)
     ax.tick_params(which="minor", length=0)
     ax.set_title(
-        title or "VITE level frequency: share of the splits at each level", fontsize=10, pad=24
+        title or "VITE level frequency\nshare of the splits at each level", fontsize=10, pad=24
     )
+    # Below the table, so that the figure stays narrow enough for a phone-width page.
     ax.figure.colorbar(
         image,
         ax=ax,
-        fraction=0.05,
-        pad=0.03,
+        orientation="horizontal",
+        fraction=0.6 / ax.figure.get_figheight(),
+        pad=0.02,
+        aspect=30,
         label="share of splits",
         format=lambda v, _: f"{100 * v:.0f}%",
     )
@@ -245,7 +248,7 @@ def _draw_node(ax, position: int, rows: list, n_splits: int, n_trees: int | None
             0.5,
             0.5,
             "no split (a leaf in every tree)",
-            fontsize=7,
+            fontsize=8,
             va="center",
             ha="left",
             transform=ax.transAxes,
@@ -260,9 +263,9 @@ def _draw_node(ax, position: int, rows: list, n_splits: int, n_trees: int | None
     ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
     for i, (_, value) in enumerate(rows):
         color = "black" if np.isnan(values[i, 0]) else _text_color(value)
-        ax.text(0, i, format_percent(value), ha="center", va="center", fontsize=7, color=color)
+        ax.text(0, i, format_percent(value), ha="center", va="center", fontsize=8, color=color)
     ax.yaxis.tick_right()
-    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8)
     ax.tick_params(length=0, pad=3)
 
 
@@ -296,7 +299,7 @@ def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]
     figures = {
         "level_frequency": plot_level_frequency(
             vite.level_frequency(ensemble, depth=depth),
-            title=f"VITE level frequency ({ensemble.n_trees} trees): share of the splits "
+            title=f"VITE level frequency ({ensemble.n_trees} trees)\nshare of the splits "
             "at each level",
         ),
         "vite_tree": plot_vite_tree(

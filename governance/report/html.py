@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from governance.miret.display import leaf_rules
+from governance.report.figures import MAX_ROWS, OTHER, format_interval
 
 METRIC_ROWS = (
     ("Fidelity to the ensemble", "fidelity"),
@@ -35,6 +36,9 @@ SOLVER_ROWS = (
     ("Solve time (s)", "solver.time_s"),
     ("Proved optimal", "solver.optimal"),
 )
+SHRINKING_FIGURES = {"vite_tree"}
+"""Figures drawn as wide as the page allows, however small their text gets: the page
+lists their numbers node by node (:func:`vite_nodes`)."""
 _SHOWN_AS = {
     "solver.gap": lambda v: f"{100 * v:.2f}%",
     "solver.optimal": lambda v: "yes" if v == 1 else "no",
@@ -185,14 +189,34 @@ def format_number(value, digits: int = 4) -> str:
 
 _XML_PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
+_SVG_WIDTH = re.compile(r'\s*<svg\b[^>]*?\swidth="([0-9.]+)pt"')
+SVG_SCALE = (0.8, 1.2)
+"""Narrowest and widest an inlined figure is drawn, relative to its own size: text never
+shrinks below 80% of its point size (a narrow page scrolls the figure sideways instead)
+nor grows beyond 120% on a wide one."""
 
 
-def inline_svg(path) -> Markup:
-    """An SVG file as markup to embed in HTML (prolog, doctype and metadata removed)."""
+def inline_svg(path, shrink: bool = False) -> Markup:
+    """An SVG file as markup to embed in HTML (prolog, doctype and metadata removed).
+
+    A matplotlib SVG (width in points) gets a ``style`` that lets it follow the page's
+    width within :data:`SVG_SCALE` of its own size; with ``shrink`` it may get as narrow
+    as the page (for an overview whose numbers the page also gives as text).
+    """
     text = Path(path).read_text(encoding="utf-8")
     text = _METADATA.sub("", _XML_PROLOG.sub("", text, count=1))
     if "<script" in text.lower():
         raise ValueError(f"{path} contains a script; refusing to inline it")
+    width = _SVG_WIDTH.match(text)
+    if width:
+        pixels = float(width.group(1)) * 4 / 3
+        low, high = (round(pixels * scale) for scale in SVG_SCALE)
+        style = (
+            f' style="max-width:{high}px"'
+            if shrink
+            else (f' style="min-width:{low}px;max-width:{high}px"')
+        )
+        text = text.replace("<svg", f"<svg{style}", 1)
     return Markup(text)
 
 
@@ -231,10 +255,60 @@ def _template_values(context: ReportContext) -> dict:
         "solver_rows": _rows(context.metrics, SOLVER_ROWS),
         "range_rows": range_rows,
         "has_raw_ranges": bool(range_rows) and "low_raw" in range_rows[0],
+        "vite_nodes": [] if ranges is None else vite_nodes(ranges, context.depth),
         "rule_lines": [line for line in context.rules.splitlines() if line.strip()],
         "leaf_rules": leaf_rules(context.display) if context.display is not None else [],
         "baseline_rows": _baseline_rows(context),
     }
+
+
+def vite_nodes(ranges, depth: int, max_rows: int = MAX_ROWS) -> list[dict]:
+    """The VITE representative tree as text: per branch position of the first ``depth``
+    levels, the features the trees split on there, most used first.
+
+    Each node is a dict with ``position``, ``level``, ``parent`` and ``side`` (``"left"``
+    for the ``<=`` branch), ``trees`` (splits at the node) and ``rows`` of ``feature``,
+    ``trees``, ``share`` and ``thresholds`` (``[l, u]`` in raw units when ``ranges`` has
+    them); beyond ``max_rows`` the least used features are summed into one row.
+    """
+    raw = "low_raw" in ranges.columns
+    low, high = ("low_raw", "high_raw") if raw else ("low", "high")
+    shown = ranges[ranges.position < 2**depth - 1]
+    nodes = []
+    for position, group in shown.groupby("position", sort=True):
+        group = group.sort_values("count", ascending=False, kind="stable")
+        total = int(group["count"].sum())
+        rows = [
+            {
+                "feature": str(row.feature),
+                "trees": int(row.count),
+                "share": row.count / total,
+                "thresholds": format_interval(getattr(row, low), getattr(row, high)),
+            }
+            for row in group.itertuples(index=False)
+        ]
+        if len(rows) > max_rows:
+            tail = rows[max_rows - 1 :]
+            rows = rows[: max_rows - 1] + [
+                {
+                    "feature": f"{OTHER} ({len(tail)} features)",
+                    "trees": sum(r["trees"] for r in tail),
+                    "share": sum(r["share"] for r in tail),
+                    "thresholds": "",
+                }
+            ]
+        position = int(position)
+        nodes.append(
+            {
+                "position": position,
+                "level": int(math.log2(position + 1)),
+                "parent": (position - 1) // 2 if position else None,
+                "side": "left" if position % 2 else "right",
+                "trees": total,
+                "rows": rows,
+            }
+        )
+    return nodes
 
 
 def _baseline_rows(context: ReportContext) -> list[dict]:
@@ -255,7 +329,11 @@ def render_report(context: ReportContext) -> str:
     """The self-contained HTML page (inline CSS and SVG, no script, no external link)."""
     values = _template_values(context)
     values["tree_svg"] = inline_svg(context.tree_svg) if context.tree_svg else None
-    values["figures"] = [(caption, inline_svg(path)) for caption, path in context.figures.items()]
+    values["figures"] = [
+        (caption, inline_svg(path, shrink=shrinks), shrinks)
+        for caption, path in context.figures.items()
+        for shrinks in [Path(path).stem in SHRINKING_FIGURES]
+    ]
     figure = context.search.get("figure")
     values["search_svg"] = inline_svg(figure) if figure else None
     return _environment().get_template("report.html.j2").render(**values)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-FONT_SIZE = 10.0
-_LEAF_IN = 1.9  # horizontal room per leaf, inches
-_LEVEL_IN = 1.35  # vertical room per level, inches
-_CHAR_IN = 0.075  # mean width of one 10-point character, inches
+FONT_SIZE = 9.5
+_LEAF_IN = 1.55  # horizontal room per leaf, inches
+_MIN_WIDTH_IN = 4.2  # the figure's narrowest width, inches (about 400 px)
+_LEVEL_IN = 1.25  # vertical room per level, inches
+_HEADER_IN = 0.75  # title and legend, inches
+_CHAR_IN = 0.072  # mean width of one 9.5-point character, inches
 
 
 def _layout(display) -> dict:
@@ -60,11 +62,11 @@ def draw_display_tree(display, label_source: str = "ensemble"):
 
     n_leaves = len(display.leaves())
     levels = display.effective_depth
-    width = max(7.0, _LEAF_IN * n_leaves)
-    height = _LEVEL_IN * (levels + 1) + 0.9
+    width = max(_MIN_WIDTH_IN, _LEAF_IN * n_leaves)
+    height = _LEVEL_IN * (levels + 1) + _HEADER_IN
     fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0.01, 0.02, 0.98, 0.98 - 0.9 / height))
-    ax.set_xlim(0, n_leaves)
+    ax = fig.add_axes((0.01, 0.02, 0.98, 0.98 - _HEADER_IN / height))
+    ax.set_xlim(-0.06, n_leaves + 0.06)
     ax.set_ylim(-levels - 0.5, 0.5)
     ax.axis("off")
     xy = _layout(display)
@@ -99,15 +101,16 @@ def draw_display_tree(display, label_source: str = "ensemble"):
             style = {"boxstyle": "round,pad=0.4", "fc": "#eef3fb", "ec": "#1f4e89", "lw": 1.5}
         _text(ax, x, y, text, ha="center", va="center", fontsize=FONT_SIZE, bbox=style, zorder=3)
     title = (
-        f"MIRET surrogate tree: effective depth {display.effective_depth} "
-        f"(MILP depth {display.depth}), {display.n_samples} training samples"
+        f"MIRET surrogate tree, effective depth {display.effective_depth} "
+        f"(MILP depth {display.depth})"
     )
-    fig.suptitle(title, fontsize=FONT_SIZE + 1, y=0.995, va="top")
+    fig.suptitle(title, fontsize=FONT_SIZE + 1, y=1 - 0.05 / height, va="top")
     _text(
         fig,
         0.5,
-        1 - 0.45 / height,
-        f"left edge 'yes' = the condition holds; purity by {label_source} labels",
+        1 - 0.3 / height,
+        f"{display.n_samples} training samples; 'yes': the condition holds;\n"
+        f"purity by {label_source} labels",
         ha="center",
         va="top",
         fontsize=FONT_SIZE - 1,
