@@ -73,7 +73,7 @@ def print_gates(outcome) -> None:
     console.print(
         f"{verdict} under policy {escape(outcome.policy)}, on the evidence stored in "
         f"{escape(outcome.surrogate_uri)} (digest {(evaluation.evidence_digest or '')[:16]}); "
-        f"recorded as tag governance.gate on {escape(outcome.ensemble_uri)}, in both versions' "
+        f"recorded as tag governance.last_gate on {escape(outcome.ensemble_uri)}, in both versions' "
         f"descriptions and in run {outcome.run_id} (experiment governance-gates, artifacts "
         "gate_report.json / .md)",
         highlight=False,

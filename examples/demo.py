@@ -174,7 +174,7 @@ def _promote(state: DemoState, alias: str, policy: str) -> None:
     state.promotions.append(f"{Path(policy).name}: {verdict} ({where})")
     print(f"{verdict}: {where}; recorded on {state.model_uri} as")
     for key in sorted(tags):
-        if key.startswith(("governance.gate.", f"governance.promotion.{alias}")):
+        if key.startswith(("governance.last_gate", f"governance.promotion.{alias}")):
             print(f"  {key} = {tags[key]}")
     print(f"  and in run {outcome.gate.run_id} of experiment governance-gates")
 

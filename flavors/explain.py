@@ -445,7 +445,7 @@ def _reused_result(client, ensemble_version, existing, request, started, recover
     )
 
 
-REVIEW_TAG_PREFIXES = ("governance.gate", "governance.promotion")
+REVIEW_TAG_PREFIXES = ("governance.last_gate", "governance.promotion")
 """Tags of the ensemble version that record gate evaluations and promotion decisions."""
 
 

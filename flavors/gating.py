@@ -21,7 +21,7 @@ verdicts must agree (tested at, above and below every threshold).
 Every evaluation is a run of the ``governance-gates`` experiment named with its result,
 policy and ensemble version (``PASS lenient v1a2b3c4d · wisconsin-rf v1``), tagged
 ``result`` (``PASS``/``FAIL``) and with the evidence digest, and holding
-``gate_report.json`` and ``gate_report.md``. On the ensemble version, ``governance.gate``
+``gate_report.json`` and ``gate_report.md``. On the ensemble version, ``governance.last_gate``
 is the last evaluation (what-if or not) and ``governance.promotion.<alias>`` the last
 promotion decision for that alias; both versions' descriptions are rewritten.
 """
@@ -293,7 +293,7 @@ def _describe(client: MlflowClient, gated: _Gated) -> None:
 def gate_model_version(model_uri: str, policy: Policy, client: MlflowClient | None = None):
     """Evaluate a policy on an ensemble version's linked surrogate, and record it.
 
-    A what-if evaluation: ``governance.gate`` and ``governance.gate.run`` are set on the
+    A what-if evaluation: ``governance.last_gate`` and ``governance.last_gate.run`` are set on the
     ensemble version and the descriptions are rewritten; no alias or promotion status
     changes.
 

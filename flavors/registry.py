@@ -7,8 +7,8 @@ module owns those names, reads and writes the links and the versions' Markdown
 descriptions (what a reviewer reads first), and builds registry filters safely.
 
 Tags are for machines and few (see docs/architecture.md): on the ensemble version
-``governance.surrogate``, ``governance.gate`` (``PASS``/``FAIL`` of the last gate
-evaluation), ``governance.gate.run``, and per alias ``governance.promotion.<alias>``
+``governance.surrogate``, ``governance.last_gate`` (``PASS``/``FAIL`` of the last gate
+evaluation), ``governance.last_gate.run``, and per alias ``governance.promotion.<alias>``
 (``promoted``/``refused``) with ``governance.promotion.<alias>.run``. Policy, time and
 evidence digest of a decision are on its gate run and in the description.
 """
@@ -38,8 +38,8 @@ EXPLAIN_DIGEST_TAG = "governance.explain_digest"
 ENSEMBLE_URI_TAG = "governance.ensemble_uri"
 DATA_DIGEST_TAG = "governance.data_digest"
 TRUST_PICKLE_TAG = "governance.trust_pickle"
-GATE_TAG = "governance.gate"
-GATE_RUN_TAG = "governance.gate.run"
+GATE_TAG = "governance.last_gate"
+GATE_RUN_TAG = "governance.last_gate.run"
 PROMOTION_TAG = "governance.promotion.{alias}"
 PROMOTION_RUN_TAG = "governance.promotion.{alias}.run"
 POLICY_RUN_TAG = "governance.policy"
@@ -345,7 +345,7 @@ def _status_rows(client: MlflowClient, ensemble_version) -> list[tuple[str, str]
         else:
             where = "alias not set here"
         rows.append(
-            (f"Promotion @{_md(alias)}", f"**{status}** by policy {_md(policy)}, {when} ({where})")
+            (f"Promotion `@{alias}`", f"**{status}** by policy {_md(policy)}, {when} ({where})")
         )
     gate = tags.get(GATE_TAG)
     if gate:
@@ -405,7 +405,7 @@ def version_descriptions(
         ("Input validation", "passed" if passed else "**failed**"),
         *_status_rows(client, ensemble_version),
     ]
-    table = "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
+    table = "\n".join(["| Evidence | Value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
     report = f"Report: {_report_location(client, surrogate_version)}."
     digest = evidence.get("digest") or canonical_digest(evidence)
     proof = f" Evidence digest `{digest[:16]}`."

@@ -25,7 +25,7 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
-RECORDED_TAG_PREFIXES = ("governance.gate", "governance.promotion.")
+RECORDED_TAG_PREFIXES = ("governance.last_gate", "governance.promotion.")
 """Tags a gate or promotion decision writes on the ensemble version by design."""
 
 
@@ -67,7 +67,7 @@ class StoreSnapshot:
         later : StoreSnapshot
         records : {"nothing", "runs", "gate"}
             ``runs``: new finished runs may appear (an explain run that recorded its
-            failed validation); ``gate``: also ``governance.gate*`` and
+            failed validation); ``gate``: also ``governance.last_gate*`` and
             ``governance.promotion.*`` tags on versions (a recorded gate decision).
             Versions, aliases, logged models and all other tags never change, and no
             run is ever left RUNNING.

@@ -107,7 +107,7 @@ def test_show_from_the_ensemble_follows_the_link(app, registered):
     result = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
     client = MlflowClient()
     client.set_registered_model_alias("credit-rf", "champion", "1")
-    client.set_model_version_tag("credit-rf", "1", "governance.gate.status", "passed")
+    client.set_model_version_tag("credit-rf", "1", "governance.last_gate.status", "passed")
     client.set_model_version_tag("credit-rf", "1", "governance.promotion.champion", "promoted")
     shown = CliRunner().invoke(
         app, ["show", "--model-uri", "models:/credit-rf@champion"], env={"COLUMNS": "200"}
@@ -116,14 +116,14 @@ def test_show_from_the_ensemble_follows_the_link(app, registered):
     out = shown.output
     assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/1" in out
     assert "aliases: @champion" in out
-    assert "governance.gate.status = passed" in out
+    assert "governance.last_gate.status = passed" in out
     assert "governance.promotion.champion = promoted" in out
     assert f"after {result.solve['wall_time']:.1f} s" in out and "solver stopped:" in out
     assert "MIRET vs the CART baseline" in out and "baseline_cart_test_fidelity" in out
     assert "solve_optimal" not in out and "solver.gap" in out
     from_surrogate = CliRunner().invoke(app, ["show", "--model-uri", result.surrogate_uri])
     assert from_surrogate.exit_code == 0
-    assert "governance.gate.status = passed" in from_surrogate.output
+    assert "governance.last_gate.status = passed" in from_surrogate.output
 
 
 def test_read_only_commands_never_create_a_store(tmp_path, monkeypatch):

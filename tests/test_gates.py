@@ -269,8 +269,8 @@ def test_gate_reads_stored_evidence_records_run_tags_and_descriptions(store, tmp
     tags = client.get_model_version("credit-rf", "1").tags
     assert tags == {
         "governance.surrogate": "models:/credit-rf-surrogate/1",
-        "governance.gate": "PASS",
-        "governance.gate.run": outcome.run_id,
+        "governance.last_gate": "PASS",
+        "governance.last_gate.run": outcome.run_id,
     }
     run = client.get_run(outcome.run_id)
     assert run.info.run_name == f"PASS all v{policy.digest[:8]} · credit-rf v1"
@@ -320,8 +320,8 @@ def test_failing_evidence_fails_even_with_good_logged_metrics(store, tmp_path):
         "test_fidelity = 0.8 does not meet >= 0.9"
     ]
     tags = client.get_model_version("credit-rf", "1").tags
-    assert tags["governance.gate"] == "FAIL"
-    run = client.get_run(tags["governance.gate.run"])
+    assert tags["governance.last_gate"] == "FAIL"
+    run = client.get_run(tags["governance.last_gate.run"])
     assert run.data.tags["result"] == "FAIL"
     assert run.info.run_name.startswith("FAIL default v")
 
@@ -363,7 +363,7 @@ def test_fake_surrogate_model_is_refused(store, tmp_path):
         " ".join(result.output.split())
     )
     assert "'sklearn'" in result.output
-    assert "governance.gate" not in client.get_model_version("credit-rf", "1").tags
+    assert "governance.last_gate" not in client.get_model_version("credit-rf", "1").tags
     assert mlflow.search_runs(experiment_names=[GATE_EXPERIMENT]).empty
 
 

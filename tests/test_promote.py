@@ -48,14 +48,14 @@ def test_refusal_leaves_previous_alias(store, tmp_path, monkeypatch):
     tags2 = client.get_model_version("credit-rf", "2").tags
     assert tags1["governance.promotion.champion"] == "promoted"
     assert tags2["governance.promotion.champion"] == "refused"
-    assert tags2["governance.gate"] == "FAIL"
-    assert tags2["governance.promotion.champion.run"] == tags2["governance.gate.run"]
+    assert tags2["governance.last_gate"] == "FAIL"
+    assert tags2["governance.promotion.champion.run"] == tags2["governance.last_gate.run"]
     gate_run = client.get_run(tags2["governance.promotion.champion.run"])
     assert gate_run.data.tags["governance.promotion.champion"] == "refused"
     assert gate_run.data.tags["governance.ensemble_uri"] == v2
     assert gate_run.data.tags["governance.policy"] == f"default v{load_policy(None).digest[:8]}"
     text = client.get_model_version("credit-rf", "2").description
-    assert "| Promotion @champion | **refused** by policy default v" in text
+    assert "| Promotion `@champion` | **refused** by policy default v" in text
     assert "(alias not set here) |" in text
 
 
@@ -77,14 +77,14 @@ def test_what_if_gate_never_shows_as_the_alias_status(store, tmp_path):
     assert version.aliases == ["champion"]
     assert version.tags == {
         "governance.surrogate": "models:/credit-rf-surrogate/1",
-        "governance.gate": "FAIL",
-        "governance.gate.run": refused_again.gate.run_id,
+        "governance.last_gate": "FAIL",
+        "governance.last_gate.run": refused_again.gate.run_id,
         "governance.promotion.champion": "promoted",
         "governance.promotion.champion.run": promoted.gate.run_id,
     }
     text = version.description
     assert (
-        f"| Promotion @champion | **promoted** by policy {lenient.label}, " in text
+        f"| Promotion `@champion` | **promoted** by policy {lenient.label}, " in text
         and "(holds the alias) |" in text
     )
     assert f"| Last gate evaluation | **FAIL** by policy {strict.label}, " in text
@@ -124,5 +124,5 @@ def test_invalid_alias_records_nothing(store, tmp_path):
             assert f"alias {alias!r} is not valid" in str(error)
         else:
             raise AssertionError(f"{alias} accepted")
-    assert "governance.gate" not in MlflowClient().get_model_version("credit-rf", "1").tags
+    assert "governance.last_gate" not in MlflowClient().get_model_version("credit-rf", "1").tags
     assert mlflow.search_runs(experiment_names=["governance-gates"]).empty

@@ -177,9 +177,9 @@ def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer
     assert str(version.version) == "1"
     # The refused re-promotion of the alias holder is a failed gate, not its alias status.
     assert version.tags["governance.promotion.champion"] == "promoted"
-    assert version.tags["governance.gate"] == "FAIL"
+    assert version.tags["governance.last_gate"] == "FAIL"
     assert version.tags["governance.surrogate"] == "models:/wisconsin-rf-surrogate/1"
-    run_id = version.tags["governance.gate.run"]
+    run_id = version.tags["governance.last_gate.run"]
     report = mlflow.artifacts.load_dict(f"runs:/{run_id}/gate_report.json")
     assert len(report["evidence_digest"]) == 64
     verdicts = {r["name"]: r["passed"] for r in report["results"]}

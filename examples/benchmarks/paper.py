@@ -110,7 +110,9 @@ def fit_miret(inst: Instance, hyper: dict, args) -> Surrogate:
     if args.mode == "search":
         from governance.miret import MiretSearchCV
 
-        search = MiretSearchCV(surrogate, search_time_limit=args.search_time_limit)
+        search = MiretSearchCV(
+            surrogate, search_time_limit=args.search_time_limit, n_jobs=args.n_jobs
+        )
         surrogate = search.fit(inst.X_train).best_estimator_
     else:
         surrogate.fit(inst.X_train)
@@ -372,6 +374,9 @@ def parse_args(argv=None):
         help="GOSDT's penalty per leaf (share of training samples)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--n-jobs", type=int, default=2, help="parallel candidate fits in search mode (joblib)"
+    )
     parser.add_argument(
         "--output",
         type=Path,
