@@ -199,9 +199,12 @@ def surrogate_metrics(
             metrics[f"{split}_accuracy_surrogate"] = correct_surrogate / X.shape[0]
             metrics[f"{split}_accuracy_ensemble"] = correct_ensemble / X.shape[0]
         sample = X[_proximity_sample(X.shape[0], int(proximity_rows), random_state)]
-        agreement, n_pairs = proximity_agreement(
-            proximity_pairs(ensemble, sample, proximity_threshold), tree.apply(to_tree(sample))
-        )
+        agreement, n_pairs = float("nan"), 0  # a threshold above 1 asks for no pairs
+        if proximity_threshold <= 1:
+            agreement, n_pairs = proximity_agreement(
+                proximity_pairs(ensemble, sample, proximity_threshold),
+                tree.apply(to_tree(sample)),
+            )
         metrics[f"{split}_proximity_pairs"] = float(n_pairs)
         metrics[f"{split}_proximity_rows"] = float(sample.shape[0])
         if split == "test" and n_pairs:

@@ -110,3 +110,10 @@ def test_peak_memory_is_at_least_a_large_array():
 
     block = np.ones(50 * 2**20 // 8)  # 50 MiB, touched
     assert peak_memory_bytes() >= block.nbytes
+
+
+def test_threshold_above_one_asks_for_no_proximity_pairs():
+    X = np.array([[0.2, 0.1], [0.8, 0.2], [0.9, 0.9], [0.1, 0.7]])
+    metrics = surrogate_metrics(_stump_forest(), _depth2_tree(), X, X, proximity_threshold=1.5)
+    assert metrics["train_proximity_pairs"] == metrics["test_proximity_pairs"] == 0
+    assert "test_proximity_agreement" not in metrics and metrics["train_fidelity"] == 0.75
