@@ -5,7 +5,7 @@ and the data as the run's inputs, validates the data, computes the VITE quantiti
 figures, solves the MIRET surrogate, logs it with the ``miret`` flavor (metrics attached
 to the logged model by ``model_id``), registers it as a version of ``<name>-surrogate``
 and links the two versions with tags. Registration comes last, so a failure leaves no
-version and no tag behind. The stages themselves live in :mod:`flavors.stages`.
+version and no tag behind. The stages themselves live in :mod:`flavors.stages` and :mod:`flavors.publish`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import mlflow
 from mlflow import MlflowClient
 
-from flavors import faults, stages
+from flavors import faults, publish, stages
 from flavors.errors import ExplainError
 from flavors.gate_evidence import checked_evidence
 from flavors.inputs import dataset, holdout, load_explainable_ensemble, read_data
@@ -365,7 +365,7 @@ def _explain_in_run(
             surrogate, search = fitted.best_estimator_, log_search(fitted, out)
 
         stages.notify(progress, "metrics")
-        evidence = stages.Evidence(
+        evidence = publish.Evidence(
             validation=validation,
             vite=vite,
             X_train=X_train,
@@ -378,10 +378,10 @@ def _explain_in_run(
         )
 
         stages.notify(progress, "report")
-        artifacts = stages.write_report(request, run_id, ensemble, surrogate, evidence, out)
+        artifacts = publish.write_report(request, run_id, ensemble, surrogate, evidence, out)
 
         stages.notify(progress, "log model")
-        info = stages.log_surrogate(
+        info = publish.log_surrogate(
             request, surrogate, ensemble, artifacts, data.train.head(5), evidence, datasets
         )
     return info, evidence, surrogate.solve_report_.to_dict()

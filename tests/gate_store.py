@@ -46,7 +46,7 @@ def register_ensemble(experiment, name="credit-rf") -> object:
 
 
 def provenance_of(ensemble, data_digest, metrics, success=True) -> dict:
-    """The provenance explain stores (``flavors.stages.evidence_record``'s keys)."""
+    """The provenance explain stores (``flavors.publish.evidence_record``'s keys)."""
     return {
         "ensemble_uri": f"models:/{ensemble.name}/{ensemble.version}",
         "ensemble_name": ensemble.name,
