@@ -34,6 +34,8 @@ from cli.common import (
 )
 from cli.tables import metrics_table
 
+SEARCH_PANEL = "Hyperparameter search"
+
 
 def _ui_hints(result) -> list[str]:
     import mlflow
@@ -138,6 +140,11 @@ def live_progress(time_limit: float):
         tracker.finish()
 
 
+def search_option(*flags: str, help: str, **options):
+    """A ``typer.Option`` of the hyperparameter-search help panel."""
+    return typer.Option(*flags, help=help, rich_help_panel=SEARCH_PANEL, **options)
+
+
 def explain(
     model_uri: Annotated[
         str,
@@ -223,66 +230,53 @@ def explain(
     ] = False,
     search: Annotated[
         bool,
-        typer.Option(
+        search_option(
             "--search/--no-search",
             help="Choose alpha, h and m by k-fold cross-validation over the paper's grid "
             "(fewest features within --tolerance of the best validation fidelity), each "
             "candidate logged as a child run.",
-            rich_help_panel="Hyperparameter search",
         ),
     ] = False,
     search_grid: Annotated[
         str,
-        typer.Option(
+        search_option(
             "--search-grid",
             help='Grid as JSON, e.g. \'{"alpha": [0.2, 0.5], "proximity_threshold": [0.9, 1]}\' '
             "(default: the paper's 60 candidates).",
-            rich_help_panel="Hyperparameter search",
         ),
     ] = "",
     search_time_limit: Annotated[
         float,
-        typer.Option(
-            "--search-time-limit",
-            help="Seconds for each candidate fit during the search.",
-            rich_help_panel="Hyperparameter search",
+        search_option(
+            "--search-time-limit", help="Seconds for each candidate fit during the search."
         ),
     ] = SEARCH_DEFAULTS["search_time_limit"],
     cv: Annotated[
         int,
-        typer.Option("--cv", help="Folds of the search.", rich_help_panel="Hyperparameter search"),
+        search_option("--cv", help="Folds of the search."),
     ] = SEARCH_DEFAULTS["cv"],
     tolerance: Annotated[
         float,
-        typer.Option(
-            "--tolerance",
-            help="Validation fidelity tolerance of the selection rule.",
-            rich_help_panel="Hyperparameter search",
-        ),
+        search_option("--tolerance", help="Validation fidelity tolerance of the selection rule."),
     ] = SEARCH_DEFAULTS["tolerance"],
     n_jobs: Annotated[
         int,
-        typer.Option(
-            "--n-jobs",
-            help="Parallel candidate fits (0: one; -1: every core or Ray CPU).",
-            rich_help_panel="Hyperparameter search",
+        search_option(
+            "--n-jobs", help="Parallel candidate fits (0: one; -1: every core or Ray CPU)."
         ),
     ] = 0,
     backend: Annotated[
         str,
-        typer.Option(
-            "--backend",
-            help="loky (this machine) or ray (a Ray cluster; needs the ray extra).",
-            rich_help_panel="Hyperparameter search",
+        search_option(
+            "--backend", help="loky (this machine) or ray (a Ray cluster; needs the ray extra)."
         ),
     ] = SEARCH_DEFAULTS["backend"],
     ray_address: Annotated[
         str,
-        typer.Option(
+        search_option(
             "--ray-address",
             envvar="RAY_ADDRESS",
             help="Ray cluster address (default RAY_ADDRESS, else a local Ray).",
-            rich_help_panel="Hyperparameter search",
         ),
     ] = "",
 ) -> None:
