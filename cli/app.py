@@ -2,7 +2,7 @@
 
 import typer
 
-from cli import explain, gates
+from cli import explain, gates, show
 from cli.common import configure_mlflow
 
 app = typer.Typer(
@@ -14,6 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 explain.register(app)
+show.register(app)
 gates.register(app)
 
 

@@ -1,4 +1,5 @@
-"""``govern explain`` and ``govern show``: thin commands over :mod:`flavors.explain`."""
+"""``govern explain``: a thin command over :func:`flavors.explain.explain_model_version`,
+with a live display of its stages."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from urllib.parse import quote
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from cli.common import (
     DEFAULTS,
@@ -32,51 +32,9 @@ from cli.common import (
     refusals,
     store_locked,
 )
+from cli.tables import metrics_table
 
-METRIC_ORDER = (
-    "test_fidelity",
-    "train_fidelity",
-    "n_features_used",
-    "baseline_cart_test_fidelity",
-    "test_proximity_agreement",
-    "baseline_cart_train_fidelity",
-    "baseline_cart_n_features",
-    "train_accuracy_surrogate",
-    "test_accuracy_surrogate",
-    "train_accuracy_ensemble",
-    "test_accuracy_ensemble",
-    "train_proximity_pairs",
-    "test_proximity_pairs",
-    "n_feature_uses",
-    "effective_depth",
-)
-"""Headline metrics first, then the details; the rest after them, ``solver.*`` last."""
-BASELINE_ROWS = (
-    ("test fidelity", "test_fidelity", "baseline_cart_test_fidelity"),
-    ("train fidelity", "train_fidelity", "baseline_cart_train_fidelity"),
-    ("features used", "n_features_used", "baseline_cart_n_features"),
-)
-
-
-def _number(value) -> str:
-    value = float(value)
-    if math.isnan(value):
-        return "-"
-    if value.is_integer():
-        return str(int(value))
-    return f"{value:.4g}"
-
-
-def metrics_table(metrics: dict, title: str = "Metrics") -> Table:
-    """A rich table of metrics in the contract's order (others after them)."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    rest = sorted(set(metrics) - set(METRIC_ORDER), key=lambda k: (k.startswith("solver."), k))
-    keys = [k for k in METRIC_ORDER if k in metrics] + rest
-    for key in keys:
-        table.add_row(escape(key), _number(metrics[key]))
-    return table
+SEARCH_PANEL = "Hyperparameter search"
 
 
 def _ui_hints(result) -> list[str]:
@@ -182,6 +140,11 @@ def live_progress(time_limit: float):
         tracker.finish()
 
 
+def search_option(*flags: str, help: str, **options):
+    """A ``typer.Option`` of the hyperparameter-search help panel."""
+    return typer.Option(*flags, help=help, rich_help_panel=SEARCH_PANEL, **options)
+
+
 def explain(
     model_uri: Annotated[
         str,
@@ -267,66 +230,53 @@ def explain(
     ] = False,
     search: Annotated[
         bool,
-        typer.Option(
+        search_option(
             "--search/--no-search",
             help="Choose alpha, h and m by k-fold cross-validation over the paper's grid "
             "(fewest features within --tolerance of the best validation fidelity), each "
             "candidate logged as a child run.",
-            rich_help_panel="Hyperparameter search",
         ),
     ] = False,
     search_grid: Annotated[
         str,
-        typer.Option(
+        search_option(
             "--search-grid",
             help='Grid as JSON, e.g. \'{"alpha": [0.2, 0.5], "proximity_threshold": [0.9, 1]}\' '
             "(default: the paper's 60 candidates).",
-            rich_help_panel="Hyperparameter search",
         ),
     ] = "",
     search_time_limit: Annotated[
         float,
-        typer.Option(
-            "--search-time-limit",
-            help="Seconds for each candidate fit during the search.",
-            rich_help_panel="Hyperparameter search",
+        search_option(
+            "--search-time-limit", help="Seconds for each candidate fit during the search."
         ),
     ] = SEARCH_DEFAULTS["search_time_limit"],
     cv: Annotated[
         int,
-        typer.Option("--cv", help="Folds of the search.", rich_help_panel="Hyperparameter search"),
+        search_option("--cv", help="Folds of the search."),
     ] = SEARCH_DEFAULTS["cv"],
     tolerance: Annotated[
         float,
-        typer.Option(
-            "--tolerance",
-            help="Validation fidelity tolerance of the selection rule.",
-            rich_help_panel="Hyperparameter search",
-        ),
+        search_option("--tolerance", help="Validation fidelity tolerance of the selection rule."),
     ] = SEARCH_DEFAULTS["tolerance"],
     n_jobs: Annotated[
         int,
-        typer.Option(
-            "--n-jobs",
-            help="Parallel candidate fits (0: one; -1: every core or Ray CPU).",
-            rich_help_panel="Hyperparameter search",
+        search_option(
+            "--n-jobs", help="Parallel candidate fits (0: one; -1: every core or Ray CPU)."
         ),
     ] = 0,
     backend: Annotated[
         str,
-        typer.Option(
-            "--backend",
-            help="loky (this machine) or ray (a Ray cluster; needs the ray extra).",
-            rich_help_panel="Hyperparameter search",
+        search_option(
+            "--backend", help="loky (this machine) or ray (a Ray cluster; needs the ray extra)."
         ),
     ] = SEARCH_DEFAULTS["backend"],
     ray_address: Annotated[
         str,
-        typer.Option(
+        search_option(
             "--ray-address",
             envvar="RAY_ADDRESS",
             help="Ray cluster address (default RAY_ADDRESS, else a local Ray).",
-            rich_help_panel="Hyperparameter search",
         ),
     ] = "",
 ) -> None:
@@ -418,69 +368,6 @@ def explain(
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def baseline_table(metrics: dict) -> Table | None:
-    """MIRET next to the depth-D CART tree fitted on the same ensemble labels."""
-    rows = [row for row in BASELINE_ROWS if row[1] in metrics and row[2] in metrics]
-    if not rows:
-        return None
-    table = Table(
-        title="MIRET vs the CART baseline (same labels, same depth)", title_justify="left"
-    )
-    for name, justify in (("", "left"), ("MIRET", "right"), ("CART", "right")):
-        table.add_column(name, justify=justify)
-    for label, ours, cart in rows:
-        table.add_row(label, _number(metrics[ours]), _number(metrics[cart]))
-    return table
-
-
-def show(
-    model_uri: Annotated[
-        str,
-        typer.Option(
-            "--model-uri",
-            help="An explained ensemble version (its linked surrogate is shown) or a "
-            "surrogate version: models:/<name>/<version>, models:/<name>@<alias>.",
-        ),
-    ],
-    tracking_uri: TrackingUri = None,
-) -> None:
-    """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
-    status of its ensemble. Read-only: never creates a store."""
-    from flavors.explain import describe_for_review
-    from governance.report.html import describe_stop
-
-    try:
-        connect(tracking_uri, fail_fast=False, read_only=True)
-        summary = describe_for_review(model_uri)
-    except Exception as exc:  # noqa: BLE001 - every failure is a clear exit 2
-        raise fail(exc) from None
-    ensemble = summary["ensemble"]
-    plain = {"highlight": False, "markup": False, "soft_wrap": True}
-    console.print(f"[bold]{escape(summary['uri'])}[/] explains [bold]{escape(ensemble['uri'])}[/]")
-    if summary["solve"]:
-        console.print(describe_stop(summary["solve"]), **plain)
-    validation = summary["tags"].get("governance.validation")
-    if validation:
-        console.print(f"input validation: {validation}", **plain)
-    console.print("\n[bold]Gate and promotion status[/] of " + escape(ensemble["uri"]))
-    aliases = ", ".join(f"@{a}" for a in ensemble["aliases"]) or "none"
-    console.print(f"  aliases: {aliases}", **plain)
-    for key, value in ensemble["status"].items():
-        console.print(f"  {key} = {value}", **plain)
-    if not ensemble["status"]:
-        console.print(
-            f"  no gate evaluated yet (govern gate --model-uri {ensemble['uri']})", **plain
-        )
-    console.print("\n[bold]Rules[/] (raw input units)")
-    console.print(summary["rules"], **plain)
-    console.print()
-    console.print(metrics_table(summary["metrics"]))
-    baseline = baseline_table(summary["metrics"])
-    if baseline is not None:
-        console.print(baseline)
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``explain`` and ``show`` to the ``govern`` app."""
+    """Add ``explain`` to the ``govern`` app."""
     app.command("explain")(explain)
-    app.command("show")(show)

@@ -5,7 +5,7 @@ and the data as the run's inputs, validates the data, computes the VITE quantiti
 figures, solves the MIRET surrogate, logs it with the ``miret`` flavor (metrics attached
 to the logged model by ``model_id``), registers it as a version of ``<name>-surrogate``
 and links the two versions with tags. Registration comes last, so a failure leaves no
-version and no tag behind. The stages themselves live in :mod:`flavors.stages`.
+version and no tag behind. The stages themselves live in :mod:`flavors.stages` and :mod:`flavors.publish`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import mlflow
 from mlflow import MlflowClient
 
-from flavors import faults, stages
+from flavors import faults, publish, stages
 from flavors.errors import ExplainError
 from flavors.gate_evidence import checked_evidence
 from flavors.inputs import dataset, holdout, load_explainable_ensemble, read_data
@@ -42,7 +42,13 @@ from flavors.registry import (
     resolve_model_version,
     version_uri,
 )
-from flavors.request import ExplainRequest, SearchSettings, estimator_defaults
+from flavors.request import (
+    ExplainRequest,
+    SearchSettings,
+    check_class_names,
+    check_parameters,
+    check_search,
+)
 from flavors.search import log_search, search_surrogate
 from governance.miret.problem import default_depth
 
@@ -202,7 +208,7 @@ def explain_model_version(
             f"{chosen['depth']}"
         )
     if search is not None:
-        _check_search(search)
+        check_search(search)
     request = ExplainRequest(
         model_uri=model_uri,
         ensemble_name=version.name,
@@ -229,7 +235,7 @@ def explain_model_version(
         time_limit=float(chosen["time_limit"]),
         seed=int(chosen["random_state"]),
         allow_invalid=bool(allow_invalid),
-        class_names=_class_names(class_names, ensemble),
+        class_names=check_class_names(class_names, ensemble),
         search=search,
         trust_pickle=_trust_record() if trust_pickle else "",
     )
@@ -292,36 +298,6 @@ def explain_model_version(
     )
 
 
-MAX_DEPTH = 8
-"""Deepest surrogate explain fits (2^8 leaves is beyond what a reviewer can read)."""
-
-
-def check_parameters(given: dict, test_size: float | None) -> dict:
-    """The estimator's parameters with ``given`` (None: the default), validated by the
-    estimator's own constraints before any work starts.
-
-    Raises
-    ------
-    ExplainError
-        A value out of range (NaN, negative time limit, depth 0 or above
-        :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming the parameter.
-    """
-    from sklearn.utils._param_validation import InvalidParameterError
-
-    from governance.miret import MiretSurrogate
-
-    chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
-    try:
-        MiretSurrogate(**{k: v for k, v in chosen.items() if k != "ensemble"})._validate_params()
-    except InvalidParameterError as exc:
-        raise ExplainError(f"{exc}; nothing was started") from None
-    if chosen["depth"] is not None and chosen["depth"] > MAX_DEPTH:
-        raise ExplainError(f"depth must be at most {MAX_DEPTH}, got {chosen['depth']}")
-    if test_size is not None and not 0 < test_size < 1:
-        raise ExplainError(f"test_size must be in (0, 1), got {test_size}")
-    return chosen
-
-
 def _trust_record() -> str:
     """Who trusted a pickled model, and when (UTC)."""
     try:
@@ -365,7 +341,7 @@ def _explain_in_run(
             surrogate, search = fitted.best_estimator_, log_search(fitted, out)
 
         stages.notify(progress, "metrics")
-        evidence = stages.Evidence(
+        evidence = publish.Evidence(
             validation=validation,
             vite=vite,
             X_train=X_train,
@@ -378,48 +354,13 @@ def _explain_in_run(
         )
 
         stages.notify(progress, "report")
-        artifacts = stages.write_report(request, run_id, ensemble, surrogate, evidence, out)
+        artifacts = publish.write_report(request, run_id, ensemble, surrogate, evidence, out)
 
         stages.notify(progress, "log model")
-        info = stages.log_surrogate(
+        info = publish.log_surrogate(
             request, surrogate, ensemble, artifacts, data.train.head(5), evidence, datasets
         )
     return info, evidence, surrogate.solve_report_.to_dict()
-
-
-def _check_search(search: SearchSettings) -> None:
-    """Refuse search settings ``MiretSearchCV`` would fail on, before any work."""
-    options = search.options()
-    problems = []
-    if options["backend"] not in ("loky", "ray"):
-        problems.append(f"backend must be loky or ray, got {options['backend']!r}")
-    if not (isinstance(options["cv"], int) and options["cv"] >= 2):
-        problems.append(f"cv must be an integer >= 2, got {options['cv']!r}")
-    if not 0 <= float(options["tolerance"]) <= 1:
-        problems.append(f"tolerance must be in [0, 1], got {options['tolerance']}")
-    if not float(options["search_time_limit"]) > 0:
-        problems.append(
-            f"search time limit must be positive seconds, got {options['search_time_limit']}"
-        )
-    grid = options["param_grid"]
-    if grid is not None and (
-        not isinstance(grid, dict) or not grid or not all(list(v) for v in grid.values())
-    ):
-        problems.append(f"the search grid must map parameter names to values, got {grid!r}")
-    if problems:
-        raise ExplainError("bad search settings: " + "; ".join(problems))
-
-
-def _class_names(class_names, ensemble) -> tuple | None:
-    if class_names is None:
-        return None
-    names = tuple(str(name) for name in class_names)
-    if len(names) != len(ensemble.classes) or len(set(names)) != len(names):
-        raise ExplainError(
-            f"class names {list(names)} must be {len(ensemble.classes)} distinct names, one "
-            f"per class of the ensemble {list(ensemble.classes)} in that order"
-        )
-    return names
 
 
 def _reused_result(client, ensemble_version, existing, request, started, recovered):

@@ -21,6 +21,7 @@ from mlflow.models import Model
 
 from flavors import miret as miret_flavor
 from flavors.errors import GateError
+from flavors.evidence import EVIDENCE_FILE, TamperedModelError
 from flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
 
 
@@ -69,7 +70,7 @@ def surrogate_evidence(model_dir) -> dict:
     """
     try:
         manifest = miret_flavor.verify_model_dir(str(model_dir))
-    except (miret_flavor.TamperedModelError, ValueError) as error:
+    except (TamperedModelError, ValueError) as error:
         raise EvidenceError(str(error)) from error
     if miret_flavor.SURROGATE_FILE not in manifest.get("files", {}):
         raise EvidenceError(f"the manifest does not cover {miret_flavor.SURROGATE_FILE}")
@@ -144,7 +145,7 @@ def _check_anchor(client, surrogate, digest: str, again: str) -> None:
     anchor = client.get_run(surrogate.run_id).data.params.get(EVIDENCE_PARAM)
     if anchor != digest:
         raise GateError(
-            f"{miret_flavor.EVIDENCE_FILE} of {version_uri(surrogate)} is not the evidence "
+            f"{EVIDENCE_FILE} of {version_uri(surrogate)} is not the evidence "
             f"its explain run "
             f"{surrogate.run_id} recorded (param {EVIDENCE_PARAM} = {anchor!r}): it was "
             f"edited or replaced; {again}"

@@ -39,9 +39,9 @@ from mlflow.entities import LoggedModelInput
 from mlflow.exceptions import MlflowException
 
 from flavors.errors import GateError
+from flavors.evidence import EVIDENCE_FILE
 from flavors.gate_evidence import CheckedEvidence, checked_evidence
 from flavors.inputs import load_ensemble, read_table
-from flavors.miret import EVIDENCE_FILE
 from flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     GATE_RUN_TAG,

@@ -10,8 +10,8 @@ A model directory written by :func:`save_model` holds::
     evidence.json           the manifest: provenance of the explanation and the sha256
                             of every other file of the directory
 
-The manifest's own sha256 is recorded in the MLmodel flavor configuration
-(``evidence_digest``). Loading verifies every digest and refuses a directory with an
+The manifest (:mod:`flavors.evidence`) has its own sha256 recorded in the MLmodel flavor
+configuration (``evidence_digest``). Loading verifies every digest and refuses a directory with an
 edited, missing or extra file; it reads JSON only: no pickle, and no ``code/`` folder is
 ever put on the import path (the flavor writes none).
 ``mlflow.pyfunc.load_model(uri).predict(df)`` returns the surrogate's class labels. The
@@ -21,7 +21,6 @@ mapped by the surrogate's stored scaler) or ``"normalized"`` (the MILP's working
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -59,15 +58,12 @@ from mlflow.utils.model_utils import (
 )
 from mlflow.utils.requirements_utils import _get_pinned_requirement
 
+from flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
+
 FLAVOR_NAME = "miret"
 SURROGATE_FILE = "surrogate.json"
-EVIDENCE_FILE = "evidence.json"
-EVIDENCE_FORMAT = "miret-evidence"
 INPUT_SPACES = ("raw", "normalized")
 _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
-_WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
-"""Files MLflow itself (re)writes after saving (on logging and registration): plain
-metadata, never imported; not covered by the manifest."""
 
 
 def _surrogate_classes() -> dict:
@@ -93,91 +89,17 @@ def get_default_conda_env() -> dict:
 
 
 # ---------------------------------------------------------------------- evidence
-class TamperedModelError(mlflow.MlflowException):
-    """A model directory whose files do not match its evidence manifest."""
-
-
-def file_digest(path) -> str:
-    """sha256 of a file's bytes (hex)."""
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
-
-
-def _model_files(path: str) -> list[str]:
-    """Every file of a model directory but the manifest and MLflow's own metadata
-    (POSIX, relative)."""
-    root = Path(path)
-    files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    return sorted(f for f in files if f not in {EVIDENCE_FILE, *_WRITTEN_BY_MLFLOW})
-
-
-def _write_evidence(path: str, provenance: dict) -> str:
-    """Write the manifest of ``path`` (provenance and file digests); its own digest."""
-    manifest = {
-        "format": EVIDENCE_FORMAT,
-        "format_version": 1,
-        "provenance": provenance,
-        "files": {name: file_digest(os.path.join(path, name)) for name in _model_files(path)},
-    }
-    target = os.path.join(path, EVIDENCE_FILE)
-    with open(target, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True, default=str)
-    return file_digest(target)
-
-
 def verify_model_dir(model_dir: str) -> dict:
-    """Check every digest of a ``miret`` model directory; its verified manifest.
-
-    Returns
-    -------
-    dict
-        The manifest (``format``, ``format_version``, ``provenance``, ``files``) and
-        ``digest``, the manifest's own sha256.
+    """Check every digest of a ``miret`` model directory against the manifest that
+    MLmodel's ``evidence_digest`` vouches for; the verified manifest
+    (:func:`flavors.evidence.verify_manifest`).
 
     Raises
     ------
     TamperedModelError
-        No manifest, a manifest that does not match MLmodel's ``evidence_digest``, or a
-        file that is edited, missing, or not listed in the manifest.
     """
     conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
-    manifest_path = os.path.join(model_dir, EVIDENCE_FILE)
-    expected = conf.get("evidence_digest")
-    if not expected or not os.path.isfile(manifest_path):
-        raise TamperedModelError(
-            f"{model_dir} has no verifiable {EVIDENCE_FILE}: it was not written by this "
-            "flavor's save_model; explain the ensemble again to get a verifiable surrogate"
-        )
-    digest = file_digest(manifest_path)
-    if digest != expected:
-        raise TamperedModelError(
-            f"{model_dir}/{EVIDENCE_FILE} was modified (sha256 {digest[:12]}..., MLmodel "
-            f"records {str(expected)[:12]}...); refusing to load it"
-        )
-    with open(manifest_path) as f:
-        manifest = json.load(f)
-    listed = manifest.get("files", {})
-    present = _model_files(model_dir)
-    changed = sorted(
-        n for n in listed if n in present and file_digest(Path(model_dir, n)) != listed[n]
-    )
-    missing = sorted(set(listed) - set(present))
-    extra = sorted(set(present) - set(listed))
-    if changed or missing or extra:
-        parts = [
-            f"{label}: {', '.join(names[:5])}"
-            for label, names in (("edited", changed), ("missing", missing), ("added", extra))
-            if names
-        ]
-        raise TamperedModelError(
-            f"{model_dir} does not match its evidence manifest ({'; '.join(parts)}); the "
-            "model was altered after it was saved: refusing to load it, explain the "
-            "ensemble again"
-        )
-    return {**manifest, "digest": digest}
+    return verify_manifest(model_dir, conf.get("evidence_digest"))
 
 
 def read_evidence(model_dir_or_uri) -> dict:
@@ -311,7 +233,7 @@ def save_model(
         write_to(os.path.join(path, _CONSTRAINTS_FILE_NAME), "\n".join(pip_constraints))
     write_to(os.path.join(path, _REQUIREMENTS_FILE_NAME), "\n".join(pip_requirements))
     _PythonEnv.current().to_yaml(os.path.join(path, _PYTHON_ENV_FILE_NAME))
-    evidence_digest = _write_evidence(path, dict(evidence or {}))
+    evidence_digest = write_evidence(path, dict(evidence or {}))
 
     pyfunc.add_to_model(
         mlflow_model,

@@ -2,7 +2,8 @@
 
 :class:`ExplainRequest` is built once by :func:`flavors.explain.explain_model_version`
 and handed, frozen, to every stage of :mod:`flavors.stages`. The hyperparameter defaults
-come from one place, the estimator: :func:`estimator_defaults`.
+come from one place, the estimator: :func:`estimator_defaults`; :func:`check_parameters`,
+:func:`check_search` and :func:`check_class_names` refuse bad values before any work.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from flavors.errors import ExplainError
 from flavors.registry import URI_PREFIX
 
 HYPERPARAMETERS = (
@@ -37,6 +39,36 @@ def search_defaults() -> dict:
     from governance.miret import MiretSearchCV
 
     return {k: v for k, v in MiretSearchCV(None).get_params().items() if k != "estimator"}
+
+
+MAX_DEPTH = 8
+"""Deepest surrogate explain fits (2^8 leaves is beyond what a reviewer can read)."""
+
+
+def check_parameters(given: dict, test_size: float | None) -> dict:
+    """The estimator's parameters with ``given`` (None: the default), validated by the
+    estimator's own constraints before any work starts.
+
+    Raises
+    ------
+    ExplainError
+        A value out of range (NaN, negative time limit, depth 0 or above
+        :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming the parameter.
+    """
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from governance.miret import MiretSurrogate
+
+    chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
+    try:
+        MiretSurrogate(**{k: v for k, v in chosen.items() if k != "ensemble"})._validate_params()
+    except InvalidParameterError as exc:
+        raise ExplainError(f"{exc}; nothing was started") from None
+    if chosen["depth"] is not None and chosen["depth"] > MAX_DEPTH:
+        raise ExplainError(f"depth must be at most {MAX_DEPTH}, got {chosen['depth']}")
+    if test_size is not None and not 0 < test_size < 1:
+        raise ExplainError(f"test_size must be in (0, 1), got {test_size}")
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -230,3 +262,45 @@ class ExplainRequest:
             **hyperparameters,
             **(self.search.params() if self.search is not None else {}),
         }
+
+
+def check_search(search: SearchSettings) -> None:
+    """Refuse search settings ``MiretSearchCV`` would fail on, before any work."""
+    options = search.options()
+    problems = []
+    if options["backend"] not in ("loky", "ray"):
+        problems.append(f"backend must be loky or ray, got {options['backend']!r}")
+    if not (isinstance(options["cv"], int) and options["cv"] >= 2):
+        problems.append(f"cv must be an integer >= 2, got {options['cv']!r}")
+    if not 0 <= float(options["tolerance"]) <= 1:
+        problems.append(f"tolerance must be in [0, 1], got {options['tolerance']}")
+    if not float(options["search_time_limit"]) > 0:
+        problems.append(
+            f"search time limit must be positive seconds, got {options['search_time_limit']}"
+        )
+    grid = options["param_grid"]
+    if grid is not None and (
+        not isinstance(grid, dict) or not grid or not all(list(v) for v in grid.values())
+    ):
+        problems.append(f"the search grid must map parameter names to values, got {grid!r}")
+    if problems:
+        raise ExplainError("bad search settings: " + "; ".join(problems))
+
+
+def check_class_names(class_names, ensemble) -> tuple | None:
+    """``class_names`` as a tuple of strings (None stays None).
+
+    Raises
+    ------
+    ExplainError
+        Not one distinct name per class of ``ensemble``.
+    """
+    if class_names is None:
+        return None
+    names = tuple(str(name) for name in class_names)
+    if len(names) != len(ensemble.classes) or len(set(names)) != len(names):
+        raise ExplainError(
+            f"class names {list(names)} must be {len(ensemble.classes)} distinct names, one "
+            f"per class of the ensemble {list(ensemble.classes)} in that order"
+        )
+    return names

@@ -16,6 +16,8 @@ from pathlib import Path
 import mlflow
 from mlflow.entities import Metric
 
+from flavors.stages import log_params
+
 
 def search_surrogate(request, ensemble, raw_train, progress=None):
     """Choose alpha, h and m by ``MiretSearchCV`` on ``raw_train`` (each candidate with
@@ -63,7 +65,6 @@ def log_search(search, out: Path) -> SearchSummary:
     time), the rule and the chosen parameters (under their own names) on the parent, and
     draw the trade-off.
     """
-    from flavors.stages import log_params  # stages imports this module
     from governance.report.search_figure import candidate_label, save_search_figure
 
     results = search.cv_results_

@@ -147,7 +147,8 @@ class Ensemble:
     trees : tuple of Tree
     tree_weights : ndarray of float
         ``w^e`` of the paper: 1 for averaging ensembles; uniform for a boosted ensemble
-        read without data, and the contribution weights of :func:`boosting_tree_weights`
+        read without data, and the contribution weights of
+        :func:`~governance.tree_weights.boosting_tree_weights`
         (summing to 1) after :meth:`weighted_by_data`. Every weighted quantity in
         :mod:`governance.vite` is invariant to the scale of the weights.
     aggregation : {"average", "margin"}
@@ -367,11 +368,14 @@ class Ensemble:
         return self.classes[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
 
     def weighted_by_data(self, X) -> Ensemble:
-        """A copy whose boosted-tree weights come from data (:func:`boosting_tree_weights`).
+        """A copy whose boosted-tree weights come from data
+        (:func:`~governance.tree_weights.boosting_tree_weights`).
 
         Averaging ensembles keep weight 1 per tree; a boosted view read without data
         has uniform weights until this is called.
         """
+        from governance.tree_weights import boosting_tree_weights
+
         if self.aggregation == "average":
             return self
         return self.with_tree_weights(boosting_tree_weights(self, X))
@@ -390,37 +394,6 @@ class Ensemble:
             scaler=self.scaler,
             source=self.source,
         )
-
-
-def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
-    """Contribution weights of boosted trees over data ``X`` (after Tan et al. 2020).
-
-    Tree ``e`` moves every sample's margin from ``F_{e-1}(x)`` to ``F_e(x)``; its weight
-    is the variance over ``X`` of the change in predicted positive-class probability
-    ``sigmoid(F_e(x)) - sigmoid(F_{e-1}(x))``, normalized so that the weights sum to 1.
-    Trees that move no probability get weight 0 (if all do, weights are uniform).
-
-    For averaging ensembles the weights are uniform (``1/|E|``).
-    """
-    if ensemble.aggregation == "average":
-        return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
-    X = feature_matrix(X, ensemble.feature_names, finite=False, min_rows=0)
-    # variance of each tree's probability step, from sums over chunks of rows
-    total_step = np.zeros(ensemble.n_trees)
-    total_square = np.zeros(ensemble.n_trees)
-    for start in range(0, X.shape[0], PREDICT_CHUNK_ROWS):
-        leaf_value = ensemble.leaf_values(X[start : start + PREDICT_CHUNK_ROWS])
-        margins = ensemble.base_margin + np.cumsum(leaf_value, axis=1)
-        margins = np.column_stack([np.full(leaf_value.shape[0], ensemble.base_margin), margins])
-        step = np.diff(expit(margins), axis=1)
-        total_step += step.sum(axis=0)
-        total_square += np.square(step).sum(axis=0)
-    mean = total_step / X.shape[0]
-    variance = np.maximum(total_square / X.shape[0] - mean**2, 0.0)
-    total = variance.sum()
-    if total <= 0:
-        return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)
-    return variance / total
 
 
 # ---------------------------------------------------------------------- readers

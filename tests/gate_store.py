@@ -18,6 +18,7 @@ import yaml
 from mlflow import MlflowClient
 
 from flavors import miret as miret_flavor
+from flavors.evidence import file_digest
 from flavors.registry import model_id_of
 from governance.miret.tree import SurrogateTree
 
@@ -45,7 +46,7 @@ def register_ensemble(experiment, name="credit-rf") -> object:
 
 
 def provenance_of(ensemble, data_digest, metrics, success=True) -> dict:
-    """The provenance explain stores (``flavors.stages.evidence_record``'s keys)."""
+    """The provenance explain stores (``flavors.publish.evidence_record``'s keys)."""
     return {
         "ensemble_uri": f"models:/{ensemble.name}/{ensemble.version}",
         "ensemble_name": ensemble.name,
@@ -101,7 +102,7 @@ def explain(
         provenance = provenance_of(ensemble, data_digest or data.digest, metrics, success)
         miret_flavor.save_model(tree, str(model_dir), evidence=provenance)
         manifest = json.loads((model_dir / "evidence.json").read_text())
-        mlflow.log_param("evidence_digest", miret_flavor.file_digest(model_dir / "evidence.json"))
+        mlflow.log_param("evidence_digest", file_digest(model_dir / "evidence.json"))
         if edit is not None:
             edit(model_dir, manifest)
         model = mlflow.initialize_logged_model(name="surrogate", experiment_id=experiment)

@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from mlflow_store import register_rf
 from typer.testing import CliRunner
 
-from cli.explain import register
+from cli import explain, show
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,8 @@ FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 @pytest.fixture
 def app():
     app = typer.Typer()
-    register(app)
+    explain.register(app)
+    show.register(app)
     return app
 
 
@@ -130,7 +131,8 @@ def test_read_only_commands_never_create_a_store(tmp_path, monkeypatch):
     from cli.gates import register as register_gates
 
     app = typer.Typer()
-    register(app)
+    explain.register(app)
+    show.register(app)
     register_gates(app)
     missing = tmp_path / "elsewhere" / "mlflow.db"
     runner = CliRunner()

@@ -275,13 +275,10 @@ def test_after_sigkill_the_next_explain_recovers(big_registered, tmp_path):
 def test_locked_store_gives_one_clear_message(registered, tmp_path):
     import sqlite3
 
-    import typer
     from typer.testing import CliRunner
 
-    from cli.explain import register
+    from cli.app import app
 
-    app = typer.Typer()
-    register(app)
     lock = sqlite3.connect(tmp_path / "mlflow.db")
     lock.execute("BEGIN EXCLUSIVE")
     try:

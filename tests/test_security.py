@@ -14,6 +14,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 from flavors import miret
 from flavors.errors import ExplainError
+from flavors.evidence import TamperedModelError, file_digest
 from flavors.explain import explain_model_version
 from flavors.registry import EVIDENCE_DIGEST_TAG, TRUST_PICKLE_TAG, model_id_of
 from governance.miret.tree import SurrogateTree
@@ -137,21 +138,21 @@ def test_evidence_manifest_digests_every_file(saved_tree):
         "python_env.yaml",
         "requirements.txt",
     }
-    assert evidence["files"]["surrogate.json"] == miret.file_digest(saved_tree / "surrogate.json")
+    assert evidence["files"]["surrogate.json"] == file_digest(saved_tree / "surrogate.json")
     conf = yaml.safe_load((saved_tree / "MLmodel").read_text())["flavors"]["miret"]
     assert conf["evidence_digest"] == evidence["digest"]
-    assert evidence["digest"] == miret.file_digest(saved_tree / "evidence.json")
+    assert evidence["digest"] == file_digest(saved_tree / "evidence.json")
 
 
 def test_edited_surrogate_json_is_refused(saved_tree):
     data = json.loads((saved_tree / "surrogate.json").read_text())
     data["a"] = [[1e308, 0.0]]
     (saved_tree / "surrogate.json").write_text(json.dumps(data))
-    with pytest.raises(miret.TamperedModelError, match="edited: surrogate.json"):
+    with pytest.raises(TamperedModelError, match="edited: surrogate.json"):
         miret.load_model(str(saved_tree))
-    with pytest.raises(miret.TamperedModelError, match="edited: surrogate.json"):
+    with pytest.raises(TamperedModelError, match="edited: surrogate.json"):
         mlflow.pyfunc.load_model(str(saved_tree))
-    with pytest.raises(miret.TamperedModelError):
+    with pytest.raises(TamperedModelError):
         miret.read_evidence(saved_tree)
 
 
@@ -159,10 +160,10 @@ def test_edited_or_missing_manifest_is_refused(saved_tree):
     manifest = json.loads((saved_tree / "evidence.json").read_text())
     manifest["provenance"]["ensemble_uri"] = "models:/other/9"
     (saved_tree / "evidence.json").write_text(json.dumps(manifest))
-    with pytest.raises(miret.TamperedModelError, match="evidence.json was modified"):
+    with pytest.raises(TamperedModelError, match="evidence.json was modified"):
         miret.load_model(str(saved_tree))
     (saved_tree / "evidence.json").unlink()
-    with pytest.raises(miret.TamperedModelError, match="no verifiable evidence.json"):
+    with pytest.raises(TamperedModelError, match="no verifiable evidence.json"):
         miret.load_model(str(saved_tree))
 
 
@@ -176,7 +177,7 @@ def test_planted_code_in_a_surrogate_is_not_imported(saved_tree, tmp_path):
     mlmodel["flavors"]["miret"]["code"] = "code"
     (saved_tree / "MLmodel").write_text(yaml.safe_dump(mlmodel))
     path_before = list(sys.path)
-    with pytest.raises(miret.TamperedModelError, match="added: code/planted_module.py"):
+    with pytest.raises(TamperedModelError, match="added: code/planted_module.py"):
         miret.load_model(str(saved_tree))
     assert sys.path == path_before
     assert not marker.exists() and "planted_module" not in sys.modules

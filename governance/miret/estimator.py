@@ -17,7 +17,7 @@ from governance.ensemble import Ensemble, read_ensemble
 from governance.miret.cart import cart_predict
 from governance.miret.engine import fit_problem, fit_trivial
 from governance.miret.guarantee import guarantee
-from governance.miret.problem import FORMULATIONS, build_problem
+from governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS, build_problem
 from governance.miret.report import SolveReport
 from governance.miret.sampling import sample_rows
 from governance.miret.solvers import SOLVERS
@@ -133,11 +133,11 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         ensemble=None,
         *,
         depth=None,
-        alpha=0.5,
-        gamma_percentile=100 / 3,
-        proximity_threshold=0.9,
-        epsilon=1e-3,
-        formulation="miret",
+        alpha=PAPER_DEFAULTS["alpha"],
+        gamma_percentile=PAPER_DEFAULTS["gamma_percentile"],
+        proximity_threshold=PAPER_DEFAULTS["proximity_threshold"],
+        epsilon=PAPER_DEFAULTS["epsilon"],
+        formulation=PAPER_DEFAULTS["formulation"],
         solver="auto",
         time_limit=60.0,
         stall_time=None,

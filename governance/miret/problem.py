@@ -164,6 +164,15 @@ class MiretProblem:
 
 DEFAULT_MAX_DEPTH = 4
 """Deepest surrogate fitted when no depth is asked for (the paper's depths are 2 to 4)."""
+PAPER_DEFAULTS = {
+    "alpha": 0.5,
+    "gamma_percentile": 100 / 3,
+    "proximity_threshold": 0.9,
+    "epsilon": 1e-3,
+    "formulation": "miret",
+}
+"""The paper's hyperparameters, the defaults of :func:`build_problem` and of
+``MiretSurrogate``, whose ``get_params()`` every other layer reads."""
 
 
 def default_depth(ensemble) -> int:
@@ -288,11 +297,11 @@ def build_problem(
     X,
     ensemble,
     depth=None,
-    alpha=0.5,
-    gamma_percentile=100 / 3,
-    proximity_threshold=0.9,
-    epsilon=1e-3,
-    formulation="miret",
+    alpha=PAPER_DEFAULTS["alpha"],
+    gamma_percentile=PAPER_DEFAULTS["gamma_percentile"],
+    proximity_threshold=PAPER_DEFAULTS["proximity_threshold"],
+    epsilon=PAPER_DEFAULTS["epsilon"],
+    formulation=PAPER_DEFAULTS["formulation"],
     scaler=None,
 ) -> MiretProblem:
     """Compute a MIRET instance from an ensemble and samples.

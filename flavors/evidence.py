@@ -1,0 +1,110 @@
+"""The evidence manifest of a ``miret`` model directory: ``evidence.json``.
+
+The manifest holds the provenance of an explanation and the sha256 of every other file
+of the directory (MLflow's own metadata aside); its own sha256 is recorded by the
+flavor in MLmodel (``evidence_digest``). :func:`write_evidence` writes it when a model
+is saved; :func:`verify_manifest` re-hashes every file before a model is loaded and
+refuses a directory with an edited, missing or extra file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from mlflow import MlflowException
+from mlflow.models.model import MLMODEL_FILE_NAME
+
+EVIDENCE_FILE = "evidence.json"
+EVIDENCE_FORMAT = "miret-evidence"
+WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
+"""Files MLflow itself (re)writes after saving (on logging and registration): plain
+metadata, never imported; not covered by the manifest."""
+
+
+class TamperedModelError(MlflowException):
+    """A model directory whose files do not match its evidence manifest."""
+
+
+def file_digest(path) -> str:
+    """sha256 of a file's bytes (hex)."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _model_files(path: str) -> list[str]:
+    """Every file of a model directory but the manifest and MLflow's own metadata
+    (POSIX, relative)."""
+    root = Path(path)
+    files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    return sorted(f for f in files if f not in {EVIDENCE_FILE, *WRITTEN_BY_MLFLOW})
+
+
+def write_evidence(path: str, provenance: dict) -> str:
+    """Write the manifest of ``path`` (provenance and file digests); its own digest."""
+    manifest = {
+        "format": EVIDENCE_FORMAT,
+        "format_version": 1,
+        "provenance": provenance,
+        "files": {name: file_digest(os.path.join(path, name)) for name in _model_files(path)},
+    }
+    target = os.path.join(path, EVIDENCE_FILE)
+    with open(target, "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True, default=str)
+    return file_digest(target)
+
+
+def verify_manifest(model_dir: str, expected_digest: str | None) -> dict:
+    """Check the manifest of ``model_dir`` against ``expected_digest`` and every file
+    against the manifest; the verified manifest.
+
+    Returns
+    -------
+    dict
+        The manifest (``format``, ``format_version``, ``provenance``, ``files``) and
+        ``digest``, the manifest's own sha256.
+
+    Raises
+    ------
+    TamperedModelError
+        No manifest or no expected digest, a manifest that does not match
+        ``expected_digest``, or a file that is edited, missing, or not listed in it.
+    """
+    manifest_path = os.path.join(model_dir, EVIDENCE_FILE)
+    if not expected_digest or not os.path.isfile(manifest_path):
+        raise TamperedModelError(
+            f"{model_dir} has no verifiable {EVIDENCE_FILE}: it was not written by this "
+            "flavor's save_model; explain the ensemble again to get a verifiable surrogate"
+        )
+    digest = file_digest(manifest_path)
+    if digest != expected_digest:
+        raise TamperedModelError(
+            f"{model_dir}/{EVIDENCE_FILE} was modified (sha256 {digest[:12]}..., MLmodel "
+            f"records {str(expected_digest)[:12]}...); refusing to load it"
+        )
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    listed = manifest.get("files", {})
+    present = _model_files(model_dir)
+    changed = sorted(
+        n for n in listed if n in present and file_digest(Path(model_dir, n)) != listed[n]
+    )
+    missing = sorted(set(listed) - set(present))
+    extra = sorted(set(present) - set(listed))
+    if changed or missing or extra:
+        parts = [
+            f"{label}: {', '.join(names[:5])}"
+            for label, names in (("edited", changed), ("missing", missing), ("added", extra))
+            if names
+        ]
+        raise TamperedModelError(
+            f"{model_dir} does not match its evidence manifest ({'; '.join(parts)}); the "
+            "model was altered after it was saved: refusing to load it, explain the "
+            "ensemble again"
+        )
+    return {**manifest, "digest": digest}

@@ -1,0 +1,264 @@
+"""Publishing one explained surrogate: the report, the evidence record and the logged
+model.
+
+The last two stages of an explain run (:mod:`flavors.stages` runs the first ones):
+:func:`write_report` renders the tree figure, ``report.html`` and ``model_card.md``;
+:func:`log_surrogate` logs the surrogate with the ``miret`` flavor, its
+:func:`evidence_record` as the digest-verified ``evidence.json``, and its metrics on the
+logged model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+import numpy as np
+
+from flavors import miret as miret_flavor
+from flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
+from flavors.request import HYPERPARAMETERS, ExplainRequest
+from flavors.search import SearchSummary, search_context
+from flavors.stages import Validation, ViteArtifacts, tree_scaler
+from governance.metrics import peak_memory_bytes
+
+REPORT_PARAMETERS = (
+    *HYPERPARAMETERS,
+    "solver",
+    "time_limit",
+    "seed",
+    "target",
+    "n_train",
+    "n_test",
+)
+FIGURE_CAPTIONS = {
+    "level_frequency": "VITE: level frequency of each feature in the ensemble",
+    "vite_tree": "VITE: node frequency and threshold ranges of the ensemble",
+}
+
+
+def log_model_metrics(metrics: dict, model_id: str, datasets: dict) -> None:
+    """Log ``metrics`` on the run and the logged model ``model_id``: ``test_*`` metrics
+    linked to the ``testing`` data set (the ``training`` one for a holdout split), the
+    others to the ``training`` data set."""
+    testing = datasets.get("testing", datasets["training"])
+    tested = {k: v for k, v in metrics.items() if k.startswith("test_")}
+    trained = {k: v for k, v in metrics.items() if k not in tested}
+    for values, data in ((trained, datasets["training"]), (tested, testing)):
+        if values:
+            mlflow.log_metrics(values, model_id=model_id, dataset=data)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the report and the logged model say about one fitted surrogate.
+
+    Attributes
+    ----------
+    validation : Validation
+    vite : ViteArtifacts
+    X_train : ndarray
+        Training samples in normalized units.
+    labels : ndarray or None
+        Ground-truth training labels (None: the ensemble's predictions stand in).
+    n_train, n_test : int
+    metrics : dict
+    rules : str
+        The surrogate's rules in raw units.
+    search : SearchSummary or None
+        The hyperparameter search, when one chose the parameters.
+    """
+
+    validation: Validation
+    vite: ViteArtifacts
+    X_train: np.ndarray
+    labels: np.ndarray | None
+    n_train: int
+    n_test: int
+    metrics: dict
+    rules: str
+    search: SearchSummary | None = None
+
+    def params(self, request: ExplainRequest) -> dict:
+        """The request's run parameters with the sizes of the training and test sets (and
+        the hyperparameters a search chose in place of the request's)."""
+        chosen = self.search.chosen if self.search is not None else {}
+        return {**request.params(), **chosen, "n_train": self.n_train, "n_test": self.n_test}
+
+    def baseline(self, solve: dict) -> dict:
+        """Fidelity and feature count of the depth-D CART baseline (``solve``: the
+        surrogate's solve report as a dict)."""
+        return {
+            "train_fidelity": solve["baseline_cart_train_fidelity"],
+            "test_fidelity": self.metrics.get("baseline_cart_test_fidelity"),
+            "n_features_used": solve["baseline_cart_n_features"],
+        }
+
+
+def write_report(
+    request: ExplainRequest, run_id: str, ensemble, surrogate, evidence: Evidence, out: Path
+) -> dict:
+    """Write the tree figure, ``report.html`` and ``model_card.md`` to ``out``.
+
+    Returns
+    -------
+    dict
+        Artifact name -> path, for :func:`log_surrogate`.
+    """
+    from governance.miret.display import display_tree
+    from governance.report.html import ReportContext, describe_stop
+    from governance.report.html import write_report as render
+    from governance.report.tree_figure import save_tree_figure
+
+    tree, solve, validation = (
+        surrogate.tree_,
+        surrogate.solve_report_.to_dict(),
+        evidence.validation,
+    )
+    label_source = "ground truth" if evidence.labels is not None else "ensemble"
+    labels = evidence.labels
+    if labels is None:
+        labels = ensemble.predict(evidence.X_train)
+    to_tree = tree_scaler(ensemble, surrogate)
+    X_tree = evidence.X_train if to_tree is None else to_tree.transform(evidence.X_train)
+    display = display_tree(
+        tree, X_tree, labels, scaler=surrogate.input_scaler_, class_names=request.class_names
+    )
+    save_tree_figure(display, out / "figures", label_source)
+    provenance = {
+        "ensemble_uri": request.ensemble_uri,
+        "ensemble_source": request.ensemble_source,
+        "data": request.data,
+        "data_digest": request.data_digest,
+        "solver": f"{solve['solver']} {solve['solver_version']}",
+        "solver_status": solve["status"],
+        "solver_outcome": describe_stop(solve),
+        "time_limit_s": request.time_limit,
+        "seed": request.seed,
+        "mlflow_run_id": run_id,
+        "tracking_uri": mlflow.get_tracking_uri(),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    if request.trust_pickle:
+        provenance["trust_pickle"] = request.trust_pickle
+    artifacts = {
+        "vite": out / "vite",
+        "figures": out / "figures",
+        **{path.name: path for path in validation.paths},
+    }
+    params = evidence.params(request)
+    context = ReportContext(
+        title=request.ensemble_uri,
+        depth=tree.depth,
+        display=display,
+        rules=evidence.rules,
+        baseline=evidence.baseline(solve),
+        allowed_features=solve["allowed_features"],
+        metrics=evidence.metrics,
+        parameters={k: params[k] for k in REPORT_PARAMETERS},
+        provenance=provenance,
+        validation={"status": validation.status, "summary": validation.summary},
+        label_source=label_source,
+        figures={
+            FIGURE_CAPTIONS.get(p.stem, p.stem.replace("_", " ")): p
+            for p in sorted(evidence.vite.figures)
+            if p.suffix == ".svg" and p.stem != "surrogate_tree"
+        },
+        tree_svg=out / "figures" / "surrogate_tree.svg",
+        search=search_context(evidence.search),
+        threshold_ranges=evidence.vite.ranges,
+        artifacts=sorted(
+            [
+                "surrogate.json",
+                "evidence.json",
+                "report.html",
+                "model_card.md",
+                *(f"{k}/" if (out / k).is_dir() else k for k in artifacts),
+            ]
+        ),
+    )
+    html, card = render(context, out)
+    return {**artifacts, "report.html": html, "model_card.md": card}
+
+
+def evidence_record(request: ExplainRequest, solve: dict, evidence: Evidence) -> dict:
+    """The provenance stored in the surrogate's ``evidence.json`` (keys documented in
+    docs/architecture.md)."""
+    return {
+        "ensemble_uri": request.ensemble_uri,
+        "ensemble_name": request.ensemble_name,
+        "ensemble_version": request.ensemble_version,
+        "ensemble_model_id": request.ensemble_model_id,
+        "ensemble_source": request.ensemble_source,
+        "data_digest": request.data_digest,
+        "test_data_digest": request.test_data_digest,
+        "explain_digest": request.digest,
+        "run_id": mlflow.active_run().info.run_id,
+        "parameters": evidence.params(request),
+        "metrics": dict(evidence.metrics),
+        "validation": {
+            "status": evidence.validation.status,
+            "summary": evidence.validation.summary,
+        },
+        "baseline_cart": evidence.baseline(solve),
+        "solve": solve,
+        "trust_pickle": request.trust_pickle,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def log_surrogate(
+    request: ExplainRequest,
+    surrogate,
+    ensemble,
+    artifacts: dict,
+    input_example,
+    evidence: Evidence,
+    datasets: dict,
+):
+    """Log the surrogate with the ``miret`` flavor, its metrics on the logged model (by
+    ``model_id``, each linked to the data set it was computed on, which fills the logged
+    model's "Datasets used"), the run's peak memory and the solver's outcome as run tags.
+
+    Returns
+    -------
+    mlflow.models.model.ModelInfo
+    """
+    solve = surrogate.solve_report_.to_dict()
+    status = evidence.validation.status
+    params = evidence.params(request)
+    info = miret_flavor.log_model(
+        surrogate,
+        name="surrogate",
+        artifacts=artifacts,
+        input_example=input_example,
+        evidence=evidence_record(request, solve, evidence),
+        metadata={
+            "ensemble_uri": request.ensemble_uri,
+            "data_digest": request.data_digest,
+            "explain_digest": request.digest,
+            "validation": status,
+            "solve": {k: v for k, v in solve.items() if isinstance(v, (str, int, float))},
+        },
+        params={k: str(v) for k, v in params.items()},
+        tags={VALIDATION_TAG: status, SURROGATE_OF_TAG: request.ensemble_uri},
+    )
+    mlflow.log_param(EVIDENCE_PARAM, info.flavors[miret_flavor.FLAVOR_NAME]["evidence_digest"])
+    log_model_metrics(evidence.metrics, info.model_id, datasets)
+    # the run's own metric: fluent logging would attach it to the logged model too
+    run_id = mlflow.active_run().info.run_id
+    mlflow.MlflowClient().log_metric(run_id, "peak_memory_mb", peak_memory_bytes() / 2**20)
+    mlflow.set_tags(
+        {
+            "governance.solver": solve["solver"],
+            "governance.solver_version": solve["solver_version"],
+            "governance.mip_status": solve["status"],
+            "governance.objective": repr(solve["objective"]),
+            "governance.bound": repr(solve["bound"]),
+            "governance.gap": repr(solve["gap"]),
+            "governance.incumbent_source": solve.get("incumbent_source", ""),
+        }
+    )
+    return info
