@@ -157,14 +157,8 @@ def node_frequency(ensemble: Ensemble, depth: int | None = None) -> pd.DataFrame
 
 
 def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFrame:
-    """Range ``[l_j, u_j]`` of split thresholds per branch position and feature.
-
-    Parameters
-    ----------
-    ensemble : Ensemble
-    depth : int, optional
-        Number of levels ``D`` (default: the ensemble's depth), at most
-        :data:`MAX_NODE_DEPTH`.
+    """Range ``[l_j, u_j]`` of split thresholds per branch position and feature, on the
+    levels :func:`node_frequency` covers (same parameters).
 
     Returns
     -------

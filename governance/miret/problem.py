@@ -293,17 +293,7 @@ def bounded_components(n_samples: int, pairs, cap: int):
     return component, int(np.sum(component[rows] != component[cols]))
 
 
-def build_problem(
-    X,
-    ensemble,
-    depth=None,
-    alpha=PAPER_DEFAULTS["alpha"],
-    gamma_percentile=PAPER_DEFAULTS["gamma_percentile"],
-    proximity_threshold=PAPER_DEFAULTS["proximity_threshold"],
-    epsilon=PAPER_DEFAULTS["epsilon"],
-    formulation=PAPER_DEFAULTS["formulation"],
-    scaler=None,
-) -> MiretProblem:
+def build_problem(X, ensemble, depth=None, scaler=None, **hyperparameters) -> MiretProblem:
     """Compute a MIRET instance from an ensemble and samples.
 
     Parameters
@@ -316,6 +306,11 @@ def build_problem(
         Depth ``D`` of the surrogate; default :func:`default_depth`. A smaller depth uses
         the frequencies of the ensemble's first ``D`` levels; a larger one is refused
         (the ensemble has no frequencies for deeper levels).
+    scaler : fitted MinMaxScaler, optional
+        Maps ``X`` into the MILP's normalized space (clipped into ``[0, 1]``); the
+        ensemble's labels, probabilities and proximities are computed on ``X`` itself.
+    **hyperparameters
+        Any of :data:`PAPER_DEFAULTS` (the others keep the paper's values):
     alpha : float
         Weight of the sparsity penalty.
     gamma_percentile : float
@@ -327,11 +322,19 @@ def build_problem(
         Gap that models the strict inequality of a right branch.
     formulation : {"miret", "basic"}
         Improved MIRET or b-MIRET.
-    scaler : fitted MinMaxScaler, optional
-        Maps ``X`` into the MILP's normalized space (clipped into ``[0, 1]``); the
-        ensemble's labels, probabilities and proximities are computed on ``X`` itself.
     """
     from governance import vite
+
+    unknown = sorted(set(hyperparameters) - set(PAPER_DEFAULTS))
+    if unknown:
+        raise TypeError(f"unknown MIRET hyperparameters {unknown}; known: {sorted(PAPER_DEFAULTS)}")
+    chosen = {**PAPER_DEFAULTS, **hyperparameters}
+    alpha, gamma_percentile, epsilon = (
+        chosen["alpha"],
+        chosen["gamma_percentile"],
+        chosen["epsilon"],
+    )
+    proximity_threshold, formulation = chosen["proximity_threshold"], chosen["formulation"]
 
     if formulation not in FORMULATIONS:
         raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
