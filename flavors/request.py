@@ -12,6 +12,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from flavors.errors import ExplainError
 from flavors.registry import URI_PREFIX
 
@@ -301,6 +303,6 @@ def check_class_names(class_names, ensemble) -> tuple | None:
     if len(names) != len(ensemble.classes) or len(set(names)) != len(names):
         raise ExplainError(
             f"class names {list(names)} must be {len(ensemble.classes)} distinct names, one "
-            f"per class of the ensemble {list(ensemble.classes)} in that order"
+            f"per class of the ensemble {np.asarray(ensemble.classes).tolist()} in that order"
         )
     return names

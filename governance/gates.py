@@ -387,7 +387,7 @@ def _gate(name: str, threshold, metrics: dict, tags: dict) -> GateResult:
         reason = (
             "the inputs passed validation"
             if passed
-            else f"tag {spec.metric} is {value!r}, not 'passed'"
+            else f"the stored validation result is {value!r}, not 'passed'"
             if value is not None
             else f"no validation result recorded for {spec.metric} (was the surrogate validated?)"
         )

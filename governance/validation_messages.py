@@ -84,8 +84,9 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
             )
         elif kind == "expect_column_distinct_values_to_be_in_set":
             message = (
-                f"label column {column!r} has values {result.get('partial_unexpected_list')} "
-                f"outside the ensemble's classes {kwargs['value_set']}"
+                f"label column {column!r} has values "
+                f"{_plain(result.get('partial_unexpected_list'))} outside the ensemble's "
+                f"classes {_plain(kwargs['value_set'])}"
             )
         elif kind == "expect_column_values_to_be_between" and frame is raw:
             message = _raw_range_message(column, result, raw, kwargs)
@@ -132,3 +133,8 @@ def _raw_range_message(column, result, raw, kwargs) -> str:
         f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
         f"{where}; {_rows(result)}"
     )
+
+
+def _plain(values) -> list:
+    """Values as people write them (``0.5``, not ``np.float64(0.5)``)."""
+    return [v.item() if isinstance(v, np.generic) else v for v in (values or [])]

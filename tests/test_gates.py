@@ -207,7 +207,7 @@ def test_validation_gate_reads_the_tag():
     assert evaluate(policy, GOOD_METRICS, {"governance.validation": "passed"}).all_passed
     failed = evaluate(policy, GOOD_METRICS, {"governance.validation": "failed"})
     assert [r.reason for r in failed.results if not r.passed] == [
-        "tag governance.validation is 'failed', not 'passed'"
+        "the stored validation result is 'failed', not 'passed'"
     ]
     assert not evaluate(policy, GOOD_METRICS, {}).all_passed
     off = parse_policy({"gates": {"require_validation_pass": False}})
