@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 FONT_SIZE = 9.5
-_LEAF_IN = 1.55  # horizontal room per leaf, inches
+_LEAF_IN = 1.8  # horizontal room per leaf, inches (a leaf box is about 1.5)
 _MIN_WIDTH_IN = 4.2  # the figure's narrowest width, inches (about 400 px)
 _LEVEL_IN = 1.25  # vertical room per level, inches
 _HEADER_IN = 0.75  # title and legend, inches
