@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 from mlflow import MlflowClient
 
 from flavors import faults, publish, stages
@@ -351,6 +352,7 @@ def _explain_in_run(
             metrics=stages.evaluate(request, ensemble, surrogate, X_train, X_test, data),
             rules=surrogate.rules(request.class_names),
             search=search,
+            input_range=_input_range(data, ensemble.feature_names),
         )
 
         stages.notify(progress, "report")
@@ -361,6 +363,12 @@ def _explain_in_run(
             request, surrogate, ensemble, artifacts, data.train.head(5), evidence, datasets
         )
     return info, evidence, surrogate.solve_report_.to_dict()
+
+
+def _input_range(data, names) -> dict:
+    """Feature -> ``[min, max]`` over the training and test rows (raw units)."""
+    rows = pd.concat([data.train, data.test])[list(names)]
+    return {n: [float(lo), float(hi)] for n, lo, hi in zip(names, rows.min(), rows.max())}
 
 
 def _reused_result(client, ensemble_version, existing, request, started, recovered):

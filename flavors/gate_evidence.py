@@ -37,7 +37,8 @@ def evidence_view(manifest: dict) -> dict:
     dict
         ``ensemble`` ({name, version, uri, model_id}), ``data_digest``,
         ``explain_digest``, ``metrics``, ``validation`` ({status, success}),
-        ``baseline``, ``solve``, ``files`` and ``digest`` (of ``evidence.json``).
+        ``baseline``, ``solve``, ``input_range`` (feature -> [min, max] of the explained
+        data), ``files`` and ``digest`` (of ``evidence.json``).
     """
     provenance = manifest.get("provenance") or {}
     status = (provenance.get("validation") or {}).get("status")
@@ -54,6 +55,7 @@ def evidence_view(manifest: dict) -> dict:
         "validation": {"status": status, "success": status == "passed"},
         "baseline": dict(provenance.get("baseline_cart") or {}),
         "solve": dict(provenance.get("solve") or {}),
+        "input_range": dict(provenance.get("input_range") or {}),
         "files": dict(manifest.get("files") or {}),
         "digest": manifest.get("digest"),
     }

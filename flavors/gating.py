@@ -396,9 +396,13 @@ def promote_model_version(
 def validate_model_inputs(
     model_uri: str, data, target: str | None = None, mostly: float = 1.0, trust_pickle=False
 ):
-    """Validate a data file against a registered ensemble's feature schema (the data is
-    read by :func:`flavors.inputs.read_table`, labels checked by ``check_labels``;
-    ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`).
+    """Validate a data file against a registered ensemble's feature schema and input
+    domain (the data is read by :func:`flavors.inputs.read_table`, labels checked by
+    ``check_labels``; ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`).
+
+    The domain is the ensemble's own MinMaxScaler range when it has one; otherwise the
+    range of the data its linked surrogate explained, read from the surrogate's verified
+    evidence; with neither, only the schema and finiteness are checked.
 
     Returns
     -------
@@ -406,5 +410,28 @@ def validate_model_inputs(
     """
     from governance.validation import validate_inputs
 
-    ensemble, _ = load_ensemble(model_uri, trust_pickle)
-    return validate_inputs(read_table(data), ensemble, label=target, mostly=mostly)
+    client = MlflowClient()
+    version = resolve_model_version(client, model_uri)
+    ensemble, _ = load_ensemble(version_uri(version), trust_pickle)
+    training_range = None
+    if ensemble.scaler is None and version.tags.get(SURROGATE_TAG):
+        stored = checked_evidence(client, version, linked_surrogate(client, version))
+        training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
+    return validate_inputs(
+        read_table(data), ensemble, label=target, mostly=mostly, training_range=training_range
+    )
+
+
+def _range_scaler(input_range: dict, features):
+    """A MinMaxScaler whose data range is ``input_range`` (feature -> [min, max])."""
+    import pandas as pd
+    from sklearn.preprocessing import MinMaxScaler
+
+    missing = [f for f in features if f not in input_range]
+    if missing:
+        raise GateError(
+            f"the surrogate's evidence records no input range for {missing[:5]}; explain the "
+            "ensemble version again to record it"
+        )
+    bounds = pd.DataFrame([[input_range[f][k] for f in features] for k in (0, 1)], columns=features)
+    return MinMaxScaler().fit(bounds)

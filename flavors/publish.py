@@ -69,6 +69,9 @@ class Evidence:
         The surrogate's rules in raw units.
     search : SearchSummary or None
         The hyperparameter search, when one chose the parameters.
+    input_range : dict
+        Feature -> ``[min, max]`` over the explained data (training and test rows, raw
+        units): the domain ``govern validate`` checks new data against.
     """
 
     validation: Validation
@@ -80,6 +83,7 @@ class Evidence:
     metrics: dict
     rules: str
     search: SearchSummary | None = None
+    input_range: dict | None = None
 
     def params(self, request: ExplainRequest) -> dict:
         """The request's run parameters with the sizes of the training and test sets (and
@@ -203,6 +207,7 @@ def evidence_record(request: ExplainRequest, solve: dict, evidence: Evidence) ->
             "summary": evidence.validation.summary,
         },
         "baseline_cart": evidence.baseline(solve),
+        "input_range": evidence.input_range or {},
         "solve": solve,
         "trust_pickle": request.trust_pickle,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

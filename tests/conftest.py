@@ -14,7 +14,8 @@ def _isolated_mlflow(tmp_path, monkeypatch):
     """Point MLflow at a throw-away SQLite store; never the user's ./mlflow.db.
 
     ``govern --tracking-uri`` sets MLflow's process-wide URIs, which take precedence
-    over the environment: they are cleared before the environment is set.
+    over the environment: they are cleared before the environment is set, and again
+    after the test, so a module-scoped fixture of the next module never inherits them.
     """
     import mlflow
 
@@ -24,6 +25,8 @@ def _isolated_mlflow(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.chdir(tmp_path)
     yield
+    mlflow.set_tracking_uri(None)
+    mlflow.set_registry_uri(None)
 
 
 @pytest.fixture(scope="session")

@@ -282,3 +282,35 @@ def test_preprocessing_that_rejects_the_data_is_reported(data):
     assert not report.success and len(messages) == 2
     assert messages[1].startswith("the ensemble's preprocessing failed on this data: Input X")
     assert report.to_json()["meta"]["preprocessing_error"] == messages[1]
+
+
+def test_validate_checks_the_training_range_stored_with_the_surrogate(store, data, tmp_path):
+    """XGBoost on raw features has no scaler: its explain run learns the training range,
+    stores it in the surrogate, and `validate` checks new data against it."""
+    import mlflow
+    import xgboost
+
+    from flavors.explain import explain_model_version
+    from flavors.gating import validate_model_inputs
+
+    raw, y = data
+    model = xgboost.XGBClassifier(n_estimators=5, max_depth=2, random_state=0).fit(raw, y)
+    with mlflow.start_run(experiment_id=store):
+        mlflow.xgboost.log_model(
+            model, name="model", registered_model_name="raw-xgb", pip_requirements=["xgboost"]
+        )
+    raw.assign(label=y).to_csv(tmp_path / "train.csv", index=False)
+    unlinked = validate_model_inputs("models:/raw-xgb/1", tmp_path / "train.csv", "label")
+    assert unlinked.success  # no surrogate yet: only the schema, no range to check
+    explain_model_version("models:/raw-xgb/1", tmp_path / "train.csv", "label", time_limit=5)
+
+    assert validate_model_inputs("models:/raw-xgb/1", tmp_path / "train.csv", "label").success
+    drifted = raw.assign(income=raw["income"] * 3, label=y)  # up to 300, trained up to ~100
+    drifted.to_csv(tmp_path / "new.csv", index=False)
+    report = validate_model_inputs("models:/raw-xgb/1", tmp_path / "new.csv", "label")
+    assert not report.success
+    assert [f.column for f in report.failures] == ["income"]
+    assert report.results["meta"]["training_range"]["income"] == pytest.approx(
+        [raw["income"].min(), raw["income"].max()]
+    )
+    assert "outside the training range" in report.failures[0].message
