@@ -195,13 +195,9 @@ def save_model(
         raise TypeError(f"expected a MiretSurrogate or SurrogateTree, got {kind}")
     tree = getattr(surrogate, "tree_", surrogate)
     feature_names = list(tree.feature_names)
-    has_scaler = kind == "MiretSurrogate"
     if input_space is None:
-        input_space = "raw" if has_scaler else "normalized"
-    if input_space not in INPUT_SPACES:
-        raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
-    if input_space == "raw" and not has_scaler:
-        raise ValueError("input_space='raw' needs a MiretSurrogate (a SurrogateTree has no scaler)")
+        input_space = "raw" if kind == "MiretSurrogate" else "normalized"
+    _check_input_space(input_space, surrogate)
     _validate_env_arguments(conda_env, pip_requirements, extra_pip_requirements)
 
     path = os.path.abspath(path)
@@ -358,19 +354,25 @@ def load_preprocessing(model_uri: str, dst_path: str | None = None):
 def _load_pyfunc(path: str, model_config: dict | None = None):
     """Called by ``mlflow.pyfunc.load_model``."""
     model_dir = os.path.dirname(path) if os.path.isfile(path) else path
-    surrogate, scaler, conf = read_model_dir(model_dir)
+    surrogate, _, conf = read_model_dir(model_dir)
     input_space = (model_config or {}).get("input_space", conf["input_space"])
-    return _MiretModelWrapper(surrogate, scaler, input_space)
+    return _MiretModelWrapper(surrogate, input_space)
+
+
+def _check_input_space(input_space: str, surrogate) -> None:
+    """``input_space`` is known, and ``"raw"`` only for a surrogate that has a scaler."""
+    if input_space not in INPUT_SPACES:
+        raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
+    if input_space == "raw" and type(surrogate).__name__ != "MiretSurrogate":
+        raise ValueError("input_space='raw' needs a MiretSurrogate (a SurrogateTree has no scaler)")
 
 
 class _MiretModelWrapper:
     """pyfunc wrapper: class labels of the surrogate for raw or normalized input."""
 
-    def __init__(self, surrogate, scaler, input_space: str):
-        if input_space not in INPUT_SPACES:
-            raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
+    def __init__(self, surrogate, input_space: str):
+        _check_input_space(input_space, surrogate)
         self.surrogate = surrogate
-        self.scaler = scaler
         self.input_space = input_space
         self.feature_names = list(getattr(surrogate, "tree_", surrogate).feature_names)
 
@@ -402,9 +404,6 @@ class _MiretModelWrapper:
             Unused (the input space is a model config).
         """
         X = self._matrix(model_input)
-        tree = getattr(self.surrogate, "tree_", None)
-        if tree is not None:  # a MiretSurrogate maps raw input with its own scaler
-            return self.surrogate.predict(X) if self.input_space == "raw" else tree.predict(X)
-        if self.input_space == "raw" and self.scaler is not None:
-            X = self.scaler.transform(X)
-        return self.surrogate.predict(X)
+        if self.input_space == "raw":  # a MiretSurrogate maps raw input with its own scaler
+            return self.surrogate.predict(X)
+        return getattr(self.surrogate, "tree_", self.surrogate).predict(X)

@@ -97,6 +97,8 @@ def test_surrogate_tree_without_scaler_defaults_to_normalized(tmp_path):
     frame = pd.DataFrame({"a": [0.2, 0.5, 0.9], "b": [1.0, 0.0, 0.3]})
     assert list(model.predict(frame)) == ["no", "no", "yes"]
     assert miret.load_model(str(path)).to_dict() == tree.to_dict()
+    with pytest.raises(ValueError, match="input_space='raw' needs a MiretSurrogate"):
+        mlflow.pyfunc.load_model(str(path), model_config={"input_space": "raw"})
 
 
 def test_bad_arguments_are_refused(fitted, tmp_path):
