@@ -101,3 +101,13 @@ def register_rf(frame, features, name, n_estimators, experiment_id=None):
     return register_sklearn(
         model, name, experiment_id=experiment_id, pip_requirements=["scikit-learn"]
     )
+
+
+def register_wisconsin_rf(breast_cancer, features, rows, n_estimators, name="credit-rf"):
+    """The first ``rows`` Wisconsin rows of ``features`` with their label, written to
+    ``data.csv`` in the working folder, and a forest of them registered as ``name``."""
+    X, y = breast_cancer
+    frame = X[features].iloc[:rows].assign(label=y.iloc[:rows].to_numpy())
+    frame.to_csv("data.csv", index=False)
+    register_rf(frame, features, name, n_estimators=n_estimators)
+    return frame

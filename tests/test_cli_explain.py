@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 from mlflow import MlflowClient
-from mlflow_store import register_rf
+from mlflow_store import register_wisconsin_rf
 from typer.testing import CliRunner
 
 from cli import explain, show
@@ -31,11 +31,7 @@ def app():
 def registered(store, breast_cancer, monkeypatch):
     """A registered RF Pipeline and its data in a fresh (copied) store."""
     monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
-    X, y = breast_cancer
-    frame = X[FEATURES].iloc[:150].assign(label=y.iloc[:150].to_numpy())
-    frame.to_csv("data.csv", index=False)
-    register_rf(frame, FEATURES, "credit-rf", n_estimators=10)
-    return frame
+    return register_wisconsin_rf(breast_cancer, FEATURES, rows=150, n_estimators=10)
 
 
 def test_help_lists_every_option(app):

@@ -13,7 +13,7 @@ from pathlib import Path
 import mlflow
 import pytest
 from mlflow import MlflowClient
-from mlflow_store import register_rf
+from mlflow_store import register_wisconsin_rf
 
 from flavors.errors import ExplainError, GovernanceError
 from flavors.explain import explain_model_version
@@ -27,10 +27,7 @@ FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 @pytest.fixture
 def registered(store, breast_cancer, monkeypatch):
     monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
-    X, y = breast_cancer
-    frame = X[FEATURES].iloc[:120].assign(label=y.iloc[:120].to_numpy())
-    frame.to_csv("data.csv", index=False)
-    register_rf(frame, FEATURES, "credit-rf", n_estimators=5)
+    register_wisconsin_rf(breast_cancer, FEATURES, rows=120, n_estimators=5)
     return store
 
 
