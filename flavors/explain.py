@@ -13,6 +13,7 @@ from __future__ import annotations
 import getpass
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -330,16 +331,18 @@ def _explain_in_run(
         X_test = ensemble.transform(data.test) if len(data.test) else None
         ensemble = ensemble.weighted_by_data(X_train)
 
-        stages.notify(progress, "VITE")
-        vite = stages.vite_artifacts(ensemble, out)
-
-        search = None
-        if request.search is None:
-            stages.notify(progress, "solve")
-            surrogate = stages.fit_surrogate(request, ensemble, raw_train, progress)
-        else:
-            fitted = search_surrogate(request, ensemble, raw_train, progress)
-            surrogate, search = fitted.best_estimator_, log_search(fitted, out)
+        # the VITE figures are drawn while the solver runs (it releases the GIL)
+        with ThreadPoolExecutor(max_workers=1) as figures:
+            vite_done = figures.submit(stages.vite_artifacts, ensemble, out)
+            search = None
+            if request.search is None:
+                stages.notify(progress, "solve")
+                surrogate = stages.fit_surrogate(request, ensemble, raw_train, progress)
+            else:
+                fitted = search_surrogate(request, ensemble, raw_train, progress)
+                surrogate, search = fitted.best_estimator_, log_search(fitted, out)
+            stages.notify(progress, "VITE")
+            vite = vite_done.result()
 
         stages.notify(progress, "metrics")
         evidence = publish.Evidence(

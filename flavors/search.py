@@ -62,7 +62,7 @@ class SearchSummary:
 def log_search(search, out: Path) -> SearchSummary:
     """Log every candidate of a fitted ``MiretSearchCV`` as a nested child run of the
     active run (its parameters; mean and std validation fidelity and features; fit
-    time), the rule and the chosen parameters (under their own names) on the parent, and
+    time; share of folds cut by the time limit), the rule and the chosen parameters (under their own names) on the parent, and
     draw the trade-off.
     """
     from governance.report.search_figure import candidate_label, save_search_figure
@@ -81,6 +81,7 @@ def log_search(search, out: Path) -> SearchSummary:
                 "mean_n_features": results["mean_test_n_features"][index],
                 "std_n_features": results["std_test_n_features"][index],
                 "mean_fit_time_s": results["mean_fit_time"][index],
+                "time_limit_hit_share": results["mean_test_time_limit_hit"][index],
             }
             run_id = child.info.run_id
             client.log_batch(
@@ -97,6 +98,7 @@ def log_search(search, out: Path) -> SearchSummary:
         {
             "governance.search.rule": rule,
             "governance.search.chosen_run_id": chosen_run_id,
+            "governance.search.reproducible": str(search.reproducible_).lower(),
         }
     )
     figure = save_search_figure(results, search.best_index_, search.tolerance, out / "figures")

@@ -32,16 +32,17 @@ STAGES = (
     "load model",
     "load data",
     "validate",
-    "VITE",
     "search",
     "solve",
+    "VITE",
     "metrics",
     "report",
     "log model",
     "register",
 )
 """Stage names given to ``progress(stage, detail)``, in the order they run (``search``
-only with a hyperparameter search)."""
+only with a hyperparameter search; the VITE figures are drawn during the solve and
+reported when it ends)."""
 
 
 def notify(progress, stage: str, detail: dict | None = None) -> None:
@@ -211,6 +212,7 @@ def solver_metrics(report: dict) -> dict:
         "time_s": report["wall_time"],
         "optimal": 1.0 if report["status"] in ("optimal", "trivial") else 0.0,
         "time_limit_hit": float(bool(report["time_limit_hit"])),
+        "work": report.get("solver_work", 0.0),
         "nodes": report["nodes"],
         "n_binaries": report["n_binaries"],
         "n_constraints": report["n_constraints"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 def read_only_array(array, dtype) -> np.ndarray:
@@ -58,3 +59,12 @@ def feature_matrix(X, feature_names, *, finite: bool = True, min_rows: int = 1) 
             f"X has NaN or infinite values (rows {rows[:5].tolist()}); impute or drop them first"
         )
     return X
+
+
+def scaled(transformer, X) -> np.ndarray:
+    """``transformer.transform(X)`` as float64; a matrix is given the column names the
+    transformer was fitted with (no scikit-learn feature-name warning)."""
+    names = getattr(transformer, "feature_names_in_", None)
+    if names is not None and not hasattr(X, "columns"):
+        X = pd.DataFrame(X, columns=names)
+    return np.asarray(transformer.transform(X), dtype=np.float64)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit
 
-from governance.arrays import feature_matrix, read_only_array
+from governance.arrays import feature_matrix, read_only_array, scaled
 
 SUPPORTED_MODELS = (
     "sklearn.ensemble.RandomForestClassifier",
@@ -273,8 +273,9 @@ class Ensemble:
     # ------------------------------------------------------------------ prediction
     def transform(self, X_raw) -> np.ndarray:
         """Apply the preprocessing steps (if any) to raw input, as the model would."""
-        X = X_raw if self.preprocessor is None else self.preprocessor.transform(X_raw)
-        return np.asarray(X, dtype=np.float64)
+        if self.preprocessor is None:
+            return np.asarray(X_raw, dtype=np.float64)
+        return scaled(self.preprocessor, X_raw)
 
     def _padded(self):
         """Node arrays of all trees padded into (n_trees, max_nodes) matrices."""

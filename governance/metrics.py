@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from governance.arrays import scaled
+
 CHUNK_ROWS = 100_000
 """Rows scored at a time: bounds memory to one chunk of rows x trees leaf ids."""
 PROXIMITY_ROWS = 5_000
@@ -173,7 +175,7 @@ def surrogate_metrics(
         raise ValueError("chunk_rows must be >= 1 and proximity_rows >= 2")
 
     def to_tree(X):
-        return X if tree_scaler is None else tree_scaler.transform(X)
+        return X if tree_scaler is None else scaled(tree_scaler, X)
 
     metrics: dict[str, float] = {}
     splits = {"train": (X_train, y_train), "test": (X_test, y_test)}

@@ -11,8 +11,14 @@ with ``w^e = 1`` each quantity is exactly the paper's.
 - Node frequency ``f^node_{t,j}``: the same per breadth-first branch position ``t``.
 - Threshold ranges ``[l_j, u_j]``: smallest and largest threshold on feature ``j`` at
   position ``t`` over the trees that split there on ``j``.
-- Proximity ``m_ik = sum_e w^e 1(i,k,e) / sum_e w^e``: weighted share of trees in which
-  samples ``i`` and ``k`` end in the same leaf.
+- Proximity ``m_ik = sum_e 1(i,k,e) / |E|``: share of trees in which samples ``i`` and
+  ``k`` end in the same leaf, as the paper words it ("the number of trees in which the
+  two samples end up in the same leaf"; its eq. ``proximity`` with weights summing to 1
+  reduces to this too). It is not weighted: Tan et al.'s boosting weights put 70% of
+  the weight on the first 5 of 100 XGBoost trees (Heart, depth 3), so a weighted
+  ``m_ik >= 0.85`` only asks for the same leaves in the first dozen trees, and forcing
+  such pairs into one leaf cost the surrogate up to 7 points of test fidelity
+  (``examples/benchmarks/results_xgb_default.md``).
 - Class probability ``p^i = max_c p^i_c`` of the ensemble's prediction.
 
 Frequencies and threshold ranges describe the first ``depth`` levels (argument
@@ -203,13 +209,6 @@ def _leaf_columns(ensemble: Ensemble, X) -> np.ndarray:
     return leaves + offsets[None, :]
 
 
-def _proximity_weights(ensemble: Ensemble) -> tuple[np.ndarray, bool]:
-    """Tree weights for proximity; equal weights become ones (exact tree counts)."""
-    weights = ensemble.tree_weights
-    uniform = bool(np.all(weights == weights[0]))
-    return (np.ones_like(weights) if uniform else weights), uniform
-
-
 def proximity(ensemble: Ensemble, X) -> np.ndarray:
     """Dense proximity matrix ``m_ik`` (for small ``n``; see :func:`proximity_pairs`).
 
@@ -225,26 +224,10 @@ def proximity(ensemble: Ensemble, X) -> np.ndarray:
         Symmetric, 1 on the diagonal.
     """
     leaves = ensemble.apply(X)
-    weights, _ = _proximity_weights(ensemble)
-    return _pair_proximity(leaves, weights, None, None)
-
-
-def _pair_proximity(leaves, weights, rows, cols) -> np.ndarray:
-    """``m_ik`` of the pairs ``(rows, cols)``, or of all pairs when rows is None.
-
-    Trees are accumulated one by one in the same order in both cases, so the dense
-    matrix and the pairs of :func:`proximity_pairs` hold identical numbers.
-    """
-    if rows is None:
-        shared = np.zeros((leaves.shape[0], leaves.shape[0]))
-    else:
-        shared = np.zeros(rows.size)
-    for e in range(leaves.shape[1]):
-        column = leaves[:, e]
-        same = column[:, None] == column[None, :] if rows is None else column[rows] == column[cols]
-        shared += weights[e] * same
-    # Sequential sum, as above: pairs sharing every leaf get exactly 1.
-    return shared / np.cumsum(weights)[-1]
+    shared = np.zeros((leaves.shape[0], leaves.shape[0]))
+    for column in leaves.T:
+        shared += column[:, None] == column[None, :]
+    return shared / leaves.shape[1]
 
 
 def proximity_pairs(ensemble: Ensemble, X, threshold: float) -> sparse.csr_matrix:
@@ -274,16 +257,12 @@ def proximity_pairs(ensemble: Ensemble, X, threshold: float) -> sparse.csr_matri
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     leaves = _leaf_columns(ensemble, X)
     n, n_trees = leaves.shape
-    weights, uniform = _proximity_weights(ensemble)
-    # With equal weights the product counts shared trees exactly (integers in float32);
-    # otherwise (entries sqrt(w^e / sum w)) it preselects candidates with a margin, and
-    # those are recomputed exactly.
-    entries = weights if uniform else np.sqrt(weights / weights.sum())
+    # the product counts shared trees exactly (small integers in float32)
     _, columns = np.unique(leaves, return_inverse=True)
     n_leaves = int(columns.max()) + 1 if n else 0
     incidence = sparse.csr_matrix(
         (
-            np.tile(entries, n).astype(np.float32),
+            np.ones(n * n_trees, dtype=np.float32),
             columns.ravel(),
             np.arange(0, n * n_trees + 1, n_trees),
         ),
@@ -291,8 +270,7 @@ def proximity_pairs(ensemble: Ensemble, X, threshold: float) -> sparse.csr_matri
     )
     if n * n_leaves * 4 <= _DENSE_INCIDENCE_BYTES:
         incidence = incidence.toarray()
-    scale = float(n_trees) if uniform else 1.0
-    cut = np.float32(threshold * scale - 1e-6 * (n_trees + 1))
+    cut = np.float32(threshold * n_trees - 1e-6 * (n_trees + 1))
     block = max(1, _BLOCK_BYTES // (4 * max(n, 1)))
     found = []
     for start in range(0, n, block):
@@ -306,10 +284,7 @@ def proximity_pairs(ensemble: Ensemble, X, threshold: float) -> sparse.csr_matri
             v = product[r, c]
         upper = c > r  # columns start at ``start`` too, so c > r means k > i
         r, c, v = r[upper] + start, c[upper] + start, v[upper]
-        if uniform:
-            v = v.astype(np.float64) / n_trees
-        else:
-            v = _pair_proximity(leaves, weights, r, c)
+        v = v.astype(np.float64) / n_trees
         keep = v >= threshold
         found.append((r[keep].astype(np.int32), c[keep].astype(np.int32), v[keep]))
     rows, cols, values = (np.concatenate(part) for part in zip(*found)) if n else ([],) * 3

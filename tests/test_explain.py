@@ -226,8 +226,8 @@ def test_rf_progress_reports_every_stage(rf):
         "load model",
         "load data",
         "validate",
-        "VITE",
         "solve",
+        "VITE",
         "metrics",
         "report",
         "log model",
@@ -405,11 +405,14 @@ def test_search_logs_every_candidate_as_a_child_run(rf):
             "mean_n_features",
             "std_n_features",
             "mean_fit_time_s",
+            "time_limit_hit_share",
         }
         assert 0 <= metrics["mean_validation_fidelity"] <= 1 and metrics["mean_fit_time_s"] > 0
     (chosen,) = [c for c in children if c.data.tags["governance.search.chosen"] == "true"]
     params, tags = parent.data.params, parent.data.tags
     assert tags["governance.search.chosen_run_id"] == chosen.info.run_id
+    cut = any(c.data.metrics["time_limit_hit_share"] > 0 for c in children)
+    assert tags["governance.search.reproducible"] == str(not cut).lower()
     assert params["alpha"] == chosen.data.params["alpha"]
     assert params["proximity_threshold"] == chosen.data.params["proximity_threshold"]
     assert params["search.cv"] == "2" and json.loads(params["search.grid"]) == grid

@@ -1,5 +1,7 @@
 """MIRET engine: no empty level, CART seeds, stall rule, sampling, reproducibility."""
 
+import multiprocessing
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -12,7 +14,7 @@ from governance.ensemble import read_ensemble
 from governance.miret import MiretSurrogate, build_problem
 from governance.miret.cart import cart_predict
 from governance.miret.engine import cart_baselines
-from governance.miret.formulation import build_model
+from governance.miret.formulation import build_model, encode
 from governance.miret.heuristic import warm_start
 from governance.miret.sampling import quotas, sample_rows, strata
 from governance.miret.solvers import StallRule, solve
@@ -82,27 +84,64 @@ def test_cart_seeded_fit_is_never_worse_than_the_cart_tree(wisconsin):
     assert heuristic_only.objective(problem) <= min(s.objective(problem) for s in seeds) + 1e-9
 
 
-def test_stall_rule_stops_without_progress():
-    rule = StallRule(stall_time=2.0, progress=None)
+def test_stall_rule_counts_work_not_seconds():
+    rule = StallRule(stall_work=2.0, work_limit=None, progress=None)
     assert not rule.update(0.0, 10.0, 1.0)
     assert not rule.update(1.5, 10.0, 1.0)
-    assert not rule.update(2.5, 9.0, 1.0)  # incumbent moved at 2.5: clock restarts
+    assert not rule.update(2.5, 9.0, 1.0)  # incumbent moved at 2.5: the window restarts
     assert not rule.update(4.0, 9.0, 1.0 + 1e-9)  # below the tolerance: no move
     assert rule.update(4.5, 9.0, 1.0)
-    assert rule.stalled
+    assert rule.outcome == "stalled"
+    budget = StallRule(stall_work=None, work_limit=3.0, progress=None)
+    assert not budget.update(2.9, 10.0, 1.0 - 1.0)
+    assert budget.update(3.0, 8.0, 2.0) and budget.outcome == "work_limit"
 
 
-def test_solver_run_without_progress_ends_stalled(wisconsin):
+def _start_and_model(wisconsin):
     X, forest = wisconsin
     problem = build_problem(X, read_ensemble(forest), scaler=MinMaxScaler().fit(X))
     tree, _ = warm_start(problem)
     model = build_model(problem)
-    from governance.miret.formulation import encode
+    return encode(tree.coef, tree.intercept, tree.apply(problem.X), model), model
 
-    start = encode(tree.coef, tree.intercept, tree.apply(problem.X), model)
-    result = solve(model, solver="highs", time_limit=300, stall_time=0.2, start=start)
+
+def test_solver_run_without_progress_ends_stalled(wisconsin):
+    start, model = _start_and_model(wisconsin)
+    result = solve(model, solver="highs", time_limit=300, stall_work=0.2, start=start)
     assert result.status == "stalled"
+    assert 0.2 <= result.work < 300
     assert 0.0 <= result.gap <= 1.0
+
+
+def _busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_solver_stops_at_the_same_work_under_load(wisconsin):
+    """One thread, work-counted stops: the same nodes, objective and bound with another
+    process competing for the cores (a wall-clock stop would move)."""
+    start, model = _start_and_model(wisconsin)
+    kwargs = {"solver": "highs", "time_limit": 300, "work_limit": 4.0, "start": start}
+    quiet = solve(model, **kwargs)
+    context = multiprocessing.get_context("spawn")
+    burners = [context.Process(target=_busy, args=(30,)) for _ in range(2)]
+    for burner in burners:
+        burner.start()
+    try:
+        loaded = solve(model, **kwargs)
+    finally:
+        for burner in burners:
+            burner.terminate()
+    assert quiet.status == loaded.status == "work_limit"
+    assert quiet.work == loaded.work >= 4.0
+    assert (quiet.nodes, quiet.objective, quiet.bound) == (
+        loaded.nodes,
+        loaded.objective,
+        loaded.bound,
+    )
+    np.testing.assert_array_equal(quiet.x, loaded.x)
 
 
 def test_same_seed_gives_the_same_tree(wisconsin):

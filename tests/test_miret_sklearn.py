@@ -1,6 +1,9 @@
 """MiretSurrogate as a scikit-learn estimator, and MiretSearchCV's selection rule."""
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer
@@ -101,8 +104,7 @@ def _tiny_search(forest, **options):
         fast(forest),
         param_grid={"alpha": [0.05, 3.0], "proximity_threshold": [1.0]},
         cv=2,
-        search_time_limit=3,
-        **options,
+        **{"search_time_limit": 3, **options},
     )
 
 
@@ -114,6 +116,19 @@ def test_search_picks_by_the_rule_and_refits_with_the_full_limit(raw_forest):
     assert search.best_estimator_.time_limit == 5
     assert search.best_estimator_.alpha == search.best_params_["alpha"]
     assert "0.01" in search.selection_rule_
+    # work-counted stops: no candidate hit its cap, and a second search agrees exactly
+    assert search.reproducible_
+    np.testing.assert_array_equal(search.cv_results_["mean_test_time_limit_hit"], 0.0)
+    again = _tiny_search(forest).fit(X)
+    for key in ("mean_test_fidelity", "mean_test_n_features"):
+        np.testing.assert_array_equal(again.cv_results_[key], search.cv_results_[key])
+
+
+def test_a_search_cut_by_its_time_limit_says_it_may_not_repeat(raw_forest):
+    X, forest = raw_forest
+    search = _tiny_search(forest, search_time_limit=1e-3).fit(X)
+    np.testing.assert_array_equal(search.cv_results_["mean_test_time_limit_hit"], 1.0)
+    assert not search.reproducible_
 
 
 def test_ray_backend_gives_the_same_choice(raw_forest):
@@ -129,3 +144,15 @@ def test_ray_backend_gives_the_same_choice(raw_forest):
     np.testing.assert_allclose(
         remote.cv_results_["mean_test_fidelity"], local.cv_results_["mean_test_fidelity"]
     )
+
+
+def test_a_pipeline_fitted_on_a_frame_takes_frames_and_matrices_without_warnings(raw_forest):
+    X, forest = raw_forest
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    pipeline = make_pipeline(MinMaxScaler(), RandomForestClassifier(10, max_depth=2))
+    pipeline.fit(frame, forest.predict(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. "X does not have valid feature names"
+        surrogate = fast(pipeline).fit(frame)
+        np.testing.assert_array_equal(surrogate.predict(frame), surrogate.predict(X))
+        assert surrogate.score(frame) == surrogate.score(X)

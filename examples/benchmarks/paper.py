@@ -396,9 +396,9 @@ def main(argv=None) -> None:
     fitters = methods()
     print(f"methods: {', '.join(fitters)}", flush=True)
     rows = []
-    for name in args.datasets:
-        frame = pd.read_csv(DATA / f"{name}.csv")
-        for depth in args.depths:
+    frames = {name: pd.read_csv(DATA / f"{name}.csv") for name in args.datasets}
+    for depth in args.depths:  # depth by depth: an interrupted run keeps whole depths
+        for name, frame in frames.items():
             inst = make_instance(frame, args.target, depth, args.seed)
             found = run_instance(inst, hyper.loc[(name, depth)].to_dict(), args, fitters)
             for row in found:

@@ -3,7 +3,7 @@
 Steps (each a function): :func:`cart_baselines` fits the depth-D CART on the labels
 (all features, and only the features allowed at some level) and converts both into
 MIRET-feasible seed trees; :func:`heuristic_tree` runs the warm-start heuristic seeded
-with them; :func:`solve_milp` hands the best tree to the solver with the stall rule;
+with them; the best tree then goes to the solver with its work-counted stall rule and budget;
 :func:`fit_problem` keeps the tree with the lowest objective and writes the report;
 it also returns the fallback trees of the estimator's fidelity guarantee (the CART seeds
 and the exact CART tree, :func:`governance.miret.cart.exact_tree`).
@@ -26,11 +26,13 @@ from governance.miret.solvers import relative_gap, solve
 from governance.miret.tree import SurrogateTree
 
 HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut (safety cap)
-STALL_SECONDS, STALL_SHARE = 3.0, 0.2  # default stall window: min(3 s, 20% of the limit)
+STALL_UNITS, STALL_SHARE = 3.0, 0.2  # default stall window: min(3, 0.2 * limit) work units
+SOLVER_WORK_SHARE = 0.5  # the solver's work budget: this share of the limit, in work units
 STOP_REASON = {
     "optimal": "optimal",
     "gap_limit": "gap_limit",
     "stalled": "stalled",
+    "work_limit": "work_limit",
     "time_limit": "time_limit",
     "time_limit_no_incumbent": "time_limit",
 }
@@ -109,8 +111,8 @@ def fit_problem(problem, params, begin, progress=None):
         start = x0
     heuristic_time = time.perf_counter() - t0
 
-    stall = params["stall_time"]
-    stall = min(STALL_SECONDS, STALL_SHARE * limit) if stall is None else float(stall)
+    stall = params["stall_work"]
+    stall = min(STALL_UNITS, STALL_SHARE * limit) if stall is None else float(stall)
     remaining = limit - (time.perf_counter() - begin)
     result = None
     if remaining > 0:
@@ -121,7 +123,8 @@ def fit_problem(problem, params, begin, progress=None):
             mip_gap=params["mip_gap"],
             threads=params["threads"],
             random_state=params["random_state"],
-            stall_time=stall,
+            stall_work=stall,
+            work_limit=SOLVER_WORK_SHARE * limit,
             start=start,
             progress=progress,
         )
@@ -171,7 +174,8 @@ def fit_problem(problem, params, begin, progress=None):
         cart_seed_objective=float(seed_objective),
         incumbent_source=source,
         time_limit=limit,
-        stall_time=stall,
+        stall_work=stall,
+        solver_work=result.work if result is not None else 0.0,
         solver_objective=result.objective if result is not None else math.inf,
         build_time=build_time,
         heuristic_time=heuristic_time,
@@ -220,7 +224,8 @@ def fit_trivial(problem, params, begin):
         cart_seed_objective=math.nan,
         incumbent_source="heuristic",
         time_limit=float(params["time_limit"]),
-        stall_time=math.nan,
+        stall_work=math.nan,
+        solver_work=0.0,
         solver_objective=math.nan,
         build_time=elapsed,
         heuristic_time=0.0,

@@ -12,7 +12,7 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from governance.arrays import feature_matrix
+from governance.arrays import feature_matrix, scaled
 from governance.ensemble import Ensemble, read_ensemble
 from governance.miret.cart import cart_predict
 from governance.miret.engine import fit_problem, fit_trivial
@@ -73,12 +73,16 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     solver : {"auto", "highs", "gurobi"}
     time_limit : float
         Safety cap in seconds for the whole fit (see ``solve_report_.time_limit_hit``).
-    stall_time : float, optional
-        The solver stops after this many seconds in which neither incumbent nor bound
-        moved; default ``min(3, 0.2 * time_limit)``.
+        Work decides every other stop, so a fit that does not hit it is reproducible.
+    stall_work : float, optional
+        The solver stops after this many units of work (about one second of one core on
+        a small model, :mod:`governance.miret.solvers`) in which neither incumbent nor
+        bound moved; default ``min(3, 0.2 * time_limit)``. The solver's whole budget is
+        ``0.5 * time_limit`` units.
     mip_gap : float
         Relative MIP gap at which the solver stops.
-    threads : int, optional
+    threads : int
+        Solver threads; the default 1 makes the solve deterministic.
     random_state : int
         Seed of the sample, the heuristic, CART and the solver.
     warm_start : bool
@@ -119,9 +123,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         "formulation": [StrOptions(set(FORMULATIONS))],
         "solver": [StrOptions(set(SOLVERS))],
         "time_limit": [Interval(Real, 0, None, closed="neither")],
-        "stall_time": [Interval(Real, 0, None, closed="neither"), None],
+        "stall_work": [Interval(Real, 0, None, closed="neither"), None],
         "mip_gap": [Interval(Real, 0, 1, closed="both")],
-        "threads": [Interval(Integral, 1, None, closed="left"), None],
+        "threads": [Interval(Integral, 1, None, closed="left")],
         "random_state": [Interval(Integral, 0, None, closed="left")],
         "warm_start": ["boolean"],
         "reductions": ["boolean"],
@@ -140,9 +144,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         formulation=PAPER_DEFAULTS["formulation"],
         solver="auto",
         time_limit=60.0,
-        stall_time=None,
+        stall_work=None,
         mip_gap=1e-4,
-        threads=None,
+        threads=1,
         random_state=0,
         warm_start=True,
         reductions=True,
@@ -157,7 +161,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         self.formulation = formulation
         self.solver = solver
         self.time_limit = time_limit
-        self.stall_time = stall_time
+        self.stall_work = stall_work
         self.mip_gap = mip_gap
         self.threads = threads
         self.random_state = random_state
@@ -187,7 +191,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     def _normalized(self, X) -> np.ndarray:
         """Predict-time input: the fit's units mapped by ``input_scaler_``."""
         check_is_fitted(self, "tree_")
-        return self.input_scaler_.transform(feature_matrix(X, self.feature_names_in_))
+        return scaled(self.input_scaler_, feature_matrix(X, self.feature_names_in_))
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
@@ -218,7 +222,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         X = feature_matrix(X, ensemble.feature_names)
         if ensemble.scaler is not None:
             self.input_scaler_, scaler = ensemble.scaler, None
-            tree_inputs = np.asarray(ensemble.scaler.transform(X), dtype=np.float64)
+            tree_inputs = scaled(ensemble.scaler, X)
         else:
             self.input_scaler_ = scaler = MinMaxScaler().fit(X)
             tree_inputs = X
@@ -313,7 +317,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         if y is None:
             ensemble = self._read_ensemble()
             X_in = feature_matrix(X, self.feature_names_in_)
-            tree_inputs = ensemble.scaler.transform(X_in) if ensemble.scaler is not None else X_in
+            tree_inputs = scaled(ensemble.scaler, X_in) if ensemble.scaler is not None else X_in
             y = ensemble.predict(tree_inputs)
         agree = self.predict(X) == np.asarray(y)
         return float(np.average(agree, weights=sample_weight))
@@ -323,7 +327,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         if y is None:
             ensemble = self._read_ensemble()
             X_in = feature_matrix(X, self.feature_names_in_)
-            tree_inputs = ensemble.scaler.transform(X_in) if ensemble.scaler is not None else X_in
+            tree_inputs = scaled(ensemble.scaler, X_in) if ensemble.scaler is not None else X_in
             y = ensemble.predict(tree_inputs)
         return float(np.mean(cart_predict(self.baseline_, self._normalized(X)) == np.asarray(y)))
 

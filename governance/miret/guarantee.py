@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from governance.arrays import scaled
 from governance.miret.cart import cart_predict
 
 FIDELITY_TOLERANCE = 0.02
@@ -46,7 +47,7 @@ def fidelities(trees, baseline, ensemble, tree_inputs, scaler):
     for start in range(0, n, CHUNK_ROWS):
         block = tree_inputs[start : start + CHUNK_ROWS]
         labels = ensemble.predict(block)
-        unit = np.clip(block if scaler is None else scaler.transform(block), 0.0, 1.0)
+        unit = np.clip(block if scaler is None else scaled(scaler, block), 0.0, 1.0)
         agree[:-1] += [np.sum(tree.predict(unit) == labels) for tree in trees]
         agree[-1] += np.sum(cart_predict(baseline, unit) == labels)
     return agree[:-1] / n, float(agree[-1] / n)

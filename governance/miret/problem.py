@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from governance.arrays import feature_matrix
+from governance.arrays import feature_matrix, scaled
 from governance.miret.tree import leaf_sign, node_level
 
 FORMULATIONS = ("miret", "basic")
@@ -358,7 +358,7 @@ def build_problem(X, ensemble, depth=None, scaler=None, **hyperparameters) -> Mi
         unit = X
     else:
         X = np.asarray(X, dtype=np.float64)
-        unit = np.clip(scaler.transform(X), 0.0, 1.0)
+        unit = np.clip(scaled(scaler, X), 0.0, 1.0)
     ensemble = ensemble.weighted_by_data(X)
 
     positive = ensemble.predict(X) == ensemble.classes[1]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
-STOP_REASONS = ("optimal", "gap_limit", "stalled", "time_limit", "trivial", "heuristic_only")
-
 
 @dataclass
 class SolveReport:
@@ -17,9 +15,10 @@ class SolveReport:
     relative gap of ``objective`` to ``bound`` in ``[0, 1]`` (1 without a bound).
     ``status`` is the solver's (see :mod:`governance.miret.solvers`); ``stop_reason``
     says why the fit ended: ``"optimal"`` (gap closed), ``"gap_limit"`` (requested gap
-    reached), ``"stalled"`` (neither incumbent nor bound moved for ``stall_time``),
-    ``"time_limit"`` (the safety cap), ``"trivial"`` (the ensemble predicts one class:
-    the constant tree, objective 0, no solver) or ``"heuristic_only"`` (no solver run).
+    reached), ``"stalled"`` (neither incumbent nor bound moved for ``stall_work`` units
+    of work), ``"work_limit"`` (the solver's work budget, ``solver_work`` units, ran
+    out), ``"time_limit"`` (the safety cap in seconds; only then can a re-run differ), ``"trivial"`` (the ensemble predicts one class:
+    the constant tree, objective 0, no solver).
     ``incumbent_source`` is ``"heuristic"``, ``"cart"`` or ``"solver"``.
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
@@ -50,7 +49,8 @@ class SolveReport:
     cart_seed_objective: float
     incumbent_source: str
     time_limit: float
-    stall_time: float
+    stall_work: float
+    solver_work: float
     solver_objective: float
     build_time: float
     heuristic_time: float

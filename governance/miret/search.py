@@ -40,6 +40,11 @@ def n_features_scorer(estimator, X, y=None) -> float:
     return float(len(estimator.selected_features_))
 
 
+def time_limit_scorer(estimator, X, y=None) -> float:
+    """1 when the time limit cut the fit short (then a re-run may differ), else 0."""
+    return float(estimator.solve_report_.time_limit_hit)
+
+
 def select_candidate(cv_results, tolerance) -> int:
     """Index of the candidate chosen by :data:`SELECTION_RULE`."""
     fidelity = np.asarray(cv_results["mean_test_fidelity"], dtype=np.float64)
@@ -73,7 +78,12 @@ class MiretSearchCV(BaseEstimator):
     Attributes
     ----------
     cv_results_ : dict
-        GridSearchCV's results with ``mean_test_fidelity`` and ``mean_test_n_features``.
+        GridSearchCV's results with ``mean_test_fidelity``, ``mean_test_n_features`` and
+        ``mean_test_time_limit_hit`` (share of the candidate's folds whose fit the time
+        limit cut short).
+    reproducible_ : bool
+        No candidate fit hit the time limit: every stop was counted in work, so the same
+        data and parameters choose the same candidate under any load.
     best_index_ : int
     best_params_ : dict
     best_estimator_ : MiretSurrogate
@@ -107,7 +117,11 @@ class MiretSearchCV(BaseEstimator):
         return GridSearchCV(
             short,
             PAPER_GRID if self.param_grid is None else self.param_grid,
-            scoring={"fidelity": fidelity_scorer, "n_features": n_features_scorer},
+            scoring={
+                "fidelity": fidelity_scorer,
+                "n_features": n_features_scorer,
+                "time_limit_hit": time_limit_scorer,
+            },
             refit=False,
             cv=self.cv,
             n_jobs=self.n_jobs,
@@ -138,6 +152,7 @@ class MiretSearchCV(BaseEstimator):
         search = self._run(self._search(), X, y)
         self.cv_results_ = search.cv_results_
         self.best_index_ = select_candidate(self.cv_results_, self.tolerance)
+        self.reproducible_ = not np.any(self.cv_results_["mean_test_time_limit_hit"] > 0)
         self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
         self.selection_rule_ = SELECTION_RULE.replace("tolerance", f"{self.tolerance:g}", 1)
         best = clone(self.estimator).set_params(**self.best_params_)

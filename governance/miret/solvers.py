@@ -2,11 +2,18 @@
 
 Both receive the same sparse model and return a :class:`SolveResult` with an honest
 status: ``"optimal"`` only when the solver proved the gap closed (``<= 1e-9``);
-``"gap_limit"`` when it stopped at the requested relative gap; ``"time_limit"`` /
-``"time_limit_no_incumbent"`` when the time ran out with / without a feasible solution;
-``"stalled"`` when neither the incumbent nor the bound moved by more than
-``STALL_TOLERANCE`` (relative) for ``stall_time`` seconds (:class:`StallRule`, checked in
-the solver's callback); ``"infeasible"``; ``"interrupted"``; ``"error"``.
+``"gap_limit"`` when it stopped at the requested relative gap; ``"stalled"`` when neither
+the incumbent nor the bound moved by more than ``STALL_TOLERANCE`` (relative) during
+``stall_work`` units of solver work (:class:`StallRule`); ``"work_limit"`` when the work
+budget ran out; ``"time_limit"`` / ``"time_limit_no_incumbent"`` when the safety cap in
+seconds ran out with / without a feasible solution; ``"infeasible"``; ``"interrupted"``;
+``"error"``.
+
+Work, not seconds, decides every stop but the safety cap, so one model, start and seed
+give one result under any load. A unit of work is about one second of one core on a
+small model: ``HIGHS_CHECKS_PER_UNIT`` of HiGHS's limit checks (its MIP interrupt
+callbacks, called at fixed points of its search), or one Gurobi work unit. With one
+thread (the default) HiGHS is deterministic per limit check; with more it is not.
 
 ``solver="auto"`` uses Gurobi when gurobipy is importable, a license starts, and either
 the license is not size-limited or the model fits the size limit; otherwise HiGHS. A
@@ -28,57 +35,72 @@ GUROBI_SIZE_LIMIT = 2000
 GUROBI_SIZE_LIMIT_ERROR = 10010
 PROVED_GAP = 1e-9
 PROGRESS_INTERVAL = 1.0
-STALL_TOLERANCE = 1e-4  # relative move of incumbent or bound that resets the stall clock
+STALL_TOLERANCE = 1e-4  # relative move of incumbent or bound that restarts the stall window
+HIGHS_CHECKS_PER_UNIT = 50  # HiGHS limit checks per unit of work (~1 s of a small model)
 
 
 @dataclass(frozen=True)
 class SolverOptions:
     """The options every backend receives (one place for their meaning).
 
-    ``time_limit`` seconds of solver time; ``mip_gap`` relative gap at which to stop;
-    ``threads`` (solver default when None); ``random_state`` solver seed; ``stall_time``
-    seconds without progress after which the solve stops (None: never).
+    ``time_limit`` seconds of solver time (the safety cap); ``mip_gap`` relative gap at
+    which to stop; ``threads`` solver threads (1 keeps the solve deterministic);
+    ``random_state`` solver seed; ``stall_work`` units of work without progress after
+    which the solve stops and ``work_limit`` units of work in all (None: never).
     """
 
     time_limit: float = 60.0
     mip_gap: float = 1e-4
-    threads: int | None = None
+    threads: int = 1
     random_state: int = 0
-    stall_time: float | None = None
+    stall_work: float | None = None
+    work_limit: float | None = None
 
 
 class StallRule:
-    """Progress reports and the stall rule of one solve, fed by the solver's callback.
+    """Progress reports and the work-counted stop rules of one solve, fed by callbacks.
 
     ``update`` returns True when the solve should stop: neither the incumbent nor the
     bound moved by more than ``STALL_TOLERANCE`` times the incumbent's magnitude during
-    the last ``stall_time`` seconds.
+    the last ``stall_work`` units of work (``stalled``), or ``work_limit`` units were
+    spent (``work_limit_hit``). Seconds only pace the progress reports.
     """
 
-    def __init__(self, stall_time, progress):
-        self.stall_time = math.inf if stall_time is None else float(stall_time)
+    def __init__(self, stall_work, work_limit, progress):
+        self.stall_work = math.inf if stall_work is None else float(stall_work)
+        self.work_limit = math.inf if work_limit is None else float(work_limit)
         self.progress = progress
         self.last_report = -math.inf
         self.last_move = 0.0
+        self.work = 0.0
         self.incumbent = math.inf
         self.bound = -math.inf
         self.stalled = False
+        self.work_limit_hit = False
 
-    def expired(self, now) -> bool:
-        """Whether ``stall_time`` passed since the last move (no new values)."""
-        self.stalled = self.stalled or now - self.last_move >= self.stall_time
-        return self.stalled
-
-    def update(self, now, incumbent, bound, improving=False) -> bool:
+    def report(self, now, incumbent, bound, improving=False):
+        """Progress at most every ``PROGRESS_INTERVAL`` seconds and at each new incumbent."""
         if self.progress is not None and (improving or now - self.last_report >= PROGRESS_INTERVAL):
             self.last_report = now
             self.progress(now, incumbent, bound, relative_gap(incumbent, bound))
+
+    def update(self, work, incumbent, bound) -> bool:
+        """Record the state after ``work`` units; True when the solve should stop."""
+        self.work = work
         step = STALL_TOLERANCE * max(abs(incumbent) if math.isfinite(incumbent) else 1.0, 1e-9)
         if incumbent < self.incumbent - step or bound > self.bound + step:
-            self.incumbent, self.bound, self.last_move = incumbent, bound, now
-        elif now - self.last_move >= self.stall_time:
+            self.incumbent, self.bound, self.last_move = incumbent, bound, work
+        elif work - self.last_move >= self.stall_work:
             self.stalled = True
-        return self.stalled
+        self.work_limit_hit = self.work_limit_hit or work >= self.work_limit
+        return self.stalled or self.work_limit_hit
+
+    @property
+    def outcome(self) -> str:
+        """The stop reason of an interrupted solve."""
+        if self.stalled:
+            return "stalled"
+        return "work_limit" if self.work_limit_hit else "interrupted"
 
 
 @dataclass
@@ -99,6 +121,7 @@ class SolveResult:
     gap: float
     nodes: int
     wall_time: float
+    work: float
 
 
 def relative_gap(objective, bound) -> float:
@@ -109,11 +132,12 @@ def relative_gap(objective, bound) -> float:
     return min(1.0, max(0.0, objective - max(bound, 0.0)) / max(abs(objective), 1e-10))
 
 
-def _result(solver, version, outcome, x, objective, bound, nodes, wall, progress) -> SolveResult:
+def _result(solver, version, outcome, x, objective, bound, nodes, wall, work, progress):
     """The :class:`SolveResult` of a finished solve; reports the final progress.
 
     ``outcome`` is the backend's stop reason: ``"optimal"`` (proved within its gap),
-    ``"time_limit"``, ``"infeasible"``, ``"interrupted"`` or ``"error"``.
+    ``"time_limit"``, ``"stalled"``, ``"work_limit"``, ``"infeasible"``,
+    ``"interrupted"`` or ``"error"``.
     """
     gap = relative_gap(objective, bound)
     if outcome == "optimal":
@@ -134,6 +158,7 @@ def _result(solver, version, outcome, x, objective, bound, nodes, wall, progress
         gap=gap,
         nodes=nodes,
         wall_time=wall,
+        work=float(work),
     )
 
 
@@ -148,8 +173,12 @@ def solve_highs(model, options: SolverOptions, start=None, progress=None) -> Sol
     h.setOptionValue("time_limit", float(max(options.time_limit, 0.0)))
     h.setOptionValue("mip_rel_gap", float(options.mip_gap))
     h.setOptionValue("random_seed", int(options.random_state))
-    if options.threads is not None:
-        h.setOptionValue("threads", int(options.threads))
+    h.setOptionValue("threads", int(options.threads))
+    # RINS and RENS solve sub-MIPs that call no callback: no work is counted, no stop or
+    # interrupt reaches them for seconds (and they overran the time limit); the warm
+    # start already gives the solver a good incumbent
+    h.setOptionValue("mip_heuristic_run_rins", False)
+    h.setOptionValue("mip_heuristic_run_rens", False)
     lp = highspy.HighsLp()
     lp.num_col_ = model.n_vars
     lp.num_row_ = model.n_rows
@@ -174,22 +203,25 @@ def solve_highs(model, options: SolverOptions, start=None, progress=None) -> Sol
         solution.col_value = list(np.asarray(start, dtype=np.float64))
         solution.value_valid = True
         h.setSolution(solution)
-    rule = StallRule(options.stall_time, progress)
+    rule = StallRule(options.stall_work, options.work_limit, progress)
+    checks = 0
 
-    def report(event, improving=False):
+    def check(event):  # called at fixed points of the search: the unit of work
+        nonlocal checks
+        checks += 1
         out = event.data_out
         bound = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else -math.inf
-        incumbent = out.mip_primal_bound
-        if rule.update(out.running_time, incumbent, bound, improving) and not improving:
+        rule.report(out.running_time, out.mip_primal_bound, bound)
+        if rule.update(checks / HIGHS_CHECKS_PER_UNIT, out.mip_primal_bound, bound):
             event.interrupt()
 
-    def lp_check(event):  # long root LPs: the MIP callback is not reached meanwhile
-        if rule.expired(event.data_out.running_time):
-            event.interrupt()
+    def improving(event):
+        out = event.data_out
+        bound = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else -math.inf
+        rule.report(out.running_time, out.mip_primal_bound, bound, improving=True)
 
-    h.cbMipImprovingSolution.subscribe(lambda e: report(e, improving=True))
-    h.cbMipInterrupt.subscribe(report)
-    h.cbSimplexInterrupt.subscribe(lp_check)
+    h.cbMipImprovingSolution.subscribe(improving)
+    h.cbMipInterrupt.subscribe(check)
     h.run()
     wall = time.perf_counter() - begin
     info = h.getInfo()
@@ -211,10 +243,11 @@ def solve_highs(model, options: SolverOptions, start=None, progress=None) -> Sol
         outcome = "interrupted"
     else:
         outcome = "error"
-    if outcome == "interrupted" and rule.stalled:
-        outcome = "stalled"
+    if outcome == "interrupted":
+        outcome = rule.outcome
     nodes = int(info.mip_node_count)
-    return _result("highs", h.version(), outcome, x, objective, bound, nodes, wall, progress)
+    version = h.version()
+    return _result("highs", version, outcome, x, objective, bound, nodes, wall, rule.work, progress)
 
 
 # ---------------------------------------------------------------------- Gurobi
@@ -280,8 +313,9 @@ def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> So
             m.Params.TimeLimit = float(max(options.time_limit, 0.0))
             m.Params.MIPGap = float(options.mip_gap)
             m.Params.Seed = int(options.random_state)
-            if options.threads is not None:
-                m.Params.Threads = int(options.threads)
+            m.Params.Threads = int(options.threads)
+            if options.work_limit is not None:
+                m.Params.WorkLimit = float(options.work_limit)
             vtype = np.where(model.integrality == 1, GRB.BINARY, GRB.CONTINUOUS)
             lb = model.col_lower.copy()
             ub = model.col_upper.copy()
@@ -297,21 +331,26 @@ def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> So
                     m.addMConstr(model.A[mask], x, sense, rhs[mask])
             if start is not None:
                 x.Start = np.asarray(start, dtype=np.float64)
-            rule = StallRule(options.stall_time, progress)
+            rule = StallRule(options.stall_work, None, progress)  # WorkLimit caps the work
+            where_values = {
+                GRB.Callback.MIP: (GRB.Callback.MIP_OBJBST, GRB.Callback.MIP_OBJBND),
+                GRB.Callback.MIPSOL: (GRB.Callback.MIPSOL_OBJBST, GRB.Callback.MIPSOL_OBJBND),
+                GRB.Callback.MIPNODE: (GRB.Callback.MIPNODE_OBJBST, GRB.Callback.MIPNODE_OBJBND),
+            }
 
             def callback(cb_model, where):
-                if where not in (GRB.Callback.MIP, GRB.Callback.MIPSOL):
+                if where not in where_values:
                     return
-                now = cb_model.cbGet(GRB.Callback.RUNTIME)
-                if where == GRB.Callback.MIP:
-                    best = cb_model.cbGet(GRB.Callback.MIP_OBJBST)
-                    bound = cb_model.cbGet(GRB.Callback.MIP_OBJBND)
-                else:
-                    best = cb_model.cbGet(GRB.Callback.MIPSOL_OBJBST)
-                    bound = cb_model.cbGet(GRB.Callback.MIPSOL_OBJBND)
+                best_code, bound_code = where_values[where]
+                best, bound = cb_model.cbGet(best_code), cb_model.cbGet(bound_code)
+                if where == GRB.Callback.MIPSOL:
                     best = min(best, cb_model.cbGet(GRB.Callback.MIPSOL_OBJ))
                 best = best if best < GRB.INFINITY else math.inf
-                if rule.update(now, best, bound, where == GRB.Callback.MIPSOL):
+                now = cb_model.cbGet(GRB.Callback.RUNTIME)
+                rule.report(now, best, bound, improving=where == GRB.Callback.MIPSOL)
+                # MIP callbacks come on a clock; MIPNODE and MIPSOL at fixed search points
+                work = cb_model.cbGet(GRB.Callback.WORK)
+                if where != GRB.Callback.MIP and rule.update(work, best, bound):
                     cb_model.terminate()
 
             m.optimize(callback)
@@ -325,14 +364,17 @@ def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> So
                 outcome = "optimal"
             elif m.Status == GRB.TIME_LIMIT:
                 outcome = "time_limit"
-            elif m.Status == GRB.INTERRUPTED and rule.stalled:
-                outcome = "stalled"
-            elif m.Status in (GRB.INTERRUPTED, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
+            elif m.Status == GRB.WORK_LIMIT:
+                outcome = "work_limit"
+            elif m.Status == GRB.INTERRUPTED:
+                outcome = rule.outcome
+            elif m.Status in (GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
                 outcome = "interrupted"
             else:
                 outcome = "error"
             solution = np.asarray(x.X, dtype=np.float64) if has_solution else None
             nodes = int(m.NodeCount)
+            work = float(m.Work)
     except gp.GurobiError as exc:
         if exc.errno == GUROBI_SIZE_LIMIT_ERROR:
             raise GurobiUnavailable(
@@ -343,7 +385,9 @@ def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> So
     finally:
         env.dispose()
     version = ".".join(str(v) for v in gp.gurobi.version())
-    return _result("gurobi", version, outcome, solution, objective, bound, nodes, wall, progress)
+    return _result(
+        "gurobi", version, outcome, solution, objective, bound, nodes, wall, work, progress
+    )
 
 
 # ---------------------------------------------------------------------- dispatch
@@ -352,9 +396,10 @@ def solve(
     solver="auto",
     time_limit=60.0,
     mip_gap=1e-4,
-    threads=None,
+    threads=1,
     random_state=0,
-    stall_time=None,
+    stall_work=None,
+    work_limit=None,
     start=None,
     progress=None,
 ) -> SolveResult:
@@ -368,12 +413,14 @@ def solve(
         Seconds of solver time.
     mip_gap : float
         Relative gap at which to stop.
-    threads : int, optional
-        Solver threads (solver default when None).
+    threads : int
+        Solver threads; 1 keeps the solve deterministic.
     random_state : int
         Solver seed.
-    stall_time : float, optional
-        Stop (status ``"stalled"``) after this many seconds without progress.
+    stall_work : float, optional
+        Stop (status ``"stalled"``) after this many units of work without progress.
+    work_limit : float, optional
+        Stop (status ``"work_limit"``) after this many units of work.
     start : ndarray, optional
         A feasible solution vector (warm start).
     progress : callable, optional
@@ -386,7 +433,7 @@ def solve(
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    options = SolverOptions(time_limit, mip_gap, threads, random_state, stall_time)
+    options = SolverOptions(time_limit, mip_gap, threads, random_state, stall_work, work_limit)
     if solver == "highs" or (solver == "auto" and not gurobi_fits(model)):
         return solve_highs(model, options, start, progress)
     try:

@@ -140,6 +140,7 @@ STOP_WORDING = {
     "optimal": "proved optimal",
     "gap_limit": "reached the requested gap",
     "stalled": "stalled",
+    "work_limit": "used its work budget",
     "time_limit": "hit the time limit",
 }
 
@@ -153,12 +154,12 @@ def describe_stop(solve: dict) -> str:
     after = f" after {float(seconds):.1f} s" if seconds is not None else ""
     if reason == "trivial":
         text = "no solve needed: the ensemble predicts one class"
-    elif reason == "heuristic_only":
-        text = f"heuristic tree only, no MILP solve{after}"
     else:
         gap = solve.get("gap")
         shown = f" (gap {format_percent(gap)})" if gap is not None and reason != "optimal" else ""
         text = f"solver stopped: {STOP_WORDING.get(reason, reason)}{after}{shown}"
+        if solve.get("time_limit_hit"):
+            text += "; the time limit cut the fit short, so a re-run may give another tree"
     if solve.get("fallback"):
         text += f"; the CART tree replaced it ({solve['fallback']})"
     return text
