@@ -106,6 +106,24 @@ def test_json_round_trip_predicts_identically(fitted, small_forest):
     assert restored.decision_path(X[0]) == fitted.decision_path(X[0])
 
 
+def test_a_version_2_document_still_loads(fitted, small_forest):
+    """Surrogates logged before the solver stopped on work keep loading."""
+    X, _ = small_forest
+    document = json.loads(json.dumps(fitted.to_dict()))
+    document["format_version"] = 2
+    document["params"]["stall_time"] = document["params"].pop("stall_work")
+    document["params"]["threads"] = None
+    for key in ("stall_work", "solver_work"):
+        del document["solve_report"][key]
+    restored = MiretSurrogate.from_dict(document)
+    np.testing.assert_array_equal(restored.predict(X), fitted.predict(X))
+    assert restored.threads == 1 and restored.stall_work == fitted.stall_work
+    assert np.isnan(restored.solve_report_.solver_work)
+    document["format_version"] = 1
+    with pytest.raises(ValueError, match="version 2 or 3"):
+        MiretSurrogate.from_dict(document)
+
+
 def test_sklearn_conventions(small_forest):
     X, _ = small_forest
     surrogate = MiretSurrogate(alpha=0.3)

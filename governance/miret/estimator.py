@@ -24,7 +24,8 @@ from governance.miret.solvers import SOLVERS
 from governance.miret.tree import SurrogateTree
 
 FORMAT = "miret-surrogate"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (2, 3)  # version 2 stalled on seconds (stall_time) with solver threads
 DEFAULT_MAX_ROWS = 2000
 _SCALER_FIELDS = ("min_", "scale_", "data_min_", "data_max_", "data_range_")
 
@@ -356,12 +357,16 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_dict(cls, data: dict, ensemble=None) -> MiretSurrogate:
         """Restore a fitted estimator written by :meth:`to_dict` (no refit)."""
-        if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
+        if data.get("format") != FORMAT or data.get("format_version") not in READABLE_VERSIONS:
             raise ValueError(
-                f"not a {FORMAT} version {FORMAT_VERSION} document (format="
-                f"{data.get('format')!r}, version {data.get('format_version')!r})"
+                f"not a {FORMAT} document of version {' or '.join(map(str, READABLE_VERSIONS))}"
+                f" (format={data.get('format')!r}, version {data.get('format_version')!r})"
             )
-        estimator = cls(ensemble, **data["params"])
+        params = dict(data["params"])
+        if data["format_version"] == 2:  # its seconds of stall become units of work
+            params["stall_work"] = params.pop("stall_time", None)
+            params["threads"] = params.get("threads") or 1
+        estimator = cls(ensemble, **params)
         estimator.tree_ = SurrogateTree.from_dict(data["tree"])
         estimator.input_scaler_ = scaler_from_dict(data["input_scaler"])
         estimator.solve_report_ = SolveReport.from_dict(data["solve_report"])

@@ -49,8 +49,6 @@ class SolveReport:
     cart_seed_objective: float
     incumbent_source: str
     time_limit: float
-    stall_work: float
-    solver_work: float
     solver_objective: float
     build_time: float
     heuristic_time: float
@@ -63,6 +61,8 @@ class SolveReport:
     allowed_features: list = field(default_factory=list)
     train_fidelity: float = math.nan
     fallback: str = ""
+    stall_work: float = math.nan  # absent from reports of releases that stalled on seconds
+    solver_work: float = math.nan
 
     def to_dict(self) -> dict:
         """Plain JSON values; non-finite floats become None."""
