@@ -46,6 +46,39 @@ def test_components_join_closest_pairs_first_up_to_the_cap():
     assert component_cap(2000, 3) == 125
 
 
+def greedy_components(n, matrix, cap):
+    """Reference: the capped union-find over every pair, closest first, in plain Python."""
+    coo = matrix.tocoo()
+    triples = sorted(zip(-coo.data, coo.row.tolist(), coo.col.tolist()))
+    members = {i: {i} for i in range(n)}
+    for _, i, k in triples:
+        if members[i] is not members[k] and len(members[i]) + len(members[k]) <= cap:
+            union = members[i] | members[k]
+            for j in union:
+                members[j] = union
+    firsts = sorted({min(group) for group in members.values()})
+    ids = {first: c for c, first in enumerate(firsts)}
+    return np.array([ids[min(members[i])] for i in range(n)])
+
+
+@pytest.mark.parametrize("cap", [2, 5, 40, 1000])
+def test_components_equal_the_plain_union_find(cap):
+    rng = np.random.default_rng(cap)
+    n = 300
+    rows = rng.integers(0, n, 900)
+    cols = np.minimum(n - 1, rows + rng.integers(1, 12, 900))  # local chains and clusters
+    keep = rows < cols
+    values = np.round(rng.uniform(0.85, 1.0, keep.sum()), 2)  # many ties
+    matrix = sparse.coo_matrix((values, (rows[keep], cols[keep])), shape=(n, n)).tocsr()
+    matrix.sum_duplicates()
+    component, dropped = bounded_components(n, matrix, cap)
+    expected = greedy_components(n, matrix, cap)
+    np.testing.assert_array_equal(component, expected)
+    coo = matrix.tocoo()
+    assert dropped == int(np.sum(expected[coo.row] != expected[coo.col]))
+    assert np.bincount(component).max() <= cap
+
+
 @pytest.fixture(scope="module")
 def synthetic():
     X, y = make_classification(6000, 20, n_informative=8, random_state=0)

@@ -34,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
 
 from governance.arrays import feature_matrix, scaled
 from governance.miret.tree import leaf_sign, node_level
@@ -246,7 +248,10 @@ def bounded_components(n_samples: int, pairs, cap: int):
 
     Union-find over the pairs in decreasing proximity (ties by ``(i, k)``, so the result
     is deterministic); a union that would exceed ``cap`` samples is refused. Components
-    only grow, so a refused pair never ends up inside one component later.
+    only grow, so a refused pair never ends up inside one component later. A connected
+    component of at most ``cap`` samples never refuses a union, so it is kept whole
+    (scipy's ``connected_components``) and only the pairs of larger ones go through the
+    union-find loop, with the same result.
 
     Parameters
     ----------
@@ -262,12 +267,17 @@ def bounded_components(n_samples: int, pairs, cap: int):
     dropped : int
         Pairs whose samples are in different components.
     """
-    pairs = pairs.tocoo()
+    pairs = sparse.coo_matrix(pairs, shape=(n_samples, n_samples))
     rows, cols = pairs.row.astype(np.int64), pairs.col.astype(np.int64)
-    order = np.lexsort((cols, rows, -pairs.data))
-    parent = list(range(n_samples))
+    _, connected = csgraph.connected_components(pairs, directed=False)
+    oversized = np.bincount(connected)[connected] > cap
+    # small components: one id each (beyond the sample ids); others start as singletons
+    root = np.where(oversized, np.arange(n_samples), n_samples + connected)
+    split = oversized[rows]  # both samples of a pair are in one connected component
+    order = np.lexsort((cols[split], rows[split], -pairs.data[split]))
+    parent = root.tolist()
     size = [1] * n_samples
-    for i, k in zip(rows[order].tolist(), cols[order].tolist()):
+    for i, k in zip(rows[split][order].tolist(), cols[split][order].tolist()):
         while parent[i] != i:
             parent[i] = parent[parent[i]]
             i = parent[i]
@@ -281,8 +291,10 @@ def bounded_components(n_samples: int, pairs, cap: int):
         parent[k] = i
         size[i] += size[k]
     root = np.array(parent, dtype=np.int64)
-    while True:  # full path compression, vectorized
-        up = root[root]
+    inside = root < n_samples
+    while True:  # full path compression of the union-find trees, vectorized
+        up = root.copy()
+        up[inside] = root[root[inside]]
         if np.array_equal(up, root):
             break
         root = up
