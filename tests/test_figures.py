@@ -266,3 +266,36 @@ def test_inlined_figure_keeps_its_text_readable(tmp_path):
     svg.write_text('<?xml version="1.0"?>\n<svg width="300pt" height="10pt"><g/></svg>')
     assert str(inline_svg(svg)).startswith('<svg style="min-width:320px;max-width:480px" width=')
     assert str(inline_svg(svg, shrink=True)).startswith('<svg style="max-width:480px" width=')
+
+
+@pytest.mark.parametrize(
+    ("solve", "expected"),
+    [
+        (
+            {"stop_reason": "stalled", "wall_time": 4.21, "gap": 0.864},
+            "solver stopped: stalled after 4.2 s (gap 86.4%)",
+        ),
+        (
+            {"stop_reason": "work_limit", "wall_time": 9.9, "gap": 0.5},
+            "solver stopped: used its work budget after 9.9 s (gap 50.0%)",
+        ),
+        (
+            {"stop_reason": "time_limit", "wall_time": 20.1, "gap": 0.5, "time_limit_hit": True},
+            (
+                "solver stopped: hit the time limit after 20.1 s (gap 50.0%), so a re-run may "
+                "give another tree"
+            ),
+        ),
+        (
+            {"stop_reason": "optimal", "wall_time": 1.0, "gap": 0.0, "time_limit_hit": True},
+            (
+                "solver stopped: proved optimal after 1.0 s; the time limit cut the warm start "
+                "short, so a re-run may give another tree"
+            ),
+        ),
+    ],
+)
+def test_the_stop_is_told_with_whether_a_rerun_can_differ(solve, expected):
+    from governance.report.html import describe_stop
+
+    assert describe_stop(solve) == expected

@@ -158,8 +158,9 @@ def describe_stop(solve: dict) -> str:
         gap = solve.get("gap")
         shown = f" (gap {format_percent(gap)})" if gap is not None and reason != "optimal" else ""
         text = f"solver stopped: {STOP_WORDING.get(reason, reason)}{after}{shown}"
-        if solve.get("time_limit_hit"):
-            text += "; the time limit cut the fit short, so a re-run may give another tree"
+        if solve.get("time_limit_hit"):  # the only stop on seconds, not on counted work
+            cut = "" if reason == "time_limit" else "; the time limit cut the warm start short"
+            text += f"{cut}, so a re-run may give another tree"
     if solve.get("fallback"):
         text += f"; the CART tree replaced it ({solve['fallback']})"
     return text
