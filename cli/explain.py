@@ -33,6 +33,7 @@ from cli.common import (
     store_locked,
 )
 from cli.tables import metrics_table
+from governance.miret.search import CANDIDATE_CAP
 
 SEARCH_PANEL = "Hyperparameter search"
 
@@ -248,7 +249,11 @@ def explain(
     search_time_limit: Annotated[
         float,
         search_option(
-            "--search-time-limit", help="Seconds for each candidate fit during the search."
+            "--search-time-limit",
+            help=(
+                "Budget of each candidate fit during the search, in units of solver work "
+                f"(about seconds); its safety cap is {CANDIDATE_CAP:g} times this in seconds."
+            ),
         ),
     ] = SEARCH_DEFAULTS["search_time_limit"],
     cv: Annotated[

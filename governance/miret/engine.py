@@ -38,6 +38,12 @@ STOP_REASON = {
 }
 
 
+def work_budgets(time_limit: float) -> tuple[float, float]:
+    """Default solver stall window and work budget (units of work) of a fit whose time
+    limit is ``time_limit`` seconds."""
+    return min(STALL_UNITS, STALL_SHARE * time_limit), SOLVER_WORK_SHARE * time_limit
+
+
 def centered(tree: SurrogateTree, epsilon: float) -> SurrogateTree:
     """The tree with ``b_t -= epsilon / 2``: a MILP-feasible tree keeps its assignment
     (``<= 0`` stays ``<= -eps/2``, ``>= eps`` becomes ``>= eps/2``) with margin eps/2."""
@@ -111,8 +117,10 @@ def fit_problem(problem, params, begin, progress=None):
         start = x0
     heuristic_time = time.perf_counter() - t0
 
-    stall = params["stall_work"]
-    stall = min(STALL_UNITS, STALL_SHARE * limit) if stall is None else float(stall)
+    default_stall, default_budget = work_budgets(limit)
+    stall, budget = params["stall_work"], params["work_limit"]
+    stall = default_stall if stall is None else float(stall)
+    budget = default_budget if budget is None else float(budget)
     remaining = limit - (time.perf_counter() - begin)
     result = None
     if remaining > 0:
@@ -124,7 +132,7 @@ def fit_problem(problem, params, begin, progress=None):
             threads=params["threads"],
             random_state=params["random_state"],
             stall_work=stall,
-            work_limit=SOLVER_WORK_SHARE * limit,
+            work_limit=budget,
             start=start,
             progress=progress,
         )

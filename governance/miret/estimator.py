@@ -78,8 +78,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     stall_work : float, optional
         The solver stops after this many units of work (about one second of one core on
         a small model, :mod:`governance.miret.solvers`) in which neither incumbent nor
-        bound moved; default ``min(3, 0.2 * time_limit)``. The solver's whole budget is
-        ``0.5 * time_limit`` units.
+        bound moved; default ``min(3, 0.2 * time_limit)``.
+    work_limit : float, optional
+        The solver's whole budget in units of work; default ``0.5 * time_limit``.
     mip_gap : float
         Relative MIP gap at which the solver stops.
     threads : int
@@ -125,6 +126,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         "solver": [StrOptions(set(SOLVERS))],
         "time_limit": [Interval(Real, 0, None, closed="neither")],
         "stall_work": [Interval(Real, 0, None, closed="neither"), None],
+        "work_limit": [Interval(Real, 0, None, closed="neither"), None],
         "mip_gap": [Interval(Real, 0, 1, closed="both")],
         "threads": [Interval(Integral, 1, None, closed="left")],
         "random_state": [Interval(Integral, 0, None, closed="left")],
@@ -146,6 +148,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         solver="auto",
         time_limit=60.0,
         stall_work=None,
+        work_limit=None,
         mip_gap=1e-4,
         threads=1,
         random_state=0,
@@ -163,6 +166,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         self.solver = solver
         self.time_limit = time_limit
         self.stall_work = stall_work
+        self.work_limit = work_limit
         self.mip_gap = mip_gap
         self.threads = threads
         self.random_state = random_state

@@ -18,11 +18,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import GridSearchCV
 
+from governance.miret.engine import work_budgets
+
 PAPER_GRID = {
     "alpha": [0.2, 0.4, 0.5, 0.6, 0.8],
     "gamma_percentile": [0, 50, 100 / 3, 25],
     "proximity_threshold": [0.85, 0.9, 1.0],
 }
+CANDIDATE_CAP = 5.0  # a candidate's safety cap, in multiples of search_time_limit
 SELECTION_RULE = (
     "fewest features among the candidates whose mean validation fidelity is within "
     "tolerance of the best mean validation fidelity; ties to the higher mean validation "
@@ -68,7 +71,10 @@ class MiretSearchCV(BaseEstimator):
     tolerance : float
         Fidelity tolerance of :data:`SELECTION_RULE`.
     search_time_limit : float
-        Time limit (seconds) of each candidate fit during the search.
+        Each candidate fit gets the work budgets of a fit with this time limit (units of
+        work, about seconds; :func:`governance.miret.engine.work_budgets`) and a safety
+        cap of ``CANDIDATE_CAP`` times it in seconds, so that load does not change the
+        candidates' trees (``reproducible_``).
     n_jobs : int, optional
         Parallel candidate fits (joblib).
     backend : {"loky", "ray"}
@@ -113,7 +119,12 @@ class MiretSearchCV(BaseEstimator):
         self.ray_address = ray_address
 
     def _search(self):
-        short = clone(self.estimator).set_params(time_limit=self.search_time_limit)
+        stall, budget = work_budgets(float(self.search_time_limit))
+        short = clone(self.estimator).set_params(
+            time_limit=CANDIDATE_CAP * float(self.search_time_limit),
+            stall_work=stall,
+            work_limit=budget,
+        )
         return GridSearchCV(
             short,
             PAPER_GRID if self.param_grid is None else self.param_grid,
