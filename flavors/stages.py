@@ -18,6 +18,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 from mlflow.entities import LoggedModelInput
+from mlflow.exceptions import MlflowException
 
 from flavors.errors import ValidationFailedError
 from flavors.registry import (
@@ -64,13 +65,25 @@ def log_params(params: dict) -> None:
     mlflow.log_params(values)
 
 
+def log_dataset(data, context: str) -> None:
+    """``mlflow.log_input`` of a dataset. When a concurrent run inserted the same dataset
+    first, the store refuses the duplicate row (a unique constraint) and rolls back;
+    logging again then links the dataset that run created."""
+    try:
+        mlflow.log_input(data, context=context)
+    except MlflowException as exc:
+        if "unique constraint" not in str(exc).lower():
+            raise
+        mlflow.log_input(data, context=context)
+
+
 # ---------------------------------------------------------------------- stages
 def record_request(request: ExplainRequest, datasets: dict) -> None:
     """Log the data sets and the ensemble as the run's inputs, the request as params."""
     with warnings.catch_warnings():  # integer-column schema hints of the label column
         warnings.simplefilter("ignore", UserWarning)
         for context, data in datasets.items():
-            mlflow.log_input(data, context=context)
+            log_dataset(data, context)
     if request.ensemble_model_id:
         mlflow.log_input(model=LoggedModelInput(model_id=request.ensemble_model_id))
     log_params(request.params())

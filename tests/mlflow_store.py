@@ -8,6 +8,7 @@ already-migrated one is instant. The copy lands where ``conftest.py`` points
 """
 
 import shutil
+import sys
 
 import mlflow
 import pytest
@@ -111,3 +112,14 @@ def register_wisconsin_rf(breast_cancer, features, rows, n_estimators, name="cre
     frame.to_csv("data.csv", index=False)
     register_rf(frame, features, name, n_estimators=n_estimators)
     return frame
+
+
+def interruptible_cli(*args) -> list:
+    """The command line of ``govern *args`` in a child the test will interrupt: SIGINT
+    raises KeyboardInterrupt as at a terminal, even when the runner started the tests in
+    the background (which makes its children ignore SIGINT)."""
+    script = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from cli.app import main; sys.argv = ['govern'] + sys.argv[1:]; main()"
+    )
+    return [sys.executable, "-c", script, *args]

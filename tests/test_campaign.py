@@ -20,6 +20,7 @@ from campaign_cases import CASES, run_case
 from campaign_store import StoreSnapshot, build_campaign
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
+from mlflow_store import interruptible_cli
 
 pytest_plugins = ["mlflow_store"]
 
@@ -127,7 +128,7 @@ def _kill_dataset(path: Path):
 
 def _explain_process(args, env, cwd):
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", "explain", *args],
+        interruptible_cli("explain", *args),
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,

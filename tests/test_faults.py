@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
-from mlflow_store import register_wisconsin_rf
+from mlflow.exceptions import MlflowException
+from mlflow_store import interruptible_cli, register_wisconsin_rf
 
 from flavors.errors import ExplainError, GovernanceError
 from flavors.explain import explain_model_version
@@ -181,9 +183,37 @@ def test_two_concurrent_explains_register_one_version(registered, tmp_path):
     assert len(_live_models(registered)) == 2  # the ensemble's and the winner's surrogate
 
 
+def test_a_dataset_inserted_by_a_concurrent_run_is_linked_not_an_error(store, monkeypatch):
+    """Two explains of one data set can race to insert it; the loser's unique-constraint
+    error is followed by a retry that links the dataset the winner created."""
+    from flavors import stages
+
+    frame = pd.DataFrame({"x": [0.1, 0.2], "label": [0, 1]})
+    data = mlflow.data.from_pandas(frame, name="train.csv", targets="label")
+    real, calls = mlflow.log_input, []
+
+    def racing(dataset, context=None, **kwargs):
+        calls.append(context)
+        if len(calls) == 1:  # the other run commits the same dataset first
+            with mlflow.start_run(experiment_id=store, nested=True):
+                real(dataset, context="training")
+            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets")
+        return real(dataset, context=context, **kwargs)
+
+    monkeypatch.setattr(mlflow, "log_input", racing)
+    with mlflow.start_run(experiment_id=store) as run:
+        stages.log_dataset(data, "training")
+    (logged,) = MlflowClient().get_run(run.info.run_id).inputs.dataset_inputs
+    assert logged.dataset.name == "train.csv" and calls == ["training", "training"]
+    monkeypatch.setattr(
+        mlflow, "log_input", lambda *a, **k: (_ for _ in ()).throw(MlflowException("disk I/O"))
+    )
+    with mlflow.start_run(experiment_id=store), pytest.raises(MlflowException, match="disk"):
+        stages.log_dataset(data, "training")  # any other error is not retried
+
+
 def _start_cli_explain(store, tmp_path):
     """``govern explain`` on a problem that keeps the solver busy for its time limit."""
-    script = "import sys; from cli.app import main; sys.argv = ['govern'] + sys.argv[1:]; main()"
     args = [
         "explain",
         "--model-uri",
@@ -198,7 +228,7 @@ def _start_cli_explain(store, tmp_path):
         "120",
     ]
     child = subprocess.Popen(
-        [sys.executable, "-c", script, *args],
+        interruptible_cli(*args),
         env=_child_env(store),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -206,7 +236,7 @@ def _start_cli_explain(store, tmp_path):
     )
     deadline = time.time() + 120
     prefix = f"explain-{child.pid}-"
-    while time.time() < deadline:  # the VITE figures are written just before the solve
+    while time.time() < deadline:  # the VITE figures are drawn during the solve
         folders = list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
         if folders and (folders[0] / "figures").is_dir():
             time.sleep(2)
