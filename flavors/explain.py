@@ -5,7 +5,8 @@ and the data as the run's inputs, validates the data, computes the VITE quantiti
 figures, solves the MIRET surrogate, logs it with the ``miret`` flavor (metrics attached
 to the logged model by ``model_id``), registers it as a version of ``<name>-surrogate``
 and links the two versions with tags. Registration comes last, so a failure leaves no
-version and no tag behind. The stages themselves live in :mod:`flavors.stages` and :mod:`flavors.publish`.
+version and no tag behind. The stages themselves live in :mod:`flavors.stages` and
+:mod:`flavors.publish`.
 """
 
 from __future__ import annotations

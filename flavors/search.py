@@ -16,7 +16,7 @@ from pathlib import Path
 import mlflow
 from mlflow.entities import Metric
 
-from flavors.stages import log_params
+from flavors.stages import log_params, notify, solve_progress
 
 
 def search_surrogate(request, ensemble, raw_train, progress=None):
@@ -37,15 +37,8 @@ def search_surrogate(request, ensemble, raw_train, progress=None):
     options = request.search.options()
     search = MiretSearchCV(MiretSurrogate(ensemble, **request.estimator_params()), **options)
     n_candidates = len(ParameterGrid(options["param_grid"] or PAPER_GRID))
-    if progress is not None:
-        progress("search", {"candidates": n_candidates, "folds": options["cv"]})
-
-    def on_solve(elapsed, incumbent, bound, gap):
-        if progress is not None:
-            detail = {"elapsed": elapsed, "incumbent": incumbent, "bound": bound, "gap": gap}
-            progress("solve", detail)
-
-    return search.fit(raw_train, progress=on_solve)
+    notify(progress, "search", {"candidates": n_candidates, "folds": options["cv"]})
+    return search.fit(raw_train, progress=solve_progress(progress))
 
 
 @dataclass(frozen=True)
@@ -62,8 +55,8 @@ class SearchSummary:
 def log_search(search, out: Path) -> SearchSummary:
     """Log every candidate of a fitted ``MiretSearchCV`` as a nested child run of the
     active run (its parameters; mean and std validation fidelity and features; fit
-    time; share of folds cut by the time limit), the rule and the chosen parameters (under their own names) on the parent, and
-    draw the trade-off.
+    time; share of folds cut by the time limit), the rule and the chosen parameters
+    (under their own names) on the parent, and draw the trade-off.
     """
     from governance.report.search_figure import candidate_label, save_search_figure
 

@@ -195,12 +195,19 @@ def fit_surrogate(request: ExplainRequest, ensemble, raw_train, progress=None):
     incumbent and bound."""
     from governance.miret import MiretSurrogate
 
+    surrogate = MiretSurrogate(ensemble, **request.estimator_params())
+    return surrogate.fit(raw_train, progress=solve_progress(progress))
+
+
+def solve_progress(progress):
+    """The solver's ``(elapsed, incumbent, bound, gap)`` callback that reports them to
+    ``progress`` (if any) as the ``"solve"`` stage's detail."""
+
     def on_solve(elapsed, incumbent, bound, gap):
         detail = {"elapsed": elapsed, "incumbent": incumbent, "bound": bound, "gap": gap}
         notify(progress, "solve", detail)
 
-    surrogate = MiretSurrogate(ensemble, **request.estimator_params())
-    return surrogate.fit(raw_train, progress=on_solve)
+    return on_solve
 
 
 SOLVER_PREFIX = "solver."
@@ -225,7 +232,7 @@ def solver_metrics(report: dict) -> dict:
         "time_s": report["wall_time"],
         "optimal": 1.0 if report["status"] in ("optimal", "trivial") else 0.0,
         "time_limit_hit": float(bool(report["time_limit_hit"])),
-        "work": report.get("solver_work", 0.0),
+        "work": report["solver_work"],
         "nodes": report["nodes"],
         "n_binaries": report["n_binaries"],
         "n_constraints": report["n_constraints"],

@@ -17,8 +17,8 @@ with ``w^e = 1`` each quantity is exactly the paper's.
   reduces to this too). It is not weighted: Tan et al.'s boosting weights put 70% of
   the weight on the first 5 of 100 XGBoost trees (Heart, depth 3), so a weighted
   ``m_ik >= 0.85`` only asks for the same leaves in the first dozen trees, and forcing
-  such pairs into one leaf cost the surrogate up to 7 points of test fidelity
-  (``examples/benchmarks/results_xgb_default.md``).
+  such pairs into one leaf cost the surrogate up to 7 points of test fidelity (Heart
+  in ``examples/benchmarks/paper.py --target xgb``).
 - Class probability ``p^i = max_c p^i_c`` of the ensemble's prediction.
 
 Frequencies and threshold ranges describe the first ``depth`` levels (argument

@@ -193,6 +193,11 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             )
         return ensemble
 
+    def _ensemble_labels(self, X) -> np.ndarray:
+        """The ensemble's predictions on ``X`` (the fit's input units)."""
+        ensemble = self._read_ensemble()
+        return ensemble.predict(ensemble.transform(feature_matrix(X, self.feature_names_in_)))
+
     def _normalized(self, X) -> np.ndarray:
         """Predict-time input: the fit's units mapped by ``input_scaler_``."""
         check_is_fitted(self, "tree_")
@@ -225,12 +230,11 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
         X = feature_matrix(X, ensemble.feature_names)
+        tree_inputs = ensemble.transform(X)  # the ensemble's one MinMaxScaler, if any
         if ensemble.scaler is not None:
             self.input_scaler_, scaler = ensemble.scaler, None
-            tree_inputs = scaled(ensemble.scaler, X)
         else:
             self.input_scaler_ = scaler = MinMaxScaler().fit(X)
-            tree_inputs = X
         if y is not None:
             predicted = ensemble.predict(tree_inputs)
             y = np.asarray(y)
@@ -320,20 +324,14 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         """Fidelity: share of samples where the surrogate agrees with ``y`` (the
         ensemble's labels; computed from the ensemble when None)."""
         if y is None:
-            ensemble = self._read_ensemble()
-            X_in = feature_matrix(X, self.feature_names_in_)
-            tree_inputs = scaled(ensemble.scaler, X_in) if ensemble.scaler is not None else X_in
-            y = ensemble.predict(tree_inputs)
+            y = self._ensemble_labels(X)
         agree = self.predict(X) == np.asarray(y)
         return float(np.average(agree, weights=sample_weight))
 
     def baseline_fidelity(self, X, y=None) -> float:
         """Fidelity of the depth-D CART baseline (fitted on the same labels) on ``X``."""
         if y is None:
-            ensemble = self._read_ensemble()
-            X_in = feature_matrix(X, self.feature_names_in_)
-            tree_inputs = scaled(ensemble.scaler, X_in) if ensemble.scaler is not None else X_in
-            y = ensemble.predict(tree_inputs)
+            y = self._ensemble_labels(X)
         return float(np.mean(cart_predict(self.baseline_, self._normalized(X)) == np.asarray(y)))
 
     # ------------------------------------------------------------------ persistence

@@ -17,8 +17,9 @@ class SolveReport:
     says why the fit ended: ``"optimal"`` (gap closed), ``"gap_limit"`` (requested gap
     reached), ``"stalled"`` (neither incumbent nor bound moved for ``stall_work`` units
     of work), ``"work_limit"`` (the solver's work budget, ``solver_work`` units, ran
-    out), ``"time_limit"`` (the safety cap in seconds; only then can a re-run differ), ``"trivial"`` (the ensemble predicts one class:
-    the constant tree, objective 0, no solver).
+    out), ``"time_limit"`` (the safety cap in seconds; only then can a re-run differ) or
+    ``"trivial"`` (the ensemble predicts one class: the constant tree, objective 0, no
+    solver).
     ``incumbent_source`` is ``"heuristic"``, ``"cart"`` or ``"solver"``.
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART

@@ -206,19 +206,22 @@ def solve_highs(model, options: SolverOptions, start=None, progress=None) -> Sol
     rule = StallRule(options.stall_work, options.work_limit, progress)
     checks = 0
 
+    def state(event):
+        """Seconds, incumbent and bound (``-inf`` until HiGHS has one) of a callback."""
+        out = event.data_out
+        bound = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else -math.inf
+        return out.running_time, out.mip_primal_bound, bound
+
     def check(event):  # called at fixed points of the search: the unit of work
         nonlocal checks
         checks += 1
-        out = event.data_out
-        bound = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else -math.inf
-        rule.report(out.running_time, out.mip_primal_bound, bound)
-        if rule.update(checks / HIGHS_CHECKS_PER_UNIT, out.mip_primal_bound, bound):
+        now, incumbent, bound = state(event)
+        rule.report(now, incumbent, bound)
+        if rule.update(checks / HIGHS_CHECKS_PER_UNIT, incumbent, bound):
             event.interrupt()
 
     def improving(event):
-        out = event.data_out
-        bound = out.mip_dual_bound if abs(out.mip_dual_bound) < highspy.kHighsInf else -math.inf
-        rule.report(out.running_time, out.mip_primal_bound, bound, improving=True)
+        rule.report(*state(event), improving=True)
 
     h.cbMipImprovingSolution.subscribe(improving)
     h.cbMipInterrupt.subscribe(check)
@@ -349,8 +352,8 @@ def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> So
                 now = cb_model.cbGet(GRB.Callback.RUNTIME)
                 rule.report(now, best, bound, improving=where == GRB.Callback.MIPSOL)
                 # MIP callbacks come on a clock; MIPNODE and MIPSOL at fixed search points
-                work = cb_model.cbGet(GRB.Callback.WORK)
-                if where != GRB.Callback.MIP and rule.update(work, best, bound):
+                fixed_point = where != GRB.Callback.MIP
+                if fixed_point and rule.update(cb_model.cbGet(GRB.Callback.WORK), best, bound):
                     cb_model.terminate()
 
             m.optimize(callback)
