@@ -305,26 +305,29 @@ class Ensemble:
         object.__setattr__(self, "_padded_cache", cached)
         return cached
 
-    def apply(self, X) -> np.ndarray:
+    def apply(self, X, first_trees=None) -> np.ndarray:
         """Leaf node id (tree-local) reached by each sample in each tree.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Input in the ensemble's own units (after any preprocessing).
+        first_trees : int, optional
+            Route through the first ``first_trees`` trees only (default all).
 
         Returns
         -------
-        ndarray of shape (n_samples, n_trees)
+        ndarray of shape (n_samples, n_trees) or (n_samples, first_trees)
         """
         X = (
             feature_matrix(X, self.feature_names, finite=False, min_rows=0)
             .astype(np.float32)
             .astype(np.float64)
         )
-        feature, threshold, left, right, _, _ = self._padded()
-        tree_index = np.arange(self.n_trees)[None, :]
-        node = np.zeros((X.shape[0], self.n_trees), dtype=np.int64)
+        kept = slice(0, first_trees)
+        feature, threshold, left, right = (array[kept] for array in self._padded()[:4])
+        tree_index = np.arange(feature.shape[0])[None, :]
+        node = np.zeros((X.shape[0], feature.shape[0]), dtype=np.int64)
         rows = np.arange(X.shape[0])[:, None]
         for _ in range(self.max_depth):
             f = feature[tree_index, node]

@@ -16,7 +16,7 @@ from governance.miret.cart import cart_predict
 from governance.miret.engine import cart_baselines
 from governance.miret.formulation import build_model, encode
 from governance.miret.heuristic import warm_start
-from governance.miret.sampling import quotas, sample_rows, strata
+from governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
 from governance.miret.solvers import StallRule, solve
 
 
@@ -159,23 +159,27 @@ def test_same_seed_gives_the_same_tree(wisconsin):
 def test_sample_draws_rows_in_proportion_to_label_and_leaf_strata(wisconsin):
     X, forest = wisconsin
     ensemble = read_ensemble(forest)
-    rows = sample_rows(ensemble, X, 60, random_state=1)
+    labels = ensemble.predict(X)
+    rows = sample_rows(ensemble, X, labels, 60, random_state=1)
     assert rows.size == 60 and np.unique(rows).size == 60
-    stratum = strata(ensemble, X)
+    stratum = strata(ensemble, X, labels)
     sizes = np.bincount(stratum)
     taken = np.bincount(stratum[rows], minlength=sizes.size)
     # every stratum (label x leaves of the first trees) gets its share, within one row
     assert np.all(np.abs(taken - sizes * 60 / len(X)) < 1)
-    labels = ensemble.predict(X)
     for label in np.unique(labels):  # one label per stratum
         assert (
             np.unique(stratum[labels == label]).size + np.unique(stratum[labels != label]).size
             == sizes.size
         )
+    leaves = ensemble.apply(X)[:, :SIGNATURE_TREES]  # one leaf signature per stratum
+    np.testing.assert_array_equal(ensemble.apply(X, first_trees=SIGNATURE_TREES), leaves)
+    keys = np.unique(np.column_stack([stratum, leaves]), axis=0)
+    assert keys.shape[0] == sizes.size
     np.testing.assert_array_equal(quotas(np.array([5, 3, 2]), 5), [3, 1, 1])
-    np.testing.assert_array_equal(rows, sample_rows(ensemble, X, 60, random_state=1))
-    assert not np.array_equal(rows, sample_rows(ensemble, X, 60, random_state=2))
-    np.testing.assert_array_equal(sample_rows(ensemble, X, 500), np.arange(len(X)))
+    np.testing.assert_array_equal(rows, sample_rows(ensemble, X, labels, 60, random_state=1))
+    assert not np.array_equal(rows, sample_rows(ensemble, X, labels, 60, random_state=2))
+    np.testing.assert_array_equal(sample_rows(ensemble, X, labels, 500), np.arange(len(X)))
 
 
 def test_max_rows_fits_on_the_sample(wisconsin):

@@ -235,16 +235,16 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             self.input_scaler_, scaler = ensemble.scaler, None
         else:
             self.input_scaler_ = scaler = MinMaxScaler().fit(X)
+        labels = ensemble.predict(tree_inputs)  # once: sampling and guarantee use them
         if y is not None:
-            predicted = ensemble.predict(tree_inputs)
             y = np.asarray(y)
-            if y.shape != predicted.shape or np.any(y != predicted):
+            if y.shape != labels.shape or np.any(y != labels):
                 raise ValueError(
                     "y must equal the ensemble's predictions on X (the surrogate explains "
-                    f"the ensemble, not the ground truth): {int(np.sum(y != predicted))} of "
-                    f"{predicted.size} labels differ; pass y=None"
+                    f"the ensemble, not the ground truth): {int(np.sum(y != labels))} of "
+                    f"{labels.size} labels differ; pass y=None"
                 )
-        rows = sample_rows(ensemble, tree_inputs, self.max_rows, self.random_state)
+        rows = sample_rows(ensemble, tree_inputs, labels, self.max_rows, self.random_state)
         self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
         problem = build_problem(
             tree_inputs[rows],
@@ -262,7 +262,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         args = (problem, params, begin) + (() if fit is fit_trivial else (progress,))
         tree, report, self.baseline_, fallbacks = fit(*args)
         tree, own, cart, note = guarantee(
-            tree, fallbacks, self.baseline_, ensemble, tree_inputs, scaler, problem
+            tree, fallbacks, self.baseline_, labels, tree_inputs, scaler, problem
         )
         report.train_fidelity, report.baseline_cart_train_fidelity = own, cart
         if note:

@@ -36,20 +36,21 @@ FIDELITY_TOLERANCE = 0.02
 CHUNK_ROWS = 50_000
 
 
-def fidelities(trees, baseline, ensemble, tree_inputs, scaler):
+def fidelities(trees, baseline, labels, tree_inputs, scaler):
     """Fidelity of each tree and of the CART ``baseline`` on all rows, in chunks.
 
-    ``tree_inputs`` are the ensemble's inputs; ``scaler`` maps them into the trees'
-    normalized space (None: they already are normalized).
+    ``labels`` are the ensemble's predictions on ``tree_inputs``, the ensemble's inputs;
+    ``scaler`` maps them into the trees' normalized space (None: they already are
+    normalized).
     """
     n = tree_inputs.shape[0]
     agree = np.zeros(len(trees) + 1)
     for start in range(0, n, CHUNK_ROWS):
         block = tree_inputs[start : start + CHUNK_ROWS]
-        labels = ensemble.predict(block)
+        labels_block = labels[start : start + CHUNK_ROWS]
         unit = np.clip(block if scaler is None else scaled(scaler, block), 0.0, 1.0)
-        agree[:-1] += [np.sum(tree.predict(unit) == labels) for tree in trees]
-        agree[-1] += np.sum(cart_predict(baseline, unit) == labels)
+        agree[:-1] += [np.sum(tree.predict(unit) == labels_block) for tree in trees]
+        agree[-1] += np.sum(cart_predict(baseline, unit) == labels_block)
     return agree[:-1] / n, float(agree[-1] / n)
 
 
@@ -63,15 +64,16 @@ def priced_objective(tree, problem) -> float:
     return misfit + float((price[problem.node_level] * used).sum())
 
 
-def guarantee(tree, fallbacks, baseline, ensemble, tree_inputs, scaler, problem):
+def guarantee(tree, fallbacks, baseline, labels, tree_inputs, scaler, problem):
     """``(tree, train_fidelity, cart_train_fidelity, note)`` after the rule above.
 
     ``fallbacks``: the feasible CART seed trees, then the exact CART tree (as returned
-    by :func:`governance.miret.engine.fit_problem`); ``problem``: the fit's
+    by :func:`governance.miret.engine.fit_problem`); ``labels``: the ensemble's
+    predictions on ``tree_inputs``; ``problem``: the fit's
     :class:`~governance.miret.problem.MiretProblem`; ``note`` is empty when the MIRET
     tree stays.
     """
-    scores, cart = fidelities([tree, *fallbacks], baseline, ensemble, tree_inputs, scaler)
+    scores, cart = fidelities([tree, *fallbacks], baseline, labels, tree_inputs, scaler)
     own, floor = float(scores[0]), cart - FIDELITY_TOLERANCE
     if own >= floor or not fallbacks:
         return tree, own, cart, ""

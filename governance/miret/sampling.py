@@ -21,16 +21,16 @@ CHUNK_ROWS = 50_000
 SIGNATURE_TREES = 3
 
 
-def strata(ensemble, X) -> np.ndarray:
-    """Stratum id of every row: ensemble label x leaves of the first trees (in chunks)."""
+def strata(ensemble, X, labels) -> np.ndarray:
+    """Stratum id of every row: its ensemble label ``labels`` x its leaves in the first
+    trees (routed in chunks)."""
     n = X.shape[0]
     keys = np.empty((n, SIGNATURE_TREES + 1), dtype=np.int64)
-    classes = np.asarray(ensemble.classes)
+    keys[:, 0] = np.searchsorted(np.asarray(ensemble.classes), labels)
     for start in range(0, n, CHUNK_ROWS):
         block = X[start : start + CHUNK_ROWS]
         rows = slice(start, start + block.shape[0])
-        keys[rows, 0] = np.searchsorted(classes, ensemble.predict(block))
-        keys[rows, 1:] = ensemble.apply(block)[:, :SIGNATURE_TREES]
+        keys[rows, 1:] = ensemble.apply(block, first_trees=SIGNATURE_TREES)
     return np.unique(keys, axis=0, return_inverse=True)[1].ravel()
 
 
@@ -43,13 +43,14 @@ def quotas(sizes: np.ndarray, total: int) -> np.ndarray:
     return out
 
 
-def sample_rows(ensemble, X, max_rows, random_state=0) -> np.ndarray:
-    """Sorted row indices of the sample (all rows when there are at most ``max_rows``)."""
+def sample_rows(ensemble, X, labels, max_rows, random_state=0) -> np.ndarray:
+    """Sorted row indices of the sample (all rows when there are at most ``max_rows``);
+    ``labels`` are the ensemble's predictions on ``X``."""
     n = X.shape[0]
     if max_rows is None or n <= max_rows:
         return np.arange(n)
     rng = np.random.default_rng(random_state)
-    stratum = strata(ensemble, X)
+    stratum = strata(ensemble, X, labels)
     share = quotas(np.bincount(stratum), int(max_rows))
     # a random rank within each stratum; a row is kept when its rank is below the quota
     order = np.lexsort((rng.random(n), stratum))
