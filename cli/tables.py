@@ -14,6 +14,7 @@ METRIC_ORDER = (
     "baseline_cart_test_fidelity",
     "test_proximity_agreement",
     "baseline_cart_train_fidelity",
+    "baseline_cart_cv_fidelity",
     "baseline_cart_n_features",
     "train_accuracy_surrogate",
     "test_accuracy_surrogate",

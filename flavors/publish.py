@@ -96,6 +96,7 @@ class Evidence:
         surrogate's solve report as a dict)."""
         return {
             "train_fidelity": solve["baseline_cart_train_fidelity"],
+            "cv_fidelity": solve.get("baseline_cart_cv_fidelity"),
             "test_fidelity": self.metrics.get("baseline_cart_test_fidelity"),
             "n_features_used": solve["baseline_cart_n_features"],
         }

@@ -43,6 +43,7 @@ CONTRACT_METRICS = {
     "solver.optimal",
     "baseline_cart_test_fidelity",
     "baseline_cart_train_fidelity",
+    "baseline_cart_cv_fidelity",
     "baseline_cart_n_features",
 }
 MODEL_FILES = {

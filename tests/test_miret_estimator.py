@@ -20,7 +20,9 @@ SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_so
 @pytest.fixture(scope="module")
 def fitted(small_forest):
     X, forest = small_forest
-    return MiretSurrogate(forest, gamma_percentile=0, solver="highs", time_limit=20).fit(X)
+    return MiretSurrogate(
+        forest, gamma_percentile=0, solver="highs", time_limit=20, cart_guarantee=False
+    ).fit(X)
 
 
 def test_fit_reaches_the_proved_optimum(small_forest, fitted):
@@ -43,10 +45,30 @@ def test_fit_reaches_the_proved_optimum(small_forest, fitted):
     assert set(np.unique(fitted.predict(X))) <= set(forest.classes_)
 
 
+def test_cart_guarantee_keeps_the_optimum_within_cart_cross_validated_fidelity(
+    small_forest, fitted
+):
+    # the proved optimum uses 1 feature and misses 1 of 30 samples; CART uses 2 and
+    # misses none on its own rows, but 3 of 30 when each row is predicted out of fold
+    X, forest = small_forest
+    assert fitted.score(X) == pytest.approx(29 / 30) and fitted.selected_features_.size == 1
+    guarded = MiretSurrogate(forest, gamma_percentile=0, solver="highs", time_limit=20).fit(X)
+    report = guarded.solve_report_
+    assert report.baseline_cart_train_fidelity == 1.0
+    assert report.baseline_cart_cv_fidelity == pytest.approx(27 / 30)
+    assert report.fallback == "" and report.objective == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
+    np.testing.assert_array_equal(guarded.tree_.coef, fitted.tree_.coef)
+
+
 def test_predict_reproduces_the_solver_assignment(small_forest):
     X, forest = small_forest
     surrogate = MiretSurrogate(
-        forest, gamma_percentile=0, solver="highs", time_limit=20, warm_start=False
+        forest,
+        gamma_percentile=0,
+        solver="highs",
+        time_limit=20,
+        warm_start=False,
+        cart_guarantee=False,
     ).fit(X)
     report = surrogate.solve_report_
     assert report.incumbent_source in ("solver", "cart")
@@ -85,7 +107,9 @@ def test_basic_formulation_and_unreduced_model_agree(small_forest):
 
 def test_excluded_features_have_zero_coefficients(small_forest):
     X, forest = small_forest
-    surrogate = MiretSurrogate(forest, gamma_percentile=50, solver="highs", time_limit=20).fit(X)
+    surrogate = MiretSurrogate(
+        forest, gamma_percentile=50, solver="highs", time_limit=20, cart_guarantee=False
+    ).fit(X)
     problem = build_problem(X, read_ensemble(forest), gamma_percentile=50)
     assert not problem.allowed.all()
     assert np.all(surrogate.tree_.coef[~problem.allowed[problem.node_level]] == 0)

@@ -195,6 +195,7 @@ def test_registered_surrogate_verifies_after_registration(data):
     assert provenance["trust_pickle"] == ""
     assert set(provenance["baseline_cart"]) == {
         "train_fidelity",
+        "cv_fidelity",
         "test_fidelity",
         "n_features_used",
     }

@@ -1,13 +1,17 @@
 """Benchmark MIRET against the paper and against CART, GOSDT and STreeD surrogates.
 
-One command per target and mode writes ``examples/benchmarks/results_<target>_<mode>.md``::
+One command per target and mode writes ``examples/benchmarks/results_<target>_<mode>.md``
+(and its rows as ``.csv``)::
 
-    .venv/bin/python examples/benchmarks/paper.py --target rf --mode default
+    .venv/bin/python examples/benchmarks/paper.py --target rf --mode default --seeds 0 1 2 3 4
     .venv/bin/python examples/benchmarks/paper.py --target xgb --mode search \\
         --datasets Wisconsin Sonar --depths 2 3 --time-limit 20 --search-time-limit 5
 
+``--resume`` keeps the rows of the ``.csv`` and runs only the missing instances.
+
 Protocol (the paper's): each ``examples/data/<name>.csv`` (label 0/1 in the last column)
-is split 80/20, stratified and seeded; a MinMaxScaler followed by the target ensemble of
+is split 80/20, stratified and seeded (one split and ensemble per ``--seeds`` value,
+averaged in the tables); a MinMaxScaler followed by the target ensemble of
 100 trees of depth ``D`` is fitted on the training part (``rf``: RandomForestClassifier
 with ``max_features=None``; ``xgb``: XGBClassifier, whose trees MIRET weighs by Tan et
 al.'s product). Every surrogate of depth ``D`` is fitted on the ensemble's training
@@ -61,6 +65,7 @@ class Instance:
     labels_train: np.ndarray
     labels_test: np.ndarray
     depth: int
+    seed: int
 
 
 @dataclass
@@ -92,7 +97,7 @@ def make_instance(frame: pd.DataFrame, target: str, depth: int, seed: int) -> In
     )
     model = ensemble_model(target, depth, seed).fit(X_train, y_train)
     return Instance(
-        model, X_train, X_test, y_test, model.predict(X_train), model.predict(X_test), depth
+        model, X_train, X_test, y_test, model.predict(X_train), model.predict(X_test), depth, seed
     )
 
 
@@ -104,7 +109,7 @@ def fit_miret(inst: Instance, hyper: dict, args) -> Surrogate:
         depth=inst.depth,
         solver="highs",
         time_limit=args.time_limit,
-        random_state=args.seed,
+        random_state=inst.seed,
         **(hyper if args.mode == "default" else {}),
     )
     if args.mode == "search":
@@ -125,7 +130,7 @@ def fit_miret(inst: Instance, hyper: dict, args) -> Surrogate:
 
 def fit_cart(inst: Instance, hyper: dict, args) -> Surrogate:
     """Depth-D CART on the ensemble's training labels."""
-    cart = DecisionTreeClassifier(max_depth=inst.depth, random_state=args.seed)
+    cart = DecisionTreeClassifier(max_depth=inst.depth, random_state=inst.seed)
     cart.fit(inst.X_train, inst.labels_train)
     used = np.unique(cart.tree_.feature[cart.tree_.feature >= 0])
     return Surrogate(cart.predict, len(used))
@@ -155,7 +160,7 @@ def fit_gosdt(inst: Instance, hyper: dict, args) -> Surrogate:
     from gosdt import GOSDTClassifier
     from gosdt._tree import Leaf
 
-    binarizer, X_bin = _binarized(inst, args.seed)
+    binarizer, X_bin = _binarized(inst, inst.seed)
     model = GOSDTClassifier(
         regularization=args.gosdt_regularization,
         allow_small_reg=True,
@@ -180,9 +185,9 @@ def fit_streed(inst: Instance, hyper: dict, args) -> Surrogate:
     """STreeD's accuracy-optimal tree of depth D on guessed thresholds."""
     from pystreed import STreeDClassifier
 
-    binarizer, X_bin = _binarized(inst, args.seed)
+    binarizer, X_bin = _binarized(inst, inst.seed)
     model = STreeDClassifier(
-        max_depth=inst.depth, time_limit=args.time_limit, random_seed=args.seed
+        max_depth=inst.depth, time_limit=args.time_limit, random_seed=inst.seed
     ).fit(X_bin, inst.labels_train)
     columns, stack = set(), [model.tree_]
     while stack:
@@ -235,72 +240,130 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def write_markdown(results: pd.DataFrame, args, path: Path) -> None:
-    """Per-depth summary, the issue's targets, then one row per instance and method."""
-    names = list(dict.fromkeys(results["method"]))
-    wide = results.pivot_table(
-        index=["dataset", "depth"],
-        columns="method",
-        values=["test_fidelity", "features", "fit_s"],
-    )
-    paper = results.groupby(["dataset", "depth"])["paper_test_fidelity"].first()
-    lines = [
-        f"# Surrogates of the paper's {args.target.upper()} benchmark, {args.mode} mode",
-        "",
-        (
-            f"Written by `examples/benchmarks/paper.py --target {args.target} --mode "
-            f"{args.mode}`; MIRET with HiGHS and a {args.time_limit:g} s limit"
-            + (
-                f", {args.search_time_limit:g} s per search candidate"
-                if args.mode == "search"
-                else ""
-            )
-            + "; the paper used Gurobi with 3600 s. Fidelity in % on the 20% test split; "
-            "features = distinct raw features the tree splits on; fit s = wall seconds "
-            "of the surrogate's fit (GOSDT/STreeD include threshold guessing)."
-        ),
-        "",
-        "## Per depth",
-        "",
-    ]
-    summary = []
+def _mean(values: pd.Series) -> str:
+    """Mean to two decimals; empty when a value is missing (rows of older runs)."""
+    return "" if values.isna().any() else f"{values.mean():.2f}"
+
+
+def _summary(results: pd.DataFrame, names: list[str], paper: pd.DataFrame) -> list[list[str]]:
+    """Per depth and method: instances, mean test and train fidelity, features, fit s."""
+    rows = []
     for depth, group in results.groupby("depth"):
         for name in names:
             part = group[group["method"] == name]
-            summary.append(
+            rows.append(
                 [
                     str(depth),
                     name,
                     str(len(part)),
                     f"{part['test_fidelity'].mean():.2f}",
+                    _mean(part["train_fidelity"]),
                     f"{part['features'].mean():.2f}",
                     f"{part['fit_s'].mean():.2f}",
                     f"{part['fit_s'].max():.2f}",
                 ]
             )
-        summary.append(
+        mine = paper.loc[paper.index.isin(group.set_index(["dataset", "depth"]).index)]
+        rows.append(
             [
                 str(depth),
                 "paper MIRET",
-                str(group["dataset"].nunique()),
-                f"{paper.xs(depth, level='depth').mean():.2f}",
+                str(len(mine)),
+                f"{mine['test_fidelity'].mean():.2f}",
+                f"{mine['train_fidelity'].mean():.2f}",
                 "",
                 "",
                 "",
             ]
         )
-    lines += _table(
-        ["D", "method", "instances", "test fid", "features", "mean fit s", "max fit s"], summary
+    return rows
+
+
+def _by_seed(results: pd.DataFrame, names: list[str], paper: pd.DataFrame) -> list[list[str]]:
+    """Per depth and method: mean test fidelity of each split seed, their mean and spread."""
+    rows = []
+    for depth, group in results.groupby("depth"):
+        means = group.pivot_table(index="seed", columns="method", values="test_fidelity")
+        for name in names:
+            column = means[name]
+            rows.append(
+                [str(depth), name]
+                + [f"{value:.2f}" for value in column]
+                + [f"{column.mean():.2f}", f"{column.min():.2f}-{column.max():.2f}"]
+            )
+        mine = paper.xs(depth, level="depth").loc[group["dataset"].unique()]
+        rows.append(
+            [str(depth), "paper MIRET"]
+            + [""] * len(means)
+            + [f"{mine['test_fidelity'].mean():.2f}", ""]
+        )
+    return rows
+
+
+def write_markdown(results: pd.DataFrame, args, paper: pd.DataFrame, path: Path) -> None:
+    """Per-depth summary, per-seed spread, the issue's targets, then every instance."""
+    names = list(dict.fromkeys(results["method"]))
+    key = ["dataset", "depth", "seed"]
+    wide = results.pivot_table(
+        index=key, columns="method", values=["test_fidelity", "features", "fit_s"]
     )
+    seeds = sorted(results["seed"].unique())
+    lines = [
+        f"# Surrogates of the paper's {args.target.upper()} benchmark, {args.mode} mode",
+        "",
+        (
+            f"Written by `examples/benchmarks/paper.py --target {args.target} --mode "
+            f"{args.mode} --seeds {' '.join(map(str, seeds))}`; MIRET with HiGHS and a "
+            f"{args.time_limit:g} s limit"
+            + (
+                f", {args.search_time_limit:g} s per search candidate"
+                if args.mode == "search"
+                else ""
+            )
+            + "; the paper used Gurobi with 3600 s and one split. Fidelity in % "
+            "(agreement with the ensemble) on the 20% test split and on the 80% training "
+            "split; features = distinct raw features the tree splits on; fit s = wall "
+            "seconds of the surrogate's fit (GOSDT/STreeD include threshold guessing). "
+            "Each seed draws its own split and ensemble."
+        ),
+        "",
+        "## Per depth",
+        "",
+        *_table(
+            [
+                "D",
+                "method",
+                "instances",
+                "test fid",
+                "train fid",
+                "features",
+                "mean fit s",
+                "max fit s",
+            ],
+            _summary(results, names, paper),
+        ),
+    ]
+    if len(seeds) > 1:
+        lines += [
+            "",
+            "## Mean test fidelity per split seed",
+            "",
+            *_table(
+                ["D", "method", *(f"seed {seed}" for seed in seeds), "mean", "range"],
+                _by_seed(results, names, paper),
+            ),
+        ]
     gap = wide["test_fidelity"]["MIRET"] - wide["test_fidelity"]["CART"]
     verdicts = []
     for depth, frame in wide.groupby(level="depth"):
         fid, feats = frame["test_fidelity"], frame["features"]
+        datasets = frame.index.get_level_values("dataset").unique()
+        paper_mean = paper.xs(depth, level="depth").loc[datasets, "test_fidelity"].mean()
         verdicts.append(
             [
                 str(depth),
                 "yes" if fid["MIRET"].mean() >= fid["CART"].mean() else "no",
-                "yes" if fid["MIRET"].mean() >= paper.xs(depth, level="depth").mean() else "no",
+                "yes" if fid["MIRET"].mean() >= paper_mean else "no",
                 "yes" if feats["MIRET"].mean() <= feats["CART"].mean() else "no",
                 f"{gap.xs(depth, level='depth').min():+.1f}",
             ]
@@ -324,17 +387,22 @@ def write_markdown(results: pd.DataFrame, args, path: Path) -> None:
         "",
     ]
     per_instance = []
-    for (dataset, depth), row in wide.iterrows():
-        cells = [dataset, str(depth), f"{paper[(dataset, depth)]:.1f}"]
+    status = results[results["method"] == "MIRET"].set_index(key)["status"]
+    for (dataset, depth, seed), row in wide.iterrows():
+        cells = [
+            dataset,
+            str(depth),
+            str(seed),
+            f"{paper.loc[(dataset, depth), 'test_fidelity']:.1f}",
+        ]
         for name in names:
             cells += [
                 f"{row[('test_fidelity', name)]:.1f}",
                 f"{row[('features', name)]:.0f}",
                 f"{row[('fit_s', name)]:.2f}",
             ]
-        status = results.query("dataset == @dataset and depth == @depth and method == 'MIRET'")
-        per_instance.append(cells + [status["status"].iloc[0]])
-    header = ["dataset", "D", "paper fid"]
+        per_instance.append(cells + [status[(dataset, depth, seed)]])
+    header = ["dataset", "D", "seed", "paper fid"]
     for name in names:
         header += [f"{name} fid", f"{name} feat", f"{name} s"]
     lines += _table(header + ["MIRET stop"], per_instance)
@@ -373,7 +441,13 @@ def parse_args(argv=None):
         default=1e-3,
         help="GOSDT's penalty per leaf (share of training samples)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=[0],
+        help="split and model seeds; several seeds average over splits (default 0)",
+    )
     parser.add_argument(
         "--n-jobs", type=int, default=2, help="parallel candidate fits in search mode (joblib)"
     )
@@ -381,7 +455,13 @@ def parse_args(argv=None):
         "--output",
         type=Path,
         default=None,
-        help="default examples/benchmarks/results_<target>_<mode>.md",
+        help="default examples/benchmarks/results_<target>_<mode>.md; the rows go to the "
+        "same name with .csv",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows of the output's .csv and run only the instances it lacks",
     )
     args = parser.parse_args(argv)
     args.output = args.output or HERE / f"results_{args.target}_{args.mode}.md"
@@ -395,29 +475,33 @@ def main(argv=None) -> None:
     paper = pd.read_csv(HERE / f"paper_results_{args.target}.csv").set_index(key)
     fitters = methods()
     print(f"methods: {', '.join(fitters)}", flush=True)
-    rows = []
+    rows_path = args.output.with_suffix(".csv")
+    rows = pd.read_csv(rows_path).to_dict("records") if args.resume else []
+    done = {(row["dataset"], row["depth"], row["seed"]) for row in rows}
     frames = {name: pd.read_csv(DATA / f"{name}.csv") for name in args.datasets}
     for depth in args.depths:  # depth by depth: an interrupted run keeps whole depths
-        for name, frame in frames.items():
-            inst = make_instance(frame, args.target, depth, args.seed)
-            found = run_instance(inst, hyper.loc[(name, depth)].to_dict(), args, fitters)
-            for row in found:
-                row.update(
-                    dataset=name,
-                    depth=depth,
-                    paper_test_fidelity=paper.loc[(name, depth), "test_fidelity"],
+        for seed in args.seeds:
+            for name, frame in frames.items():
+                if (name, depth, seed) in done:
+                    continue
+                inst = make_instance(frame, args.target, depth, seed)
+                found = run_instance(inst, hyper.loc[(name, depth)].to_dict(), args, fitters)
+                for row in found:
+                    row.update(dataset=name, depth=depth, seed=seed)
+                rows += found
+                print(
+                    f"{name} D={depth} seed={seed}: "
+                    + ", ".join(
+                        f"{r['method']} {r['test_fidelity']:.1f}% {r['features']}f "
+                        f"{r['fit_s']:.1f}s"
+                        for r in found
+                    ),
+                    flush=True,
                 )
-            rows += found
-            print(
-                f"{name} D={depth}: "
-                + ", ".join(
-                    f"{r['method']} {r['test_fidelity']:.1f}% {r['features']}f {r['fit_s']:.1f}s"
-                    for r in found
-                ),
-                flush=True,
-            )
-            write_markdown(pd.DataFrame(rows), args, args.output)
-    print(f"wrote {args.output}")
+                table = pd.DataFrame(rows).sort_values(["depth", "seed", "dataset"], kind="stable")
+                table.to_csv(rows_path, index=False)
+                write_markdown(table, args, paper, args.output)
+    print(f"wrote {args.output} and {rows_path}")
 
 
 if __name__ == "__main__":

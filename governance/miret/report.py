@@ -24,7 +24,10 @@ class SolveReport:
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
     fitted on the same labels (all features, fit sample); its fidelity on all the rows
-    given to ``fit``. ``train_fidelity``: the returned tree's fidelity on those rows.
+    given to ``fit``; ``baseline_cart_cv_fidelity`` the same with each row of the fit
+    sample predicted by a CART fitted without it (the guarantee's reference, NaN in
+    reports written before it). ``train_fidelity``: the returned tree's fidelity on
+    those rows.
     ``fallback``: empty, or why the estimator's fidelity guarantee replaced the MIRET
     tree by a CART tree (:meth:`governance.miret.MiretSurrogate.fit`); ``objective``,
     ``bound`` and ``gap`` then still describe the replaced MIRET tree.
@@ -64,6 +67,7 @@ class SolveReport:
     fallback: str = ""
     stall_work: float = math.nan  # absent from reports of releases that stalled on seconds
     solver_work: float = math.nan
+    baseline_cart_cv_fidelity: float = math.nan
 
     def to_dict(self) -> dict:
         """Plain JSON values; non-finite floats become None."""
