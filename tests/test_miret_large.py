@@ -167,3 +167,15 @@ def test_cross_validated_reference_replaces_only_the_sample_rows(synthetic, monk
     assert cart == pytest.approx(np.mean(expected == labels))
     expected[rows] = out_of_fold
     assert reference == pytest.approx(np.mean(expected == labels)) and reference < cart
+
+
+def test_cross_validated_reference_keeps_labels_a_constant_cart_never_predicts():
+    constant_cart = {"feature": [-1], "threshold": [-2.0], "left": [-1], "right": [-1]}
+    constant_cart["label"] = ["no"]
+    labels = np.array(["no", "yes", "yes", "no"])
+    X = np.linspace(0, 1, 4)[:, None]
+    out_of_fold = np.array(["yes", "no"])  # rows 1 and 2, predicted without them
+    _, cart, reference = fidelities(
+        [], constant_cart, labels, X, None, np.array([1, 2]), out_of_fold
+    )
+    assert cart == 0.5 and reference == 0.75

@@ -233,8 +233,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         -----
         With ``cart_guarantee`` (the default) the returned tree is never more than
         ``FIDELITY_TOLERANCE`` less faithful on the rows of ``X`` than the CART baseline
-        is on rows it was not fitted on: otherwise a CART tree replaces it (rule in :mod:`governance.miret.guarantee`;
-        ``solve_report_.fallback`` says so).
+        is on rows it was not fitted on: otherwise a CART tree replaces it (rule in
+        :mod:`governance.miret.guarantee`; ``solve_report_.fallback`` says so).
         """
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
