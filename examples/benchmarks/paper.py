@@ -245,6 +245,11 @@ def _mean(values: pd.Series) -> str:
     return "" if values.isna().any() else f"{values.mean():.2f}"
 
 
+def _paper_at(paper: pd.DataFrame, depth: int, datasets) -> pd.DataFrame:
+    """The paper's rows at ``depth`` for the datasets a run covered."""
+    return paper.xs(depth, level="depth").loc[pd.unique(datasets)]
+
+
 def _summary(results: pd.DataFrame, names: list[str], paper: pd.DataFrame) -> list[list[str]]:
     """Per depth and method: instances, mean test and train fidelity, features, fit s."""
     rows = []
@@ -263,7 +268,7 @@ def _summary(results: pd.DataFrame, names: list[str], paper: pd.DataFrame) -> li
                     f"{part['fit_s'].max():.2f}",
                 ]
             )
-        mine = paper.loc[paper.index.isin(group.set_index(["dataset", "depth"]).index)]
+        mine = _paper_at(paper, depth, group["dataset"])
         rows.append(
             [
                 str(depth),
@@ -291,7 +296,7 @@ def _by_seed(results: pd.DataFrame, names: list[str], paper: pd.DataFrame) -> li
                 + [f"{value:.2f}" for value in column]
                 + [f"{column.mean():.2f}", f"{column.min():.2f}-{column.max():.2f}"]
             )
-        mine = paper.xs(depth, level="depth").loc[group["dataset"].unique()]
+        mine = _paper_at(paper, depth, group["dataset"])
         rows.append(
             [str(depth), "paper MIRET"]
             + [""] * len(means)
@@ -357,8 +362,8 @@ def write_markdown(results: pd.DataFrame, args, paper: pd.DataFrame, path: Path)
     verdicts = []
     for depth, frame in wide.groupby(level="depth"):
         fid, feats = frame["test_fidelity"], frame["features"]
-        datasets = frame.index.get_level_values("dataset").unique()
-        paper_mean = paper.xs(depth, level="depth").loc[datasets, "test_fidelity"].mean()
+        datasets = frame.index.get_level_values("dataset")
+        paper_mean = _paper_at(paper, depth, datasets)["test_fidelity"].mean()
         verdicts.append(
             [
                 str(depth),
