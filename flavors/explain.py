@@ -25,7 +25,7 @@ from mlflow import MlflowClient
 from flavors import faults, publish, stages
 from flavors.errors import ExplainError
 from flavors.gate_evidence import checked_evidence
-from flavors.inputs import dataset, holdout, load_explainable_ensemble, read_data
+from flavors.inputs import dataset, load_explainable_ensemble, read_data
 from flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     EXPLAIN_DIGEST_TAG,
@@ -53,7 +53,15 @@ from flavors.request import (
     check_search,
 )
 from flavors.search import log_search, search_surrogate
+from flavors.validation_worker import ValidationWorker
 from governance.miret.problem import default_depth
+
+BACKGROUND_FIT_CELLS = 2_000_000
+"""Inputs of at most this many cells (rows times features) are validated in a child
+process (:class:`flavors.validation_worker.ValidationWorker`) while this one fits the
+surrogate (:class:`flavors.stages.BackgroundFit`); larger ones are validated here and
+fitted after, so that no two copies of the data are held at once. A search always runs
+after validation: MLflow ties its child runs to the calling thread."""
 
 
 @dataclass
@@ -192,113 +200,120 @@ def explain_model_version(
     if registered_name is not None:
         check_registered_name(registered_name)
     check_tracking_server()
-    client = MlflowClient()
-    stages.notify(progress, "load model")
-    version = resolve_model_version(client, model_uri)
-    ensemble = load_explainable_ensemble(version_uri(version), trust_pickle)
+    # Great Expectations is imported in its child while the model and the data load
+    with ValidationWorker() as worker:
+        client = MlflowClient()
+        stages.notify(progress, "load model")
+        version = resolve_model_version(client, model_uri)
+        ensemble = load_explainable_ensemble(version_uri(version), trust_pickle)
 
-    stages.notify(progress, "load data")
-    frame = read_data(data, target)
-    test_frame = read_data(test_data, target) if test_data is not None else None
-    datasets = {"training": dataset(frame, data, target)}
-    if test_frame is not None:
-        datasets["testing"] = dataset(test_frame, test_data, target)
+        stages.notify(progress, "load data")
+        frame = read_data(data, target)
+        test_frame = read_data(test_data, target) if test_data is not None else None
+        datasets = {"training": dataset(frame, data, target)}
+        if test_frame is not None:
+            datasets["testing"] = dataset(test_frame, test_data, target)
 
-    chosen["depth"] = int(depth if depth is not None else default_depth(ensemble))
-    if not 1 <= chosen["depth"] <= ensemble.max_depth:
-        raise ExplainError(
-            f"depth must be between 1 and the ensemble's depth {ensemble.max_depth}, got "
-            f"{chosen['depth']}"
+        chosen["depth"] = int(depth if depth is not None else default_depth(ensemble))
+        if not 1 <= chosen["depth"] <= ensemble.max_depth:
+            raise ExplainError(
+                f"depth must be between 1 and the ensemble's depth {ensemble.max_depth}, got "
+                f"{chosen['depth']}"
+            )
+        if search is not None:
+            check_search(search)
+        request = ExplainRequest(
+            model_uri=model_uri,
+            ensemble_name=version.name,
+            ensemble_version=str(version.version),
+            ensemble_source=ensemble.source,
+            ensemble_model_id=model_id_of(version) or "",
+            data=str(Path(data).resolve()),
+            data_digest=datasets["training"].digest,
+            test_data=str(Path(test_data).resolve()) if test_frame is not None else "",
+            test_data_digest=datasets["testing"].digest if test_frame is not None else "",
+            target=target or "",
+            test_size=test_size if test_frame is None else None,
+            registered_name=check_registered_name(
+                registered_name or f"{version.name}{SURROGATE_SUFFIX}"
+            ),
+            depth=chosen["depth"],
+            alpha=chosen["alpha"],
+            gamma_percentile=chosen["gamma_percentile"],
+            proximity_threshold=chosen["proximity_threshold"],
+            epsilon=chosen["epsilon"],
+            formulation=chosen["formulation"],
+            max_rows=int(chosen["max_rows"]),
+            solver=chosen["solver"],
+            time_limit=float(chosen["time_limit"]),
+            seed=int(chosen["random_state"]),
+            allow_invalid=bool(allow_invalid),
+            class_names=check_class_names(class_names, ensemble),
+            search=search,
+            trust_pickle=_trust_record() if trust_pickle else "",
         )
-    if search is not None:
-        check_search(search)
-    request = ExplainRequest(
-        model_uri=model_uri,
-        ensemble_name=version.name,
-        ensemble_version=str(version.version),
-        ensemble_source=ensemble.source,
-        ensemble_model_id=model_id_of(version) or "",
-        data=str(Path(data).resolve()),
-        data_digest=datasets["training"].digest,
-        test_data=str(Path(test_data).resolve()) if test_frame is not None else "",
-        test_data_digest=datasets["testing"].digest if test_frame is not None else "",
-        target=target or "",
-        test_size=test_size if test_frame is None else None,
-        registered_name=check_registered_name(
-            registered_name or f"{version.name}{SURROGATE_SUFFIX}"
-        ),
-        depth=chosen["depth"],
-        alpha=chosen["alpha"],
-        gamma_percentile=chosen["gamma_percentile"],
-        proximity_threshold=chosen["proximity_threshold"],
-        epsilon=chosen["epsilon"],
-        formulation=chosen["formulation"],
-        max_rows=int(chosen["max_rows"]),
-        solver=chosen["solver"],
-        time_limit=float(chosen["time_limit"]),
-        seed=int(chosen["random_state"]),
-        allow_invalid=bool(allow_invalid),
-        class_names=check_class_names(class_names, ensemble),
-        search=search,
-        trust_pickle=_trust_record() if trust_pickle else "",
-    )
-    experiment_id = mlflow.tracking.fluent._get_experiment_id()
-    recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)
-    if not force:
-        existing = find_surrogate(
-            client, request.registered_name, request.ensemble_uri, request.digest
-        )
-        if existing is not None:
-            return _reused_result(client, version, existing, request, started, recovered)
+        experiment_id = mlflow.tracking.fluent._get_experiment_id()
+        recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)
+        if not force:
+            existing = find_surrogate(
+                client, request.registered_name, request.ensemble_uri, request.digest
+            )
+            if existing is not None:
+                return _reused_result(client, version, existing, request, started, recovered)
 
-    run_tags = {**faults.process_tags()}
-    if request.trust_pickle:
-        run_tags[TRUST_PICKLE_TAG] = request.trust_pickle
-    run = mlflow.start_run(
-        experiment_id=experiment_id,
-        run_name=f"explain {version.name} v{version.version}",
-        tags=run_tags,
-    )
-    with faults.guarded_run(client, run):
-        stages.record_request(request, datasets)
-        info, evidence, solve = _explain_in_run(
-            request, run.info.run_id, ensemble, frame, test_frame, datasets, progress
-        )
-        stages.notify(progress, "register")
-        tags = {
-            VALIDATION_TAG: evidence.validation.status,
-            EXPLAIN_DIGEST_TAG: request.digest,
-            EVIDENCE_DIGEST_TAG: info.flavors["miret"]["evidence_digest"],
-        }
+        run_tags = {**faults.process_tags()}
         if request.trust_pickle:
-            tags[TRUST_PICKLE_TAG] = request.trust_pickle
-        registered, linked = register_surrogate(
-            client, info.model_uri, request.registered_name, version, tags, deduplicate=not force
+            run_tags[TRUST_PICKLE_TAG] = request.trust_pickle
+        run = mlflow.start_run(
+            experiment_id=experiment_id,
+            run_name=f"explain {version.name} v{version.version}",
+            tags=run_tags,
         )
-        if linked is not registered:  # a concurrent explain registered the same request
-            mlflow.set_tag("governance.duplicate_of", version_uri(linked))
-            faults.discard_logged_models(client, run)
-            mlflow.end_run()
-            return _reused_result(client, version, linked, request, started, recovered)
-        checked = checked_evidence(client, version, registered)
-        describe_versions(client, version, registered, checked.evidence, checked.features)
-    mlflow.end_run()
-    return ExplainResult(
-        surrogate_uri=version_uri(registered),
-        registered_name=request.registered_name,
-        version=str(registered.version),
-        ensemble_uri=request.ensemble_uri,
-        run_id=run.info.run_id,
-        model_id=info.model_id,
-        metrics=evidence.metrics,
-        rules=evidence.rules,
-        reused=False,
-        validation=evidence.validation.status,
-        solve=solve,
-        tracking_uri=mlflow.get_tracking_uri(),
-        seconds=time.time() - started,
-        recovered_runs=recovered,
-    )
+        with faults.guarded_run(client, run):
+            stages.record_request(request, datasets)
+            info, evidence, solve = _explain_in_run(
+                request, run.info.run_id, ensemble, frame, test_frame, datasets, progress, worker
+            )
+            stages.notify(progress, "register")
+            tags = {
+                VALIDATION_TAG: evidence.validation.status,
+                EXPLAIN_DIGEST_TAG: request.digest,
+                EVIDENCE_DIGEST_TAG: info.flavors["miret"]["evidence_digest"],
+            }
+            if request.trust_pickle:
+                tags[TRUST_PICKLE_TAG] = request.trust_pickle
+            registered, linked = register_surrogate(
+                client,
+                info.model_uri,
+                request.registered_name,
+                version,
+                tags,
+                deduplicate=not force,
+            )
+            if linked is not registered:  # a concurrent explain registered the same request
+                mlflow.set_tag("governance.duplicate_of", version_uri(linked))
+                faults.discard_logged_models(client, run)
+                mlflow.end_run()
+                return _reused_result(client, version, linked, request, started, recovered)
+            checked = checked_evidence(client, version, registered)
+            describe_versions(client, version, registered, checked.evidence, checked.features)
+        mlflow.end_run()
+        return ExplainResult(
+            surrogate_uri=version_uri(registered),
+            registered_name=request.registered_name,
+            version=str(registered.version),
+            ensemble_uri=request.ensemble_uri,
+            run_id=run.info.run_id,
+            model_id=info.model_id,
+            metrics=evidence.metrics,
+            rules=evidence.rules,
+            reused=False,
+            validation=evidence.validation.status,
+            solve=solve,
+            tracking_uri=mlflow.get_tracking_uri(),
+            seconds=time.time() - started,
+            recovered_runs=recovered,
+        )
 
 
 def _trust_record() -> str:
@@ -311,36 +326,46 @@ def _trust_record() -> str:
 
 
 def _explain_in_run(
-    request: ExplainRequest, run_id: str, ensemble, frame, test_frame, datasets, progress
+    request: ExplainRequest, run_id: str, ensemble, frame, test_frame, datasets, progress, worker
 ):
-    """Every stage from validation to the logged model, in a temporary folder."""
+    """Every stage from validation to the logged model, in a temporary folder.
+
+    Small inputs are validated in ``worker``'s process while this one fits the
+    surrogate in a background thread; the fit counts once the validation has passed.
+    """
+    cells = (len(frame) + (0 if test_frame is None else len(test_frame))) * ensemble.n_features
+    background = None
+    if cells > BACKGROUND_FIT_CELLS:
+        worker.close()  # validated here: its copy of the data would double the memory
+        worker = None
+    elif request.search is None:
+        background = stages.BackgroundFit(request, ensemble, frame, test_frame, progress)
     with faults.temporary_folder() as tmp:
         out = Path(tmp)
         stages.notify(progress, "validate")
         frames = {"validation.json": frame}
         if test_frame is not None:
             frames["validation_test.json"] = test_frame
-        validation = stages.validate(request, ensemble, frames, run_id, out)
+        validation = stages.validate(request, ensemble, frames, run_id, out, worker)
 
-        data = holdout(request, ensemble, frame, test_frame)
+        if background is not None:
+            prepared = background.prepared()
+        else:
+            prepared = stages.prepare(request, ensemble, frame, test_frame)
+        data, ensemble = prepared.data, prepared.ensemble
         stages.log_params({"n_train": len(data.train), "n_test": len(data.test)})
-        raw_train, scaler = data.train, ensemble.scaler
-        if validation.status == "failed" and scaler is not None:
-            # allow_invalid: out-of-range values act like the training range's bounds
-            raw_train = raw_train.clip(scaler.data_min_, scaler.data_max_, axis=1)
-        X_train = ensemble.transform(raw_train)
-        X_test = ensemble.transform(data.test) if len(data.test) else None
-        ensemble = ensemble.weighted_by_data(X_train)
 
         # the VITE figures are drawn while the solver runs (it releases the GIL)
         with ThreadPoolExecutor(max_workers=1) as figures:
             vite_done = figures.submit(stages.vite_artifacts, ensemble, out)
             search = None
-            if request.search is None:
+            if background is not None:
+                surrogate = background.surrogate()
+            elif request.search is None:
                 stages.notify(progress, "solve")
-                surrogate = stages.fit_surrogate(request, ensemble, raw_train, progress)
+                surrogate = stages.fit_surrogate(request, ensemble, prepared.raw_train, progress)
             else:
-                fitted = search_surrogate(request, ensemble, raw_train, progress)
+                fitted = search_surrogate(request, ensemble, prepared.raw_train, progress)
                 surrogate, search = fitted.best_estimator_, log_search(fitted, out)
             stages.notify(progress, "VITE")
             vite = vite_done.result()
@@ -349,11 +374,13 @@ def _explain_in_run(
         evidence = publish.Evidence(
             validation=validation,
             vite=vite,
-            X_train=X_train,
+            X_train=prepared.X_train,
             labels=data.y_train,
             n_train=len(data.train),
             n_test=len(data.test),
-            metrics=stages.evaluate(request, ensemble, surrogate, X_train, X_test, data),
+            metrics=stages.evaluate(
+                request, ensemble, surrogate, prepared.X_train, prepared.X_test, data
+            ),
             rules=surrogate.rules(request.class_names),
             search=search,
             input_range=_input_range(data, ensemble.feature_names),

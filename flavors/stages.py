@@ -1,8 +1,10 @@
 """The stages of one explain run, in order; each takes the frozen :class:`ExplainRequest`.
 
-:func:`record_request` -> :func:`validate` -> :func:`vite_artifacts` ->
+:func:`record_request` -> :func:`validate` -> :func:`prepare` -> :func:`vite_artifacts` ->
 :func:`fit_surrogate` -> :func:`evaluate`, then :mod:`flavors.publish`'s
 :func:`~flavors.publish.write_report` -> :func:`~flavors.publish.log_surrogate`.
+:func:`prepare` and :func:`fit_surrogate` usually run while :func:`validate` does
+(:class:`BackgroundFit`); their result counts only once the validation has passed.
 They run inside the explain run that :func:`flavors.explain.explain_model_version`
 opens; registration comes after them, so a failing stage registers nothing.
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import warnings
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +32,7 @@ from flavors.registry import (
     VALIDATION_TAG,
 )
 from flavors.request import ExplainRequest
+from flavors.validation_worker import validate_frames
 
 STAGES = (
     "load model",
@@ -105,13 +110,16 @@ class Validation:
     paths: tuple
 
 
-def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: Path):
+def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: Path, worker=None):
     """Validate every input file; log and raise when one fails (unless allowed).
 
     Parameters
     ----------
     frames : dict
         Report file name (``validation.json``, ``validation_test.json``) -> data frame.
+    worker : flavors.validation_worker.ValidationWorker, optional
+        Validates in its child process; without it, or when it cannot, this process
+        validates.
 
     Raises
     ------
@@ -119,31 +127,25 @@ def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: 
         A file failed and ``allow_invalid`` is False, or it failed in a way that
         explaining anyway cannot survive (missing columns, nulls, infinities).
     """
-    from governance.validation import raw_columns, validate_inputs
-
-    target = request.target
-    wanted = raw_columns(ensemble) + ([target] if target else [])
-    reports, paths = {}, []
-    for name, frame in frames.items():
-        report = validate_inputs(
-            frame[[c for c in wanted if c in frame.columns]], ensemble, label=target or None
-        )
+    outcomes = worker.validate(frames, ensemble, request.target) if worker else None
+    if outcomes is None:
+        outcomes = validate_frames(frames, ensemble, request.target)
+    paths = []
+    for name, outcome in outcomes.items():
         path = out / name
-        path.write_text(json.dumps(report.to_json(), indent=1, default=str))
-        reports[name], paths = report, paths + [path]
-    success = all(r.success for r in reports.values())
+        path.write_text(json.dumps(outcome["results"], indent=1, default=str))
+        paths.append(path)
+    success = all(outcome["success"] for outcome in outcomes.values())
     status = "passed" if success else "failed"
     summary = "\n".join(
-        f"{name}: {r.summary()}" if len(reports) > 1 else r.summary() for name, r in reports.items()
+        f"{name}: {outcome['summary']}" if len(outcomes) > 1 else outcome["summary"]
+        for name, outcome in outcomes.items()
     )
     mlflow.set_tag(VALIDATION_TAG, status)
     if not success:
         for path in paths:
             mlflow.log_artifact(str(path))
-        sound = all(
-            r.frame is not None and r.normalized is not None and np.isfinite(r.normalized).all()
-            for r in reports.values()
-        )
+        sound = all(outcome["sound"] for outcome in outcomes.values())
         if not request.allow_invalid or not sound:
             why = (
                 ""
@@ -187,6 +189,108 @@ def vite_artifacts(ensemble, out: Path) -> ViteArtifacts:
     ranges.to_csv(vite_dir / "threshold_ranges.csv", index=False)
     figures = save_vite_figures(ensemble, out / "figures")
     return ViteArtifacts(ranges, tuple(Path(p) for p in figures))
+
+
+@dataclass
+class Prepared:
+    """The data of one explain run, ready for the fit.
+
+    ``data`` is the :class:`flavors.inputs.Holdout` (raw units); ``raw_train`` its
+    training rows as fitted (clipped to the ensemble scaler's range, see
+    :func:`prepare`); ``X_train``/``X_test`` the normalized rows (``X_test`` None
+    without test rows); ``ensemble`` the ensemble weighted by ``X_train``.
+    """
+
+    data: object
+    raw_train: object
+    X_train: np.ndarray
+    X_test: np.ndarray | None
+    ensemble: object
+
+
+def prepare(request: ExplainRequest, ensemble, frame, test_frame) -> Prepared:
+    """Split the data (:func:`flavors.inputs.holdout`), normalize it and weight the
+    ensemble by the training rows.
+
+    Training rows outside the range of the ensemble's MinMaxScaler are clipped to it:
+    validated inputs lie in that range (up to the validation's round-off tolerance), and
+    out-of-range inputs explained with ``allow_invalid`` act like the range's bounds.
+    """
+    from flavors.inputs import holdout
+
+    data = holdout(request, ensemble, frame, test_frame)
+    raw_train, scaler = data.train, ensemble.scaler
+    if scaler is not None:
+        low, high = scaler.data_min_, scaler.data_max_
+        if (raw_train.lt(low, axis=1) | raw_train.gt(high, axis=1)).to_numpy().any():
+            raw_train = raw_train.clip(low, high, axis=1)
+    X_train = ensemble.transform(raw_train)
+    X_test = ensemble.transform(data.test) if len(data.test) else None
+    return Prepared(data, raw_train, X_train, X_test, ensemble.weighted_by_data(X_train))
+
+
+class BackgroundFit:
+    """:func:`prepare` and :func:`fit_surrogate` in a daemon thread, started before the
+    inputs are validated.
+
+    Great Expectations spends seconds importing and running Python while HiGHS, which
+    releases the GIL, solves; validating first and fitting after added both. The solve's
+    progress is held back until :meth:`surrogate` reports the ``solve`` stage. When
+    validation fails the caller stops waiting, and the thread, which writes nothing,
+    ends with its fit.
+    """
+
+    def __init__(self, request: ExplainRequest, ensemble, frame, test_frame, progress=None):
+        self._progress, self._held, self._reporting = progress, None, False
+        self._lock = threading.Lock()
+        self._prepared, self._fitted = Future(), Future()
+        threading.Thread(
+            target=self._run,
+            args=(request, ensemble, frame, test_frame),
+            name="miret-fit",
+            daemon=True,
+        ).start()
+
+    def _run(self, request, ensemble, frame, test_frame) -> None:
+        try:
+            prepared = prepare(request, ensemble, frame, test_frame)
+            self._prepared.set_result(prepared)
+            surrogate = fit_surrogate(request, prepared.ensemble, prepared.raw_train, self._report)
+            self._fitted.set_result(surrogate)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the waiting caller
+            if not self._prepared.done():
+                self._prepared.set_exception(exc)
+            self._fitted.set_exception(exc)
+
+    def _report(self, stage: str, detail: dict) -> None:
+        with self._lock:
+            if self._reporting:
+                notify(self._progress, stage, detail)
+            else:
+                self._held = (stage, detail)
+
+    def prepared(self) -> Prepared:
+        """The prepared data (waits for it; raises what preparing raised)."""
+        return _interruptible_result(self._prepared)
+
+    def surrogate(self):
+        """The fitted surrogate (waits for it; raises what the fit raised), after
+        reporting the ``solve`` stage and the latest progress held back."""
+        with self._lock:
+            self._reporting = True
+            notify(self._progress, "solve")
+            if self._held is not None:
+                notify(self._progress, *self._held)
+        return _interruptible_result(self._fitted)
+
+
+def _interruptible_result(future: Future):
+    """``future.result()``, waiting in slices: a lock wait ends only for a signal this
+    thread receives, and SIGINT may go to the fit's thread (Ctrl-C would then wait for
+    the whole fit)."""
+    while not future.done():
+        wait([future], timeout=0.25)
+    return future.result()
 
 
 def fit_surrogate(request: ExplainRequest, ensemble, raw_train, progress=None):

@@ -1,7 +1,9 @@
 """flavors.explain, its registry, inputs and stages, against a real SQLite MLflow store."""
 
+import itertools
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import mlflow
 import numpy as np
@@ -222,8 +224,9 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
 
 
 def test_rf_progress_reports_every_stage(rf):
+    # once each, in order: the solve's progress is held back while validation runs
     seen = [stage for stage, _ in rf["stages"]]
-    assert list(dict.fromkeys(seen)) == [
+    assert [stage for stage, _ in itertools.groupby(seen)] == [
         "load model",
         "load data",
         "validate",
@@ -333,6 +336,34 @@ def test_missing_column_fails_validation_and_registers_nothing(rf, breast_cancer
     assert run.data.tags[VALIDATION_TAG] == "failed"
     artifacts = [f.path for f in MlflowClient().list_artifacts(info.value.run_id)]
     assert artifacts == ["validation.json"]
+
+
+def test_prepare_clips_only_training_rows_outside_the_scaler_range(breast_cancer):
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+
+    from flavors.stages import prepare
+    from governance.ensemble import read_ensemble
+
+    frame = _frame(breast_cancer, 120)
+    model = make_pipeline(MinMaxScaler(), RandomForestClassifier(n_estimators=5, max_depth=2))
+    ensemble = read_ensemble(model.fit(frame[FEATURES], frame["label"]))
+    request = SimpleNamespace(target="label", data="data.csv", test_size=0.25, seed=0)
+
+    inside = prepare(request, ensemble, frame, None)
+    assert inside.raw_train is inside.data.train  # nothing to clip: the rows as given
+    assert inside.X_train.max() == pytest.approx(1.0)  # the scaler's own round-off
+
+    shifted = frame.assign(**{"mean radius": frame["mean radius"] * 3})
+    clipped = prepare(request, ensemble, shifted, None)
+    high = model[0].data_max_[0]
+    assert clipped.data.train["mean radius"].max() > high  # the holdout keeps raw units
+    assert clipped.raw_train["mean radius"].max() == high  # the fit sees the range's bound
+    assert clipped.X_train[:, 0].max() == pytest.approx(1.0)
+    pd.testing.assert_frame_equal(
+        clipped.raw_train.drop(columns="mean radius"),
+        clipped.data.train.drop(columns="mean radius"),
+    )
 
 
 def test_allow_invalid_tags_failed_and_link_failure_rolls_back(rf, breast_cancer, monkeypatch):

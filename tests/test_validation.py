@@ -314,3 +314,50 @@ def test_validate_checks_the_training_range_stored_with_the_surrogate(store, dat
         [raw["income"].min(), raw["income"].max()]
     )
     assert "outside the training range" in report.failures[0].message
+
+
+# ------------------------------------------------------------------ the validation worker
+def _as_json(outcomes):
+    return json.loads(json.dumps(outcomes, default=str))
+
+
+def _without_ids_and_times(outcomes):
+    """Outcomes without what differs between any two runs: GE's ids, times and meta."""
+    for outcome in outcomes.values():
+        outcome["results"].pop("meta")
+        for result in outcome["results"]["results"]:
+            result["expectation_config"].pop("id")
+    return outcomes
+
+
+def test_worker_process_validates_like_this_process(data, raw_ensemble):
+    from flavors.validation_worker import ValidationWorker, validate_frames
+
+    raw, y = data
+    clean = raw.assign(label=y)
+    broken = clean.copy()
+    broken.loc[3, "income"] = 1e6  # beyond the training range
+    broken.loc[5, "debt"] = np.nan
+    frames = {"validation.json": clean, "validation_test.json": broken}
+    with ValidationWorker() as worker:
+        remote = worker.validate(frames, raw_ensemble, "label")
+    local = _as_json(validate_frames(frames, raw_ensemble, "label"))
+    assert remote["validation.json"]["results"]["meta"]["active_batch_definition"]
+    assert _without_ids_and_times(remote) == _without_ids_and_times(local)
+    assert remote["validation.json"]["success"] and remote["validation.json"]["sound"]
+    failed = remote["validation_test.json"]
+    assert not failed["success"] and not failed["sound"]  # a null cannot be normalized
+    assert "income" in failed["summary"] and "debt" in failed["summary"]
+
+
+def test_a_dead_worker_leaves_validation_to_this_process(data, raw_ensemble, caplog):
+    from flavors.validation_worker import ValidationWorker
+
+    raw, y = data
+    worker = ValidationWorker()
+    worker.close()  # the child is gone before it is asked
+    with caplog.at_level("WARNING", logger="flavors.validation_worker"):
+        assert (
+            worker.validate({"validation.json": raw.assign(label=y)}, raw_ensemble, "label") is None
+        )
+    assert "validating in this process" in caplog.text
