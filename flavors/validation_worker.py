@@ -55,9 +55,17 @@ def validate_frames(frames: dict, ensemble, label: str | None) -> dict:
 
 
 class ValidationWorker:
-    """The child process; :meth:`close` ends it if it still runs."""
+    """The child process; :meth:`close` ends it if it still runs.
+
+    No child is started in a process that has imported Great Expectations already (a
+    notebook, a server, a test session): validating there takes about a second, less
+    than a child needs to start.
+    """
 
     def __init__(self):
+        self._process = None
+        if "great_expectations" in sys.modules:
+            return
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "flavors.validation_worker"],
@@ -66,7 +74,7 @@ class ValidationWorker:
                 stderr=subprocess.PIPE,
             )
         except OSError:
-            self._process = None
+            pass
 
     def validate(self, frames: dict, ensemble, label: str | None) -> dict | None:
         """:func:`validate_frames` in the child; None (and a logged warning) when the

@@ -1,6 +1,7 @@
 """Great Expectations validation of inputs against an ensemble's feature schema."""
 
 import json
+import sys
 
 import numpy as np
 import pandas as pd
@@ -330,8 +331,17 @@ def _without_ids_and_times(outcomes):
     return outcomes
 
 
-def test_worker_process_validates_like_this_process(data, raw_ensemble):
-    from flavors.validation_worker import ValidationWorker, validate_frames
+def _started_worker(monkeypatch):
+    """A worker with its child, as in a process that has not imported GE yet."""
+    from flavors.validation_worker import ValidationWorker
+
+    with monkeypatch.context() as patch:
+        patch.delitem(sys.modules, "great_expectations", raising=False)
+        return ValidationWorker()
+
+
+def test_worker_process_validates_like_this_process(data, raw_ensemble, monkeypatch):
+    from flavors.validation_worker import validate_frames
 
     raw, y = data
     clean = raw.assign(label=y)
@@ -339,7 +349,7 @@ def test_worker_process_validates_like_this_process(data, raw_ensemble):
     broken.loc[3, "income"] = 1e6  # beyond the training range
     broken.loc[5, "debt"] = np.nan
     frames = {"validation.json": clean, "validation_test.json": broken}
-    with ValidationWorker() as worker:
+    with _started_worker(monkeypatch) as worker:
         remote = worker.validate(frames, raw_ensemble, "label")
     local = _as_json(validate_frames(frames, raw_ensemble, "label"))
     assert remote["validation.json"]["results"]["meta"]["active_batch_definition"]
@@ -350,14 +360,20 @@ def test_worker_process_validates_like_this_process(data, raw_ensemble):
     assert "income" in failed["summary"] and "debt" in failed["summary"]
 
 
-def test_a_dead_worker_leaves_validation_to_this_process(data, raw_ensemble, caplog):
+def test_without_a_usable_child_validation_stays_in_this_process(
+    data, raw_ensemble, caplog, monkeypatch
+):
     from flavors.validation_worker import ValidationWorker
 
     raw, y = data
-    worker = ValidationWorker()
+    frames = {"validation.json": raw.assign(label=y)}
+    validate_inputs(raw, raw_ensemble)  # imports Great Expectations in this process
+    with caplog.at_level("WARNING", logger="flavors.validation_worker"):
+        assert ValidationWorker().validate(frames, raw_ensemble, "label") is None
+    assert caplog.text == ""  # no child was started: nothing failed
+
+    worker = _started_worker(monkeypatch)
     worker.close()  # the child is gone before it is asked
     with caplog.at_level("WARNING", logger="flavors.validation_worker"):
-        assert (
-            worker.validate({"validation.json": raw.assign(label=y)}, raw_ensemble, "label") is None
-        )
+        assert worker.validate(frames, raw_ensemble, "label") is None
     assert "validating in this process" in caplog.text
