@@ -239,7 +239,7 @@ def test_rf_progress_reports_every_stage(rf):
     ]
 
 
-def test_rf_reuse_then_force(rf):
+def test_rf_reuse_then_force(rf, monkeypatch):
     client = MlflowClient()
     again = explain_model_version(
         "models:/credit-rf/1", rf["root"] / "data.csv", target="label", time_limit=5
@@ -249,10 +249,15 @@ def test_rf_reuse_then_force(rf):
     assert len(client.search_model_versions("name = 'credit-rf-surrogate'")) == 1
     digest = client.get_model_version("credit-rf-surrogate", "1").tags[EXPLAIN_DIGEST_TAG]
 
+    # validated, then fitted (as inputs above BACKGROUND_FIT_CELLS are): the same surrogate
+    monkeypatch.setattr("flavors.explain.BACKGROUND_FIT_CELLS", 0)
     other = explain_model_version(
         "models:/credit-rf/1", rf["root"] / "data.csv", target="label", time_limit=5, force=True
     )
     assert not other.reused and other.version == "2"
+    assert other.rules == rf["result"].rules
+    first = {k: v for k, v in rf["result"].metrics.items() if k != "solver.time_s"}
+    assert {k: other.metrics[k] for k in first} == pytest.approx(first)
     assert client.get_model_version("credit-rf-surrogate", "2").tags[EXPLAIN_DIGEST_TAG] == digest
     assert client.get_model_version("credit-rf", "1").tags[SURROGATE_TAG] == (
         "models:/credit-rf-surrogate/2"
