@@ -25,7 +25,7 @@ def show(
 ) -> None:
     """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
     status of its ensemble. Read-only: never creates a store."""
-    from flavors.explain import describe_for_review
+    from flavors.review import describe_for_review
     from governance.report.html import describe_stop
 
     try:

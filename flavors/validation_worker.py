@@ -117,6 +117,7 @@ def _serve() -> None:
     """The child: import Great Expectations, then validate the one job on stdin."""
     import great_expectations  # noqa: F401 - imported while the parent loads its inputs
 
+    # stdin is a pipe only the parent holds: objects it built in memory, never an artifact
     frames, ensemble, label = pickle.load(sys.stdin.buffer)
     outcomes = validate_frames(frames, ensemble, label)
     sys.stdout.write(json.dumps(outcomes, default=str))
