@@ -1,5 +1,5 @@
-"""Run the ``govern`` CLI as ``python -m cli``."""
+"""Run the ``govern`` CLI as ``python -m miret_governance.cli``."""
 
-from cli.app import main
+from miret_governance.cli.app import main
 
 main()

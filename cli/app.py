@@ -2,8 +2,8 @@
 
 import typer
 
-from cli import explain, gates, show
-from cli.common import configure_mlflow
+from miret_governance.cli import explain, gates, show
+from miret_governance.cli.common import configure_mlflow
 
 app = typer.Typer(
     name="govern",

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from governance.miret import MiretSearchCV, MiretSurrogate
+from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 
 SQLITE_PREFIX = "sqlite:///"
 EXIT_OK = 0
@@ -83,7 +83,7 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
     """
     import mlflow
 
-    from flavors.registry import check_tracking_server
+    from miret_governance.flavors.registry import check_tracking_server
 
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0" if fail_fast else "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
@@ -101,7 +101,7 @@ def require_existing_store() -> None:
     """Refuse a ``sqlite:///`` tracking or registry URI whose file does not exist."""
     import mlflow
 
-    from flavors.errors import GovernanceError
+    from miret_governance.flavors.errors import GovernanceError
 
     for uri in dict.fromkeys((mlflow.get_tracking_uri(), mlflow.get_registry_uri())):
         if not uri.startswith(SQLITE_PREFIX):
@@ -119,8 +119,8 @@ def refusals() -> tuple:
     """The exceptions a command reports as a clear error (exit code 2)."""
     from mlflow.exceptions import MlflowException
 
-    from flavors.errors import GovernanceError
-    from governance.gates import PolicyError
+    from miret_governance.flavors.errors import GovernanceError
+    from miret_governance.governance.gates import PolicyError
 
     return (GovernanceError, PolicyError, MlflowException, OSError, ValueError)
 

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from cli.common import (
+from miret_governance.cli.common import (
     DEFAULTS,
     EXIT_ERROR,
     EXIT_FAILED,
@@ -32,8 +32,8 @@ from cli.common import (
     refusals,
     store_locked,
 )
-from cli.tables import metrics_table
-from governance.miret.search import CANDIDATE_CAP
+from miret_governance.cli.tables import metrics_table
+from miret_governance.governance.miret.search import CANDIDATE_CAP
 
 SEARCH_PANEL = "Hyperparameter search"
 
@@ -291,10 +291,10 @@ def explain(
     MLflow run and registered as a version of <name>-surrogate linked to the ensemble.
     Exit codes: 0 done, 1 input validation failed, 2 error.
     """
-    from flavors.errors import ValidationFailedError
-    from flavors.explain import explain_model_version
-    from flavors.faults import reraise_signal, signals_raise
-    from flavors.request import SearchSettings
+    from miret_governance.flavors.errors import ValidationFailedError
+    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.faults import reraise_signal, signals_raise
+    from miret_governance.flavors.request import SearchSettings
 
     try:
         settings = None

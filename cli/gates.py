@@ -13,8 +13,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from cli import common
-from cli.common import EXIT_FAILED, connect, console, fail, refusals
+from miret_governance.cli import common
+from miret_governance.cli.common import EXIT_FAILED, connect, console, fail, refusals
 
 ModelUri = Annotated[
     str,
@@ -34,7 +34,7 @@ Target = Annotated[str | None, typer.Option("--target", help="Label column allow
 
 def _policy_and_connect(policy: str | None, tracking_uri: str | None, fail_fast: bool = True):
     """Read the gate policy (before any network call), then connect to the server."""
-    from governance.gates import load_policy
+    from miret_governance.governance.gates import load_policy
 
     parsed = load_policy(policy or None)
     connect(tracking_uri, fail_fast=fail_fast)
@@ -43,7 +43,7 @@ def _policy_and_connect(policy: str | None, tracking_uri: str | None, fail_fast:
 
 def print_gates(outcome) -> None:
     """The gate table of a GateOutcome, and where it was recorded."""
-    from governance.gates import format_value
+    from miret_governance.governance.gates import format_value
 
     evaluation = outcome.evaluation
     table = Table(
@@ -97,7 +97,7 @@ def validate(
     """Validate data against an ensemble's feature schema with Great Expectations."""
     import json
 
-    from flavors.gating import validate_model_inputs
+    from miret_governance.flavors.gating import validate_model_inputs
 
     try:
         connect(tracking_uri, read_only=True)
@@ -118,7 +118,7 @@ def gate(
     tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Evaluate the promotion gates on the ensemble version's linked surrogate."""
-    from flavors.gating import gate_model_version
+    from miret_governance.flavors.gating import gate_model_version
 
     try:
         parsed = _policy_and_connect(policy, tracking_uri)
@@ -136,7 +136,7 @@ def promote(
     tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Set an alias on the ensemble version only if every gate passes."""
-    from flavors.gating import promote_model_version
+    from miret_governance.flavors.gating import promote_model_version
 
     try:
         parsed = _policy_and_connect(policy, tracking_uri)
@@ -173,9 +173,9 @@ def pipeline(
     trust_pickle: common.TrustPickle = False,
 ) -> None:
     """Validate the data, explain the ensemble version, then evaluate the gates."""
-    from flavors.errors import ValidationFailedError
-    from flavors.explain import explain_model_version
-    from flavors.gating import gate_model_version, validate_model_inputs
+    from miret_governance.flavors.errors import ValidationFailedError
+    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
 
     target = target or None
     try:

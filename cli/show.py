@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from cli.common import TrackingUri, connect, console, fail
-from cli.tables import baseline_table, metrics_table
+from miret_governance.cli.common import TrackingUri, connect, console, fail
+from miret_governance.cli.tables import baseline_table, metrics_table
 
 
 def show(
@@ -25,8 +25,8 @@ def show(
 ) -> None:
     """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
     status of its ensemble. Read-only: never creates a store."""
-    from flavors.review import describe_for_review
-    from governance.report.html import describe_stop
+    from miret_governance.flavors.review import describe_for_review
+    from miret_governance.governance.report.html import describe_stop
 
     try:
         connect(tracking_uri, fail_fast=False, read_only=True)

@@ -32,8 +32,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from governance.ensemble import read_ensemble
-from governance.report.figures import save_vite_figures
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.report.figures import save_vite_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACKING_URI = f"sqlite:///{ROOT / 'mlflow.db'}"
@@ -118,9 +118,9 @@ def explain_vite(state: DemoState) -> DemoState:
 def explain_surrogate(state: DemoState) -> DemoState:
     """Explain the registered forest with default settings: a linked surrogate version,
     with the same live progress as ``govern explain`` (stage, elapsed, incumbent, bound)."""
-    from cli.explain import live_progress
-    from flavors.explain import explain_model_version
-    from flavors.request import estimator_defaults
+    from miret_governance.cli.explain import live_progress
+    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.request import estimator_defaults
 
     OUTPUT.mkdir(exist_ok=True)
     data = OUTPUT / "train.csv"
@@ -159,9 +159,9 @@ def copy_report(surrogate_uri: str) -> list[Path]:
 
 
 def _promote(state: DemoState, alias: str, policy: str) -> None:
-    from cli.gates import print_gates
-    from flavors.gating import promote_model_version
-    from governance.gates import load_policy
+    from miret_governance.cli.gates import print_gates
+    from miret_governance.flavors.gating import promote_model_version
+    from miret_governance.governance.gates import load_policy
 
     print(f"govern promote --model-uri {state.model_uri} --alias {alias} --policy {policy}")
     outcome = promote_model_version(state.model_uri, alias, load_policy(ROOT / policy))

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from flavors.explain import SURROGATE_TAG
+from miret_governance.flavors.explain import SURROGATE_TAG
 
 REPORT = "report.html"
 MODEL_CARD = "model_card.md"

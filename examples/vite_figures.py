@@ -13,8 +13,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from governance.ensemble import read_ensemble
-from governance.report.figures import save_vite_figures
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.report.figures import save_vite_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "examples" / "data"

@@ -22,11 +22,11 @@ import mlflow
 import pandas as pd
 from mlflow import MlflowClient
 
-from flavors import faults, publish, stages
-from flavors.errors import ExplainError
-from flavors.gate_evidence import checked_evidence
-from flavors.inputs import dataset, load_explainable_ensemble, read_data
-from flavors.registry import (
+from miret_governance.flavors import faults, publish, stages
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.gate_evidence import checked_evidence
+from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
+from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     EXPLAIN_DIGEST_TAG,
     SURROGATE_SUFFIX,
@@ -43,16 +43,16 @@ from flavors.registry import (
     resolve_model_version,
     version_uri,
 )
-from flavors.request import (
+from miret_governance.flavors.request import (
     ExplainRequest,
     SearchSettings,
     check_class_names,
     check_parameters,
     check_search,
 )
-from flavors.search import log_search, search_surrogate
-from flavors.validation_worker import ValidationWorker
-from governance.miret.problem import default_depth
+from miret_governance.flavors.search import log_search, search_surrogate
+from miret_governance.flavors.validation_worker import ValidationWorker
+from miret_governance.governance.miret.problem import default_depth
 
 BACKGROUND_FIT_CELLS = 2_000_000
 """Inputs of at most this many cells (rows times features) are validated in a child

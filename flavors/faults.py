@@ -131,7 +131,7 @@ def recover_killed_runs(client: MlflowClient, experiment_id: str, ensemble_uri: 
     list of str
         The run ids that were ended.
     """
-    from flavors.registry import ENSEMBLE_URI_TAG, quoted
+    from miret_governance.flavors.registry import ENSEMBLE_URI_TAG, quoted
 
     runs = client.search_runs(
         [experiment_id],

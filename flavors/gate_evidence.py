@@ -19,10 +19,10 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 
-from flavors import miret as miret_flavor
-from flavors.errors import GateError
-from flavors.evidence import EVIDENCE_FILE, TamperedModelError
-from flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.errors import GateError
+from miret_governance.flavors.evidence import EVIDENCE_FILE, TamperedModelError
+from miret_governance.flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
 
 
 class EvidenceError(ValueError):

@@ -38,11 +38,11 @@ from mlflow import MlflowClient
 from mlflow.entities import LoggedModelInput
 from mlflow.exceptions import MlflowException
 
-from flavors.errors import GateError
-from flavors.evidence import EVIDENCE_FILE
-from flavors.gate_evidence import CheckedEvidence, checked_evidence
-from flavors.inputs import load_ensemble, read_table
-from flavors.registry import (
+from miret_governance.flavors.errors import GateError
+from miret_governance.flavors.evidence import EVIDENCE_FILE
+from miret_governance.flavors.gate_evidence import CheckedEvidence, checked_evidence
+from miret_governance.flavors.inputs import load_ensemble, read_table
+from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     GATE_RUN_TAG,
     GATE_TAG,
@@ -58,7 +58,7 @@ from flavors.registry import (
     resolve_model_version,
     version_uri,
 )
-from governance.gates import GATES, Evaluation, Policy, evaluate
+from miret_governance.governance.gates import GATES, Evaluation, Policy, evaluate
 
 GATE_EXPERIMENT = "governance-gates"
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -408,7 +408,7 @@ def validate_model_inputs(
     -------
     governance.validation.ValidationReport
     """
-    from governance.validation import validate_inputs
+    from miret_governance.governance.validation import validate_inputs
 
     client = MlflowClient()
     version = resolve_model_version(client, model_uri)

@@ -20,8 +20,8 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 
-from flavors.errors import ExplainError
-from governance import tables
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.governance import tables
 
 SKOPS_TRUSTED_TYPES = ("sklearn.tree._tree.Tree",)
 """Types trusted when reading a scikit-learn model saved with skops, beyond skops' own
@@ -117,7 +117,7 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
     (Ensemble, object)
         The uniform view and the loaded model.
     """
-    from governance.ensemble import UnsupportedModelError, read_ensemble
+    from miret_governance.governance.ensemble import UnsupportedModelError, read_ensemble
 
     try:
         local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri)

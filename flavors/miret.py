@@ -58,7 +58,7 @@ from mlflow.utils.model_utils import (
 )
 from mlflow.utils.requirements_utils import _get_pinned_requirement
 
-from flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
+from miret_governance.flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
 
 FLAVOR_NAME = "miret"
 SURROGATE_FILE = "surrogate.json"
@@ -68,8 +68,8 @@ _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
 
 def _surrogate_classes() -> dict:
     """Classes a surrogate may be restored as (an allow-list: nothing else is imported)."""
-    from governance.miret import MiretSurrogate
-    from governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret import MiretSurrogate
+    from miret_governance.governance.miret.tree import SurrogateTree
 
     return {"MiretSurrogate": MiretSurrogate, "SurrogateTree": SurrogateTree}
 
@@ -233,7 +233,7 @@ def save_model(
 
     pyfunc.add_to_model(
         mlflow_model,
-        loader_module="flavors.miret",
+        loader_module="miret_governance.flavors.miret",
         data=SURROGATE_FILE,
         conda_env=_CONDA_ENV_FILE_NAME,
         python_env=_PYTHON_ENV_FILE_NAME,

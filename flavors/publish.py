@@ -17,12 +17,12 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
-from flavors import miret as miret_flavor
-from flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
-from flavors.request import HYPERPARAMETERS, ExplainRequest
-from flavors.search import SearchSummary, search_context
-from flavors.stages import Validation, ViteArtifacts, tree_scaler
-from governance.metrics import peak_memory_bytes
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
+from miret_governance.flavors.request import HYPERPARAMETERS, ExplainRequest
+from miret_governance.flavors.search import SearchSummary, search_context
+from miret_governance.flavors.stages import Validation, ViteArtifacts, tree_scaler
+from miret_governance.governance.metrics import peak_memory_bytes
 
 REPORT_PARAMETERS = (
     *HYPERPARAMETERS,
@@ -112,10 +112,10 @@ def write_report(
     dict
         Artifact name -> path, for :func:`log_surrogate`.
     """
-    from governance.miret.display import display_tree
-    from governance.report.html import ReportContext, describe_stop
-    from governance.report.html import write_report as render
-    from governance.report.tree_figure import save_tree_figure
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.report.html import ReportContext, describe_stop
+    from miret_governance.governance.report.html import write_report as render
+    from miret_governance.governance.report.tree_figure import save_tree_figure
 
     tree, solve, validation = (
         surrogate.tree_,

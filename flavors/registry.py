@@ -27,9 +27,9 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 
-from flavors import miret as miret_flavor
-from flavors.errors import ExplainError, GovernanceError
-from governance.gates import canonical_digest
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.errors import ExplainError, GovernanceError
+from miret_governance.governance.gates import canonical_digest
 
 SURROGATE_OF_TAG = "governance.surrogate_of"
 SURROGATE_TAG = "governance.surrogate"

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flavors.errors import ExplainError
-from flavors.registry import URI_PREFIX
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.registry import URI_PREFIX
 
 HYPERPARAMETERS = (
     "depth",
@@ -31,14 +31,14 @@ HYPERPARAMETERS = (
 
 def estimator_defaults() -> dict:
     """``MiretSurrogate().get_params()``: the one source of hyperparameter defaults."""
-    from governance.miret import MiretSurrogate
+    from miret_governance.governance.miret import MiretSurrogate
 
     return MiretSurrogate().get_params()
 
 
 def search_defaults() -> dict:
     """``MiretSearchCV``'s defaults (cv, tolerance, search time limit, backend, ...)."""
-    from governance.miret import MiretSearchCV
+    from miret_governance.governance.miret import MiretSearchCV
 
     return {k: v for k, v in MiretSearchCV(None).get_params().items() if k != "estimator"}
 
@@ -59,7 +59,7 @@ def check_parameters(given: dict, test_size: float | None) -> dict:
     """
     from sklearn.utils._param_validation import InvalidParameterError
 
-    from governance.miret import MiretSurrogate
+    from miret_governance.governance.miret import MiretSurrogate
 
     chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
     try:
@@ -96,7 +96,7 @@ class SearchSettings:
 
     def grid(self) -> dict:
         """The grid searched: ``param_grid`` or the paper's."""
-        from governance.miret.search import PAPER_GRID
+        from miret_governance.governance.miret.search import PAPER_GRID
 
         return dict(PAPER_GRID if self.param_grid is None else self.param_grid)
 

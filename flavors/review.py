@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from mlflow import MlflowClient
 
-from flavors.errors import ExplainError
-from flavors.registry import (
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.registry import (
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
     describe_surrogate,

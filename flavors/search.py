@@ -16,7 +16,7 @@ from pathlib import Path
 import mlflow
 from mlflow.entities import Metric
 
-from flavors.stages import log_params, notify, solve_progress
+from miret_governance.flavors.stages import log_params, notify, solve_progress
 
 
 def search_surrogate(request, ensemble, raw_train, progress=None):
@@ -31,8 +31,8 @@ def search_surrogate(request, ensemble, raw_train, progress=None):
     """
     from sklearn.model_selection import ParameterGrid
 
-    from governance.miret import MiretSearchCV, MiretSurrogate
-    from governance.miret.search import PAPER_GRID
+    from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
+    from miret_governance.governance.miret.search import PAPER_GRID
 
     options = request.search.options()
     search = MiretSearchCV(MiretSurrogate(ensemble, **request.estimator_params()), **options)
@@ -58,7 +58,7 @@ def log_search(search, out: Path) -> SearchSummary:
     time; share of folds cut by the time limit), the rule and the chosen parameters
     (under their own names) on the parent, and draw the trade-off.
     """
-    from governance.report.search_figure import candidate_label, save_search_figure
+    from miret_governance.governance.report.search_figure import candidate_label, save_search_figure
 
     results = search.cv_results_
     client = mlflow.MlflowClient()

@@ -24,15 +24,15 @@ import numpy as np
 from mlflow.entities import LoggedModelInput
 from mlflow.exceptions import MlflowException
 
-from flavors.errors import ValidationFailedError
-from flavors.registry import (
+from miret_governance.flavors.errors import ValidationFailedError
+from miret_governance.flavors.registry import (
     DATA_DIGEST_TAG,
     ENSEMBLE_URI_TAG,
     EXPLAIN_DIGEST_TAG,
     VALIDATION_TAG,
 )
-from flavors.request import ExplainRequest
-from flavors.validation_worker import validate_frames
+from miret_governance.flavors.request import ExplainRequest
+from miret_governance.flavors.validation_worker import validate_frames
 
 STAGES = (
     "load model",
@@ -176,8 +176,8 @@ class ViteArtifacts:
 
 def vite_artifacts(ensemble, out: Path) -> ViteArtifacts:
     """Write the VITE tables to ``out/vite`` and the heatmaps to ``out/figures``."""
-    from governance import vite
-    from governance.report.figures import save_vite_figures
+    from miret_governance.governance import vite
+    from miret_governance.governance.report.figures import save_vite_figures
 
     vite_dir = out / "vite"
     vite_dir.mkdir(parents=True)
@@ -216,7 +216,7 @@ def prepare(request: ExplainRequest, ensemble, frame, test_frame) -> Prepared:
     validated inputs lie in that range (up to the validation's round-off tolerance), and
     out-of-range inputs explained with ``allow_invalid`` act like the range's bounds.
     """
-    from flavors.inputs import holdout
+    from miret_governance.flavors.inputs import holdout
 
     data = holdout(request, ensemble, frame, test_frame)
     raw_train, scaler = data.train, ensemble.scaler
@@ -297,7 +297,7 @@ def fit_surrogate(request: ExplainRequest, ensemble, raw_train, progress=None):
     """Fit the MIRET surrogate of ``ensemble`` on ``raw_train`` (the ensemble's input
     units) within ``request.time_limit`` seconds; ``progress`` sees the solver's
     incumbent and bound."""
-    from governance.miret import MiretSurrogate
+    from miret_governance.governance.miret import MiretSurrogate
 
     surrogate = MiretSurrogate(ensemble, **request.estimator_params())
     return surrogate.fit(raw_train, progress=solve_progress(progress))
@@ -356,7 +356,7 @@ def tree_scaler(ensemble, surrogate):
 
 def evaluate(request: ExplainRequest, ensemble, surrogate, X_train, X_test, data) -> dict:
     """Fidelity, accuracy, proximity and sparsity of the surrogate, and solver metrics."""
-    from governance.metrics import surrogate_metrics
+    from miret_governance.governance.metrics import surrogate_metrics
 
     metrics = surrogate_metrics(
         ensemble,

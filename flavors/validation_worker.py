@@ -35,7 +35,7 @@ def validate_frames(frames: dict, ensemble, label: str | None) -> dict:
         ``summary`` (for people) and ``sound`` (columns, types and values allow the
         ensemble's normalization, so ``allow_invalid`` can explain anyway).
     """
-    from governance.validation import raw_columns, validate_inputs
+    from miret_governance.governance.validation import raw_columns, validate_inputs
 
     wanted = raw_columns(ensemble) + ([label] if label else [])
     outcomes = {}
@@ -68,7 +68,7 @@ class ValidationWorker:
             return
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "flavors.validation_worker"],
+                [sys.executable, "-m", "miret_governance.flavors.validation_worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

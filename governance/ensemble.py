@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit
 
-from governance.arrays import feature_matrix, read_only_array, scaled
+from miret_governance.governance.arrays import feature_matrix, read_only_array, scaled
 
 SUPPORTED_MODELS = (
     "sklearn.ensemble.RandomForestClassifier",
@@ -378,7 +378,7 @@ class Ensemble:
         Averaging ensembles keep weight 1 per tree; a boosted view read without data
         has uniform weights until this is called.
         """
-        from governance.tree_weights import boosting_tree_weights
+        from miret_governance.governance.tree_weights import boosting_tree_weights
 
         if self.aggregation == "average":
             return self
@@ -424,7 +424,7 @@ def read_ensemble(model) -> Ensemble:
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import MinMaxScaler
 
-    from governance.readers import qualified_name, read_estimator
+    from miret_governance.governance.readers import qualified_name, read_estimator
 
     preprocessor = scaler = None
     final = model

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from governance.arrays import scaled
+from miret_governance.governance.arrays import scaled
 
 CHUNK_ROWS = 100_000
 """Rows scored at a time: bounds memory to one chunk of rows x trees leaf ids."""
@@ -169,7 +169,7 @@ def surrogate_metrics(
         pairs exist) ``test_proximity_agreement``; with labels the
         ``*_accuracy_surrogate`` and ``*_accuracy_ensemble`` keys.
     """
-    from governance.vite import proximity_pairs
+    from miret_governance.governance.vite import proximity_pairs
 
     if int(chunk_rows) < 1 or int(proximity_rows) < 2:
         raise ValueError("chunk_rows must be >= 1 and proximity_rows >= 2")

@@ -7,7 +7,12 @@ import json
 
 import numpy as np
 
-from governance.ensemble import LEFT_IF_LESS, LEFT_IF_LESS_EQUAL, Tree, UnsupportedModelError
+from miret_governance.governance.ensemble import (
+    LEFT_IF_LESS,
+    LEFT_IF_LESS_EQUAL,
+    Tree,
+    UnsupportedModelError,
+)
 
 
 def qualified_name(model) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from governance.arrays import feature_matrix
-from governance.ensemble import PREDICT_CHUNK_ROWS, Ensemble
+from miret_governance.governance.arrays import feature_matrix
+from miret_governance.governance.ensemble import PREDICT_CHUNK_ROWS, Ensemble
 
 
 def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:

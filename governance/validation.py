@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from governance.tables import check_labels
-from governance.validation_messages import EXAMPLES, Failure, describe
+from miret_governance.governance.tables import check_labels
+from miret_governance.governance.validation_messages import EXAMPLES, Failure, describe
 
 NUMERIC_TYPES = [
     *(f"{kind}{bits}" for kind in ("int", "uint", "Int", "UInt") for bits in (8, 16, 32, 64)),

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from governance.ensemble import Ensemble
+from miret_governance.governance.ensemble import Ensemble
 
 DENOMINATORS = ("splits", "nodes")
 MAX_NODE_DEPTH = 16

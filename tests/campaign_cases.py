@@ -320,7 +320,7 @@ def _subprocess(argv: list[str], campaign: Campaign, folder: Path) -> tuple[int,
         "COLUMNS": "200",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "cli", *argv],
+        [sys.executable, "-m", "miret_governance.cli", *argv],
         cwd=folder,
         env=env,
         capture_output=True,
@@ -335,7 +335,7 @@ def run_case(case: Case, campaign: Campaign) -> Outcome:
     """Run one case against the campaign's store, snapshotting the store around it."""
     from typer.testing import CliRunner
 
-    from cli.app import app
+    from miret_governance.cli.app import app
 
     (campaign.root / "cases").mkdir(exist_ok=True)
     # a neutral folder name: the case's name in a path must not satisfy its message pattern

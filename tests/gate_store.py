@@ -17,10 +17,10 @@ import pandas as pd
 import yaml
 from mlflow import MlflowClient
 
-from flavors import miret as miret_flavor
-from flavors.evidence import file_digest
-from flavors.registry import model_id_of
-from governance.miret.tree import SurrogateTree
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.evidence import file_digest
+from miret_governance.flavors.registry import model_id_of
+from miret_governance.governance.miret.tree import SurrogateTree
 
 FEATURES = ["x0", "x1", "x2"]
 COEF = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.5, 0.0, 0.0]]

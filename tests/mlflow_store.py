@@ -17,7 +17,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from flavors.registry import name_filter
+from miret_governance.flavors.registry import name_filter
 
 
 @pytest.fixture(scope="session")
@@ -120,6 +120,6 @@ def interruptible_cli(*args) -> list:
     the background (which makes its children ignore SIGINT)."""
     script = (
         "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "from cli.app import main; sys.argv = ['govern'] + sys.argv[1:]; main()"
+        "from miret_governance.cli.app import main; sys.argv = ['govern'] + sys.argv[1:]; main()"
     )
     return [sys.executable, "-c", script, *args]

@@ -10,7 +10,7 @@ import yaml
 from mlflow import MlflowClient
 from mlflow_store import register_rf
 
-from governance.miret import MiretSearchCV, MiretSurrogate
+from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[1]

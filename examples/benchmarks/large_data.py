@@ -92,7 +92,7 @@ def run_explain(model_uri: str, data: Path, uri: str, time_limit: float) -> tupl
     args = [
         sys.executable,
         "-m",
-        "cli",
+        "miret_governance.cli",
         "explain",
         "--model-uri",
         model_uri,

@@ -47,7 +47,7 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.tree import DecisionTreeClassifier
 from xgboost import XGBClassifier
 
-from governance.miret import MiretSurrogate
+from miret_governance.governance.miret import MiretSurrogate
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data"
@@ -133,7 +133,7 @@ def fit_miret(inst: Instance, hyper: dict, args) -> Surrogate:
         **(hyper if args.mode == "default" else {}),
     )
     if args.mode == "search":
-        from governance.miret import MiretSearchCV
+        from miret_governance.governance.miret import MiretSearchCV
 
         search = MiretSearchCV(
             surrogate, search_time_limit=args.search_time_limit, n_jobs=args.n_jobs

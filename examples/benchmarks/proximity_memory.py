@@ -13,8 +13,8 @@ import tracemalloc
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
-from governance.ensemble import read_ensemble
-from governance.vite import proximity_pairs
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.vite import proximity_pairs
 
 N_SAMPLES = 20_000
 N_TREES = 100

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from paper import DATA, make_instance
 
-from governance.miret import MiretSurrogate
+from miret_governance.governance.miret import MiretSurrogate
 
 HERE = Path(__file__).resolve().parent
 

@@ -7,11 +7,11 @@ heuristic) can import each other without going through this package's exports.
 import importlib
 
 _EXPORTS = {
-    "MiretProblem": "governance.miret.problem",
-    "build_problem": "governance.miret.problem",
-    "MiretSurrogate": "governance.miret.estimator",
-    "SolveReport": "governance.miret.report",
-    "MiretSearchCV": "governance.miret.search",
+    "MiretProblem": "miret_governance.governance.miret.problem",
+    "build_problem": "miret_governance.governance.miret.problem",
+    "MiretSurrogate": "miret_governance.governance.miret.estimator",
+    "SolveReport": "miret_governance.governance.miret.report",
+    "MiretSearchCV": "miret_governance.governance.miret.search",
 }
 
 __all__ = ["MiretProblem", "MiretSearchCV", "MiretSurrogate", "SolveReport", "build_problem"]
@@ -20,4 +20,4 @@ __all__ = ["MiretProblem", "MiretSearchCV", "MiretSurrogate", "SolveReport", "bu
 def __getattr__(name):
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'governance.miret' has no attribute {name!r}")
+    raise AttributeError(f"module 'miret_governance.governance.miret' has no attribute {name!r}")

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
-from governance.miret.feasibility import components_broken
-from governance.miret.tree import SurrogateTree, node_level
+from miret_governance.governance.miret.feasibility import components_broken
+from miret_governance.governance.miret.tree import SurrogateTree, node_level
 
 
 def fit_cart(X, y, depth, features=None, random_state=0):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from governance.miret.tree import node_level
+from miret_governance.governance.miret.tree import node_level
 
 SIGNIFICANT = 4
 

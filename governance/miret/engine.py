@@ -17,13 +17,19 @@ import warnings
 
 import numpy as np
 
-from governance.miret import formulation as milp
-from governance.miret.cart import cart_arrays, cart_predict, exact_tree, fit_cart, seed_tree
-from governance.miret.heuristic import warm_start
-from governance.miret.local_search import TreeSearch
-from governance.miret.report import SolveReport
-from governance.miret.solvers import relative_gap, solve
-from governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret import formulation as milp
+from miret_governance.governance.miret.cart import (
+    cart_arrays,
+    cart_predict,
+    exact_tree,
+    fit_cart,
+    seed_tree,
+)
+from miret_governance.governance.miret.heuristic import warm_start
+from miret_governance.governance.miret.local_search import TreeSearch
+from miret_governance.governance.miret.report import SolveReport
+from miret_governance.governance.miret.solvers import relative_gap, solve
+from miret_governance.governance.miret.tree import SurrogateTree
 
 HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut (safety cap)
 STALL_UNITS, STALL_SHARE = 3.0, 0.2  # default stall window: min(3, 0.2 * limit) work units

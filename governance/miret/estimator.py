@@ -12,16 +12,16 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from governance.arrays import feature_matrix, scaled
-from governance.ensemble import Ensemble, read_ensemble
-from governance.miret.cart import cart_predict
-from governance.miret.engine import fit_problem, fit_trivial
-from governance.miret.guarantee import cart_out_of_fold, guarantee
-from governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS, build_problem
-from governance.miret.report import SolveReport
-from governance.miret.sampling import sample_rows
-from governance.miret.solvers import SOLVERS
-from governance.miret.tree import SurrogateTree
+from miret_governance.governance.arrays import feature_matrix, scaled
+from miret_governance.governance.ensemble import Ensemble, read_ensemble
+from miret_governance.governance.miret.cart import cart_predict
+from miret_governance.governance.miret.engine import fit_problem, fit_trivial
+from miret_governance.governance.miret.guarantee import cart_out_of_fold, guarantee
+from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS, build_problem
+from miret_governance.governance.miret.report import SolveReport
+from miret_governance.governance.miret.sampling import sample_rows
+from miret_governance.governance.miret.solvers import SOLVERS
+from miret_governance.governance.miret.tree import SurrogateTree
 
 FORMAT = "miret-surrogate"
 FORMAT_VERSION = 3
@@ -324,7 +324,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     def display(self, class_names=None):
         """The pruned tree a reviewer reads (:mod:`governance.miret.display`), from the
         fit sample's leaf counts, with conditions in the fit's input units."""
-        from governance.miret.display import display_from_counts
+        from miret_governance.governance.miret.display import display_from_counts
 
         check_is_fitted(self, "tree_")
         return display_from_counts(
@@ -333,7 +333,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
     def rules(self, class_names=None) -> str:
         """One rule per leaf of :meth:`display`: ``if <conditions> then <class> (...)``."""
-        from governance.miret.display import rules_text
+        from miret_governance.governance.miret.display import rules_text
 
         return rules_text(self.display(class_names))
 

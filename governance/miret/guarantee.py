@@ -34,8 +34,8 @@ import numpy as np
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.tree import DecisionTreeClassifier
 
-from governance.arrays import scaled
-from governance.miret.cart import cart_predict
+from miret_governance.governance.arrays import scaled
+from miret_governance.governance.miret.cart import cart_predict
 
 FIDELITY_TOLERANCE = 0.02
 CV_FOLDS = 5

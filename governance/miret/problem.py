@@ -37,8 +37,8 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from governance.arrays import feature_matrix, scaled
-from governance.miret.tree import leaf_sign, node_level
+from miret_governance.governance.arrays import feature_matrix, scaled
+from miret_governance.governance.miret.tree import leaf_sign, node_level
 
 FORMULATIONS = ("miret", "basic")
 BOUND_TOLERANCE = 1e-9
@@ -335,7 +335,7 @@ def build_problem(X, ensemble, depth=None, scaler=None, **hyperparameters) -> Mi
     formulation : {"miret", "basic"}
         Improved MIRET or b-MIRET.
     """
-    from governance import vite
+    from miret_governance.governance import vite
 
     unknown = sorted(set(hyperparameters) - set(PAPER_DEFAULTS))
     if unknown:

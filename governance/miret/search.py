@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import GridSearchCV
 
-from governance.miret.engine import work_budgets
+from miret_governance.governance.miret.engine import work_budgets
 
 PAPER_GRID = {
     "alpha": [0.2, 0.4, 0.5, 0.6, 0.8],

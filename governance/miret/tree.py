@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from governance.arrays import feature_matrix, read_only_array
+from miret_governance.governance.arrays import feature_matrix, read_only_array
 
 FORMAT = "miret-surrogate-tree"
 FORMAT_VERSION = 1
@@ -215,13 +215,13 @@ class SurrogateTree:
     # ------------------------------------------------------------------ rules
     def rule_table(self, feature_names=None, scaler=None) -> list:
         """Every branch node's split as records: :func:`governance.miret.display.rule_table`."""
-        from governance.miret.display import rule_table
+        from miret_governance.governance.miret.display import rule_table
 
         return rule_table(self, feature_names, scaler)
 
     def rules(self, feature_names=None, scaler=None) -> str:
         """Rules of the complete tree: :func:`governance.miret.display.complete_rules`."""
-        from governance.miret.display import complete_rules
+        from miret_governance.governance.miret.display import complete_rules
 
         return complete_rules(self, feature_names, scaler)
 

@@ -18,7 +18,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from governance import vite
+from miret_governance.governance import vite
 
 CMAP = "Blues"
 MAX_ROWS = 8

@@ -15,8 +15,8 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from governance.miret.display import leaf_rules
-from governance.report.figures import MAX_ROWS, OTHER, format_interval
+from miret_governance.governance.miret.display import leaf_rules
+from miret_governance.governance.report.figures import MAX_ROWS, OTHER, format_interval
 
 METRIC_ROWS = (
     ("Fidelity to the ensemble", "fidelity"),
@@ -108,7 +108,7 @@ class ReportContext:
 
 def _environment() -> Environment:
     env = Environment(
-        loader=PackageLoader("governance.report", "templates"),
+        loader=PackageLoader("miret_governance.governance.report", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html.j2",), default=False),
         undefined=StrictUndefined,
         trim_blocks=True,

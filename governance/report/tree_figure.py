@@ -58,7 +58,7 @@ def draw_display_tree(display, label_source: str = "ensemble"):
     """
     from matplotlib.figure import Figure
 
-    from governance.miret.display import format_percent
+    from miret_governance.governance.miret.display import format_percent
 
     n_leaves = len(display.leaves())
     levels = display.effective_depth

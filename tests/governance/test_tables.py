@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from governance.tables import TableError, check_labels, read_table
+from miret_governance.governance.tables import TableError, check_labels, read_table
 
 
 def test_read_table_refuses_what_pandas_reads_wrong(tmp_path):

@@ -11,8 +11,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from governance.ensemble import read_ensemble
-from governance.validation import validate_inputs
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.validation import validate_inputs
 
 pytest_plugins = ["mlflow_store"]
 
@@ -238,7 +238,7 @@ def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
     import typer
     from typer.testing import CliRunner
 
-    from cli.gates import register
+    from miret_governance.cli.gates import register
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
@@ -291,8 +291,8 @@ def test_validate_checks_the_training_range_stored_with_the_surrogate(store, dat
     import mlflow
     import xgboost
 
-    from flavors.explain import explain_model_version
-    from flavors.gating import validate_model_inputs
+    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.gating import validate_model_inputs
 
     raw, y = data
     model = xgboost.XGBClassifier(n_estimators=5, max_depth=2, random_state=0).fit(raw, y)
@@ -333,7 +333,7 @@ def _without_ids_and_times(outcomes):
 
 def _started_worker(monkeypatch):
     """A worker with its child, as in a process that has not imported GE yet."""
-    from flavors.validation_worker import ValidationWorker
+    from miret_governance.flavors.validation_worker import ValidationWorker
 
     with monkeypatch.context() as patch:
         patch.delitem(sys.modules, "great_expectations", raising=False)
@@ -341,7 +341,7 @@ def _started_worker(monkeypatch):
 
 
 def test_worker_process_validates_like_this_process(data, raw_ensemble, monkeypatch):
-    from flavors.validation_worker import validate_frames
+    from miret_governance.flavors.validation_worker import validate_frames
 
     raw, y = data
     clean = raw.assign(label=y)
@@ -363,17 +363,17 @@ def test_worker_process_validates_like_this_process(data, raw_ensemble, monkeypa
 def test_without_a_usable_child_validation_stays_in_this_process(
     data, raw_ensemble, caplog, monkeypatch
 ):
-    from flavors.validation_worker import ValidationWorker
+    from miret_governance.flavors.validation_worker import ValidationWorker
 
     raw, y = data
     frames = {"validation.json": raw.assign(label=y)}
     validate_inputs(raw, raw_ensemble)  # imports Great Expectations in this process
-    with caplog.at_level("WARNING", logger="flavors.validation_worker"):
+    with caplog.at_level("WARNING", logger="miret_governance.flavors.validation_worker"):
         assert ValidationWorker().validate(frames, raw_ensemble, "label") is None
     assert caplog.text == ""  # no child was started: nothing failed
 
     worker = _started_worker(monkeypatch)
     worker.close()  # the child is gone before it is asked
-    with caplog.at_level("WARNING", logger="flavors.validation_worker"):
+    with caplog.at_level("WARNING", logger="miret_governance.flavors.validation_worker"):
         assert worker.validate(frames, raw_ensemble, "label") is None
     assert "validating in this process" in caplog.text

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from governance.miret.feasibility import check_feasible
-from governance.miret.heuristic import warm_start
-from governance.miret.problem import MiretProblem
-from governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.feasibility import check_feasible
+from miret_governance.governance.miret.heuristic import warm_start
+from miret_governance.governance.miret.problem import MiretProblem
+from miret_governance.governance.miret.tree import SurrogateTree
 
 
 def make_problem(
@@ -166,9 +166,9 @@ def test_warm_start_on_a_random_forest_is_milp_feasible(breast_cancer):
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.preprocessing import MinMaxScaler
 
-    from governance.ensemble import read_ensemble
-    from governance.miret import formulation
-    from governance.miret.problem import build_problem
+    from miret_governance.governance.ensemble import read_ensemble
+    from miret_governance.governance.miret import formulation
+    from miret_governance.governance.miret.problem import build_problem
 
     X, y = breast_cancer
     X = MinMaxScaler().fit_transform(X.iloc[:200])

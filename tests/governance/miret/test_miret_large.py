@@ -7,18 +7,18 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
-from governance.ensemble import read_ensemble
-from governance.miret import MiretSurrogate
-from governance.miret import guarantee as guarantee_module
-from governance.miret.cart import cart_predict, exact_tree
-from governance.miret.engine import cart_baselines, constant_tree
-from governance.miret.guarantee import (
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.miret import MiretSurrogate
+from miret_governance.governance.miret import guarantee as guarantee_module
+from miret_governance.governance.miret.cart import cart_predict, exact_tree
+from miret_governance.governance.miret.engine import cart_baselines, constant_tree
+from miret_governance.governance.miret.guarantee import (
     FIDELITY_TOLERANCE,
     cart_out_of_fold,
     fidelities,
     guarantee,
 )
-from governance.miret.problem import (
+from miret_governance.governance.miret.problem import (
     MIN_COMPONENT_CAP,
     bounded_components,
     build_problem,

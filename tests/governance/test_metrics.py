@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from governance.ensemble import Ensemble
-from governance.metrics import (
+from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.metrics import (
     accuracy,
     effective_depth,
     feature_counts,
@@ -13,7 +13,7 @@ from governance.metrics import (
     proximity_agreement,
     surrogate_metrics,
 )
-from governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.tree import SurrogateTree
 
 
 def _stump_forest():
@@ -106,7 +106,7 @@ def test_chunked_metrics_equal_one_pass_and_proximity_uses_a_bounded_sample():
 
 
 def test_peak_memory_is_at_least_a_large_array():
-    from governance.metrics import peak_memory_bytes
+    from miret_governance.governance.metrics import peak_memory_bytes
 
     block = np.ones(50 * 2**20 // 8)  # 50 MiB, touched
     assert peak_memory_bytes() >= block.nbytes

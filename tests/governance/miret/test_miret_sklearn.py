@@ -12,8 +12,8 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from governance.miret import MiretSearchCV, MiretSurrogate
-from governance.miret.search import SELECTION_RULE, select_candidate
+from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
+from miret_governance.governance.miret.search import SELECTION_RULE, select_candidate
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ from gate_store import GOOD, explained
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from flavors.errors import GateError
-from flavors.gating import gate_model_version, promote_model_version
-from governance.gates import load_policy, parse_policy
+from miret_governance.flavors.errors import GateError
+from miret_governance.flavors.gating import gate_model_version, promote_model_version
+from miret_governance.governance.gates import load_policy, parse_policy
 
 pytest_plugins = ["mlflow_store"]
 
@@ -17,7 +17,7 @@ FAILING = dict(GOOD, test_fidelity=0.93, n_features_used=2)
 
 
 def cli():
-    from cli.gates import register
+    from miret_governance.cli.gates import register
 
     app = typer.Typer()
     register(app)

@@ -11,15 +11,15 @@ from mlflow import MlflowClient
 from mlflow_store import linked_versions, register_sklearn
 from typer.testing import CliRunner
 
-from flavors.errors import GateError
-from flavors.gating import (
+from miret_governance.flavors.errors import GateError
+from miret_governance.flavors.gating import (
     GATE_EXPERIMENT,
     evaluate_gates,
     gate_model_version,
     mlflow_verdict,
 )
-from flavors.registry import model_id_of, version_uri
-from governance.gates import (
+from miret_governance.flavors.registry import model_id_of, version_uri
+from miret_governance.governance.gates import (
     DEFAULTS,
     GATES,
     Policy,
@@ -60,7 +60,7 @@ def write(path, text):
 
 
 def cli():
-    from cli.gates import register
+    from miret_governance.cli.gates import register
 
     app = typer.Typer()
     register(app)

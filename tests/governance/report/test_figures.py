@@ -7,9 +7,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from governance import vite
-from governance.ensemble import read_ensemble
-from governance.report import figures
+from miret_governance.governance import vite
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.report import figures
 
 FILES = ["level_frequency.png", "level_frequency.svg", "vite_tree.png", "vite_tree.svg"]
 
@@ -105,9 +105,9 @@ def test_deep_tree_draws_the_top_levels_only(breast_cancer):
 
 # --------------------------------------------------------------------------- surrogate tree
 def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
-    from governance.miret.display import display_tree
-    from governance.miret.tree import SurrogateTree
-    from governance.report.tree_figure import draw_display_tree, save_tree_figure
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.report.tree_figure import draw_display_tree, save_tree_figure
 
     names = ("$\\frac{a$", "<script>alert(1)</script>")
     coef = np.zeros((3, 2))
@@ -166,10 +166,10 @@ def _table_rows_have_header_width(markdown: str):
 
 
 def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
-    from governance.miret.display import display_tree
-    from governance.miret.tree import SurrogateTree
-    from governance.report.html import ReportContext, write_report
-    from governance.report.tree_figure import save_tree_figure
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.report.html import ReportContext, write_report
+    from miret_governance.governance.report.tree_figure import save_tree_figure
 
     evil = "<script>alert(1)</script>"
     names = (evil, "$\\frac{a$", "a|b")
@@ -231,7 +231,7 @@ def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
 def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
     import pandas as pd
 
-    from governance.report.html import vite_nodes
+    from miret_governance.governance.report.html import vite_nodes
 
     ranges = pd.DataFrame(
         {
@@ -260,7 +260,7 @@ def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
 
 
 def test_inlined_figure_keeps_its_text_readable(tmp_path):
-    from governance.report.html import inline_svg
+    from miret_governance.governance.report.html import inline_svg
 
     svg = tmp_path / "f.svg"
     svg.write_text('<?xml version="1.0"?>\n<svg width="300pt" height="10pt"><g/></svg>')
@@ -296,6 +296,6 @@ def test_inlined_figure_keeps_its_text_readable(tmp_path):
     ],
 )
 def test_the_stop_is_told_with_whether_a_rerun_can_differ(solve, expected):
-    from governance.report.html import describe_stop
+    from miret_governance.governance.report.html import describe_stop
 
     assert describe_stop(solve) == expected

@@ -10,10 +10,15 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
-from governance.ensemble import Ensemble, read_ensemble
-from governance.miret.formulation import build_model, encode, leaf_signs, subtree_leaves
-from governance.miret.problem import MiretProblem, build_problem
-from governance.miret.solvers import gurobi_license, solve
+from miret_governance.governance.ensemble import Ensemble, read_ensemble
+from miret_governance.governance.miret.formulation import (
+    build_model,
+    encode,
+    leaf_signs,
+    subtree_leaves,
+)
+from miret_governance.governance.miret.problem import MiretProblem, build_problem
+from miret_governance.governance.miret.solvers import gurobi_license, solve
 
 needs_gurobi = pytest.mark.skipif(
     gurobi_license() == "unavailable", reason="gurobipy has no working license here"

@@ -14,11 +14,11 @@ from mlflow_store import register_rf
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import MinMaxScaler
 
-from flavors.errors import ExplainError, ValidationFailedError
-from flavors.explain import explain_model_version
-from flavors.inputs import load_ensemble
-from flavors.miret import load_model
-from flavors.registry import (
+from miret_governance.flavors.errors import ExplainError, ValidationFailedError
+from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.inputs import load_ensemble
+from miret_governance.flavors.miret import load_model
+from miret_governance.flavors.registry import (
     EXPLAIN_DIGEST_TAG,
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
@@ -250,7 +250,7 @@ def test_rf_reuse_then_force(rf, monkeypatch):
     digest = client.get_model_version("credit-rf-surrogate", "1").tags[EXPLAIN_DIGEST_TAG]
 
     # validated, then fitted (as inputs above BACKGROUND_FIT_CELLS are): the same surrogate
-    monkeypatch.setattr("flavors.explain.BACKGROUND_FIT_CELLS", 0)
+    monkeypatch.setattr("miret_governance.flavors.explain.BACKGROUND_FIT_CELLS", 0)
     other = explain_model_version(
         "models:/credit-rf/1", rf["root"] / "data.csv", target="label", time_limit=5, force=True
     )
@@ -347,8 +347,8 @@ def test_prepare_clips_only_training_rows_outside_the_scaler_range(breast_cancer
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.pipeline import make_pipeline
 
-    from flavors.stages import prepare
-    from governance.ensemble import read_ensemble
+    from miret_governance.flavors.stages import prepare
+    from miret_governance.governance.ensemble import read_ensemble
 
     frame = _frame(breast_cancer, 120)
     model = make_pipeline(MinMaxScaler(), RandomForestClassifier(n_estimators=5, max_depth=2))
@@ -410,7 +410,7 @@ def test_allow_invalid_tags_failed_and_link_failure_rolls_back(rf, breast_cancer
 
 
 def test_search_logs_every_candidate_as_a_child_run(rf):
-    from flavors.request import SearchSettings
+    from miret_governance.flavors.request import SearchSettings
 
     grid = {"alpha": [0.2, 0.8], "proximity_threshold": [0.9, 1.0]}
     settings = SearchSettings(param_grid=grid, cv=2, search_time_limit=1.0)

@@ -10,14 +10,14 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
-from governance.ensemble import read_ensemble
-from governance.miret import MiretSurrogate, build_problem
-from governance.miret.cart import cart_predict
-from governance.miret.engine import cart_baselines
-from governance.miret.formulation import build_model, encode
-from governance.miret.heuristic import warm_start
-from governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
-from governance.miret.solvers import StallRule, solve
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.miret import MiretSurrogate, build_problem
+from miret_governance.governance.miret.cart import cart_predict
+from miret_governance.governance.miret.engine import cart_baselines
+from miret_governance.governance.miret.formulation import build_model, encode
+from miret_governance.governance.miret.heuristic import warm_start
+from miret_governance.governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
+from miret_governance.governance.miret.solvers import StallRule, solve
 
 
 @pytest.fixture(scope="module")

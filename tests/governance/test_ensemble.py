@@ -12,7 +12,7 @@ from sklearn.ensemble import (
 )
 from sklearn.linear_model import LogisticRegression
 
-from governance.ensemble import UnsupportedModelError, read_ensemble
+from miret_governance.governance.ensemble import UnsupportedModelError, read_ensemble
 
 
 def _sklearn_models():

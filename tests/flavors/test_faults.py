@@ -17,12 +17,12 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow_store import interruptible_cli, register_wisconsin_rf
 
-from flavors.errors import ExplainError, GovernanceError
-from flavors.explain import explain_model_version
-from flavors.registry import SURROGATE_TAG, resolve_model_version
+from miret_governance.flavors.errors import ExplainError, GovernanceError
+from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.registry import SURROGATE_TAG, resolve_model_version
 
 pytest_plugins = ["mlflow_store"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 
 
@@ -128,7 +128,7 @@ def test_failed_registration_leaves_a_failed_run_and_no_logged_model(registered,
 CHILD = """
 import json, os, sys, time
 from pathlib import Path
-import flavors.explain as explain
+import miret_governance.flavors.explain as explain
 
 barrier = Path(sys.argv[1])
 original = explain.register_surrogate
@@ -186,7 +186,7 @@ def test_two_concurrent_explains_register_one_version(registered, tmp_path):
 def test_a_dataset_inserted_by_a_concurrent_run_is_linked_not_an_error(store, monkeypatch):
     """Two explains of one data set can race to insert it; the loser's unique-constraint
     error is followed by a retry that links the dataset the winner created."""
-    from flavors import stages
+    from miret_governance.flavors import stages
 
     frame = pd.DataFrame({"x": [0.1, 0.2], "label": [0, 1]})
     data = mlflow.data.from_pandas(frame, name="train.csv", targets="label")
@@ -305,7 +305,7 @@ def test_locked_store_gives_one_clear_message(registered, tmp_path):
 
     from typer.testing import CliRunner
 
-    from cli.app import app
+    from miret_governance.cli.app import app
 
     lock = sqlite3.connect(tmp_path / "mlflow.db")
     lock.execute("BEGIN EXCLUSIVE")

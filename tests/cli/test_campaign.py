@@ -196,7 +196,7 @@ def test_killed_mid_solve_then_rerun_leaves_no_orphans(sig, store, tmp_path, mon
     assert process.returncode != 0
 
     rerun = subprocess.run(
-        [sys.executable, "-m", "cli", "explain", *args, "--time-limit", "3"],
+        [sys.executable, "-m", "miret_governance.cli", "explain", *args, "--time-limit", "3"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

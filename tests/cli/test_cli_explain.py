@@ -12,10 +12,10 @@ from mlflow import MlflowClient
 from mlflow_store import register_wisconsin_rf
 from typer.testing import CliRunner
 
-from cli import explain, show
+from miret_governance.cli import explain, show
 
 pytest_plugins = ["mlflow_store"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 
 
@@ -99,7 +99,7 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
 
 
 def test_show_from_the_ensemble_follows_the_link(app, registered):
-    from flavors.explain import explain_model_version
+    from miret_governance.flavors.explain import explain_model_version
 
     result = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
     client = MlflowClient()
@@ -124,7 +124,7 @@ def test_show_from_the_ensemble_follows_the_link(app, registered):
 
 
 def test_read_only_commands_never_create_a_store(tmp_path, monkeypatch):
-    from cli.gates import register as register_gates
+    from miret_governance.cli.gates import register as register_gates
 
     app = typer.Typer()
     explain.register(app)
@@ -161,7 +161,7 @@ def test_govern_explain_and_show_in_subprocess(registered, tmp_path):
     args = [
         sys.executable,
         "-m",
-        "cli",
+        "miret_governance.cli",
         "explain",
         "--model-uri",
         "models:/credit-rf/1",
@@ -189,7 +189,14 @@ def test_govern_explain_and_show_in_subprocess(registered, tmp_path):
     assert again.returncode == 0 and "Reused models:/credit-rf-surrogate/1" in again.stdout
 
     shown = subprocess.run(
-        [sys.executable, "-m", "cli", "show", "--model-uri", "models:/credit-rf-surrogate/1"],
+        [
+            sys.executable,
+            "-m",
+            "miret_governance.cli",
+            "show",
+            "--model-uri",
+            "models:/credit-rf-surrogate/1",
+        ],
         check=False,
         env=env,
         capture_output=True,

@@ -11,10 +11,10 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from flavors import miret
-from governance.ensemble import read_ensemble
-from governance.miret import MiretSurrogate
-from governance.miret.tree import SurrogateTree
+from miret_governance.flavors import miret
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.miret import MiretSurrogate
+from miret_governance.governance.miret.tree import SurrogateTree
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 
@@ -59,7 +59,9 @@ def test_save_load_round_trip(fitted, tmp_path):
     assert conf["surrogate_class"] == "MiretSurrogate" and conf["input_space"] == "raw"
     assert conf["feature_names"] == FEATURES and conf["depth"] == 2
     assert conf["artifacts"] == ["model_card.md", "vite"]
-    assert mlmodel["flavors"]["python_function"]["loader_module"] == "flavors.miret"
+    assert (
+        mlmodel["flavors"]["python_function"]["loader_module"] == "miret_governance.flavors.miret"
+    )
     assert [c["name"] for c in json.loads(mlmodel["signature"]["inputs"])] == FEATURES
 
     loaded = miret.load_model(str(path))
