@@ -1,7 +1,6 @@
 """The ``govern`` command line: a thin typer layer over ``flavors`` and ``governance``."""
 
 import typer
-
 from miret_governance.cli import explain, gates, show
 from miret_governance.cli.common import configure_mlflow
 

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 from rich.console import Console
 from rich.text import Text
-
-from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 
 SQLITE_PREFIX = "sqlite:///"
 EXIT_OK = 0
@@ -82,7 +81,6 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
         ``read_only`` and the SQLite store file does not exist; or the server is down.
     """
     import mlflow
-
     from miret_governance.flavors.registry import check_tracking_server
 
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0" if fail_fast else "2")
@@ -100,7 +98,6 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
 def require_existing_store() -> None:
     """Refuse a ``sqlite:///`` tracking or registry URI whose file does not exist."""
     import mlflow
-
     from miret_governance.flavors.errors import GovernanceError
 
     for uri in dict.fromkeys((mlflow.get_tracking_uri(), mlflow.get_registry_uri())):
@@ -117,10 +114,9 @@ def require_existing_store() -> None:
 
 def refusals() -> tuple:
     """The exceptions a command reports as a clear error (exit code 2)."""
-    from mlflow.exceptions import MlflowException
-
     from miret_governance.flavors.errors import GovernanceError
     from miret_governance.governance.gates import PolicyError
+    from mlflow.exceptions import MlflowException
 
     return (GovernanceError, PolicyError, MlflowException, OSError, ValueError)
 

@@ -12,9 +12,6 @@ from typing import Annotated
 from urllib.parse import quote
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 from miret_governance.cli.common import (
     DEFAULTS,
     EXIT_ERROR,
@@ -34,6 +31,8 @@ from miret_governance.cli.common import (
 )
 from miret_governance.cli.tables import metrics_table
 from miret_governance.governance.miret.search import CANDIDATE_CAP
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 SEARCH_PANEL = "Hyperparameter search"
 

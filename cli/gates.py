@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
-
 from miret_governance.cli import common
 from miret_governance.cli.common import EXIT_FAILED, connect, console, fail, refusals
+from rich.markup import escape
+from rich.table import Table
 
 ModelUri = Annotated[
     str,

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-
 from miret_governance.cli.common import TrackingUri, connect, console, fail
 from miret_governance.cli.tables import baseline_table, metrics_table
+from rich.markup import escape
 
 
 def show(

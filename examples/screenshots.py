@@ -44,9 +44,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from mlflow import MlflowClient
-
 from miret_governance.flavors.explain import SURROGATE_TAG
+from mlflow import MlflowClient
 
 REPORT = "report.html"
 MODEL_CARD = "model_card.md"

@@ -20,8 +20,6 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
-from mlflow import MlflowClient
-
 from miret_governance.flavors import faults, publish, stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import checked_evidence
@@ -53,6 +51,7 @@ from miret_governance.flavors.request import (
 from miret_governance.flavors.search import log_search, search_surrogate
 from miret_governance.flavors.validation_worker import ValidationWorker
 from miret_governance.governance.miret.problem import default_depth
+from mlflow import MlflowClient
 
 BACKGROUND_FIT_CELLS = 2_000_000
 """Inputs of at most this many cells (rows times features) are validated in a child

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
-from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
-from mlflow.models import Model
-
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.evidence import EVIDENCE_FILE, TamperedModelError
 from miret_governance.flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+from mlflow.models import Model
 
 
 class EvidenceError(ValueError):

@@ -34,10 +34,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import mlflow
-from mlflow import MlflowClient
-from mlflow.entities import LoggedModelInput
-from mlflow.exceptions import MlflowException
-
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.evidence import EVIDENCE_FILE
 from miret_governance.flavors.gate_evidence import CheckedEvidence, checked_evidence
@@ -59,6 +55,9 @@ from miret_governance.flavors.registry import (
     version_uri,
 )
 from miret_governance.governance.gates import GATES, Evaluation, Policy, evaluate
+from mlflow import MlflowClient
+from mlflow.entities import LoggedModelInput
+from mlflow.exceptions import MlflowException
 
 GATE_EXPERIMENT = "governance-gates"
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")

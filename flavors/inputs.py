@@ -17,11 +17,10 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
-from mlflow.exceptions import MlflowException
-from mlflow.models import Model
-
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.governance import tables
+from mlflow.exceptions import MlflowException
+from mlflow.models import Model
 
 SKOPS_TRUSTED_TYPES = ("sklearn.tree._tree.Tree",)
 """Types trusted when reading a scikit-learn model saved with skops, beyond skops' own

@@ -32,6 +32,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import yaml
+from miret_governance.flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
 from mlflow import pyfunc
 from mlflow.models import Model, ModelInputExample, ModelSignature
 from mlflow.models.model import MLMODEL_FILE_NAME
@@ -57,8 +58,6 @@ from mlflow.utils.model_utils import (
     _validate_and_prepare_target_save_path,
 )
 from mlflow.utils.requirements_utils import _get_pinned_requirement
-
-from miret_governance.flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
 
 FLAVOR_NAME = "miret"
 SURROGATE_FILE = "surrogate.json"

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
-
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.flavors.request import HYPERPARAMETERS, ExplainRequest

@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.registry import URI_PREFIX
 
@@ -57,9 +56,8 @@ def check_parameters(given: dict, test_size: float | None) -> dict:
         A value out of range (NaN, negative time limit, depth 0 or above
         :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming the parameter.
     """
-    from sklearn.utils._param_validation import InvalidParameterError
-
     from miret_governance.governance.miret import MiretSurrogate
+    from sklearn.utils._param_validation import InvalidParameterError
 
     chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
     try:

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
-from mlflow.entities import Metric
-
 from miret_governance.flavors.stages import log_params, notify, solve_progress
+from mlflow.entities import Metric
 
 
 def search_surrogate(request, ensemble, raw_train, progress=None):
@@ -29,10 +28,9 @@ def search_surrogate(request, ensemble, raw_train, progress=None):
     governance.miret.MiretSearchCV
         Fitted; ``best_estimator_`` is the surrogate.
     """
-    from sklearn.model_selection import ParameterGrid
-
     from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
     from miret_governance.governance.miret.search import PAPER_GRID
+    from sklearn.model_selection import ParameterGrid
 
     options = request.search.options()
     search = MiretSearchCV(MiretSurrogate(ensemble, **request.estimator_params()), **options)

@@ -21,9 +21,6 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
-from mlflow.entities import LoggedModelInput
-from mlflow.exceptions import MlflowException
-
 from miret_governance.flavors.errors import ValidationFailedError
 from miret_governance.flavors.registry import (
     DATA_DIGEST_TAG,
@@ -33,6 +30,8 @@ from miret_governance.flavors.registry import (
 )
 from miret_governance.flavors.request import ExplainRequest
 from miret_governance.flavors.validation_worker import validate_frames
+from mlflow.entities import LoggedModelInput
+from mlflow.exceptions import MlflowException
 
 STAGES = (
     "load model",

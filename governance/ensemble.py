@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import expit
-
 from miret_governance.governance.arrays import feature_matrix, read_only_array, scaled
+from scipy.special import expit
 
 SUPPORTED_MODELS = (
     "sklearn.ensemble.RandomForestClassifier",
@@ -421,10 +420,9 @@ def read_ensemble(model) -> Ensemble:
     UnsupportedModelError
         For any other model (regressor, multiclass, linear, unfitted, ...).
     """
+    from miret_governance.governance.readers import qualified_name, read_estimator
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import MinMaxScaler
-
-    from miret_governance.governance.readers import qualified_name, read_estimator
 
     preprocessor = scaler = None
     final = model

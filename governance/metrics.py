@@ -8,7 +8,6 @@ the ensemble's proximity pairs ``U_TE(m)`` that the surrogate puts in the same l
 from __future__ import annotations
 
 import numpy as np
-
 from miret_governance.governance.arrays import scaled
 
 CHUNK_ROWS = 100_000

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 from miret_governance.governance.ensemble import (
     LEFT_IF_LESS,
     LEFT_IF_LESS_EQUAL,

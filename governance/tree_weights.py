@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
-
 from miret_governance.governance.arrays import feature_matrix
 from miret_governance.governance.ensemble import PREDICT_CHUNK_ROWS, Ensemble
+from scipy.special import expit
 
 
 def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:

@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
-
 from miret_governance.governance.ensemble import Ensemble
+from scipy import sparse
 
 DENOMINATORS = ("splits", "nodes")
 MAX_NODE_DEPTH = 16

@@ -333,9 +333,8 @@ def _subprocess(argv: list[str], campaign: Campaign, folder: Path) -> tuple[int,
 
 def run_case(case: Case, campaign: Campaign) -> Outcome:
     """Run one case against the campaign's store, snapshotting the store around it."""
-    from typer.testing import CliRunner
-
     from miret_governance.cli.app import app
+    from typer.testing import CliRunner
 
     (campaign.root / "cases").mkdir(exist_ok=True)
     # a neutral folder name: the case's name in a path must not satisfy its message pattern

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 from mlflow import MlflowClient
 from mlflow_store import register_rf
-
-from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,11 +10,10 @@ import resource
 import time
 import tracemalloc
 
-from sklearn.datasets import make_classification
-from sklearn.ensemble import RandomForestClassifier
-
 from miret_governance.governance.ensemble import read_ensemble
 from miret_governance.governance.vite import proximity_pairs
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
 
 N_SAMPLES = 20_000
 N_TREES = 100

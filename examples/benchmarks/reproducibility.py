@@ -21,9 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from paper import DATA, make_instance
-
 from miret_governance.governance.miret import MiretSurrogate
+from paper import DATA, make_instance
 
 HERE = Path(__file__).resolve().parent
 

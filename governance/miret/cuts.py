@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from miret_governance.governance.miret.search_state import SearchState
 from miret_governance.governance.miret.tree import hyperplane_values
 

@@ -16,7 +16,6 @@ import time
 import warnings
 
 import numpy as np
-
 from miret_governance.governance.miret import formulation as milp
 from miret_governance.governance.miret.cart import (
     cart_arrays,

@@ -7,11 +7,6 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.preprocessing import MinMaxScaler
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
-
 from miret_governance.governance.arrays import feature_matrix, scaled
 from miret_governance.governance.ensemble import Ensemble, read_ensemble
 from miret_governance.governance.miret.cart import cart_predict
@@ -22,6 +17,10 @@ from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.sampling import sample_rows
 from miret_governance.governance.miret.solvers import SOLVERS
 from miret_governance.governance.miret.tree import SurrogateTree
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.preprocessing import MinMaxScaler
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 FORMAT = "miret-surrogate"
 FORMAT_VERSION = 3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from miret_governance.governance.miret.cuts import CutSearch
 from miret_governance.governance.miret.search_state import IMPROVEMENT, digest
 from miret_governance.governance.miret.tree import hyperplane_values

@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
 from miret_governance.governance.miret.feasibility import check_feasible
 from miret_governance.governance.miret.greedy import LOOKAHEAD
 from miret_governance.governance.miret.local_search import TreeSearch, local_search

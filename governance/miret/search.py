@@ -15,10 +15,9 @@ import os
 
 import joblib
 import numpy as np
+from miret_governance.governance.miret.engine import work_budgets
 from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import GridSearchCV
-
-from miret_governance.governance.miret.engine import work_budgets
 
 PAPER_GRID = {
     "alpha": [0.2, 0.4, 0.5, 0.6, 0.8],

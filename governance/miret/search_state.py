@@ -6,7 +6,6 @@ import hashlib
 import time
 
 import numpy as np
-
 from miret_governance.governance.miret.feasibility import components_broken
 from miret_governance.governance.miret.tree import hyperplane_values, leaf_sign, node_level
 

@@ -15,7 +15,6 @@ checks of :mod:`governance.miret.feasibility` agree bit for bit.
 from __future__ import annotations
 
 import numpy as np
-
 from miret_governance.governance.arrays import feature_matrix, read_only_array
 
 FORMAT = "miret-surrogate-tree"

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 import typer
+from miret_governance.cli import explain, show
 from mlflow import MlflowClient
 from mlflow_store import register_wisconsin_rf
 from typer.testing import CliRunner
-
-from miret_governance.cli import explain, show
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,6 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from mlflow import MlflowClient
-from mlflow_store import register_rf
-from sklearn.linear_model import LogisticRegression
-from sklearn.preprocessing import MinMaxScaler
-
 from miret_governance.flavors.errors import ExplainError, ValidationFailedError
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.inputs import load_ensemble
@@ -25,6 +20,10 @@ from miret_governance.flavors.registry import (
     VALIDATION_TAG,
     model_id_of,
 )
+from mlflow import MlflowClient
+from mlflow_store import register_rf
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import MinMaxScaler
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 CONTRACT_METRICS = {
@@ -344,11 +343,10 @@ def test_missing_column_fails_validation_and_registers_nothing(rf, breast_cancer
 
 
 def test_prepare_clips_only_training_rows_outside_the_scaler_range(breast_cancer):
-    from sklearn.ensemble import RandomForestClassifier
-    from sklearn.pipeline import make_pipeline
-
     from miret_governance.flavors.stages import prepare
     from miret_governance.governance.ensemble import read_ensemble
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
 
     frame = _frame(breast_cancer, 120)
     model = make_pipeline(MinMaxScaler(), RandomForestClassifier(n_estimators=5, max_depth=2))

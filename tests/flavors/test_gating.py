@@ -7,10 +7,6 @@ import pandas as pd
 import pytest
 import typer
 from gate_store import GOOD, explain, explained, register_ensemble, rewrite_evidence
-from mlflow import MlflowClient
-from mlflow_store import linked_versions, register_sklearn
-from typer.testing import CliRunner
-
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gating import (
     GATE_EXPERIMENT,
@@ -28,6 +24,9 @@ from miret_governance.governance.gates import (
     load_policy,
     parse_policy,
 )
+from mlflow import MlflowClient
+from mlflow_store import linked_versions, register_sklearn
+from typer.testing import CliRunner
 
 pytest_plugins = ["mlflow_store"]
 

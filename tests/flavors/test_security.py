@@ -8,16 +8,15 @@ from pathlib import Path
 import mlflow
 import pytest
 import yaml
-from mlflow import MlflowClient
-from mlflow_store import register_rf
-from sklearn.ensemble import RandomForestClassifier
-
 from miret_governance.flavors import miret
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import TamperedModelError, file_digest
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.registry import EVIDENCE_DIGEST_TAG, TRUST_PICKLE_TAG, model_id_of
 from miret_governance.governance.miret.tree import SurrogateTree
+from mlflow import MlflowClient
+from mlflow_store import register_rf
+from sklearn.ensemble import RandomForestClassifier
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]

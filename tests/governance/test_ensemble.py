@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import xgboost
+from miret_governance.governance.ensemble import UnsupportedModelError, read_ensemble
 from sklearn.datasets import load_iris
 from sklearn.ensemble import (
     ExtraTreesClassifier,
@@ -11,8 +12,6 @@ from sklearn.ensemble import (
     RandomForestRegressor,
 )
 from sklearn.linear_model import LogisticRegression
-
-from miret_governance.governance.ensemble import UnsupportedModelError, read_ensemble
 
 
 def _sklearn_models():

@@ -6,13 +6,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.validation import validate_inputs
 from mlflow_store import register_sklearn
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
-
-from miret_governance.governance.ensemble import read_ensemble
-from miret_governance.governance.validation import validate_inputs
 
 pytest_plugins = ["mlflow_store"]
 
@@ -236,9 +235,8 @@ def test_not_a_frame(raw_ensemble):
 
 def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
     import typer
-    from typer.testing import CliRunner
-
     from miret_governance.cli.gates import register
+    from typer.testing import CliRunner
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
@@ -290,7 +288,6 @@ def test_validate_checks_the_training_range_stored_with_the_surrogate(store, dat
     stores it in the surrogate, and `validate` checks new data against it."""
     import mlflow
     import xgboost
-
     from miret_governance.flavors.explain import explain_model_version
     from miret_governance.flavors.gating import validate_model_inputs
 

@@ -6,10 +6,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.preprocessing import MinMaxScaler
-
 from miret_governance.governance.ensemble import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate, build_problem
 from miret_governance.governance.miret.cart import cart_predict
@@ -18,6 +14,9 @@ from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.heuristic import warm_start
 from miret_governance.governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
 from miret_governance.governance.miret.solvers import StallRule, solve
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
 
 
 @pytest.fixture(scope="module")

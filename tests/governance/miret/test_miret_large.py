@@ -2,11 +2,6 @@
 
 import numpy as np
 import pytest
-from scipy import sparse
-from sklearn.datasets import make_classification
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.preprocessing import MinMaxScaler
-
 from miret_governance.governance.ensemble import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret import guarantee as guarantee_module
@@ -24,6 +19,10 @@ from miret_governance.governance.miret.problem import (
     build_problem,
     component_cap,
 )
+from scipy import sparse
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
 
 
 def pairs(n, triples):

@@ -5,15 +5,14 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
+from miret_governance.governance.miret.search import SELECTION_RULE, select_candidate
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
-
-from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
-from miret_governance.governance.miret.search import SELECTION_RULE, select_candidate
 
 
 @pytest.fixture(scope="module")

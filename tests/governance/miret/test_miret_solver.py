@@ -6,10 +6,6 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.preprocessing import MinMaxScaler
-
 from miret_governance.governance.ensemble import Ensemble, read_ensemble
 from miret_governance.governance.miret.formulation import (
     build_model,
@@ -19,6 +15,9 @@ from miret_governance.governance.miret.formulation import (
 )
 from miret_governance.governance.miret.problem import MiretProblem, build_problem
 from miret_governance.governance.miret.solvers import gurobi_license, solve
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
 
 needs_gurobi = pytest.mark.skipif(
     gurobi_license() == "unavailable", reason="gurobipy has no working license here"
