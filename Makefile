@@ -2,14 +2,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every install takes the versions the suite passed with (constraints.txt, also for the build).
+PIP_LOCKED := -m pip install --quiet --constraint constraints.txt --build-constraint constraints.txt
 export MLFLOW_DISABLE_TELEMETRY := true
 
-.PHONY: demo ui test venv lint clean
+.PHONY: demo ui test test-fast venv lock lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --constraint constraints.txt pip
+	$(BIN)/python $(PIP_LOCKED) -e ".[dev]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -22,11 +24,32 @@ PORT ?= 5000
 ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --port $(PORT)
 
+# The whole suite (what CI runs).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The fast lane: unit tests of the domain library (no MLflow store, no subprocesses).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q tests/governance
+
+# Refresh constraints.txt: resolve the newest versions pyproject.toml allows in a scratch
+# environment, write them, reinstall .venv from them and run the whole suite. Commit the
+# new constraints.txt only when the suite passes.
+LOCK_VENV := .venv-lock
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(LOCK_VENV)/bin/python -m pip install --quiet -e ".[dev]"
+	{ sed -n '/^#/p' constraints.txt; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -v '^-e'; \
+	} > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf $(LOCK_VENV)
+	$(MAKE) test
 
 lint: $(STAMP)
 	$(BIN)/ruff check governance flavors cli examples tests
 
 clean:
-	rm -rf $(VENV) demo-output mlflow.db mlartifacts mlruns
+	rm -rf $(VENV) $(LOCK_VENV) demo-output mlflow.db mlartifacts mlruns

@@ -32,6 +32,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import yaml
+from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
 from mlflow import pyfunc
 from mlflow.models import Model, ModelInputExample, ModelSignature
@@ -60,6 +61,9 @@ from mlflow.utils.model_utils import (
 from mlflow.utils.requirements_utils import _get_pinned_requirement
 
 FLAVOR_NAME = "miret"
+FORMAT_VERSION = 2
+"""Version of the flavor's directory layout; 2: the ``miret_governance`` namespace
+(``loader_module`` ``miret_governance.flavors.miret``). Nothing else is read."""
 SURROGATE_FILE = "surrogate.json"
 INPUT_SPACES = ("raw", "normalized")
 _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
@@ -76,7 +80,7 @@ def _surrogate_classes() -> dict:
 def get_default_pip_requirements() -> list[str]:
     """Pip requirements of a model saved by this flavor (the package, numpy, scikit-learn)."""
     return [
-        _get_pinned_requirement("miret-governance", module="governance"),
+        _get_pinned_requirement("miret-governance", module="miret_governance"),
         _get_pinned_requirement("numpy"),
         _get_pinned_requirement("scikit-learn", module="sklearn"),
     ]
@@ -95,9 +99,18 @@ def verify_model_dir(model_dir: str) -> dict:
 
     Raises
     ------
+    GovernanceError
+        A surrogate of another :data:`FORMAT_VERSION` (explain it again).
     TamperedModelError
     """
     conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
+    found = conf.get("format_version", 1)
+    if found != FORMAT_VERSION:
+        raise GovernanceError(
+            f"{model_dir} is a miret surrogate of format {found!r}, written by an earlier "
+            f"miret-governance; this version reads format {FORMAT_VERSION} only. Explain the "
+            "ensemble again (govern explain --force) to get a current surrogate"
+        )
     return verify_manifest(model_dir, conf.get("evidence_digest"))
 
 
@@ -240,6 +253,7 @@ def save_model(
     )
     mlflow_model.add_flavor(
         FLAVOR_NAME,
+        format_version=FORMAT_VERSION,
         surrogate=SURROGATE_FILE,
         surrogate_class=kind,
         input_space=input_space,

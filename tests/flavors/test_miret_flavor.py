@@ -137,3 +137,20 @@ def test_default_requirements_name_the_package():
     assert any(r.startswith("numpy==") for r in requirements)
     env = miret.get_default_conda_env()
     assert any(isinstance(d, dict) and "pip" in d for d in env["dependencies"])
+
+
+def test_surrogate_of_an_earlier_format_is_refused_with_the_fix(fitted, tmp_path):
+    """A format-1 surrogate (loader ``flavors.miret``) gets "explain again", not a crash."""
+    from miret_governance.flavors.errors import GovernanceError
+
+    _X, _pipeline, _ensemble, surrogate = fitted
+    path = tmp_path / "model"
+    miret.save_model(surrogate, path)
+    mlmodel = yaml.safe_load((path / "MLmodel").read_text())
+    assert mlmodel["flavors"]["miret"]["format_version"] == miret.FORMAT_VERSION == 2
+    del mlmodel["flavors"]["miret"]["format_version"]
+    mlmodel["flavors"]["python_function"]["loader_module"] = "flavors.miret"
+    (path / "MLmodel").write_text(yaml.safe_dump(mlmodel))
+    for load in (miret.load_model, miret.read_evidence):
+        with pytest.raises(GovernanceError, match=r"format 1.*govern explain --force"):
+            load(str(path))
