@@ -9,7 +9,7 @@ representative tree to ``demo-output/figures/<dataset>/``. Run:
 from pathlib import Path
 
 import pandas as pd
-from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.readers import read_ensemble
 from miret_governance.governance.report.figures import save_vite_figures
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline

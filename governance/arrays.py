@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+PREDICT_CHUNK_ROWS = 50_000
+"""Rows routed at once when an ensemble's trees are evaluated on data."""
+
 
 def read_only_array(array, dtype) -> np.ndarray:
     """A read-only copy of ``array`` with the given dtype."""

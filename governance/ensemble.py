@@ -19,7 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from miret_governance.governance.arrays import feature_matrix, read_only_array, scaled
+from miret_governance.governance.arrays import (
+    PREDICT_CHUNK_ROWS,
+    feature_matrix,
+    read_only_array,
+    scaled,
+)
+from miret_governance.governance.tree_weights import boosting_tree_weights
 from scipy.special import expit
 
 SUPPORTED_MODELS = (
@@ -34,8 +40,6 @@ SUPPORTED_MODELS = (
 POSITION_LEVELS = 62
 """Nodes at levels ``0..POSITION_LEVELS`` get a breadth-first position (< 2**63)."""
 
-PREDICT_CHUNK_ROWS = 50_000
-"""Rows routed at once by :meth:`Ensemble.predict_proba`."""
 LEFT_IF_LESS_EQUAL = "<="
 LEFT_IF_LESS = "<"
 
@@ -377,8 +381,6 @@ class Ensemble:
         Averaging ensembles keep weight 1 per tree; a boosted view read without data
         has uniform weights until this is called.
         """
-        from miret_governance.governance.tree_weights import boosting_tree_weights
-
         if self.aggregation == "average":
             return self
         return self.with_tree_weights(boosting_tree_weights(self, X))
@@ -397,52 +399,3 @@ class Ensemble:
             scaler=self.scaler,
             source=self.source,
         )
-
-
-# ---------------------------------------------------------------------- readers
-def read_ensemble(model) -> Ensemble:
-    """Read a fitted binary tree-ensemble classifier into an :class:`Ensemble`.
-
-    Parameters
-    ----------
-    model : estimator
-        A fitted RandomForestClassifier, ExtraTreesClassifier,
-        GradientBoostingClassifier, XGBClassifier, ``xgboost.Booster`` with
-        ``objective='binary:logistic'``, or a scikit-learn Pipeline whose last step is
-        one of these.
-
-    Returns
-    -------
-    Ensemble
-
-    Raises
-    ------
-    UnsupportedModelError
-        For any other model (regressor, multiclass, linear, unfitted, ...).
-    """
-    from miret_governance.governance.readers import qualified_name, read_estimator
-    from sklearn.pipeline import Pipeline
-    from sklearn.preprocessing import MinMaxScaler
-
-    preprocessor = scaler = None
-    final = model
-    if isinstance(model, Pipeline):
-        final = model.steps[-1][1]
-        if len(model.steps) > 1:
-            preprocessor = model[:-1]
-            before = model.steps[-2][1]
-            if isinstance(before, MinMaxScaler):
-                scaler = before
-    read = read_estimator(final)
-    # A lone MinMaxScaler keeps the columns, so the pipeline's input names still apply.
-    keeps_columns = preprocessor is None or (scaler is not None and len(model.steps) == 2)
-    if getattr(model, "feature_names_in_", None) is not None and keeps_columns:
-        read["feature_names"] = [str(n) for n in model.feature_names_in_]
-    weights = read.pop("tree_weights")
-    return Ensemble(
-        tree_weights=np.ones(len(read["trees"])) if weights is None else weights,
-        preprocessor=preprocessor,
-        scaler=scaler,
-        source=qualified_name(model if final is model else final),
-        **read,
-    )

@@ -9,6 +9,7 @@ import numpy as np
 from miret_governance.governance.ensemble import (
     LEFT_IF_LESS,
     LEFT_IF_LESS_EQUAL,
+    Ensemble,
     Tree,
     UnsupportedModelError,
 )
@@ -173,3 +174,50 @@ def read_estimator(model) -> dict:
         if isinstance(model, xgboost.Booster):
             return _read_xgboost_booster(model)
     raise UnsupportedModelError(model, "it is not a supported tree ensemble classifier")
+
+
+def read_ensemble(model) -> Ensemble:
+    """Read a fitted binary tree-ensemble classifier into an :class:`Ensemble`.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted RandomForestClassifier, ExtraTreesClassifier,
+        GradientBoostingClassifier, XGBClassifier, ``xgboost.Booster`` with
+        ``objective='binary:logistic'``, or a scikit-learn Pipeline whose last step is
+        one of these.
+
+    Returns
+    -------
+    Ensemble
+
+    Raises
+    ------
+    UnsupportedModelError
+        For any other model (regressor, multiclass, linear, unfitted, ...).
+    """
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    preprocessor = scaler = None
+    final = model
+    if isinstance(model, Pipeline):
+        final = model.steps[-1][1]
+        if len(model.steps) > 1:
+            preprocessor = model[:-1]
+            before = model.steps[-2][1]
+            if isinstance(before, MinMaxScaler):
+                scaler = before
+    read = read_estimator(final)
+    # A lone MinMaxScaler keeps the columns, so the pipeline's input names still apply.
+    keeps_columns = preprocessor is None or (scaler is not None and len(model.steps) == 2)
+    if getattr(model, "feature_names_in_", None) is not None and keeps_columns:
+        read["feature_names"] = [str(n) for n in model.feature_names_in_]
+    weights = read.pop("tree_weights")
+    return Ensemble(
+        tree_weights=np.ones(len(read["trees"])) if weights is None else weights,
+        preprocessor=preprocessor,
+        scaler=scaler,
+        source=qualified_name(model if final is model else final),
+        **read,
+    )

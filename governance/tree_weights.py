@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from miret_governance.governance.arrays import feature_matrix
-from miret_governance.governance.ensemble import PREDICT_CHUNK_ROWS, Ensemble
+from miret_governance.governance.arrays import PREDICT_CHUNK_ROWS, feature_matrix
 from scipy.special import expit
 
 
-def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
+def boosting_tree_weights(ensemble, X) -> np.ndarray:
     """Contribution weights of boosted trees over data ``X`` (after Tan et al. 2020).
 
     Tree ``e`` moves every sample's margin from ``F_{e-1}(x)`` to ``F_e(x)``; its weight
@@ -17,6 +16,12 @@ def boosting_tree_weights(ensemble: Ensemble, X) -> np.ndarray:
     Trees that move no probability get weight 0 (if all do, weights are uniform).
 
     For averaging ensembles the weights are uniform (``1/|E|``).
+
+    Parameters
+    ----------
+    ensemble : governance.ensemble.Ensemble
+    X : array-like of shape (n, p)
+        Rows in the ensemble's input units.
     """
     if ensemble.aggregation == "average":
         return np.full(ensemble.n_trees, 1.0 / ensemble.n_trees)

@@ -10,7 +10,7 @@ import resource
 import time
 import tracemalloc
 
-from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.readers import read_ensemble
 from miret_governance.governance.vite import proximity_pairs
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 from miret_governance.governance.miret.feasibility import components_broken
-from miret_governance.governance.miret.tree import SurrogateTree, node_level
+from miret_governance.governance.miret.layout import node_level
+from miret_governance.governance.miret.tree import SurrogateTree
 from sklearn.tree import DecisionTreeClassifier
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.search_state import SearchState
-from miret_governance.governance.miret.tree import hyperplane_values
 
 REALIZE_TRIES = 12  # cheapest cuts tried when turning a cut into a feasible hyperplane
 

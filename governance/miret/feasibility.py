@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from miret_governance.governance.miret.tree import node_level
+from miret_governance.governance.miret.layout import node_level
 
 
 def components_broken(groups: np.ndarray, leaf: np.ndarray, gap: np.ndarray) -> np.ndarray:

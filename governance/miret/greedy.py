@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from miret_governance.governance.miret.cuts import CutSearch
+from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.search_state import IMPROVEMENT, digest
-from miret_governance.governance.miret.tree import hyperplane_values
 
 LOOKAHEAD = 8  # Gini-shortlisted splits evaluated with a greedy completion
 

@@ -22,9 +22,10 @@ import time
 import numpy as np
 from miret_governance.governance.miret.feasibility import check_feasible
 from miret_governance.governance.miret.greedy import LOOKAHEAD
+from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.local_search import TreeSearch, local_search
 from miret_governance.governance.miret.search_state import IMPROVEMENT
-from miret_governance.governance.miret.tree import SurrogateTree, hyperplane_values
+from miret_governance.governance.miret.tree import SurrogateTree
 
 STARTS = 4  # greedy starting trees improved by local search (seed trees come on top)
 GREEDY_SHARE = 0.4  # share of the work budget after which greedy trees stop looking ahead

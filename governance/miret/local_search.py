@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 from miret_governance.governance.miret.feasibility import components_broken
 from miret_governance.governance.miret.greedy import LOOKAHEAD, GreedySearch
+from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.search_state import IMPROVEMENT, digest, subtree_ranges
-from miret_governance.governance.miret.tree import hyperplane_values
 from sklearn.linear_model import LogisticRegression
 
 LOGISTIC_C = (0.05, 0.5, 5.0, 50.0)

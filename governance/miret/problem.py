@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from miret_governance.governance.arrays import feature_matrix, scaled
-from miret_governance.governance.miret.tree import leaf_sign, node_level
+from miret_governance.governance.miret.layout import leaf_sign, node_level
 from scipy import sparse
 from scipy.sparse import csgraph
 

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 from miret_governance.governance.miret.feasibility import components_broken
-from miret_governance.governance.miret.tree import hyperplane_values, leaf_sign, node_level
+from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign, node_level
 
 GAP_SLACK = 1e-4  # a cut needs a gap of at least epsilon * (1 + slack) between sides
 IMPROVEMENT = 1e-9

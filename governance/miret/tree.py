@@ -16,32 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 from miret_governance.governance.arrays import feature_matrix, read_only_array
+from miret_governance.governance.miret.display import complete_rules, rule_table
+from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign
 
 FORMAT = "miret-surrogate-tree"
 FORMAT_VERSION = 1
-
-
-def node_level(node) -> np.ndarray:
-    """Level of breadth-first node ids (root 0): ``floor(log2(t + 1))``."""
-    node = np.asarray(node, dtype=np.int64)
-    return np.floor(np.log2(node + 1) + 1e-12).astype(np.int64)
-
-
-def leaf_sign(positions) -> np.ndarray:
-    """Fixed class sign of leaf positions: ``-1`` for odd leaves, ``+1`` for even ones."""
-    return np.where(np.asarray(positions, dtype=np.int64) % 2 == 1, -1, 1)
-
-
-def hyperplane_values(X, coef, intercept) -> np.ndarray:
-    """Row-wise ``coef[i] . X[i] + intercept[i]`` with one fixed summation order.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n, p)
-    coef : ndarray of shape (n, p) or (p,)
-    intercept : ndarray of shape (n,) or float
-    """
-    return np.multiply(X, coef).sum(axis=1) + intercept
 
 
 class SurrogateTree:
@@ -214,14 +193,10 @@ class SurrogateTree:
     # ------------------------------------------------------------------ rules
     def rule_table(self, feature_names=None, scaler=None) -> list:
         """Every branch node's split as records: :func:`governance.miret.display.rule_table`."""
-        from miret_governance.governance.miret.display import rule_table
-
         return rule_table(self, feature_names, scaler)
 
     def rules(self, feature_names=None, scaler=None) -> str:
         """Rules of the complete tree: :func:`governance.miret.display.complete_rules`."""
-        from miret_governance.governance.miret.display import complete_rules
-
         return complete_rules(self, feature_names, scaler)
 
     # ------------------------------------------------------------------ JSON

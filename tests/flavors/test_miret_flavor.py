@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import yaml
 from miret_governance.flavors import miret
-from miret_governance.governance.ensemble import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.readers import read_ensemble
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler

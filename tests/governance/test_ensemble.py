@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 import xgboost
-from miret_governance.governance.ensemble import UnsupportedModelError, read_ensemble
+from miret_governance.governance.ensemble import UnsupportedModelError
+from miret_governance.governance.readers import read_ensemble
 from sklearn.datasets import load_iris
 from sklearn.ensemble import (
     ExtraTreesClassifier,

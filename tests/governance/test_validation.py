@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.readers import read_ensemble
 from miret_governance.governance.validation import validate_inputs
 from mlflow_store import register_sklearn
 from sklearn.ensemble import RandomForestClassifier

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import xgboost
 from miret_governance.governance import vite
-from miret_governance.governance.ensemble import Ensemble, read_ensemble
+from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.readers import read_ensemble
 from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 

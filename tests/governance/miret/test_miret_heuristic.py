@@ -162,9 +162,9 @@ def test_check_feasible_reports_each_violation():
 
 
 def test_warm_start_on_a_random_forest_is_milp_feasible(breast_cancer):
-    from miret_governance.governance.ensemble import read_ensemble
     from miret_governance.governance.miret import formulation
     from miret_governance.governance.miret.problem import build_problem
+    from miret_governance.governance.readers import read_ensemble
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.preprocessing import MinMaxScaler
 

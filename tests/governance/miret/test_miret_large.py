@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from miret_governance.governance.ensemble import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret import guarantee as guarantee_module
 from miret_governance.governance.miret.cart import cart_predict, exact_tree
@@ -19,6 +18,7 @@ from miret_governance.governance.miret.problem import (
     build_problem,
     component_cap,
 )
+from miret_governance.governance.readers import read_ensemble
 from scipy import sparse
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier

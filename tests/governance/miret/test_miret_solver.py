@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from miret_governance.governance.ensemble import Ensemble, read_ensemble
+from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret.formulation import (
     build_model,
     encode,
@@ -15,6 +15,7 @@ from miret_governance.governance.miret.formulation import (
 )
 from miret_governance.governance.miret.problem import MiretProblem, build_problem
 from miret_governance.governance.miret.solvers import gurobi_license, solve
+from miret_governance.governance.readers import read_ensemble
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler

@@ -2,8 +2,9 @@ import json
 
 import numpy as np
 import pytest
+from miret_governance.governance.miret.layout import node_level
 from miret_governance.governance.miret.problem import MiretProblem
-from miret_governance.governance.miret.tree import SurrogateTree, node_level
+from miret_governance.governance.miret.tree import SurrogateTree
 from sklearn.preprocessing import MinMaxScaler
 
 # node 0: x0 <= 0.5 goes left; node 1: x1 <= 0.3; node 2: x1 <= x0

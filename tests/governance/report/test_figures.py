@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from miret_governance.governance import vite
-from miret_governance.governance.ensemble import read_ensemble
+from miret_governance.governance.readers import read_ensemble
 from miret_governance.governance.report import figures
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier

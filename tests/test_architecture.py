@@ -1,0 +1,116 @@
+"""The layering of docs/architecture.md, read from the source: dependencies point
+cli -> flavors -> governance, the domain layer never imports MLflow, and no two modules
+import each other, directly or through others (lazy imports inside functions count)."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACE = "miret_governance"
+LAYERS = ("cli", "flavors", "governance")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([NAMESPACE, *parts])
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        _module_name(path): path for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))
+    }
+
+
+def _imports(path: Path, modules) -> set[str]:
+    """Every module of the package ``path`` imports, anywhere in the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def _graph():
+    modules = _modules()
+    return {name: _imports(path, modules) - {name} for name, path in modules.items()}
+
+
+def test_the_package_has_modules_in_every_layer():
+    modules = _modules()
+    for layer in LAYERS:
+        assert f"{NAMESPACE}.{layer}" in modules
+    assert f"{NAMESPACE}.flavors.miret" in modules
+    assert f"{NAMESPACE}.governance.miret.formulation" in modules
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node):  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            # a package __init__ that re-exports its modules is not a cycle with them
+            if target.startswith(node + "."):
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def test_dependencies_point_one_way():
+    graph = _graph()
+    below = {"cli": ("cli", "flavors", "governance"), "flavors": ("flavors", "governance")}
+    below["governance"] = ("governance",)
+    wrong = [
+        (source, target)
+        for source, targets in graph.items()
+        for target in targets
+        if target.split(".")[1] not in below[source.split(".")[1]]
+    ]
+    assert wrong == []
+
+
+def test_the_domain_layer_never_imports_mlflow():
+    offenders = []
+    for path in sorted((ROOT / "governance").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [(path.name, n) for n in names if n.split(".")[0] == "mlflow"]
+    assert offenders == []
