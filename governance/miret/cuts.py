@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+
 from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.search_state import SearchState
 
 REALIZE_TRIES = 12  # cheapest cuts tried when turning a cut into a feasible hyperplane
+SCAN_WORK = 2000  # work of one scan beyond its pairs (sorting, routing and realizing around it)
 
 
 def splits_components(rank: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -65,7 +67,7 @@ class CutSearch(SearchState):
         invalid cuts (epsilon gap, components, empty side) cost ``inf``.
         """
         m, k = S.shape
-        self.work += m * k
+        self.work += m * k + SCAN_WORK
         order = np.argsort(S, axis=0, kind="stable")
         sorted_S = np.take_along_axis(S, order, axis=0)
         cum_left = np.zeros((m + 1, k))

@@ -6,6 +6,7 @@ import hashlib
 import time
 
 import numpy as np
+
 from miret_governance.governance.miret.feasibility import components_broken
 from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign, node_level
 
@@ -31,8 +32,10 @@ def subtree_ranges(node: int, levels_below: int):
 class SearchState:
     """Working state: problem arrays, current tree and hyperplane values of all samples.
 
-    ``work`` counts the (sample, direction) pairs scanned for cuts: the heuristic's
-    budget is counted in this work, so a fixed seed gives the same tree under any load.
+    ``work`` counts the (sample, direction) pairs scanned for cuts and the logistic fits'
+    rows x columns x iterations (:data:`governance.miret.local_search.LOGISTIC_WORK`):
+    the heuristic's budget is counted in this work, so a fixed seed gives the same tree
+    under any load.
     ``deadline`` is only a wall-clock safety cap; ``time_limit_hit`` says it was reached.
     """
 

@@ -6,17 +6,19 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from miret_governance.governance.ensemble import read_ensemble
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
+
 from miret_governance.governance.miret import MiretSurrogate, build_problem
 from miret_governance.governance.miret.cart import cart_predict
 from miret_governance.governance.miret.engine import cart_baselines
 from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.heuristic import warm_start
 from miret_governance.governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
-from miret_governance.governance.miret.solvers import StallRule, solve
-from sklearn.datasets import load_breast_cancer
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.preprocessing import MinMaxScaler
+from miret_governance.governance.miret.solve_result import PROVED_GAP, StallRule
+from miret_governance.governance.miret.solvers import HIGHS_CHECK_SCALE, highs_check_work, solve
+from miret_governance.governance.readers import read_ensemble
 
 
 @pytest.fixture(scope="module")
@@ -104,12 +106,29 @@ def _start_and_model(wisconsin):
     return encode(tree.coef, tree.intercept, tree.apply(problem.X), model), model
 
 
-def test_solver_run_without_progress_ends_stalled(wisconsin):
+def test_solver_run_without_progress_ends_stalled_or_proved(wisconsin):
+    """Any correct solver either proves the optimum or, without moving for ``stall_work``
+    units, ends stalled with counted work; the first check past the budget stops it."""
     start, model = _start_and_model(wisconsin)
     result = solve(model, solver="highs", time_limit=300, stall_work=0.2, start=start)
-    assert result.status == "stalled"
-    assert 0.2 <= result.work < 300
-    assert 0.0 <= result.gap <= 1.0
+    assert result.status in ("stalled", "optimal")
+    if result.status == "stalled":
+        assert 0.2 <= result.work < 300
+    else:
+        assert result.gap <= PROVED_GAP
+    assert result.objective <= model.objective(start) + 1e-9
+    # a budget of one limit check: stopped on work (the root relaxation's bound is far
+    # below the start's objective, so no solver proves the optimum before its first check)
+    first = solve(model, solver="highs", time_limit=300, work_limit=highs_check_work(model))
+    assert first.status == "work_limit" and first.work >= highs_check_work(model)
+
+
+def test_check_weight_follows_the_model_size(wisconsin):
+    _, model = _start_and_model(wisconsin)
+    assert (model.n_rows, model.n_vars, model.nnz) == (3621, 859, 37118)
+    assert HIGHS_CHECK_SCALE == 5e6
+    # (3621 + 859) * 37118 ** 0.25 / 5e6: a check of this model is about 3 ms of one core
+    assert highs_check_work(model) == pytest.approx(0.0124367, rel=1e-5)
 
 
 def _busy(seconds):
@@ -119,10 +138,11 @@ def _busy(seconds):
 
 
 def test_solver_stops_at_the_same_work_under_load(wisconsin):
-    """One thread, work-counted stops: the same nodes, objective and bound with another
-    process competing for the cores (a wall-clock stop would move)."""
+    """One thread, work-counted stops: the same outcome, work, nodes, objective, bound
+    and solution with two processes competing for the cores. Whether this solver proves
+    the optimum within the budget or not, both runs must agree on everything."""
     start, model = _start_and_model(wisconsin)
-    kwargs = {"solver": "highs", "time_limit": 300, "work_limit": 4.0, "start": start}
+    kwargs = {"solver": "highs", "time_limit": 300, "work_limit": 1.0, "start": start}
     quiet = solve(model, **kwargs)
     context = multiprocessing.get_context("spawn")
     burners = [context.Process(target=_busy, args=(30,)) for _ in range(2)]
@@ -133,14 +153,20 @@ def test_solver_stops_at_the_same_work_under_load(wisconsin):
     finally:
         for burner in burners:
             burner.terminate()
-    assert quiet.status == loaded.status == "work_limit"
-    assert quiet.work == loaded.work >= 4.0
-    assert (quiet.nodes, quiet.objective, quiet.bound) == (
+    assert quiet.status == loaded.status
+    assert (quiet.work, quiet.nodes, quiet.objective, quiet.bound) == (
+        loaded.work,
         loaded.nodes,
         loaded.objective,
         loaded.bound,
     )
     np.testing.assert_array_equal(quiet.x, loaded.x)
+    checks = quiet.work / highs_check_work(model)  # work is counted in whole limit checks
+    assert checks == pytest.approx(round(checks), abs=1e-6)
+    if quiet.status == "work_limit":  # stopped once the budget was spent
+        assert quiet.work >= 1.0
+    else:
+        assert quiet.status == "optimal" and quiet.gap <= PROVED_GAP and quiet.work < 1.0
 
 
 def test_same_seed_gives_the_same_tree(wisconsin):

@@ -6,6 +6,10 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
+
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret.formulation import (
     build_model,
@@ -13,12 +17,10 @@ from miret_governance.governance.miret.formulation import (
     leaf_signs,
     subtree_leaves,
 )
+from miret_governance.governance.miret.gurobi import gurobi_license
 from miret_governance.governance.miret.problem import MiretProblem, build_problem
-from miret_governance.governance.miret.solvers import gurobi_license, solve
+from miret_governance.governance.miret.solvers import solve
 from miret_governance.governance.readers import read_ensemble
-from sklearn.datasets import load_breast_cancer
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.preprocessing import MinMaxScaler
 
 needs_gurobi = pytest.mark.skipif(
     gurobi_license() == "unavailable", reason="gurobipy has no working license here"
