@@ -17,10 +17,12 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
-from miret_governance.flavors.errors import ExplainError
-from miret_governance.governance import tables
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
+
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.governance import tables
+from miret_governance.governance.trees import MalformedModelError, UnsupportedModelError
 
 SKOPS_TRUSTED_TYPES = ("sklearn.tree._tree.Tree",)
 """Types trusted when reading a scikit-learn model saved with skops, beyond skops' own
@@ -47,7 +49,10 @@ def _pickle_refusal(fmt: str) -> ExplainError:
     return ExplainError(
         f"the scikit-learn model is stored as {fmt!r}: loading a pickle runs whatever code "
         "the file carries, so it is refused. Re-log the model with "
-        "mlflow.sklearn.log_model(..., serialization_format='skops') to explain it safely, "
+        "mlflow.sklearn.log_model(model, name='model', serialization_format='skops', "
+        "skops_trusted_types=['sklearn.tree._tree.Tree']) to explain it safely (the fitted "
+        "trees' type is the only one a forest, extra trees, gradient boosting or a Pipeline "
+        "with MinMaxScaler needs beyond skops' defaults), "
         "or, if you trust whoever wrote this artifact, pass --trust-pickle "
         "(trust_pickle=True); that choice is recorded on the surrogate and in its report."
     )
@@ -57,15 +62,7 @@ def _load_sklearn(local: str, conf: dict, trust_pickle: bool):
     fmt = conf.get("serialization_format")
     path = _artifact_file(local, conf.get("pickled_model", ""))
     if fmt == "skops":
-        import skops.io
-
-        untrusted = set(skops.io.get_untrusted_types(file=path)) - set(SKOPS_TRUSTED_TYPES)
-        if untrusted:
-            raise ExplainError(
-                f"the scikit-learn model contains types that are not trusted for loading: "
-                f"{', '.join(sorted(untrusted))}; only tree ensembles are supported"
-            )
-        return skops.io.load(path, trusted=list(SKOPS_TRUSTED_TYPES))
+        return load_skops_file(path)
     if fmt not in ("pickle", "cloudpickle"):
         raise ExplainError(f"unknown scikit-learn serialization format {fmt!r} in MLmodel")
     if not trust_pickle:
@@ -83,9 +80,63 @@ def _load_sklearn(local: str, conf: dict, trust_pickle: bool):
             os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = previous
 
 
-def _load_xgboost(local: str, conf: dict):
+def load_skops_file(path):
+    """A scikit-learn model from a skops file, with :data:`SKOPS_TRUSTED_TYPES` only.
+
+    Raises
+    ------
+    ExplainError
+        The file holds a type that is not trusted.
+    MalformedModelError
+        skops cannot rebuild the file's objects (truncated or crafted content).
+    """
+    import skops.io
+
+    try:
+        untrusted = set(skops.io.get_untrusted_types(file=path)) - set(SKOPS_TRUSTED_TYPES)
+    except Exception as exc:  # skops reports a broken file with any exception type
+        raise MalformedModelError(f"skops cannot read {Path(path).name} ({exc})") from exc
+    if untrusted:
+        raise ExplainError(
+            f"the scikit-learn model contains types that are not trusted for loading: "
+            f"{', '.join(sorted(untrusted))}; only tree ensembles are supported"
+        )
+    try:
+        return skops.io.load(path, trusted=list(SKOPS_TRUSTED_TYPES))
+    except Exception as exc:  # likewise: a crafted state fails wherever skops notices it
+        raise MalformedModelError(f"skops cannot rebuild {Path(path).name} ({exc})") from exc
+
+
+def load_xgboost_file(path, class_name: str = "XGBClassifier"):
+    """An XGBoost model file read into ``xgboost.<class_name>``, after
+    :func:`governance.model_files.checked_model_json` decoded and checked it: XGBoost
+    parses only the checked document, re-encoded as JSON (its own reader crashes on
+    crafted files).
+
+    Raises
+    ------
+    MalformedModelError
+    """
+    import tempfile
+
     import xgboost
 
+    from miret_governance.governance.model_files import checked_model_json
+
+    checked = checked_model_json(Path(path).read_bytes())
+    model = getattr(xgboost, class_name)()
+    with tempfile.TemporaryDirectory(prefix="xgboost-checked-") as folder:
+        target = os.path.join(folder, "model.json")
+        with open(target, "wb") as f:
+            f.write(checked)
+        try:
+            model.load_model(target)
+        except xgboost.core.XGBoostError as exc:
+            raise MalformedModelError(f"XGBoost refuses the checked model ({exc})") from exc
+    return model
+
+
+def _load_xgboost(local: str, conf: dict):
     recorded = conf.get("model_class", "xgboost.core.Booster")
     if recorded not in XGBOOST_CLASSES:
         raise ExplainError(
@@ -93,12 +144,7 @@ def _load_xgboost(local: str, conf: dict):
             f"files only into {sorted(XGBOOST_CLASSES)}: re-log it with mlflow.xgboost from "
             "an XGBClassifier or a Booster"
         )
-    model = getattr(xgboost, XGBOOST_CLASSES[recorded])()
-    try:
-        model.load_model(_artifact_file(local, conf.get("data", "")))
-    except xgboost.core.XGBoostError as exc:
-        raise ExplainError(f"the XGBoost model file cannot be read: {exc}") from exc
-    return model
+    return load_xgboost_file(_artifact_file(local, conf.get("data", "")), XGBOOST_CLASSES[recorded])
 
 
 def load_ensemble(model_uri: str, trust_pickle: bool = False):
@@ -116,25 +162,25 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
     (Ensemble, object)
         The uniform view and the loaded model.
     """
-    from miret_governance.governance.ensemble import UnsupportedModelError, read_ensemble
+    from miret_governance.governance.readers import read_ensemble
 
     try:
         local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri)
     except MlflowException as exc:
         raise ExplainError(f"cannot download {model_uri}: {exc.message}") from exc
     flavors = Model.load(local).flavors
-    if "xgboost" in flavors:
-        model = _load_xgboost(local, flavors["xgboost"])
-    elif "sklearn" in flavors:
-        model = _load_sklearn(local, flavors["sklearn"], trust_pickle)
-    else:
+    if "xgboost" not in flavors and "sklearn" not in flavors:
         raise ExplainError(
             f"{model_uri} has flavors {sorted(flavors)}; explain supports models logged "
             "with mlflow.sklearn or mlflow.xgboost"
         )
     try:
+        if "xgboost" in flavors:
+            model = _load_xgboost(local, flavors["xgboost"])
+        else:
+            model = _load_sklearn(local, flavors["sklearn"], trust_pickle)
         return read_ensemble(model), model
-    except UnsupportedModelError as exc:
+    except UnsupportedModelError as exc:  # MalformedModelError too: every tree is checked
         raise ExplainError(f"{model_uri}: {exc}") from exc
 
 

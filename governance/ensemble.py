@@ -3,12 +3,7 @@
 Every supported library (scikit-learn forests and gradient boosting, XGBoost) is read
 into the same arrays per tree, so that VITE and MIRET never look at library objects.
 
-Node arrays of a tree are indexed by a tree-local node id (0 is the root). Each node of
-the first :data:`POSITION_LEVELS` levels also has a *position* in the complete binary tree
-(breadth-first, root 0, children of ``t`` at ``2t+1`` and ``2t+2``), as in the paper;
-deeper nodes (trees grown with ``max_depth=None``) have position ``-1``, since their
-positions would overflow 64-bit integers and VITE only needs the first levels.
-
+Each tree is a :class:`governance.trees.Tree` (node arrays, checked when built).
 Routing follows each library's own threshold convention: scikit-learn sends
 ``x <= threshold`` left, XGBoost sends ``x < threshold`` left, and both compare in single
 precision, so :meth:`Ensemble.apply` reproduces the library's ``apply`` exactly.
@@ -16,9 +11,11 @@ precision, so :meth:`Ensemble.apply` reproduces the library's ``apply`` exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
+
 from miret_governance.governance.arrays import (
     PREDICT_CHUNK_ROWS,
     feature_matrix,
@@ -26,119 +23,13 @@ from miret_governance.governance.arrays import (
     scaled,
 )
 from miret_governance.governance.tree_weights import boosting_tree_weights
-from scipy.special import expit
-
-SUPPORTED_MODELS = (
-    "sklearn.ensemble.RandomForestClassifier",
-    "sklearn.ensemble.ExtraTreesClassifier",
-    "sklearn.ensemble.GradientBoostingClassifier",
-    "xgboost.XGBClassifier",
-    "xgboost.Booster (objective='binary:logistic')",
-    "sklearn.pipeline.Pipeline ending in one of the above",
+from miret_governance.governance.trees import (
+    LEFT_IF_LESS,
+    LEFT_IF_LESS_EQUAL,
+    MalformedModelError,
+    Tree,
+    check_split_features,
 )
-
-POSITION_LEVELS = 62
-"""Nodes at levels ``0..POSITION_LEVELS`` get a breadth-first position (< 2**63)."""
-
-LEFT_IF_LESS_EQUAL = "<="
-LEFT_IF_LESS = "<"
-
-
-class UnsupportedModelError(TypeError):
-    """Raised when a model cannot be read as a fitted binary tree ensemble."""
-
-    def __init__(self, model, reason: str):
-        name = f"{type(model).__module__}.{type(model).__qualname__}"
-        supported = "\n  - ".join(SUPPORTED_MODELS)
-        super().__init__(
-            f"Unsupported model {name}: {reason}.\nSupported models (fitted, binary "
-            f"classification):\n  - {supported}"
-        )
-
-
-@dataclass(frozen=True)
-class Tree:
-    """Arrays of one tree, indexed by tree-local node id (root is 0).
-
-    Attributes
-    ----------
-    feature : ndarray of int
-        Split feature of each node, ``-1`` at leaves.
-    threshold : ndarray of float
-        Split threshold of each node (``nan`` at leaves), in the ensemble's input units.
-    left, right : ndarray of int
-        Child node ids, ``-1`` at leaves.
-    value : ndarray of float
-        Leaf output: positive-class fraction for averaging ensembles, additive margin
-        for boosted ones (learning rate included). Defined at every node.
-    depth : ndarray of int
-        Level of each node (root 0).
-    position : ndarray of int
-        Breadth-first position in the complete binary tree (children ``2t+1``,
-        ``2t+2``) for nodes at depth ``<= POSITION_LEVELS``, ``-1`` below.
-    """
-
-    feature: np.ndarray
-    threshold: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    value: np.ndarray
-    depth: np.ndarray = field(init=False)
-    position: np.ndarray = field(init=False)
-
-    def __post_init__(self):
-        feature = read_only_array(self.feature, np.int64)
-        left = read_only_array(self.left, np.int64)
-        right = read_only_array(self.right, np.int64)
-        n = feature.shape[0]
-        if not (left.shape == right.shape == (n,)) or np.shape(self.threshold) != (n,):
-            raise ValueError("feature, threshold, left and right must have one entry per node")
-        is_leaf = left < 0
-        if np.any(is_leaf != (right < 0)) or np.any(is_leaf != (feature < 0)):
-            raise ValueError("a node is a leaf exactly when feature, left and right are -1")
-        depth = np.zeros(n, dtype=np.int64)
-        position = np.zeros(n, dtype=np.int64)
-        level = 0
-        seen = np.zeros(n, dtype=bool)
-        seen[0] = True
-        frontier = np.array([0])
-        while frontier.size:
-            frontier = frontier[~is_leaf[frontier]]
-            children = np.concatenate([left[frontier], right[frontier]])
-            if np.any(seen[children]):
-                raise ValueError("the node arrays do not describe a tree (a node is reached twice)")
-            seen[children] = True
-            level += 1
-            depth[children] = level
-            if level <= POSITION_LEVELS:
-                position[children] = np.concatenate(
-                    [2 * position[frontier] + 1, 2 * position[frontier] + 2]
-                )
-            else:
-                position[children] = -1
-            frontier = children
-        if not seen.all():
-            raise ValueError("the node arrays do not describe a tree (unreachable nodes)")
-        object.__setattr__(self, "feature", feature)
-        object.__setattr__(self, "left", left)
-        object.__setattr__(self, "right", right)
-        object.__setattr__(self, "threshold", read_only_array(self.threshold, np.float64))
-        object.__setattr__(self, "value", read_only_array(self.value, np.float64))
-        object.__setattr__(self, "depth", read_only_array(depth, np.int64))
-        object.__setattr__(self, "position", read_only_array(position, np.int64))
-
-    @property
-    def n_nodes(self) -> int:
-        return int(self.feature.shape[0])
-
-    @property
-    def is_split(self) -> np.ndarray:
-        """Boolean mask of the nodes that apply a split."""
-        return self.feature >= 0
-
-    @property
-    def max_depth(self) -> int:
-        return int(self.depth.max())
 
 
 @dataclass(frozen=True)
@@ -198,10 +89,9 @@ class Ensemble:
         classes = np.asarray(self.classes)
         if classes.shape != (2,):
             raise ValueError("an ensemble here is a binary classifier: give two classes")
-        n_features = len(self.feature_names)
-        for tree in self.trees:
-            if tree.feature.max(initial=-1) >= n_features:
-                raise ValueError("a split uses a feature index beyond feature_names")
+        check_split_features(self.trees, len(self.feature_names))
+        if not np.isfinite(self.base_margin):
+            raise MalformedModelError(f"the initial margin is {self.base_margin}")
         object.__setattr__(self, "trees", tuple(self.trees))
         object.__setattr__(self, "tree_weights", weights)
         object.__setattr__(self, "feature_names", tuple(str(n) for n in self.feature_names))
@@ -343,7 +233,7 @@ class Ensemble:
     def apply_positions(self, X) -> np.ndarray:
         """Breadth-first position of the leaf reached by each sample in each tree.
 
-        Leaves deeper than :data:`POSITION_LEVELS` have position ``-1``.
+        Leaves deeper than :data:`governance.trees.POSITION_LEVELS` have position ``-1``.
         """
         node = self.apply(X)
         position = self._padded()[5]

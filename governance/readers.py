@@ -1,4 +1,4 @@
-"""Readers of each supported library's fitted trees into :class:`~governance.ensemble.Tree`
+"""Readers of each supported library's fitted trees into :class:`~governance.trees.Tree`
 arrays: scikit-learn forests and gradient boosting, XGBoost models and boosters."""
 
 from __future__ import annotations
@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from miret_governance.governance.ensemble import (
+
+from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.trees import (
     LEFT_IF_LESS,
     LEFT_IF_LESS_EQUAL,
-    Ensemble,
+    MalformedModelError,
     Tree,
     UnsupportedModelError,
+    check_split_features,
 )
 
 
@@ -21,7 +24,28 @@ def qualified_name(model) -> str:
 
 def _sklearn_tree(estimator, value) -> Tree:
     t = estimator.tree_
-    leaf = t.children_left < 0
+    n_classes = 2 if value is None else 1
+    if t.value.shape != (t.node_count, 1, n_classes) or list(t.n_classes) != [n_classes]:
+        raise MalformedModelError(
+            f"a tree stores values of shape {t.value.shape} for {t.node_count} nodes "
+            f"(n_classes {list(t.n_classes)}); a single-output tree has ({t.node_count}, 1, "
+            f"{n_classes})"
+        )
+    if value is None:
+        # tree_.value holds per-node class fractions (weighted by bootstrap counts);
+        # their mean over trees is RandomForestClassifier.predict_proba (scikit-learn
+        # >= 1.4 no longer normalizes them, so they must sum to 1 for the binary view).
+        fractions = t.value[:, 0, :]
+        if not (
+            np.isfinite(fractions).all()
+            and (fractions >= 0).all()
+            and np.allclose(fractions.sum(axis=1), 1.0, rtol=0, atol=1e-9)
+        ):
+            raise MalformedModelError(
+                "a tree stores class fractions that are negative, not finite or do not sum to 1"
+            )
+        value = fractions[:, 1]
+    leaf = t.children_left == -1  # scikit-learn's TREE_LEAF
     return Tree(
         feature=np.where(leaf, -1, t.feature),
         threshold=np.where(leaf, np.nan, t.threshold),
@@ -40,6 +64,13 @@ def _check_binary(model, classes):
         )
 
 
+def _n_features(model) -> int:
+    n_features = getattr(model, "n_features_in_", None)
+    if not isinstance(n_features, (int, np.integer)) or n_features < 1:
+        raise MalformedModelError(f"n_features_in_ is {n_features!r}, not a positive integer")
+    return int(n_features)
+
+
 def _feature_names(model, n_features):
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
@@ -50,13 +81,16 @@ def _feature_names(model, n_features):
 def _read_sklearn_forest(model) -> dict:
     classes = getattr(model, "classes_", None)
     _check_binary(model, classes)
+    n_features = _n_features(model)
     trees = []
     for est in model.estimators_:
-        # tree_.value holds per-node class fractions (weighted by bootstrap counts);
-        # their mean over trees is RandomForestClassifier.predict_proba.
-        fractions = est.tree_.value[:, 0, :]
-        positive = fractions[:, 1] / fractions.sum(axis=1)
-        trees.append(_sklearn_tree(est, positive))
+        if est.n_outputs_ != 1 or list(np.atleast_1d(est.n_classes_)) != [2]:
+            raise MalformedModelError(
+                f"a tree of the forest has {est.n_outputs_} outputs and "
+                f"{est.n_classes_} classes; the forest has one output and 2 classes"
+            )
+        trees.append(_sklearn_tree(est, None))
+    check_split_features(trees, n_features)
     return {
         "trees": tuple(trees),
         "tree_weights": np.ones(len(trees)),
@@ -64,16 +98,45 @@ def _read_sklearn_forest(model) -> dict:
         "base_margin": 0.0,
         "left_if": LEFT_IF_LESS_EQUAL,
         "classes": np.asarray(classes),
-        "feature_names": _feature_names(model, model.n_features_in_),
+        "feature_names": _feature_names(model, n_features),
     }
+
+
+def _check_constant_init(model) -> None:
+    """A GradientBoosting ``init`` must predict one margin for every row: ``"zero"`` or
+    the default prior (a ``DummyClassifier(strategy="prior")``)."""
+    from sklearn.dummy import DummyClassifier
+
+    init = model.init_
+    if isinstance(init, str) and init == "zero":
+        return
+    if type(init) is DummyClassifier and init.strategy == "prior":
+        return
+    raise UnsupportedModelError(
+        model,
+        f"its init estimator {qualified_name(init)} predicts a different starting margin "
+        "for each row, which the ensemble view cannot reproduce exactly; re-train with "
+        "init=None (the default) or init='zero'",
+    )
 
 
 def _read_sklearn_boosting(model) -> dict:
     classes = getattr(model, "classes_", None)
     _check_binary(model, classes)
-    lr = model.learning_rate
-    trees = [_sklearn_tree(est[0], lr * est[0].tree_.value[:, 0, 0]) for est in model.estimators_]
-    probe = np.zeros((1, model.n_features_in_))
+    n_features = _n_features(model)
+    lr = float(model.learning_rate)
+    if not np.isfinite(lr):
+        raise MalformedModelError(f"the learning rate is {lr}")
+    if np.shape(model.estimators_) != (model.n_estimators_, 1):
+        raise MalformedModelError(
+            f"estimators_ has shape {np.shape(model.estimators_)}; a binary model has "
+            f"({model.n_estimators_}, 1)"
+        )
+    trees = [_sklearn_tree(est, lr * est.tree_.value[:, 0, 0]) for est in model.estimators_[:, 0]]
+    # every tree is checked before scikit-learn's own predict runs on it
+    check_split_features(trees, n_features)
+    _check_constant_init(model)
+    probe = np.zeros((1, n_features))
     tree_sum = sum(est[0].predict(probe)[0] for est in model.estimators_)
     if getattr(model, "feature_names_in_", None) is not None:
         import pandas as pd
@@ -87,11 +150,13 @@ def _read_sklearn_boosting(model) -> dict:
         "base_margin": base_margin,
         "left_if": LEFT_IF_LESS_EQUAL,
         "classes": np.asarray(classes),
-        "feature_names": _feature_names(model, model.n_features_in_),
+        "feature_names": _feature_names(model, n_features),
     }
 
 
 def _logit(p: float) -> float:
+    if not 0.0 < p < 1.0:
+        raise MalformedModelError(f"base_score {p} of a logistic model is not in (0, 1)")
     return float(np.log(p / (1.0 - p)))
 
 
@@ -115,7 +180,7 @@ def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
     for t in dump["trees"]:
         left = np.asarray(t["left_children"], dtype=np.int64)
         right = np.asarray(t["right_children"], dtype=np.int64)
-        leaf = left < 0
+        leaf = left == -1  # XGBoost's kInvalidNodeId
         conditions = np.asarray(t["split_conditions"], dtype=np.float32).astype(np.float64)
         trees.append(
             Tree(
@@ -127,6 +192,9 @@ def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
             )
         )
     n_features = int(raw["learner"]["learner_model_param"]["num_feature"])
+    if n_features < 1:
+        raise MalformedModelError(f"num_feature is {n_features}")
+    check_split_features(trees, n_features)
     names = booster.feature_names or [f"x{j}" for j in range(n_features)]
     return {
         "trees": tuple(trees),
@@ -140,7 +208,27 @@ def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
 
 
 def read_estimator(model) -> dict:
-    """Dispatch on the estimator type; raises UnsupportedModelError."""
+    """Dispatch on the estimator type.
+
+    Raises
+    ------
+    UnsupportedModelError
+        A model of another kind, or unfitted.
+    MalformedModelError
+        A supported model whose stored trees or parameters are inconsistent (anything a
+        crafted or corrupt file can hold), before any library code predicts with it.
+    """
+    try:
+        return _read_estimator(model)
+    except UnsupportedModelError:
+        raise
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise MalformedModelError(
+            f"{qualified_name(model)} could not be read ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _read_estimator(model) -> dict:
     from sklearn.ensemble import (
         ExtraTreesClassifier,
         GradientBoostingClassifier,

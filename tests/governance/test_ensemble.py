@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 import xgboost
-from miret_governance.governance.ensemble import UnsupportedModelError
-from miret_governance.governance.readers import read_ensemble
 from sklearn.datasets import load_iris
 from sklearn.ensemble import (
     ExtraTreesClassifier,
@@ -13,6 +11,9 @@ from sklearn.ensemble import (
     RandomForestRegressor,
 )
 from sklearn.linear_model import LogisticRegression
+
+from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.trees import UnsupportedModelError
 
 
 def _sklearn_models():

@@ -1,0 +1,207 @@
+"""One tree of an ensemble as node arrays, checked when built, and the refusals of a
+model that cannot be read.
+
+Node arrays of a tree are indexed by a tree-local node id (0 is the root). Each node of
+the first :data:`POSITION_LEVELS` levels also has a *position* in the complete binary tree
+(breadth-first, root 0, children of ``t`` at ``2t+1`` and ``2t+2``), as in the paper;
+deeper nodes (trees grown with ``max_depth=None``) have position ``-1``, since their
+positions would overflow 64-bit integers and VITE only needs the first levels.
+
+A :class:`Tree` refuses arrays no library writes (children outside the tree, a node
+reached twice, a negative index other than the leaf marker ``-1``, non-finite values),
+and :func:`check_split_features` a split on a feature the model does not have: the
+readers build and check every tree before any library code predicts with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from miret_governance.governance.arrays import read_only_array
+from miret_governance.governance.errors import GovernanceError
+
+SUPPORTED_MODELS = (
+    "sklearn.ensemble.RandomForestClassifier",
+    "sklearn.ensemble.ExtraTreesClassifier",
+    "sklearn.ensemble.GradientBoostingClassifier",
+    "xgboost.XGBClassifier",
+    "xgboost.Booster (objective='binary:logistic')",
+    "sklearn.pipeline.Pipeline ending in one of the above",
+)
+
+POSITION_LEVELS = 62
+"""Nodes at levels ``0..POSITION_LEVELS`` get a breadth-first position (< 2**63)."""
+
+LEFT_IF_LESS_EQUAL = "<="
+LEFT_IF_LESS = "<"
+
+
+class UnsupportedModelError(GovernanceError, TypeError):
+    """Raised when a model cannot be read as a fitted binary tree ensemble.
+
+    Exit code 2. Also a TypeError, as scikit-learn raises for an estimator argument of
+    the wrong kind (``MiretSurrogate.fit(..., ensemble=...)``).
+    """
+
+    def __init__(self, model, reason: str):
+        name = f"{type(model).__module__}.{type(model).__qualname__}"
+        supported = "\n  - ".join(SUPPORTED_MODELS)
+        super().__init__(
+            f"Unsupported model {name}: {reason}.\nSupported models (fitted, binary "
+            f"classification):\n  - {supported}"
+        )
+
+
+class MalformedModelError(UnsupportedModelError, ValueError):
+    """A model whose stored trees are inconsistent (indices out of range, cycles,
+    non-finite values): refused before any library code runs on it.
+
+    Exit code 2.
+    """
+
+    def __init__(self, reason: str):
+        Exception.__init__(
+            self,
+            f"the model file is malformed: {reason}. It was not written by the library "
+            "that claims it, or it was altered; re-train or re-log the model",
+        )
+
+
+def _node_ints(values, what: str) -> np.ndarray:
+    """Node indices as read-only int64, refusing values that are not whole numbers."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iuf" or array.ndim != 1:
+        raise MalformedModelError(f"the {what} of a tree are not a list of node indices")
+    if array.size and array.dtype.kind in "uf":
+        whole = np.isfinite(array) & (array == np.round(array)) & (np.abs(array) <= 2**53)
+        if not whole.all():
+            raise MalformedModelError(f"the {what} of a tree are not integer node indices")
+    return read_only_array(array, np.int64)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Arrays of one tree, indexed by tree-local node id (root is 0).
+
+    Attributes
+    ----------
+    feature : ndarray of int
+        Split feature of each node, ``-1`` at leaves.
+    threshold : ndarray of float
+        Split threshold of each node (``nan`` at leaves), in the ensemble's input units.
+    left, right : ndarray of int
+        Child node ids, ``-1`` at leaves.
+    value : ndarray of float
+        Leaf output: positive-class fraction for averaging ensembles, additive margin
+        for boosted ones (learning rate included). Defined at every node.
+    depth : ndarray of int
+        Level of each node (root 0).
+    position : ndarray of int
+        Breadth-first position in the complete binary tree (children ``2t+1``,
+        ``2t+2``) for nodes at depth ``<= POSITION_LEVELS``, ``-1`` below.
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    depth: np.ndarray = field(init=False)
+    position: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        feature = _node_ints(self.feature, "feature")
+        left = _node_ints(self.left, "left children")
+        right = _node_ints(self.right, "right children")
+        threshold = np.asarray(self.threshold, dtype=np.float64)
+        value = np.asarray(self.value, dtype=np.float64)
+        n = feature.shape[0]
+        if n == 0:
+            raise MalformedModelError("a tree has no nodes")
+        shapes = {a.shape for a in (feature, left, right, threshold, value)}
+        if shapes != {(n,)}:
+            raise MalformedModelError(
+                f"a tree's node arrays have shapes {sorted(shapes)}; every array needs one "
+                f"entry per node ({n})"
+            )
+        # -1 marks a leaf in every library; any other negative index is corrupt (the
+        # libraries would follow it out of the node array)
+        is_leaf = left == -1
+        if np.any(is_leaf != (right == -1)) or np.any(is_leaf != (feature == -1)):
+            raise MalformedModelError(
+                "a node is a leaf exactly when feature, left and right are -1"
+            )
+        if np.any(feature[~is_leaf] < 0):
+            raise MalformedModelError("a split uses a negative feature index")
+        split = ~is_leaf
+        children = np.concatenate([left[split], right[split]])
+        if children.size and (children.min() < 1 or children.max() >= n):
+            raise MalformedModelError(
+                f"a child index lies outside the tree's {n} nodes (found "
+                f"{int(children.min() if children.min() < 1 else children.max())})"
+            )
+        if not np.isfinite(threshold[split]).all():
+            raise MalformedModelError("a split threshold is NaN or infinite")
+        if not np.isfinite(value).all():
+            raise MalformedModelError("a node value is NaN or infinite")
+        depth = np.zeros(n, dtype=np.int64)
+        position = np.zeros(n, dtype=np.int64)
+        level = 0
+        seen = np.zeros(n, dtype=bool)
+        seen[0] = True
+        frontier = np.array([0])
+        while frontier.size:
+            frontier = frontier[~is_leaf[frontier]]
+            children = np.concatenate([left[frontier], right[frontier]])
+            if np.any(seen[children]):
+                raise MalformedModelError("a node is reached twice (the nodes form no tree)")
+            seen[children] = True
+            level += 1
+            depth[children] = level
+            if level <= POSITION_LEVELS:
+                position[children] = np.concatenate(
+                    [2 * position[frontier] + 1, 2 * position[frontier] + 2]
+                )
+            else:
+                position[children] = -1
+            frontier = children
+        if not seen.all():
+            raise MalformedModelError("some nodes are unreachable from the root")
+        object.__setattr__(self, "feature", feature)
+        object.__setattr__(self, "left", left)
+        object.__setattr__(self, "right", right)
+        object.__setattr__(self, "threshold", read_only_array(threshold, np.float64))
+        object.__setattr__(self, "value", read_only_array(value, np.float64))
+        object.__setattr__(self, "depth", read_only_array(depth, np.int64))
+        object.__setattr__(self, "position", read_only_array(position, np.int64))
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.feature.shape[0])
+
+    @property
+    def is_split(self) -> np.ndarray:
+        """Boolean mask of the nodes that apply a split."""
+        return self.feature >= 0
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth.max())
+
+
+def check_split_features(trees, n_features: int) -> None:
+    """Refuse a split on a feature index outside ``0 .. n_features - 1``.
+
+    Raises
+    ------
+    MalformedModelError
+    """
+    for number, tree in enumerate(trees):
+        highest = int(tree.feature.max(initial=-1))
+        if highest >= n_features:
+            raise MalformedModelError(
+                f"tree {number} splits on feature index {highest}, but the model has "
+                f"{n_features} features"
+            )
