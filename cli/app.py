@@ -1,13 +1,22 @@
-"""The ``govern`` command line: a thin typer layer over ``flavors`` and ``governance``."""
+"""The ``govern`` command line: a thin typer layer over ``flavors`` and ``governance``.
+
+The command modules are cheap to import (typer, rich and ``cli.common``); each command
+imports MLflow and the solver when it runs.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
 
 import typer
-from miret_governance.cli import explain, gates, show
-from miret_governance.cli.common import configure_mlflow
+
+from miret_governance.cli import explain, gates, reproduce, show
+from miret_governance.cli.common import EXIT_CODES_HELP, configure_mlflow
 
 app = typer.Typer(
     name="govern",
     help="Governed explanations of tree ensembles in MLflow: VITE heatmaps, MIRET "
     "surrogate trees, input validation and promotion gates.",
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -15,6 +24,35 @@ app = typer.Typer(
 explain.register(app)
 show.register(app)
 gates.register(app)
+reproduce.register(app)
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"govern {_installed('miret-governance')} (mlflow {_installed('mlflow')})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version of govern (and of MLflow) and exit.",
+        ),
+    ] = False,
+) -> None:
+    """The options of ``govern`` itself (the app's help text is set on ``app``)."""
 
 
 def main() -> None:

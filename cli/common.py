@@ -1,30 +1,125 @@
-"""What every ``govern`` command shares: consoles, the tracking URI, errors, exit codes."""
+"""What every ``govern`` command shares: consoles, the tracking URI, option types, the
+estimator defaults shown in help, and the one mapping of errors to exit codes.
+
+Importing this module (and every command module) costs no more than typer and rich:
+MLflow, scikit-learn, pandas and the solver are imported by the command that runs, after
+its options and files were checked, so ``govern --help`` and a mistyped path answer at
+once.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 from rich.console import Console
 from rich.text import Text
 
+from miret_governance.governance.errors import CheckFailedError, GovernanceError
+
 SQLITE_PREFIX = "sqlite:///"
-EXIT_OK = 0
 EXIT_FAILED = 1
-"""A gate or the input validation failed."""
+"""A check failed: a gate, the input validation, a reproduction."""
 EXIT_ERROR = 2
-"""The request could not be carried out (bad URI, file or policy; unreachable server)."""
+"""The request could not be carried out (bad option, URI, file or policy; unreachable
+server; locked store)."""
+EXIT_CODES_HELP = (
+    "Exit codes, the same for every command: 0 done (every check passed); 1 a check "
+    "failed (a gate, the input validation, a reproduction); 2 the request could not be "
+    "carried out (bad option, URI, file or policy, unreachable server, locked store). "
+    "With --json (show, gate, validate, reproduce) stdout holds one JSON object whenever "
+    "the exit code is 0 or 1; on exit code 2 stdout is empty and stderr says what to fix."
+)
+JSON_SCHEMA_VERSION = 1
+"""``schema_version`` of every ``--json`` object; it changes only when a key changes
+meaning or disappears (new keys may be added)."""
 
-DEFAULTS = MiretSurrogate().get_params()
-"""The estimator's hyperparameter defaults: the one source of every default shown here."""
-SEARCH_DEFAULTS = MiretSearchCV(None).get_params()
-"""The hyperparameter search's defaults (folds, tolerance, search time limit, backend)."""
+DEFAULTS = {
+    "alpha": 0.5,
+    "gamma_percentile": 100 / 3,
+    "proximity_threshold": 0.9,
+    "max_rows": 2000,
+    "solver": "auto",
+    "time_limit": 60.0,
+    "random_state": 0,
+}
+"""The estimator defaults the CLI shows and passes: ``MiretSurrogate().get_params()``
+repeated as literals, so that ``--help`` needs no solver import
+(``tests/cli/test_cli_contract.py`` keeps them equal)."""
+SEARCH_DEFAULTS = {"search_time_limit": 5.0, "cv": 4, "tolerance": 0.01, "backend": "loky"}
+"""``MiretSearchCV(None).get_params()`` repeated as literals (kept equal by the same test)."""
+CANDIDATE_CAP = 5.0
+"""``governance.miret.search.CANDIDATE_CAP``: a search candidate's safety cap, in
+multiples of its budget."""
 
+# ---------------------------------------------------------------------- option types
+FILE_KINDS = {
+    "--data": "CSV or Parquet file",
+    "--test-data": "CSV or Parquet file",
+    "--policy": "TOML policy file",
+}
+"""The file options :func:`existing_file` checks, and what each must name."""
+
+
+def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | None):
+    """Refuse a path that is missing, a directory or unreadable while the options are
+    parsed, before anything is imported, connected or loaded (exit code 2)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    flag = param.opts[0]
+    problem = None
+    if not value.exists():
+        problem = "does not exist"
+    elif value.is_dir():
+        problem = "is a directory"
+    elif not os.access(value, os.R_OK):
+        problem = "is not readable"
+    if problem is not None:
+        kind = FILE_KINDS.get(flag, "file")
+        raise fail(f"{flag} {value} {problem}; give the path of a readable {kind}")
+    return value
+
+
+DATA_HELP = "CSV or Parquet file of the ensemble's feature columns in raw units (and the label)."
+DataFile = Annotated[
+    Path, typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=existing_file)
+]
+TestDataFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--test-data",
+        help="Separate test file (like --data); default: a stratified holdout of --data.",
+        metavar="FILE",
+        callback=existing_file,
+    ),
+]
+PolicyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        help="TOML policy file with a gates table and an optional name (default: "
+        "min_fidelity 0.90, max_features 5, require_validation_pass).",
+        metavar="FILE",
+        callback=existing_file,
+    ),
+]
+ModelUri = Annotated[
+    str,
+    typer.Option(
+        "--model-uri",
+        help="Registered ensemble version: models:/<name>/<version> or models:/<name>@<alias>.",
+    ),
+]
+Target = Annotated[
+    str | None, typer.Option("--target", help="Label column in the data (optional).")
+]
 TRACKING_URI_HELP = "MLflow tracking server, also the registry (default: MLFLOW_TRACKING_URI)."
 TrackingUri = Annotated[str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)]
 Solver = Annotated[str, typer.Option("--solver", help="MILP solver: auto, highs or gurobi.")]
@@ -48,6 +143,12 @@ TrustPickle = Annotated[
 Seed = Annotated[
     int, typer.Option("--seed", help="Seed of the holdout split, the heuristic and the solver.")
 ]
+JsonOutput = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print one JSON object to stdout instead of tables (schema above)."
+    ),
+]
 
 # CI logs are not terminals (rich would assume 80 columns): give tables room there.
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -60,7 +161,9 @@ def configure_mlflow() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
-def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool = False) -> None:
+def connect(
+    tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool = False, probe: bool = True
+) -> None:
     """Point MLflow (tracking and registry) at ``tracking_uri`` and check it answers.
 
     Parameters
@@ -74,6 +177,9 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
     read_only : bool
         The command only reads: a SQLite store that does not exist is an error
         (MLflow would create an empty one).
+    probe : bool
+        Check that an HTTP server answers; False when the caller checks its parameters
+        first and probes itself (``explain_model_version``).
 
     Raises
     ------
@@ -81,6 +187,7 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
         ``read_only`` and the SQLite store file does not exist; or the server is down.
     """
     import mlflow
+
     from miret_governance.flavors.registry import check_tracking_server
 
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0" if fail_fast else "2")
@@ -92,13 +199,20 @@ def connect(tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool
         mlflow.set_registry_uri(tracking_uri)
     if read_only:
         require_existing_store()
-    check_tracking_server()
+    if probe:
+        check_tracking_server()
+
+
+def check_model_uri(model_uri: str) -> None:
+    """Refuse a ``--model-uri`` that names no registered version, before connecting."""
+    from miret_governance.flavors.registry import parse_registry_uri
+
+    parse_registry_uri(model_uri)
 
 
 def require_existing_store() -> None:
     """Refuse a ``sqlite:///`` tracking or registry URI whose file does not exist."""
     import mlflow
-    from miret_governance.flavors.errors import GovernanceError
 
     for uri in dict.fromkeys((mlflow.get_tracking_uri(), mlflow.get_registry_uri())):
         if not uri.startswith(SQLITE_PREFIX):
@@ -112,29 +226,68 @@ def require_existing_store() -> None:
             )
 
 
-def refusals() -> tuple:
-    """The exceptions a command reports as a clear error (exit code 2)."""
-    from miret_governance.flavors.errors import GovernanceError
-    from miret_governance.governance.gates import PolicyError
-    from mlflow.exceptions import MlflowException
-
-    return (GovernanceError, PolicyError, MlflowException, OSError, ValueError)
+# ---------------------------------------------------------------------- errors
+def exit_code(error: BaseException) -> int:
+    """The exit code of an error: 1 for a check that failed, 2 for everything else."""
+    return EXIT_FAILED if isinstance(error, CheckFailedError) else EXIT_ERROR
 
 
-def store_locked(error: Exception) -> str | None:
-    """The message for a locked SQLite tracking store (None for any other error)."""
-    if "database is locked" not in str(error):
-        return None
-    import mlflow
+def _refusal_kinds() -> tuple:
+    """Errors whose message is self-explanatory (printed without their class name)."""
+    kinds = (GovernanceError, OSError, ValueError)
+    mlflow_exceptions = sys.modules.get("mlflow.exceptions")  # raised only once imported
+    if mlflow_exceptions is not None:
+        kinds += (mlflow_exceptions.MlflowException,)
+    return kinds
 
-    return (
-        f"the tracking store {mlflow.get_tracking_uri()} is locked by another process "
-        "(SQLite: database is locked); retry when it is done, or use a tracking server "
-        "for concurrent work"
-    )
+
+def error_message(error: BaseException) -> str:
+    """What to print for an error: a locked store in words, a refusal's own message,
+    any other error with its class name."""
+    if "database is locked" in str(error):
+        import mlflow
+
+        return (
+            f"the tracking store {mlflow.get_tracking_uri()} is locked by another process "
+            "(SQLite: database is locked); retry when it is done, or use a tracking server "
+            "for concurrent work"
+        )
+    if isinstance(error, _refusal_kinds()):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+@contextmanager
+def exit_codes():
+    """Every command's body runs in this: an error raised inside is printed as one line
+    on stderr and ends the command with :func:`exit_code` (a ``typer.Exit`` passes)."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except Exception as error:  # noqa: BLE001 - every failure is a clear exit 1 or 2
+        raise fail(error_message(error), exit_code(error)) from None
 
 
 def fail(message, code: int = EXIT_ERROR) -> typer.Exit:
     """Print ``message`` as an error (never read as rich markup) and return the exit."""
     errors.print(Text.assemble(("error: ", "bold red"), str(message)), soft_wrap=True)
     return typer.Exit(code)
+
+
+# ---------------------------------------------------------------------- JSON output
+def _jsonable(value):
+    """``value`` with NaN and infinities as None (JSON has neither)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def print_json(command: str, payload: dict) -> None:
+    """Write one JSON object to stdout: ``command``, ``schema_version``, then ``payload``."""
+    document = {"command": command, "schema_version": JSON_SCHEMA_VERSION, **payload}
+    sys.stdout.write(json.dumps(_jsonable(document), sort_keys=True, default=str) + "\n")

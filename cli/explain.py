@@ -12,27 +12,28 @@ from typing import Annotated
 from urllib.parse import quote
 
 import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
 from miret_governance.cli.common import (
+    CANDIDATE_CAP,
     DEFAULTS,
-    EXIT_ERROR,
-    EXIT_FAILED,
     SEARCH_DEFAULTS,
+    DataFile,
+    ModelUri,
     Seed,
     Solver,
+    Target,
+    TestDataFile,
     TimeLimit,
     TrackingUri,
     TrustPickle,
     connect,
     console,
     errors,
-    fail,
-    refusals,
-    store_locked,
+    exit_codes,
 )
 from miret_governance.cli.tables import metrics_table
-from miret_governance.governance.miret.search import CANDIDATE_CAP
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 SEARCH_PANEL = "Hyperparameter search"
 
@@ -146,26 +147,10 @@ def search_option(*flags: str, help: str, **options):
 
 
 def explain(
-    model_uri: Annotated[
-        str,
-        typer.Option(
-            "--model-uri",
-            help="Registered ensemble: models:/<name>/<version> or models:/<name>@<alias>.",
-        ),
-    ],
-    data: Annotated[
-        str,
-        typer.Option("--data", help="CSV or Parquet file with the feature columns (raw units)."),
-    ],
-    target: Annotated[
-        str, typer.Option("--target", help="Label column in the data (optional).")
-    ] = "",
-    test_data: Annotated[
-        str,
-        typer.Option(
-            "--test-data", help="Separate test file; default: a stratified holdout of the data."
-        ),
-    ] = "",
+    model_uri: ModelUri,
+    data: DataFile,
+    target: Target = None,
+    test_data: TestDataFile = None,
     depth: Annotated[
         int, typer.Option("--depth", help="Surrogate depth (0: the ensemble's depth).")
     ] = 0,
@@ -178,6 +163,7 @@ def explain(
             "--gamma-percentile",
             help="Percentile h: a level may split on the features whose VITE level frequency "
             "exceeds the h-th percentile (0: every feature the ensemble uses there).",
+            show_default="100/3",
         ),
     ] = DEFAULTS["gamma_percentile"],
     proximity_threshold: Annotated[
@@ -287,63 +273,66 @@ def explain(
     """Explain a registered tree ensemble with VITE heatmaps and a MIRET surrogate tree.
 
     The surrogate, its rules, metrics, figures, report and model card are logged in one
-    MLflow run and registered as a version of <name>-surrogate linked to the ensemble.
-    Exit codes: 0 done, 1 input validation failed, 2 error.
+    MLflow run and registered as a version of <name>-surrogate linked to the ensemble
+    (exit code 1: the input validation failed, unless --allow-invalid).
     """
-    from miret_governance.flavors.errors import ValidationFailedError
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.faults import reraise_signal, signals_raise
-    from miret_governance.flavors.request import SearchSettings
-
     try:
-        settings = None
-        if search:
-            settings = SearchSettings(
-                param_grid=_grid(search_grid),
-                cv=cv,
-                tolerance=tolerance,
-                search_time_limit=search_time_limit,
-                n_jobs=n_jobs or None,
-                backend=backend,
-                ray_address=ray_address or None,
-            )
-        connect(tracking_uri, fail_fast=False)
-        with signals_raise(), live_progress(time_limit) as tracker:
-            result = explain_model_version(
-                model_uri,
-                data,
-                target=target or None,
-                test_data=test_data or None,
-                depth=depth or None,
-                alpha=alpha,
-                gamma_percentile=gamma_percentile,
-                proximity_threshold=proximity_threshold,
-                max_rows=max_rows,
-                class_names=[n.strip() for n in class_names.split(",")] if class_names else None,
-                solver=solver,
-                time_limit=time_limit,
-                seed=seed,
-                registered_name=registered_name or None,
-                force=force,
-                allow_invalid=allow_invalid,
-                trust_pickle=trust_pickle,
-                search=settings,
-                progress=tracker,
-            )
+        with exit_codes():
+            from miret_governance.flavors.explain import explain_model_version
+            from miret_governance.flavors.faults import signals_raise
+            from miret_governance.flavors.request import SearchSettings
+
+            settings = None
+            if search:
+                settings = SearchSettings(
+                    param_grid=_grid(search_grid),
+                    cv=cv,
+                    tolerance=tolerance,
+                    search_time_limit=search_time_limit,
+                    n_jobs=n_jobs or None,
+                    backend=backend,
+                    ray_address=ray_address or None,
+                )
+            # explain_model_version checks the parameters, then probes the server
+            connect(tracking_uri, fail_fast=False, probe=False)
+            with signals_raise(), live_progress(time_limit) as tracker:
+                result = explain_model_version(
+                    model_uri,
+                    str(data),
+                    target=target or None,
+                    test_data=str(test_data) if test_data else None,
+                    depth=depth or None,
+                    alpha=alpha,
+                    gamma_percentile=gamma_percentile,
+                    proximity_threshold=proximity_threshold,
+                    max_rows=max_rows,
+                    class_names=[n.strip() for n in class_names.split(",")]
+                    if class_names
+                    else None,
+                    solver=solver,
+                    time_limit=time_limit,
+                    seed=seed,
+                    registered_name=registered_name or None,
+                    force=force,
+                    allow_invalid=allow_invalid,
+                    trust_pickle=trust_pickle,
+                    search=settings,
+                    progress=tracker,
+                )
     except KeyboardInterrupt as exc:
+        from miret_governance.flavors.faults import reraise_signal
+
         errors.print(
             "error: interrupted; the explain run was ended as KILLED and nothing was registered",
             markup=False,
         )
         reraise_signal(getattr(exc, "signum", signal.SIGINT))
         raise
-    except ValidationFailedError as exc:
-        raise fail(exc, EXIT_FAILED) from None
-    except refusals() as exc:
-        raise fail(store_locked(exc) or exc) from None
-    except Exception as exc:  # noqa: BLE001 - every other failure is a clear exit 2
-        raise fail(store_locked(exc) or f"{type(exc).__name__}: {exc}", EXIT_ERROR) from None
+    _print_result(result)
 
+
+def _print_result(result) -> None:
+    """The outcome for people: registered or reused, the rules, metrics and UI links."""
     for run_id in result.recovered_runs:
         console.print(
             f"Ended run {run_id} as KILLED: an earlier explain of this version was killed "

@@ -1,41 +1,45 @@
 """``govern validate | gate | promote | pipeline``: thin commands over ``flavors.gating``.
 
-Exit codes: 0 everything passed, 1 a gate or the validation failed, 2 an error (bad
-URI, unreadable file, invalid policy, no linked surrogate, unreachable server).
+Exit codes as for every command (``govern --help``): 0 everything passed, 1 a gate or
+the validation failed, 2 an error (bad URI, unreadable file, invalid policy, no linked
+surrogate, unreachable server).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from miret_governance.cli import common
-from miret_governance.cli.common import EXIT_FAILED, connect, console, fail, refusals
 from rich.markup import escape
 from rich.table import Table
 
-ModelUri = Annotated[
-    str,
-    typer.Option("--model-uri", help="models:/<name>/<version> or models:/<name>@<alias>"),
-]
-PolicyFile = Annotated[
-    str | None,
-    typer.Option(
-        "--policy",
-        help="TOML policy file with a gates table and an optional name (default: "
-        "min_fidelity 0.90, max_features 5, require_validation_pass)",
-    ),
-]
-DataFile = Annotated[Path, typer.Option("--data", help="CSV or Parquet file of raw inputs")]
-Target = Annotated[str | None, typer.Option("--target", help="Label column allowed in the data")]
+from miret_governance.cli import common
+from miret_governance.cli.common import (
+    EXIT_FAILED,
+    DataFile,
+    JsonOutput,
+    ModelUri,
+    PolicyFile,
+    Target,
+    check_model_uri,
+    connect,
+    console,
+    exit_codes,
+    print_json,
+)
 
 
-def _policy_and_connect(policy: str | None, tracking_uri: str | None, fail_fast: bool = True):
-    """Read the gate policy (before any network call), then connect to the server."""
+def _policy_and_connect(
+    model_uri: str, policy: Path | None, tracking_uri: str | None, fail_fast: bool = True
+):
+    """Check the model URI and read the gate policy (before any network call), then
+    connect to the server."""
     from miret_governance.governance.gates import load_policy
 
-    parsed = load_policy(policy or None)
+    check_model_uri(model_uri)
+    parsed = load_policy(policy)
     connect(tracking_uri, fail_fast=fail_fast)
     return parsed
 
@@ -80,68 +84,128 @@ def print_gates(outcome) -> None:
     )
 
 
+def gates_json(outcome) -> dict:
+    """The ``--json`` object of ``govern gate`` (without ``command``/``schema_version``)."""
+    evaluation = outcome.evaluation.to_json()
+    return {
+        "passed": evaluation["all_passed"],
+        "exit_code": 0 if evaluation["all_passed"] else EXIT_FAILED,
+        "ensemble_uri": outcome.ensemble_uri,
+        "surrogate_uri": outcome.surrogate_uri,
+        "policy": outcome.policy,
+        "policy_digest": evaluation["policy_digest"],
+        "evidence_digest": evaluation["evidence_digest"],
+        "run_id": outcome.run_id,
+        "time": outcome.time,
+        "gates": [
+            {key: r[key] for key in ("name", "metric", "comparison", "threshold", "value")}
+            | {"passed": r["passed"], "reason": r["reason"]}
+            for r in evaluation["results"]
+        ],
+    }
+
+
 def validate(
     model_uri: ModelUri,
     data: DataFile,
     target: Target = None,
     mostly: Annotated[
-        float, typer.Option("--mostly", help="Fraction of rows that must pass (scoring data)")
+        float,
+        typer.Option(
+            "--mostly", min=0.0, max=1.0, help="Fraction of rows that must pass (scoring data)."
+        ),
     ] = 1.0,
     report: Annotated[
-        Path | None, typer.Option("--report", help="Write GE's JSON result to this file")
+        Path | None, typer.Option("--report", help="Write GE's JSON result to this file.")
     ] = None,
     tracking_uri: common.TrackingUri = None,
     trust_pickle: common.TrustPickle = False,
+    as_json: JsonOutput = False,
 ) -> None:
-    """Validate data against an ensemble's feature schema with Great Expectations."""
-    import json
+    """Validate data against an ensemble's feature schema with Great Expectations.
 
-    from miret_governance.flavors.gating import validate_model_inputs
+    --json prints {"command": "validate", "schema_version": 1, "passed": bool,
+    "exit_code": 0 or 1, "model_uri", "data": path, "rows": int, "mostly": float,
+    "expectations": {"evaluated": int, "successful": int}, "failures": list of
+    {"expectation", "column" (or null), "message"}, "report": path or null}.
+    """
+    with exit_codes():
+        from miret_governance.flavors.gating import validate_model_inputs
 
-    try:
+        check_model_uri(model_uri)
         connect(tracking_uri, read_only=True)
         result = validate_model_inputs(
             model_uri, data, target=target or None, mostly=mostly, trust_pickle=trust_pickle
         )
-    except refusals() as error:
-        raise fail(error) from None
-    console.print(result.summary(), highlight=False, soft_wrap=True)
-    if report is not None:
-        report.write_text(json.dumps(result.to_json(), indent=1, default=str))
-    raise typer.Exit(0 if result.success else EXIT_FAILED)
+        if report is not None:
+            report.write_text(json.dumps(result.to_json(), indent=1, default=str))
+    code = 0 if result.success else EXIT_FAILED
+    if as_json:
+        stats = result.to_json()["statistics"]
+        print_json(
+            "validate",
+            {
+                "passed": bool(result.success),
+                "exit_code": code,
+                "model_uri": model_uri,
+                "data": str(data),
+                "rows": result.n_rows,
+                "mostly": mostly,
+                "expectations": {
+                    "evaluated": stats["evaluated_expectations"],
+                    "successful": stats["successful_expectations"],
+                },
+                "failures": [
+                    {"expectation": f.expectation, "column": f.column, "message": f.message}
+                    for f in result.failures
+                ],
+                "report": None if report is None else str(report),
+            },
+        )
+    else:
+        console.print(result.summary(), highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
 
 
 def gate(
     model_uri: ModelUri,
     policy: PolicyFile = None,
     tracking_uri: common.TrackingUri = None,
+    as_json: JsonOutput = False,
 ) -> None:
-    """Evaluate the promotion gates on the ensemble version's linked surrogate."""
-    from miret_governance.flavors.gating import gate_model_version
+    """Evaluate the promotion gates on the ensemble version's linked surrogate.
 
-    try:
-        parsed = _policy_and_connect(policy, tracking_uri)
+    --json prints {"command": "gate", "schema_version": 1, "passed": bool, "exit_code":
+    0 or 1, "ensemble_uri", "surrogate_uri", "policy" (name v<digest8>), "policy_digest",
+    "evidence_digest", "run_id" (the gate run), "time" (UTC, ISO 8601), "gates": list of
+    {"name", "metric", "comparison", "threshold", "value" (null when missing), "passed",
+    "reason"}}.
+    """
+    with exit_codes():
+        from miret_governance.flavors.gating import gate_model_version
+
+        parsed = _policy_and_connect(model_uri, policy, tracking_uri)
         outcome = gate_model_version(model_uri, parsed)
-    except refusals() as error:
-        raise fail(error) from None
-    print_gates(outcome)
-    raise typer.Exit(0 if outcome.evaluation.all_passed else 1)
+    if as_json:
+        print_json("gate", gates_json(outcome))
+    else:
+        print_gates(outcome)
+    raise typer.Exit(0 if outcome.evaluation.all_passed else EXIT_FAILED)
 
 
 def promote(
     model_uri: ModelUri,
-    alias: Annotated[str, typer.Option("--alias", help="Alias to set when every gate passes")],
+    alias: Annotated[str, typer.Option("--alias", help="Alias to set when every gate passes.")],
     policy: PolicyFile = None,
     tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Set an alias on the ensemble version only if every gate passes."""
-    from miret_governance.flavors.gating import promote_model_version
+    with exit_codes():
+        from miret_governance.flavors.gating import check_alias, promote_model_version
 
-    try:
-        parsed = _policy_and_connect(policy, tracking_uri)
+        check_alias(alias)
+        parsed = _policy_and_connect(model_uri, policy, tracking_uri)
         outcome = promote_model_version(model_uri, alias, parsed)
-    except refusals() as error:
-        raise fail(error) from None
     print_gates(outcome.gate)
     where = escape(f"tag governance.promotion.{alias} on {outcome.gate.ensemble_uri}")
     if outcome.promoted:
@@ -157,7 +221,7 @@ def promote(
             highlight=False,
             soft_wrap=True,
         )
-    raise typer.Exit(0 if outcome.promoted else 1)
+    raise typer.Exit(0 if outcome.promoted else EXIT_FAILED)
 
 
 def pipeline(
@@ -172,13 +236,12 @@ def pipeline(
     trust_pickle: common.TrustPickle = False,
 ) -> None:
     """Validate the data, explain the ensemble version, then evaluate the gates."""
-    from miret_governance.flavors.errors import ValidationFailedError
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
-
     target = target or None
-    try:
-        parsed = _policy_and_connect(policy, tracking_uri, fail_fast=False)
+    with exit_codes():
+        from miret_governance.flavors.explain import explain_model_version
+        from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
+
+        parsed = _policy_and_connect(model_uri, policy, tracking_uri, fail_fast=False)
         console.rule("1/3 validate")
         report = validate_model_inputs(model_uri, data, target=target, trust_pickle=trust_pickle)
         console.print(report.summary(), highlight=False, soft_wrap=True)
@@ -187,7 +250,7 @@ def pipeline(
         console.rule("2/3 explain")
         explained = explain_model_version(
             model_uri,
-            data,
+            str(data),
             target=target,
             solver=solver,
             time_limit=time_limit,
@@ -202,12 +265,8 @@ def pipeline(
         )
         console.rule("3/3 gate")
         outcome = gate_model_version(model_uri, parsed)
-    except ValidationFailedError as error:
-        raise fail(error, EXIT_FAILED) from None
-    except refusals() as error:
-        raise fail(error) from None
     print_gates(outcome)
-    raise typer.Exit(0 if outcome.evaluation.all_passed else 1)
+    raise typer.Exit(0 if outcome.evaluation.all_passed else EXIT_FAILED)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,32 +6,38 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from miret_governance.cli.common import TrackingUri, connect, console, fail
-from miret_governance.cli.tables import baseline_table, metrics_table
 from rich.markup import escape
 
+from miret_governance.cli.common import (
+    JsonOutput,
+    TrackingUri,
+    check_model_uri,
+    connect,
+    console,
+    exit_codes,
+    print_json,
+)
+from miret_governance.cli.tables import baseline_table, metrics_table
 
-def show(
-    model_uri: Annotated[
-        str,
-        typer.Option(
-            "--model-uri",
-            help="An explained ensemble version (its linked surrogate is shown) or a "
-            "surrogate version: models:/<name>/<version>, models:/<name>@<alias>.",
-        ),
-    ],
-    tracking_uri: TrackingUri = None,
-) -> None:
-    """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
-    status of its ensemble. Read-only: never creates a store."""
-    from miret_governance.flavors.review import describe_for_review
+
+def _json(summary: dict) -> dict:
+    ensemble = summary["ensemble"]
+    return {
+        "surrogate_uri": summary["uri"],
+        "surrogate_model_id": summary["model_id"],
+        "ensemble_uri": ensemble["uri"],
+        "aliases": ensemble["aliases"],
+        "status": ensemble["status"],
+        "validation": summary["tags"].get("governance.validation"),
+        "rules": summary["rules"],
+        "metrics": summary["metrics"],
+        "solve": summary["solve"],
+    }
+
+
+def _print(summary: dict) -> None:
     from miret_governance.governance.report.html import describe_stop
 
-    try:
-        connect(tracking_uri, fail_fast=False, read_only=True)
-        summary = describe_for_review(model_uri)
-    except Exception as exc:  # noqa: BLE001 - every failure is a clear exit 2
-        raise fail(exc) from None
     ensemble = summary["ensemble"]
     plain = {"highlight": False, "markup": False, "soft_wrap": True}
     console.print(f"[bold]{escape(summary['uri'])}[/] explains [bold]{escape(ensemble['uri'])}[/]")
@@ -56,6 +62,39 @@ def show(
     baseline = baseline_table(summary["metrics"])
     if baseline is not None:
         console.print(baseline)
+
+
+def show(
+    model_uri: Annotated[
+        str,
+        typer.Option(
+            "--model-uri",
+            help="An explained ensemble version (its linked surrogate is shown) or a "
+            "surrogate version: models:/<name>/<version>, models:/<name>@<alias>.",
+        ),
+    ],
+    tracking_uri: TrackingUri = None,
+    as_json: JsonOutput = False,
+) -> None:
+    """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
+    status of its ensemble. Read-only: never creates a store.
+
+    --json prints {"command": "show", "schema_version": 1, "surrogate_uri",
+    "surrogate_model_id", "ensemble_uri", "aliases": list of str, "status": {tag: value}
+    (the ensemble's governance.last_gate* and governance.promotion.* tags), "validation":
+    "passed", "failed" or null, "rules": str (raw input units), "metrics": {name: number
+    or null}, "solve": the solver report}.
+    """
+    with exit_codes():
+        from miret_governance.flavors.review import describe_for_review
+
+        check_model_uri(model_uri)
+        connect(tracking_uri, fail_fast=False, read_only=True)
+        summary = describe_for_review(model_uri)
+    if as_json:
+        print_json("show", _json(summary))
+    else:
+        _print(summary)
 
 
 def register(app: typer.Typer) -> None:

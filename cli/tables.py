@@ -7,25 +7,6 @@ import math
 from rich.markup import escape
 from rich.table import Table
 
-METRIC_ORDER = (
-    "test_fidelity",
-    "train_fidelity",
-    "n_features_used",
-    "baseline_cart_test_fidelity",
-    "test_proximity_agreement",
-    "baseline_cart_train_fidelity",
-    "baseline_cart_cv_fidelity",
-    "baseline_cart_n_features",
-    "train_accuracy_surrogate",
-    "test_accuracy_surrogate",
-    "train_accuracy_ensemble",
-    "test_accuracy_ensemble",
-    "train_proximity_pairs",
-    "test_proximity_pairs",
-    "n_feature_uses",
-    "effective_depth",
-)
-"""Headline metrics first, then the details; the rest after them, ``solver.*`` last."""
 BASELINE_ROWS = (
     ("test fidelity", "test_fidelity", "baseline_cart_test_fidelity"),
     ("train fidelity", "train_fidelity", "baseline_cart_train_fidelity"),
@@ -44,12 +25,16 @@ def number(value) -> str:
 
 
 def metrics_table(metrics: dict, title: str = "Metrics") -> Table:
-    """A rich table of metrics in the contract's order (others after them)."""
+    """A rich table of metrics: the headline ones, the details, the rest (``solver.*``
+    last), in :mod:`governance.metrics`' order."""
+    from miret_governance.governance.metrics import DETAIL_METRICS, HEADLINE_METRICS
+
+    order = HEADLINE_METRICS + DETAIL_METRICS
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    rest = sorted(set(metrics) - set(METRIC_ORDER), key=lambda k: (k.startswith("solver."), k))
-    keys = [k for k in METRIC_ORDER if k in metrics] + rest
+    rest = sorted(set(metrics) - set(order), key=lambda k: (k.startswith("solver."), k))
+    keys = [k for k in order if k in metrics] + rest
     for key in keys:
         table.add_row(escape(key), number(metrics[key]))
     return table

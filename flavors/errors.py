@@ -1,20 +1,32 @@
 """Refusals of the orchestration: each names the problem and the fix.
 
-The CLI turns every :class:`GovernanceError` into a clear message and exit code 2
-(:class:`ValidationFailedError`: exit code 1).
+They derive from :class:`governance.errors.GovernanceError`, the one root of the
+product's exceptions (re-exported here with :class:`CheckFailedError`), and say in
+their docstrings which exit code of the ``govern`` CLI they map to.
 """
 
+from miret_governance.governance.errors import CheckFailedError, GovernanceError
 
-class GovernanceError(Exception):
-    """A request that cannot be carried out; nothing was registered or promoted."""
+__all__ = [
+    "CheckFailedError",
+    "ExplainError",
+    "GateError",
+    "GovernanceError",
+    "ValidationFailedError",
+]
 
 
 class ExplainError(GovernanceError):
-    """A request that cannot be explained (bad URI, unsupported model, bad data)."""
+    """A request that cannot be explained (bad URI, unsupported model, bad data).
+
+    Exit code 2.
+    """
 
 
-class ValidationFailedError(ExplainError):
+class ValidationFailedError(ExplainError, CheckFailedError):
     """The input data failed validation; nothing was registered.
+
+    Exit code 1.
 
     Attributes
     ----------
@@ -31,4 +43,7 @@ class ValidationFailedError(ExplainError):
 
 
 class GateError(GovernanceError):
-    """Gates cannot be evaluated: no linked surrogate, bad alias, unreachable server."""
+    """Gates cannot be evaluated: no linked surrogate, bad alias, unreachable server.
+
+    Exit code 2 (a gate that fails is a verdict, not an error: exit code 1).
+    """

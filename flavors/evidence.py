@@ -17,6 +17,8 @@ from pathlib import Path
 from mlflow import MlflowException
 from mlflow.models.model import MLMODEL_FILE_NAME
 
+from miret_governance.governance.errors import GovernanceError
+
 EVIDENCE_FILE = "evidence.json"
 EVIDENCE_FORMAT = "miret-evidence"
 WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
@@ -24,8 +26,12 @@ WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
 metadata, never imported; not covered by the manifest."""
 
 
-class TamperedModelError(MlflowException):
-    """A model directory whose files do not match its evidence manifest."""
+class TamperedModelError(GovernanceError, MlflowException):
+    """A model directory whose files do not match its evidence manifest.
+
+    Exit code 2. Also an MlflowException: MLflow's own loading (``mlflow.pyfunc.load_model``)
+    raises it.
+    """
 
 
 def file_digest(path) -> str:

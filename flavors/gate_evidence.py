@@ -15,17 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
-from miret_governance.flavors import miret as miret_flavor
-from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.evidence import EVIDENCE_FILE, TamperedModelError
-from miret_governance.flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.errors import GateError, GovernanceError
+from miret_governance.flavors.evidence import EVIDENCE_FILE, TamperedModelError
+from miret_governance.flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
 
-class EvidenceError(ValueError):
-    """A surrogate's stored evidence is missing, unreadable or does not match its files."""
+
+class EvidenceError(GovernanceError):
+    """A surrogate's stored evidence is missing, unreadable or does not match its files.
+
+    Exit code 2 (:func:`checked_evidence` reports it as a :class:`GateError`).
+    """
 
 
 def evidence_view(manifest: dict) -> dict:
@@ -124,7 +128,7 @@ def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> Check
         try:
             evidence = surrogate_evidence(local)
             surrogate_model = miret_flavor.read_model_dir(local)[0]
-        except (ValueError, OSError, KeyError, TypeError, MlflowException) as error:
+        except (EvidenceError, ValueError, OSError, KeyError, TypeError, MlflowException) as error:
             raise GateError(
                 f"the stored evidence of {surrogate_uri} cannot be trusted: {error}; {again}"
             ) from error

@@ -34,6 +34,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import mlflow
+from mlflow import MlflowClient
+from mlflow.entities import LoggedModelInput
+from mlflow.exceptions import MlflowException
+
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.evidence import EVIDENCE_FILE
 from miret_governance.flavors.gate_evidence import CheckedEvidence, checked_evidence
@@ -55,9 +59,6 @@ from miret_governance.flavors.registry import (
     version_uri,
 )
 from miret_governance.governance.gates import GATES, Evaluation, Policy, evaluate
-from mlflow import MlflowClient
-from mlflow.entities import LoggedModelInput
-from mlflow.exceptions import MlflowException
 
 GATE_EXPERIMENT = "governance-gates"
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -103,7 +104,7 @@ def evaluate_gates(policy: Policy, evidence: dict) -> Evaluation:
     GateError
         If MLflow and :mod:`governance.gates` ever disagree on a gate (they must not).
     """
-    evaluation = evaluate(policy, evidence=evidence)
+    evaluation = evaluate(policy, evidence)
     metrics = evidence["metrics"]
     for result in evaluation.results:
         spec = GATES[result.name]
@@ -344,6 +345,15 @@ def _alias_version(client: MlflowClient, name: str, alias: str) -> str | None:
         return None
 
 
+def check_alias(alias: str) -> None:
+    """Refuse an alias MLflow would reject (:class:`GateError`), before any connection."""
+    if not _ALIAS.match(alias) or alias.lower() == "latest" or re.match(r"^v\d+$", alias):
+        raise GateError(
+            f"alias {alias!r} is not valid: use letters, digits, '_' and '-', starting "
+            "with a letter, and not 'latest' or 'v<number>'"
+        )
+
+
 def promote_model_version(
     model_uri: str, alias: str, policy: Policy, client: MlflowClient | None = None
 ) -> PromotionOutcome:
@@ -361,11 +371,7 @@ def promote_model_version(
     GateError
         An alias MLflow would reject (checked before anything is recorded).
     """
-    if not _ALIAS.match(alias) or alias.lower() == "latest" or re.match(r"^v\d+$", alias):
-        raise GateError(
-            f"alias {alias!r} is not valid: use letters, digits, '_' and '-', starting "
-            "with a letter, and not 'latest' or 'v<number>'"
-        )
+    check_alias(alias)
     client = client or MlflowClient()
     gated = _evaluate_and_record(client, model_uri, policy)
     outcome = gated.outcome

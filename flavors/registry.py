@@ -23,12 +23,13 @@ from datetime import datetime, timezone
 from urllib.parse import quote as url_quote
 
 import mlflow
-from miret_governance.flavors import miret as miret_flavor
-from miret_governance.flavors.errors import ExplainError, GovernanceError
-from miret_governance.governance.gates import canonical_digest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
+
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.errors import ExplainError, GovernanceError
+from miret_governance.governance.gates import canonical_digest
 
 SURROGATE_OF_TAG = "governance.surrogate_of"
 SURROGATE_TAG = "governance.surrogate"

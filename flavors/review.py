@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from mlflow import MlflowClient
+
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.registry import (
     SURROGATE_OF_TAG,
@@ -11,7 +13,6 @@ from miret_governance.flavors.registry import (
     resolve_model_version,
     version_uri,
 )
-from mlflow import MlflowClient
 
 REVIEW_TAG_PREFIXES = ("governance.last_gate", "governance.promotion")
 """Tags of the ensemble version that record gate evaluations and promotion decisions."""

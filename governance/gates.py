@@ -39,12 +39,15 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-VALIDATION_TAG = "governance.validation"
+from miret_governance.governance.errors import GovernanceError
+
+VALIDATION_KEY = "validation"
+"""The evidence's validation record, which ``require_validation_pass`` reads."""
 
 
 @dataclass(frozen=True)
 class GateSpec:
-    """What a policy key checks: the metric (or tag), its direction and value type."""
+    """What a policy key checks: the evidence metric (or record), its direction and type."""
 
     metric: str
     greater_is_better: bool
@@ -60,7 +63,7 @@ GATES = {
         "test_proximity_agreement", True, float, "test proximity agreement, in [0, 1]"
     ),
     "max_gap": GateSpec("solver.gap", False, float, "relative MIP gap, >= 0"),
-    "require_validation_pass": GateSpec(VALIDATION_TAG, True, bool, "true or false"),
+    "require_validation_pass": GateSpec(VALIDATION_KEY, True, bool, "true or false"),
 }
 DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
 MAX_POLICY_BYTES = 64 * 1024
@@ -69,8 +72,11 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
 _UNIT_INTERVAL = ("min_fidelity", "min_train_fidelity", "min_proximity_agreement")
 
 
-class PolicyError(ValueError):
-    """A policy that cannot be read or has unknown keys or values of the wrong type."""
+class PolicyError(GovernanceError, ValueError):
+    """A policy that cannot be read or has unknown keys or values of the wrong type.
+
+    Exit code 2. Also a ValueError: a policy value of the wrong type or range.
+    """
 
 
 def _valid_keys() -> str:
@@ -332,66 +338,57 @@ def format_value(value) -> str:
     return str(value)
 
 
-def evaluate(
-    policy: Policy, metrics: dict | None = None, tags: dict | None = None, *, evidence=None
-) -> Evaluation:
-    """Check each gate of ``policy`` against a surrogate's evidence.
+def evaluate(policy: Policy, evidence: dict) -> Evaluation:
+    """Check each gate of ``policy`` against a surrogate's stored evidence.
 
     Parameters
     ----------
     policy : Policy
-    metrics : dict, optional
-        Metric name -> value, with the names of :func:`governance.metrics.surrogate_metrics`
-        and the solver's (``solver.gap``). Ignored when ``evidence`` is given.
-    tags : dict, optional
-        Tags of the surrogate; ``governance.validation`` is read for
-        ``require_validation_pass``. Ignored when ``evidence`` is given.
-    evidence : dict, optional
+    evidence : dict
         The surrogate artifact's own evidence: ``{"metrics": {...}, "validation":
-        {"success": bool, ...}, ...}`` (other keys, e.g. provenance, are digested but
-        not read; its ``digest``, when given, is the one recorded). Validation passes
-        only when ``validation.success`` is ``True``.
+        {"success": bool, ...}, ...}`` with the metric names of
+        :func:`governance.metrics.surrogate_metrics` and the solver's (``solver.gap``);
+        other keys (provenance) are digested but not read, and its ``digest``, when
+        given, is the one recorded. Validation passes only when ``validation.success`` is
+        ``True``.
 
     Returns
     -------
     Evaluation
-        With ``evidence_digest`` set when ``evidence`` was given.
+        With ``evidence_digest`` set.
     """
-    digest = None
-    if evidence is not None:
-        if not isinstance(evidence, dict) or not isinstance(evidence.get("metrics"), dict):
-            raise ValueError("evidence must be a dict with a 'metrics' dict")
-        validation = evidence.get("validation")
-        success = isinstance(validation, dict) and validation.get("success") is True
-        metrics = evidence["metrics"]
-        tags = {VALIDATION_TAG: "passed" if success else "failed" if validation else None}
-        tags = {k: v for k, v in tags.items() if v is not None}
-        digest = evidence.get("digest") or canonical_digest(evidence)
-    metrics = metrics or {}
-    tags = tags or {}
-    results = [_gate(name, threshold, metrics, tags) for name, threshold in policy.gates.items()]
+    if not isinstance(evidence, dict) or not isinstance(evidence.get("metrics"), dict):
+        raise TypeError("evidence must be a dict with a 'metrics' dict")
+    validation = evidence.get("validation")
+    status = None
+    if validation:
+        passed = isinstance(validation, dict) and validation.get("success") is True
+        status = "passed" if passed else "failed"
+    results = [
+        _gate(name, threshold, evidence["metrics"], status)
+        for name, threshold in policy.gates.items()
+    ]
     return Evaluation(
         all_passed=all(r.passed for r in results),
         results=results,
         policy_digest=policy.digest,
         policy=dict(policy.gates),
-        evidence_digest=digest,
+        evidence_digest=evidence.get("digest") or canonical_digest(evidence),
     )
 
 
-def _gate(name: str, threshold, metrics: dict, tags: dict) -> GateResult:
+def _gate(name: str, threshold, metrics: dict, validation: str | None) -> GateResult:
     spec = GATES[name]
     if spec.kind is bool:
-        value = tags.get(spec.metric)
-        passed = value == "passed"
+        passed = validation == "passed"
         reason = (
             "the inputs passed validation"
             if passed
-            else f"the stored validation result is {value!r}, not 'passed'"
-            if value is not None
-            else f"no validation result recorded for {spec.metric} (was the surrogate validated?)"
+            else f"the stored validation result is {validation!r}, not 'passed'"
+            if validation is not None
+            else "no validation result in the evidence (was the surrogate validated?)"
         )
-        return GateResult(name, spec.metric, "passed", value, passed, reason)
+        return GateResult(name, spec.metric, "passed", validation, passed, reason)
     value = metrics.get(spec.metric)
     if value is None:
         return GateResult(

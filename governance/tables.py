@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from miret_governance.governance.errors import GovernanceError
+
 MAX_TABLE_BYTES = 4 * 2**30
 """Default size cap of an input table (4 GiB)."""
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -23,8 +25,12 @@ _HEADER_BYTES = 1 * 2**20
 _OTHER_DELIMITERS = {";": "semicolon", "\t": "tab", "|": "pipe"}
 
 
-class TableError(ValueError):
-    """An input table that cannot be read as intended."""
+class TableError(GovernanceError, ValueError):
+    """An input table that cannot be read as intended.
+
+    Exit code 2. Also a ValueError: ``governance.validation`` and callers of
+    :func:`check_labels` catch bad label values as one.
+    """
 
 
 def _duplicates(names) -> list[str]:

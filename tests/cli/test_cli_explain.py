@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 import typer
-from miret_governance.cli import explain, show
 from mlflow import MlflowClient
 from mlflow_store import register_wisconsin_rf
 from typer.testing import CliRunner
+
+from miret_governance.cli import explain, show
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
     missing = runner.invoke(
         app, ["explain", "--model-uri", "models:/credit-rf/1", "--data", "nowhere.csv"]
     )
-    assert missing.exit_code == 2 and "no such file" in missing.output
+    assert missing.exit_code == 2 and "--data nowhere.csv does not exist" in missing.output
     registered.drop(columns=["worst area"]).to_csv("bad.csv", index=False)
     invalid = runner.invoke(
         app,
@@ -130,6 +131,7 @@ def test_read_only_commands_never_create_a_store(tmp_path, monkeypatch):
     show.register(app)
     register_gates(app)
     missing = tmp_path / "elsewhere" / "mlflow.db"
+    (tmp_path / "data.csv").write_text("x\n1\n")  # files are checked first
     runner = CliRunner()
     for args in (
         ["show", "--model-uri", "models:/credit-rf/1", "--tracking-uri", f"sqlite:///{missing}"],

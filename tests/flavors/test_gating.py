@@ -7,6 +7,10 @@ import pandas as pd
 import pytest
 import typer
 from gate_store import GOOD, explain, explained, register_ensemble, rewrite_evidence
+from mlflow import MlflowClient
+from mlflow_store import linked_versions, register_sklearn
+from typer.testing import CliRunner
+
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gating import (
     GATE_EXPERIMENT,
@@ -24,9 +28,6 @@ from miret_governance.governance.gates import (
     load_policy,
     parse_policy,
 )
-from mlflow import MlflowClient
-from mlflow_store import linked_versions, register_sklearn
-from typer.testing import CliRunner
 
 pytest_plugins = ["mlflow_store"]
 
@@ -161,7 +162,7 @@ def test_threshold_edges_agree_with_mlflow(name, offset, side):
     value = threshold + offset if spec.kind is float else threshold + (offset > 0) - (offset < 0)
     policy = parse_policy({"gates": ALL_GATES})
     metrics = dict(GOOD_METRICS, **{spec.metric: value})
-    ours = {r.name: r for r in evaluate(policy, metrics).results}[name]
+    ours = {r.name: r for r in evaluate(policy, {"metrics": metrics}).results}[name]
     theirs, message = mlflow_verdict(spec.metric, threshold, spec.greater_is_better, value)
     better = side == "at" or (side == "above") == spec.greater_is_better
     assert ours.passed is better
@@ -177,7 +178,7 @@ def test_exact_results_and_missing_or_nan_metrics():
     policy = parse_policy(
         {"gates": {"min_fidelity": 0.9, "max_features": 3, "require_validation_pass": False}}
     )
-    evaluation = evaluate(policy, {"test_fidelity": 0.875, "n_features_used": 3.0})
+    evaluation = evaluate(policy, {"metrics": {"test_fidelity": 0.875, "n_features_used": 3.0}})
     assert not evaluation.all_passed
     fidelity, features = sorted(evaluation.results, key=lambda r: r.name)[::-1]
     assert (fidelity.name, fidelity.threshold, fidelity.value, fidelity.passed) == (
@@ -189,26 +190,30 @@ def test_exact_results_and_missing_or_nan_metrics():
     assert fidelity.reason == "test_fidelity = 0.875 does not meet >= 0.9"
     assert (features.value, features.passed, features.comparison) == (3.0, True, "<=")
 
-    missing = evaluate(policy, {"n_features_used": 1.0})
+    missing = evaluate(policy, {"metrics": {"n_features_used": 1.0}})
     assert [r.reason for r in missing.results if not r.passed] == [
         "metric test_fidelity was not logged"
     ]
     assert mlflow_verdict("test_fidelity", 0.9, True, None)[0] is False
-    nan = evaluate(policy, {"test_fidelity": float("nan"), "n_features_used": 1.0})
+    nan = evaluate(policy, {"metrics": {"test_fidelity": float("nan"), "n_features_used": 1.0}})
     assert (
         not nan.all_passed and mlflow_verdict("test_fidelity", 0.9, True, float("nan"))[0] is False
     )
     assert nan.to_json()["results"][1]["value"] is None  # JSON has no NaN
 
 
-def test_validation_gate_reads_the_tag():
+def test_validation_gate_reads_the_evidence_record():
     policy = parse_policy({"gates": {"require_validation_pass": True}})
-    assert evaluate(policy, GOOD_METRICS, {"governance.validation": "passed"}).all_passed
-    failed = evaluate(policy, GOOD_METRICS, {"governance.validation": "failed"})
+    passed = {"metrics": GOOD_METRICS, "validation": {"success": True}}
+    assert evaluate(policy, passed).all_passed
+    failed = evaluate(policy, {"metrics": GOOD_METRICS, "validation": {"success": False}})
     assert [r.reason for r in failed.results if not r.passed] == [
         "the stored validation result is 'failed', not 'passed'"
     ]
-    assert not evaluate(policy, GOOD_METRICS, {}).all_passed
+    missing = evaluate(policy, {"metrics": GOOD_METRICS})
+    assert [r.reason for r in missing.results if not r.passed] == [
+        "no validation result in the evidence (was the surrogate validated?)"
+    ]
     off = parse_policy({"gates": {"require_validation_pass": False}})
     assert set(off.gates) == set(DEFAULTS) - {"require_validation_pass"}
 
@@ -221,7 +226,7 @@ def test_gates_on_stored_evidence_ignore_tags_and_record_its_digest():
         "metrics": {"test_fidelity": 0.95, "n_features_used": 2},
         "validation": {"success": True},
     }
-    passed = evaluate(policy, {"test_fidelity": 0.1}, {}, evidence=evidence)
+    passed = evaluate(policy, evidence)
     assert passed.all_passed
     canonical = (
         b'{"metrics":{"n_features_used":2,"test_fidelity":0.95},"validation":{"success":true}}'
@@ -229,20 +234,16 @@ def test_gates_on_stored_evidence_ignore_tags_and_record_its_digest():
     assert passed.evidence_digest == hashlib.sha256(canonical).hexdigest()
     assert passed.to_json()["evidence_digest"] == passed.evidence_digest
     assert f"Evidence digest: `{passed.evidence_digest}`" in passed.to_markdown()
-    # A tag saying "passed" cannot override a stored failed (or missing) validation.
+    # Only success: true passes; a string or a missing record does not.
     for validation in ({"success": False}, {"success": "true"}, None):
-        failed = evaluate(
-            policy,
-            tags={"governance.validation": "passed"},
-            evidence=dict(evidence, validation=validation),
-        )
+        failed = evaluate(policy, dict(evidence, validation=validation))
         assert [r.name for r in failed.results if not r.passed] == ["require_validation_pass"]
-    with pytest.raises(ValueError, match="'metrics' dict"):
-        evaluate(policy, evidence={"validation": {"success": True}})
+    with pytest.raises(TypeError, match="'metrics' dict"):
+        evaluate(policy, {"validation": {"success": True}})
 
 
 def test_report_formats():
-    evaluation = evaluate(Policy(gates={"min_fidelity": 0.9}), {"test_fidelity": 0.95})
+    evaluation = evaluate(Policy(gates={"min_fidelity": 0.9}), {"metrics": {"test_fidelity": 0.95}})
     data = evaluation.to_json()
     assert data["all_passed"] is True and data["policy"] == {"min_fidelity": 0.9}
     assert data["results"][0]["comparison"] == ">="

@@ -4,11 +4,12 @@ recorded, and a what-if gate never shows as the status of the version holding th
 import mlflow
 import typer
 from gate_store import GOOD, explained
+from mlflow import MlflowClient
+from typer.testing import CliRunner
+
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gating import gate_model_version, promote_model_version
 from miret_governance.governance.gates import load_policy, parse_policy
-from mlflow import MlflowClient
-from typer.testing import CliRunner
 
 pytest_plugins = ["mlflow_store"]
 
