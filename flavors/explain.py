@@ -20,6 +20,8 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
+from mlflow import MlflowClient
+
 from miret_governance.flavors import faults, publish, stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import checked_evidence
@@ -43,6 +45,7 @@ from miret_governance.flavors.registry import (
 )
 from miret_governance.flavors.request import (
     ExplainRequest,
+    FitParams,
     SearchSettings,
     check_class_names,
     check_parameters,
@@ -50,8 +53,6 @@ from miret_governance.flavors.request import (
 )
 from miret_governance.flavors.search import log_search, search_surrogate
 from miret_governance.flavors.validation_worker import ValidationWorker
-from miret_governance.governance.miret.problem import default_depth
-from mlflow import MlflowClient
 
 BACKGROUND_FIT_CELLS = 2_000_000
 """Inputs of at most this many cells (rows times features) are validated in a child
@@ -128,6 +129,7 @@ def explain_model_version(
     search: SearchSettings | None = None,
     trust_pickle: bool = False,
     progress=None,
+    params: FitParams | None = None,
 ) -> ExplainResult:
     """Explain a registered ensemble version with VITE and a MIRET surrogate.
 
@@ -149,6 +151,9 @@ def explain_model_version(
         bounds the sample the MILP works on; metrics use every row. ``time_limit`` is the
         budget in seconds of the whole fit (problem, warm start and solver); ``seed``
         seeds the holdout split, the heuristic and the solver.
+    params : FitParams, optional
+        The estimator's parameters as one object, instead of the keywords above (not
+        both).
     registered_name : str, optional
         Registered model of the surrogate (default ``<name>-surrogate``).
     force : bool
@@ -177,13 +182,14 @@ def explain_model_version(
     Raises
     ------
     ExplainError
-        Bad URI, name or parameter, unsupported or pickled model, bad data (nothing is
-        registered). Parameters and names are checked before anything is read.
+        Bad URI, name or parameter (or both ``params`` and hyperparameter keywords),
+        unsupported or pickled model, bad data (nothing is registered). Parameters and
+        names are checked before anything is read.
     ValidationFailedError
         The data failed validation and ``allow_invalid`` is False.
     """
     started = time.time()
-    given = {
+    keywords = {
         "depth": depth,
         "alpha": alpha,
         "gamma_percentile": gamma_percentile,
@@ -191,9 +197,17 @@ def explain_model_version(
         "max_rows": max_rows,
         "solver": solver,
         "time_limit": time_limit,
-        "random_state": seed,
+        "seed": seed,
     }
-    chosen = check_parameters(given, test_size if test_data is None else None)
+    if params is not None and any(v is not None for v in keywords.values()):
+        passed = sorted(k for k, v in keywords.items() if v is not None)
+        raise ExplainError(
+            f"pass the estimator's parameters either as params= or as keywords, not both "
+            f"(got params and {passed}); put them in params.replace(...)"
+        )
+    if params is None:
+        params = {"random_state": keywords.pop("seed"), **keywords}
+    fit = check_parameters(params, test_size if test_data is None else None)
     if registered_name is not None:
         check_registered_name(registered_name)
     check_tracking_server()
@@ -211,12 +225,6 @@ def explain_model_version(
         if test_frame is not None:
             datasets["testing"] = dataset(test_frame, test_data, target)
 
-        chosen["depth"] = int(depth if depth is not None else default_depth(ensemble))
-        if not 1 <= chosen["depth"] <= ensemble.max_depth:
-            raise ExplainError(
-                f"depth must be between 1 and the ensemble's depth {ensemble.max_depth}, got "
-                f"{chosen['depth']}"
-            )
         if search is not None:
             check_search(search)
         request = ExplainRequest(
@@ -234,16 +242,7 @@ def explain_model_version(
             registered_name=check_registered_name(
                 registered_name or f"{version.name}{SURROGATE_SUFFIX}"
             ),
-            depth=chosen["depth"],
-            alpha=chosen["alpha"],
-            gamma_percentile=chosen["gamma_percentile"],
-            proximity_threshold=chosen["proximity_threshold"],
-            epsilon=chosen["epsilon"],
-            formulation=chosen["formulation"],
-            max_rows=int(chosen["max_rows"]),
-            solver=chosen["solver"],
-            time_limit=float(chosen["time_limit"]),
-            seed=int(chosen["random_state"]),
+            fit=fit.for_ensemble(ensemble),
             allow_invalid=bool(allow_invalid),
             class_names=check_class_names(class_names, ensemble),
             search=search,
@@ -375,9 +374,7 @@ def _explain_in_run(
             labels=data.y_train,
             n_train=len(data.train),
             n_test=len(data.test),
-            metrics=stages.evaluate(
-                request, ensemble, surrogate, prepared.X_train, prepared.X_test, data
-            ),
+            metrics=stages.evaluate(ensemble, surrogate, prepared.X_train, prepared.X_test, data),
             rules=surrogate.rules(request.class_names),
             search=search,
             input_range=_input_range(data, ensemble.feature_names),

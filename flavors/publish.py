@@ -16,11 +16,13 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.flavors.request import HYPERPARAMETERS, ExplainRequest
 from miret_governance.flavors.search import SearchSummary, search_context
 from miret_governance.flavors.stages import Validation, ViteArtifacts, tree_scaler
+from miret_governance.governance.environment import environment
 from miret_governance.governance.metrics import peak_memory_bytes
 
 REPORT_PARAMETERS = (
@@ -139,7 +141,7 @@ def write_report(
         "solver": f"{solve['solver']} {solve['solver_version']}",
         "solver_status": solve["status"],
         "solver_outcome": describe_stop(solve),
-        "time_limit_s": request.time_limit,
+        "time_limit_s": request.fit.time_limit,
         "seed": request.seed,
         "mlflow_run_id": run_id,
         "tracking_uri": mlflow.get_tracking_uri(),
@@ -187,9 +189,11 @@ def write_report(
     return {**artifacts, "report.html": html, "model_card.md": card}
 
 
-def evidence_record(request: ExplainRequest, solve: dict, evidence: Evidence) -> dict:
+def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> dict:
     """The provenance stored in the surrogate's ``evidence.json`` (keys documented in
-    docs/architecture.md)."""
+    docs/architecture.md): with the request (:meth:`ExplainRequest.record`), the tree's
+    digest and the software versions, ``govern reproduce`` can fit it again and compare."""
+    solve = surrogate.solve_report_.to_dict()
     return {
         "ensemble_uri": request.ensemble_uri,
         "ensemble_name": request.ensemble_name,
@@ -199,6 +203,9 @@ def evidence_record(request: ExplainRequest, solve: dict, evidence: Evidence) ->
         "data_digest": request.data_digest,
         "test_data_digest": request.test_data_digest,
         "explain_digest": request.digest,
+        "request": request.record(),
+        "tree_digest": surrogate.tree_digest(),
+        "environment": environment(gurobi=solve["solver"] == "gurobi"),
         "run_id": mlflow.active_run().info.run_id,
         "parameters": evidence.params(request),
         "metrics": dict(evidence.metrics),
@@ -239,7 +246,7 @@ def log_surrogate(
         name="surrogate",
         artifacts=artifacts,
         input_example=input_example,
-        evidence=evidence_record(request, solve, evidence),
+        evidence=evidence_record(request, surrogate, evidence),
         metadata={
             "ensemble_uri": request.ensemble_uri,
             "data_digest": request.data_digest,

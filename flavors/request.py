@@ -1,18 +1,25 @@
 """One explain request: what the caller asked for, with every default filled in.
 
 :class:`ExplainRequest` is built once by :func:`flavors.explain.explain_model_version`
-and handed, frozen, to every stage of :mod:`flavors.stages`. The hyperparameter defaults
-come from one place, the estimator: :func:`estimator_defaults`; :func:`check_parameters`,
-:func:`check_search` and :func:`check_class_names` refuse bad values before any work.
+(or rebuilt from a surrogate's evidence by :mod:`flavors.reproduce`) and handed, frozen,
+to every stage of :mod:`flavors.stages`. It holds the estimator's parameters as one
+object, :class:`FitParams`: defaults come from the estimator
+(:func:`estimator_defaults`) and are resolved once, in :func:`check_parameters`, which
+with :func:`check_search` and :func:`check_class_names` refuses bad values before any
+work; the depth is checked by :func:`check_depth` alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from numbers import Integral, Real
+from types import MappingProxyType
 
 import numpy as np
+
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.registry import URI_PREFIX
 
@@ -46,29 +53,151 @@ MAX_DEPTH = 8
 """Deepest surrogate explain fits (2^8 leaves is beyond what a reviewer can read)."""
 
 
-def check_parameters(given: dict, test_size: float | None) -> dict:
-    """The estimator's parameters with ``given`` (None: the default), validated by the
-    estimator's own constraints before any work starts.
+def check_depth(depth: int | None, ensemble=None) -> int | None:
+    """The surrogate depth, checked: at most :data:`MAX_DEPTH` and, for an ``ensemble``,
+    between 1 and its depth (None then takes
+    :func:`governance.miret.problem.default_depth`).
 
     Raises
     ------
     ExplainError
-        A value out of range (NaN, negative time limit, depth 0 or above
-        :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming the parameter.
+        A depth out of range, naming the bound.
     """
-    from miret_governance.governance.miret import MiretSurrogate
-    from sklearn.utils._param_validation import InvalidParameterError
+    from miret_governance.governance.miret.problem import default_depth
 
-    chosen = {**estimator_defaults(), **{k: v for k, v in given.items() if v is not None}}
-    try:
-        MiretSurrogate(**{k: v for k, v in chosen.items() if k != "ensemble"})._validate_params()
-    except InvalidParameterError as exc:
-        raise ExplainError(f"{exc}; nothing was started") from None
-    if chosen["depth"] is not None and chosen["depth"] > MAX_DEPTH:
-        raise ExplainError(f"depth must be at most {MAX_DEPTH}, got {chosen['depth']}")
+    if ensemble is not None and depth is None:
+        depth = default_depth(ensemble)
+    if depth is not None and depth > MAX_DEPTH:
+        raise ExplainError(f"depth must be at most {MAX_DEPTH}, got {depth}")
+    if ensemble is not None and not 1 <= depth <= ensemble.max_depth:
+        raise ExplainError(
+            f"depth must be between 1 and the ensemble's depth {ensemble.max_depth}, got {depth}"
+        )
+    return depth
+
+
+def _plain(name: str, value):
+    """``value`` as the plain Python type of parameter ``name``'s constraint (an int
+    time limit becomes a float, a numpy integer an int), so equal requests digest alike."""
+    from sklearn.utils._param_validation import Interval
+
+    from miret_governance.governance.miret import MiretSurrogate
+
+    if value is None or isinstance(value, str):
+        return value
+    kinds = {c.type for c in MiretSurrogate._parameter_constraints[name] if isinstance(c, Interval)}
+    if Integral in kinds:
+        return int(value)
+    if Real in kinds:
+        return float(value)
+    return bool(value)
+
+
+class FitParams(Mapping):
+    """The estimator's parameters of one explanation, resolved and checked once.
+
+    Every ``MiretSurrogate`` parameter but the ensemble: the ``given`` ones, the others
+    from ``MiretSurrogate().get_params()``, checked by the estimator's own constraints
+    (and :func:`check_depth`) when built. Immutable; ``MiretSurrogate(ensemble,
+    **params)`` and the search take it as it is. Values read as items or attributes
+    (``params["time_limit"]``, ``params.time_limit``).
+
+    Parameters
+    ----------
+    **given
+        ``MiretSurrogate`` parameters; ``depth=None`` (the default) stands for the
+        ensemble's depth, resolved by :meth:`for_ensemble`.
+
+    Raises
+    ------
+    ExplainError
+        An unknown parameter, or a value out of range (NaN, negative time limit, depth 0
+        or above :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming it.
+
+    Examples
+    --------
+    >>> params = FitParams(time_limit=5, depth=2)
+    >>> params.time_limit, params["depth"], params.solver
+    (5.0, 2, 'auto')
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, **given):
+        from sklearn.utils._param_validation import InvalidParameterError
+
+        from miret_governance.governance.miret import MiretSurrogate
+
+        defaults = estimator_defaults()
+        del defaults["ensemble"]
+        unknown = sorted(set(given) - set(defaults))
+        if unknown:
+            raise ExplainError(
+                f"unknown estimator parameters {unknown}; MiretSurrogate takes {sorted(defaults)}"
+            )
+        values = {**defaults, **given}
+        try:
+            MiretSurrogate(**values)._validate_params()
+        except InvalidParameterError as exc:
+            raise ExplainError(f"{exc}; nothing was started") from None
+        check_depth(values["depth"])
+        plain = {name: _plain(name, value) for name, value in values.items()}
+        object.__setattr__(self, "_values", MappingProxyType(plain))
+
+    def __getitem__(self, name: str):
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in self._values:
+            raise AttributeError(f"FitParams has no parameter {name!r}")
+        return self._values[name]
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("FitParams is immutable: use replace(**changes)")
+
+    def __repr__(self) -> str:
+        return f"FitParams({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def replace(self, **changes) -> FitParams:
+        """A new, checked FitParams with ``changes``."""
+        return FitParams(**{**self._values, **changes})
+
+    def for_ensemble(self, ensemble) -> FitParams:
+        """These parameters with the depth resolved and checked for ``ensemble``
+        (:func:`check_depth`)."""
+        return self.replace(depth=check_depth(self.depth, ensemble))
+
+
+def check_parameters(given: dict | FitParams, test_size: float | None) -> FitParams:
+    """The estimator's parameters, checked before any work starts: the one place their
+    defaults are resolved.
+
+    Parameters
+    ----------
+    given : dict or FitParams
+        Parameters by name (None: the default), or the checked object itself.
+    test_size : float or None
+        The holdout share, checked too (None: a test file is given).
+
+    Raises
+    ------
+    ExplainError
+        A bad parameter (:class:`FitParams`), or ``test_size`` outside (0, 1).
+    """
+    params = (
+        given
+        if isinstance(given, FitParams)
+        else FitParams(**{k: v for k, v in given.items() if v is not None})
+    )
     if test_size is not None and not 0 < test_size < 1:
         raise ExplainError(f"test_size must be in (0, 1), got {test_size}")
-    return chosen
+    return params
 
 
 @dataclass(frozen=True)
@@ -157,10 +286,10 @@ class ExplainRequest:
         Holdout share (None when a test file is given).
     registered_name : str
         Registered model of the surrogate.
-    depth, alpha, gamma_percentile, proximity_threshold, epsilon, formulation, max_rows,
-    solver, time_limit, seed
-        MIRET hyperparameters; ``time_limit`` is the budget of the whole fit and
-        ``max_rows`` the largest sample the MILP works on.
+    fit : FitParams
+        The estimator's parameters, depth resolved for the ensemble: ``time_limit`` is
+        the budget of the whole fit, ``max_rows`` the largest sample the MILP works on,
+        ``random_state`` (:attr:`seed`) also seeds the holdout split.
     allow_invalid : bool
     class_names : tuple of two str, optional
         Names of the ensemble's two classes for the reviewer's tree (display only).
@@ -184,16 +313,7 @@ class ExplainRequest:
     target: str
     test_size: float | None
     registered_name: str
-    depth: int
-    alpha: float
-    gamma_percentile: float
-    proximity_threshold: float
-    epsilon: float
-    formulation: str
-    max_rows: int
-    solver: str
-    time_limit: float
-    seed: int
+    fit: FitParams
     allow_invalid: bool
     class_names: tuple | None = None
     trust_pickle: str = ""
@@ -204,18 +324,14 @@ class ExplainRequest:
         """``models:/<name>/<version>`` of the ensemble version."""
         return f"{URI_PREFIX}{self.ensemble_name}/{self.ensemble_version}"
 
+    @property
+    def seed(self) -> int:
+        """Seed of the holdout split, the heuristic and the solver (``random_state``)."""
+        return self.fit.random_state
+
     def hyperparameters(self) -> dict:
         """The MIRET hyperparameters by name (:data:`HYPERPARAMETERS`)."""
-        return {name: getattr(self, name) for name in HYPERPARAMETERS}
-
-    def estimator_params(self) -> dict:
-        """Keyword arguments of ``MiretSurrogate`` for this request."""
-        return {
-            **self.hyperparameters(),
-            "solver": self.solver,
-            "time_limit": self.time_limit,
-            "random_state": self.seed,
-        }
+        return {name: self.fit[name] for name in HYPERPARAMETERS}
 
     @property
     def digest(self) -> str:
@@ -226,11 +342,8 @@ class ExplainRequest:
             "test_data_digest": self.test_data_digest or None,
             "target": self.target,
             "test_size": self.test_size,
-            "solver": self.solver,
-            "time_limit": self.time_limit,
-            "seed": self.seed,
             "allow_invalid": self.allow_invalid,
-            **self.hyperparameters(),
+            "fit": dict(self.fit),
         }
         if self.search is not None:
             identity["search"] = self.search.identity()
@@ -253,8 +366,8 @@ class ExplainRequest:
             "test_data_digest": self.test_data_digest,
             "target": self.target,
             "test_size": self.test_size if self.test_size is not None else "",
-            "solver": self.solver,
-            "time_limit": self.time_limit,
+            "solver": self.fit.solver,
+            "time_limit": self.fit.time_limit,
             "seed": self.seed,
             "registered_name": self.registered_name,
             "class_names": ",".join(self.class_names or ()),
@@ -262,6 +375,32 @@ class ExplainRequest:
             **hyperparameters,
             **(self.search.params() if self.search is not None else {}),
         }
+
+    def record(self) -> dict:
+        """The request as plain JSON values (``provenance.request`` of the evidence):
+        :meth:`from_record` rebuilds it, with the same :attr:`digest`."""
+        record = {f.name: getattr(self, f.name) for f in fields(self)}
+        record["fit"] = dict(self.fit)
+        record["class_names"] = list(self.class_names) if self.class_names else None
+        record["search"] = self.search.identity() if self.search is not None else None
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict, **changes) -> ExplainRequest:
+        """The request :meth:`record` wrote, with ``changes`` (e.g. other file paths).
+
+        Raises
+        ------
+        ExplainError
+            A stored estimator parameter the installed ``MiretSurrogate`` refuses.
+        """
+        values = {**record, **changes}
+        values["fit"] = FitParams(**values["fit"])
+        names = values["class_names"]
+        values["class_names"] = tuple(names) if names else None
+        if values["search"] is not None:
+            values["search"] = SearchSettings(**values["search"])
+        return cls(**values)
 
 
 def check_search(search: SearchSettings) -> None:

@@ -9,18 +9,22 @@ reviewer's page.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
-from miret_governance.flavors.stages import log_params, notify, solve_progress
 from mlflow.entities import Metric
+
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.stages import log_params, notify, solve_progress
 
 
 def search_surrogate(request, ensemble, raw_train, progress=None):
     """Choose alpha, h and m by ``MiretSearchCV`` on ``raw_train`` (each candidate with
-    the short search time limit), then refit the chosen ones with ``request.time_limit``;
+    the short search time limit), then refit the chosen ones with ``request.fit.time_limit``;
     ``progress`` sees the search, then the refit's solver like :func:`fit_surrogate`.
 
     Returns
@@ -28,15 +32,63 @@ def search_surrogate(request, ensemble, raw_train, progress=None):
     governance.miret.MiretSearchCV
         Fitted; ``best_estimator_`` is the surrogate.
     """
-    from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
-    from miret_governance.governance.miret.search import PAPER_GRID
     from sklearn.model_selection import ParameterGrid
 
+    from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
+    from miret_governance.governance.miret.search import PAPER_GRID
+
     options = request.search.options()
-    search = MiretSearchCV(MiretSurrogate(ensemble, **request.estimator_params()), **options)
+    if options["backend"] == "ray":
+        connect_ray(options["ray_address"])
+    search = MiretSearchCV(MiretSurrogate(ensemble, **request.fit), **options)
     n_candidates = len(ParameterGrid(options["param_grid"] or PAPER_GRID))
     notify(progress, "search", {"candidates": n_candidates, "folds": options["cv"]})
     return search.fit(raw_train, progress=solve_progress(progress))
+
+
+def _ray_token_available() -> bool:
+    """Ray's own rule for a token: ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+    ``~/.ray/auth_token``."""
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token"
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(path).is_file()
+
+
+def connect_ray(address: str | None) -> None:
+    """Connect this process to the Ray cluster at ``address`` (``RAY_ADDRESS`` if None).
+
+    ``ray start --head`` enables token authentication when a token exists, but Ray's
+    driver never sends one to an explicit address unless ``RAY_AUTH_MODE=token``. When
+    ``RAY_AUTH_MODE`` is unset, Ray is not imported yet and a token is available, token
+    mode is switched on here (a cluster without authentication accepts it too).
+
+    Raises
+    ------
+    ExplainError
+        Ray is not installed, or the cluster cannot be reached (the message names the
+        authentication settings).
+    """
+    address = address or os.environ.get("RAY_ADDRESS")
+    explicit = address not in (None, "", "auto")
+    unset = "RAY_AUTH_MODE" not in os.environ and "ray" not in sys.modules
+    if explicit and unset and _ray_token_available():
+        os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        import ray
+    except ImportError as exc:
+        raise ExplainError("--backend ray needs Ray: pip install 'miret-governance[ray]'") from exc
+
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=address or None)
+    except ConnectionError as exc:
+        raise ExplainError(
+            f"cannot connect to the Ray cluster at {address}: {exc}. If the cluster uses "
+            "token authentication (Ray's default for `ray start --head`), run with "
+            "RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN or "
+            "~/.ray/auth_token (`ray get-auth-token` on the head node prints it); "
+            f"RAY_AUTH_MODE is {os.environ.get('RAY_AUTH_MODE', 'unset')} here"
+        ) from exc
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+from mlflow.entities import LoggedModelInput
+from mlflow.exceptions import MlflowException
+
 from miret_governance.flavors.errors import ValidationFailedError
 from miret_governance.flavors.registry import (
     DATA_DIGEST_TAG,
@@ -30,8 +33,6 @@ from miret_governance.flavors.registry import (
 )
 from miret_governance.flavors.request import ExplainRequest
 from miret_governance.flavors.validation_worker import validate_frames
-from mlflow.entities import LoggedModelInput
-from mlflow.exceptions import MlflowException
 
 STAGES = (
     "load model",
@@ -293,12 +294,12 @@ def _interruptible_result(future: Future):
 
 
 def fit_surrogate(request: ExplainRequest, ensemble, raw_train, progress=None):
-    """Fit the MIRET surrogate of ``ensemble`` on ``raw_train`` (the ensemble's input
-    units) within ``request.time_limit`` seconds; ``progress`` sees the solver's
-    incumbent and bound."""
+    """Fit ``MiretSurrogate(ensemble, **request.fit)`` on ``raw_train`` (the ensemble's
+    input units) within ``request.fit.time_limit`` seconds; ``progress`` sees the
+    solver's incumbent and bound."""
     from miret_governance.governance.miret import MiretSurrogate
 
-    surrogate = MiretSurrogate(ensemble, **request.estimator_params())
+    surrogate = MiretSurrogate(ensemble, **request.fit)
     return surrogate.fit(raw_train, progress=solve_progress(progress))
 
 
@@ -315,14 +316,7 @@ def solve_progress(progress):
 
 SOLVER_PREFIX = "solver."
 """Prefix of the solver's internals among the metrics; the headline metrics
-(:data:`HEADLINE_METRICS`) carry no prefix."""
-HEADLINE_METRICS = (
-    "test_fidelity",
-    "train_fidelity",
-    "n_features_used",
-    "baseline_cart_test_fidelity",
-    "test_proximity_agreement",
-)
+(:data:`governance.metrics.HEADLINE_METRICS`) carry no prefix."""
 
 
 def solver_metrics(report: dict) -> dict:
@@ -353,8 +347,9 @@ def tree_scaler(ensemble, surrogate):
     return None if ensemble.scaler is not None else surrogate.input_scaler_
 
 
-def evaluate(request: ExplainRequest, ensemble, surrogate, X_train, X_test, data) -> dict:
-    """Fidelity, accuracy, proximity and sparsity of the surrogate, and solver metrics."""
+def evaluate(ensemble, surrogate, X_train, X_test, data) -> dict:
+    """Fidelity, accuracy, proximity (at the surrogate's own threshold ``m``) and
+    sparsity of the surrogate, and solver metrics."""
     from miret_governance.governance.metrics import surrogate_metrics
 
     metrics = surrogate_metrics(
@@ -364,7 +359,7 @@ def evaluate(request: ExplainRequest, ensemble, surrogate, X_train, X_test, data
         X_test,
         data.y_train,
         data.y_test,
-        proximity_threshold=request.proximity_threshold,
+        proximity_threshold=surrogate.proximity_threshold,
         tree_scaler=tree_scaler(ensemble, surrogate),
     )
     metrics.update(solver_metrics(surrogate.solve_report_.to_dict()))

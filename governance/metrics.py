@@ -8,8 +8,33 @@ the ensemble's proximity pairs ``U_TE(m)`` that the surrogate puts in the same l
 from __future__ import annotations
 
 import numpy as np
+
 from miret_governance.governance.arrays import scaled
 
+HEADLINE_METRICS = (
+    "test_fidelity",
+    "train_fidelity",
+    "n_features_used",
+    "baseline_cart_test_fidelity",
+    "test_proximity_agreement",
+)
+"""The metrics a reviewer reads first (short names, no prefix); the solver's internals
+are ``solver.*``."""
+DETAIL_METRICS = (
+    "baseline_cart_train_fidelity",
+    "baseline_cart_cv_fidelity",
+    "baseline_cart_n_features",
+    "train_accuracy_surrogate",
+    "test_accuracy_surrogate",
+    "train_accuracy_ensemble",
+    "test_accuracy_ensemble",
+    "train_proximity_pairs",
+    "test_proximity_pairs",
+    "n_feature_uses",
+    "effective_depth",
+)
+"""The other metrics of :func:`surrogate_metrics` and the CART baseline, in the order
+they are shown after the headline ones."""
 CHUNK_ROWS = 100_000
 """Rows scored at a time: bounds memory to one chunk of rows x trees leaf ids."""
 PROXIMITY_ROWS = 5_000

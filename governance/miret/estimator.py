@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.preprocessing import MinMaxScaler
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
 from miret_governance.governance.arrays import feature_matrix, scaled
-from miret_governance.governance.ensemble import Ensemble, read_ensemble
+from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret.cart import cart_predict
 from miret_governance.governance.miret.engine import fit_problem, fit_trivial
 from miret_governance.governance.miret.guarantee import cart_out_of_fold, guarantee
@@ -17,10 +24,7 @@ from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.sampling import sample_rows
 from miret_governance.governance.miret.solvers import SOLVERS
 from miret_governance.governance.miret.tree import SurrogateTree
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.preprocessing import MinMaxScaler
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from miret_governance.governance.readers import read_ensemble
 
 FORMAT = "miret-surrogate"
 FORMAT_VERSION = 3
@@ -75,11 +79,12 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Safety cap in seconds for the whole fit (see ``solve_report_.time_limit_hit``).
         Work decides every other stop, so a fit that does not hit it is reproducible.
     stall_work : float, optional
-        The solver stops after this many units of work (about one second of one core on
-        a small model, :mod:`governance.miret.solvers`) in which neither incumbent nor
-        bound moved; default ``min(3, 0.2 * time_limit)``.
+        The solver stops after this many units of work (at most about one second of
+        one core, :mod:`governance.miret.solvers`) in which neither incumbent nor bound
+        moved; default ``min(3, 0.05 * time_limit)``.
     work_limit : float, optional
-        The solver's whole budget in units of work; default ``0.5 * time_limit``.
+        The solver's whole budget in units of work; default ``0.1 * time_limit`` (the
+        heuristic's is ``0.05 * time_limit``, :func:`governance.miret.engine.work_budgets`).
     mip_gap : float
         Relative MIP gap at which the solver stops.
     threads : int
@@ -371,6 +376,24 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             "feature_names_in": [str(n) for n in self.feature_names_in_],
             "classes": self.classes_.tolist(),
         }
+
+    def tree_digest(self) -> str:
+        """sha256 of the canonical JSON of what decides the predictions and the rules:
+        the tree's depth, coefficients, intercepts, leaf classes and feature names, and
+        the normalization of ``input_scaler_``. Two fits with one digest are the same
+        tree, bit for bit.
+        """
+        check_is_fitted(self, "tree_")
+        tree = {k: v for k, v in self.tree_.to_dict().items() if not k.startswith("format")}
+        scaler = scaler_to_dict(self.input_scaler_)
+        del scaler["n_samples_seen_"]
+        text = json.dumps(
+            {"tree": tree, "input_scaler": scaler},
+            sort_keys=True,
+            separators=(",", ":"),
+            allow_nan=False,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
 
     @classmethod
     def from_dict(cls, data: dict, ensemble=None) -> MiretSurrogate:

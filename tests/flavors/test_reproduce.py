@@ -1,0 +1,214 @@
+"""flavors.reproduce and the request's parameter object, against a real SQLite store: an
+explanation fitted again from its evidence is the same tree, bit for bit."""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+from mlflow import MlflowClient
+from mlflow_store import register_rf
+
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.miret import load_model, read_evidence
+from miret_governance.flavors.reproduce import reproduce_explanation
+from miret_governance.flavors.request import ExplainRequest, FitParams
+from miret_governance.governance.environment import environment
+from miret_governance.governance.metrics import HEADLINE_METRICS
+
+pytest_plugins = ["mlflow_store"]
+
+FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
+TIME_LIMIT = 60.0
+"""Generous: the fit ends on work (the solver's stall rule), never on seconds."""
+
+
+def _use_store(monkeypatch, uri, experiment=None):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    if experiment is not None:
+        monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", experiment)
+
+
+@pytest.fixture(scope="module")
+def explained(tmp_path_factory, migrated_store, breast_cancer):
+    """A 10-tree depth-2 forest on 120 rows, explained at depth 2 with HiGHS (the same
+    solver on every machine) in its own store."""
+    root = tmp_path_factory.mktemp("reproduce")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    X, y = breast_cancer
+    frame = X[FEATURES].iloc[:120].assign(label=y.iloc[:120].to_numpy())
+    shutil.copy(migrated_store, root / "mlflow.db")
+    with pytest.MonkeyPatch.context() as mp:
+        _use_store(mp, uri)
+        experiment = MlflowClient().create_experiment("reproduce", str(root / "mlruns"))
+        mp.setenv("MLFLOW_EXPERIMENT_ID", experiment)
+        mp.chdir(root)
+        frame.to_csv(root / "data.csv", index=False)
+        register_rf(frame, FEATURES, "credit-rf", n_estimators=10)
+        result = explain_model_version(
+            "models:/credit-rf/1",
+            root / "data.csv",
+            target="label",
+            depth=2,
+            solver="highs",
+            time_limit=60,
+        )
+    return {
+        "uri": uri,
+        "experiment": experiment,
+        "root": root,
+        "frame": frame,
+        "result": result,
+    }
+
+
+@pytest.fixture
+def case(explained, monkeypatch):
+    _use_store(monkeypatch, explained["uri"], explained["experiment"])
+    monkeypatch.chdir(explained["root"])
+    return explained
+
+
+def _store_contents():
+    client = MlflowClient()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    versions = client.search_model_versions()
+    return (
+        sorted(r.info.run_id for r in runs),
+        sorted((v.name, v.version) for v in versions),
+        {r.info.run_id: len(client.list_artifacts(r.info.run_id)) for r in runs},
+    )
+
+
+def test_evidence_records_the_request_the_tree_digest_and_the_versions(case):
+    result = case["result"]
+    assert not result.reused and result.solve["time_limit_hit"] is False
+    provenance = read_evidence(result.surrogate_uri)["provenance"]
+    assert provenance["tree_digest"] == load_model(result.surrogate_uri).tree_digest()
+    assert len(provenance["tree_digest"]) == 64
+    assert provenance["environment"] == environment()  # no gurobipy: HiGHS solved
+    record = provenance["request"]
+    assert record["fit"] == dict(FitParams(depth=2, solver="highs", time_limit=60))
+    assert (record["target"], record["test_size"], record["search"]) == ("label", 0.2, None)
+    rebuilt = ExplainRequest.from_record(record)
+    logged = MlflowClient().get_run(result.run_id).data.params["explain_digest"]
+    assert rebuilt.digest == provenance["explain_digest"] == logged
+    assert rebuilt.record() == record
+
+
+def test_params_object_is_the_keyword_request(case):
+    again = explain_model_version(
+        "models:/credit-rf/1",
+        "data.csv",
+        target="label",
+        params=FitParams(depth=2, solver="highs", time_limit=60),
+    )
+    assert again.reused and again.surrogate_uri == case["result"].surrogate_uri
+    with pytest.raises(ExplainError, match=r"not both \(got params and \['seed'\]\)"):
+        explain_model_version("models:/credit-rf/1", "data.csv", params=FitParams(depth=2), seed=3)
+
+
+def test_reproduce_is_identical_and_writes_nothing(case):
+    before = _store_contents()
+    for uri in ("models:/credit-rf/1", case["result"].surrogate_uri):
+        reproduction = reproduce_explanation(uri, "data.csv")
+        assert reproduction.identical
+        digests = reproduction.tree_digest
+        assert digests["recorded"] == digests["reproduced"]
+        assert list(reproduction.metrics) == list(HEADLINE_METRICS)
+        assert all(m["equal"] for m in reproduction.metrics.values())
+        assert (
+            reproduction.metrics["test_fidelity"]["reproduced"]
+            == (case["result"].metrics["test_fidelity"])
+        )
+        assert reproduction.versions_differ == {}
+        assert reproduction.time_limit_hit == {"recorded": False, "reproduced": False}
+    assert _store_contents() == before
+    document = json.loads(json.dumps(reproduction.to_json()))
+    assert set(document) == {
+        "identical",
+        "model_uri",
+        "surrogate_uri",
+        "tree_digest",
+        "metrics",
+        "versions_differ",
+        "data_digest",
+        "time_limit_hit",
+    }
+    assert document["identical"] is True
+    assert document["surrogate_uri"] == "models:/credit-rf-surrogate/1"
+    assert (
+        document["data_digest"]
+        == read_evidence(document["surrogate_uri"])["provenance"]["data_digest"]
+    )
+    assert set(document["metrics"]["n_features_used"]) == {"recorded", "reproduced", "equal"}
+
+
+def test_other_data_is_refused_with_both_digests(case):
+    recorded = read_evidence(case["result"].surrogate_uri)["provenance"]["data_digest"]
+    changed = case["frame"].copy()
+    changed.loc[0, "mean radius"] += 1.0
+    changed.to_csv("changed.csv", index=False)
+    with pytest.raises(ExplainError) as info:
+        reproduce_explanation("models:/credit-rf/1", "changed.csv")
+    message = str(info.value)
+    assert f"the recorded one is {recorded}" in message
+    assert f"pass the file the explain run read ({case['root'] / 'data.csv'}) with --data" in (
+        message
+    )
+    with pytest.raises(ExplainError, match="no test file.*leave out --test-data"):
+        reproduce_explanation("models:/credit-rf/1", "data.csv", test_data="data.csv")
+    with pytest.raises(ExplainError, match="label column 'label', not 'mean radius'"):
+        reproduce_explanation("models:/credit-rf/1", "data.csv", target="mean radius")
+
+
+def test_a_different_fit_is_reported_with_what_differs(case, monkeypatch):
+    rebuild = ExplainRequest.from_record.__func__
+
+    def other_seed(cls, record, **changes):
+        request = rebuild(cls, record, **changes)
+        return dataclasses.replace(request, fit=request.fit.replace(random_state=1))
+
+    monkeypatch.setattr(ExplainRequest, "from_record", classmethod(other_seed))
+    reproduction = reproduce_explanation("models:/credit-rf/1", "data.csv")
+    assert not reproduction.identical
+    assert reproduction.tree_digest["recorded"] != reproduction.tree_digest["reproduced"]
+    differing = {name for name, m in reproduction.metrics.items() if not m["equal"]}
+    assert differing == {"baseline_cart_test_fidelity"}
+    assert reproduction.metrics["baseline_cart_test_fidelity"]["reproduced"] == 1.0
+
+
+def test_an_unexplained_version_has_nothing_to_reproduce(case):
+    register_rf(case["frame"], FEATURES, "plain-rf", n_estimators=3)
+    with pytest.raises(ExplainError, match="no linked surrogate"):
+        reproduce_explanation("models:/plain-rf/1", "data.csv")
+    with pytest.raises(ExplainError, match="not found in the registry"):
+        reproduce_explanation("models:/credit-rf/9", "data.csv")
+
+
+def test_evidence_without_a_request_record_cannot_be_reproduced(store, tmp_path):
+    from gate_store import explained as explained_by_hand
+
+    uri = explained_by_hand(store, tmp_path)  # verified evidence, written without a request
+    with pytest.raises(ExplainError, match="does not record its request.*--force"):
+        reproduce_explanation(uri, "data.csv")
+
+
+def test_a_searched_explanation_is_searched_again(case):
+    from miret_governance.flavors.request import SearchSettings
+
+    register_rf(case["frame"], FEATURES, "search-rf", n_estimators=10)
+    settings = SearchSettings(param_grid={"alpha": [0.2, 0.8]}, cv=2, search_time_limit=5.0)
+    result = explain_model_version(
+        "models:/search-rf/1",
+        "data.csv",
+        target="label",
+        params=FitParams(depth=2, solver="highs", time_limit=60),
+        search=settings,
+    )
+    record = read_evidence(result.surrogate_uri)["provenance"]["request"]
+    assert record["search"] == settings.identity()
+    reproduction = reproduce_explanation("models:/search-rf/1", "data.csv")
+    assert reproduction.identical and reproduction.time_limit_hit["reproduced"] is False
