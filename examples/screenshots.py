@@ -44,8 +44,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from miret_governance.flavors.explain import SURROGATE_TAG
 from mlflow import MlflowClient
+
+from miret_governance.flavors.registry import SURROGATE_TAG
 
 REPORT = "report.html"
 MODEL_CARD = "model_card.md"

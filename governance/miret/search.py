@@ -15,9 +15,10 @@ import os
 
 import joblib
 import numpy as np
-from miret_governance.governance.miret.engine import work_budgets
 from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import GridSearchCV
+
+from miret_governance.governance.miret.engine import work_budgets
 
 PAPER_GRID = {
     "alpha": [0.2, 0.4, 0.5, 0.6, 0.8],
@@ -70,10 +71,11 @@ class MiretSearchCV(BaseEstimator):
     tolerance : float
         Fidelity tolerance of :data:`SELECTION_RULE`.
     search_time_limit : float
-        Each candidate fit gets the work budgets of a fit with this time limit (units of
-        work, about seconds; :func:`governance.miret.engine.work_budgets`) and a safety
-        cap of ``CANDIDATE_CAP`` times it in seconds, so that load does not change the
-        candidates' trees (``reproducible_``).
+        Each candidate fit gets the solver's work budgets of a fit with this time limit
+        (units of work, about seconds; :func:`governance.miret.engine.work_budgets`) and
+        a safety cap of ``CANDIDATE_CAP`` times it in seconds (whose share is the
+        heuristic's budget, :func:`governance.miret.engine.heuristic_budget`), so that
+        load does not change the candidates' trees (``reproducible_``).
     n_jobs : int, optional
         Parallel candidate fits (joblib).
     backend : {"loky", "ray"}
@@ -151,7 +153,8 @@ class MiretSearchCV(BaseEstimator):
                 "backend='ray' needs Ray: pip install 'miret-governance[ray]'"
             ) from exc
         if not ray.is_initialized():
-            ray.init(address=self.ray_address or os.environ.get("RAY_ADDRESS"))
+            # "local" starts a Ray of this process even when a stale cluster file is around
+            ray.init(address=self.ray_address or os.environ.get("RAY_ADDRESS") or "local")
         register_ray()
         with joblib.parallel_backend("ray", n_jobs=self.n_jobs or -1):
             return search.fit(X, y)

@@ -5,14 +5,15 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
-from miret_governance.governance.miret.search import SELECTION_RULE, select_candidate
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
+
+from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
+from miret_governance.governance.miret.search import SELECTION_RULE, select_candidate
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_ray_backend_gives_the_same_choice(raw_forest):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
     X, forest = raw_forest
     local = _tiny_search(forest).fit(X)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         remote = _tiny_search(forest, backend="ray", n_jobs=2).fit(X)
     finally:

@@ -1,0 +1,107 @@
+"""Connecting to a Ray cluster for ``--backend ray``: the failure message.
+
+A cluster started with ``ray start --head`` while a token exists requires that token.
+The success path (``govern`` finds the token and sends it) is ``tests/test_readme.py``
+(the README's Ray lines); here a client without any token is refused by Ray after about
+20 s, and the refusal names the address and the authentication settings."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
+
+CONNECT = (
+    "import sys\n"
+    "from miret_governance.flavors.errors import ExplainError\n"
+    "from miret_governance.flavors.search import connect_ray\n"
+    "try:\n"
+    "    connect_ray(sys.argv[1])\n"
+    "except ExplainError as exc:\n"
+    "    print(exc)\n"
+    "    sys.exit(2)\n"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _without_ray_settings(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    return {**env, "HOME": str(home)}
+
+
+@pytest.fixture
+def token_cluster(tmp_path):
+    """A one-CPU Ray head whose HOME holds a token: token authentication is on."""
+    home = tmp_path / "head"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("a" * 64)
+    port = _free_port()
+    ray = Path(sys.executable).parent / "ray"
+    log = (tmp_path / "head.log").open("w")
+    head = subprocess.Popen(
+        [
+            ray,
+            "start",
+            "--head",
+            "--port",
+            str(port),
+            "--num-cpus",
+            "1",
+            "--include-dashboard",
+            "false",
+            "--block",
+        ],
+        env=_without_ray_settings(home),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        assert "Token authentication is enabled" in (tmp_path / "head.log").read_text()
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.slow
+def test_a_client_without_the_token_is_told_how_to_give_it(token_cluster, tmp_path):
+    (tmp_path / "client").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT, token_cluster],
+        check=False,
+        env=_without_ray_settings(tmp_path / "client"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    message = done.stdout
+    assert message.startswith(f"cannot connect to the Ray cluster at {token_cluster}")
+    assert "RAY_AUTH_MODE=token" in message and "RAY_AUTH_TOKEN" in message
+    assert message.rstrip().endswith("RAY_AUTH_MODE is unset here")

@@ -1,0 +1,167 @@
+"""Every command of the README's "Using it" section, run as printed after a fresh demo.
+
+A module fixture copies the checkout into a temporary folder (``project_copy``, with
+``.venv`` linked to this one) and runs ``examples/demo.py`` there,
+as ``make demo`` does: the demo's store is that folder's ``mlflow.db``, never the user's.
+Then each ``bash`` line (continuations joined) and each ``python`` block of the section
+runs in README order from that folder, without the tests' ``MLFLOW_TRACKING_URI``, and
+must exit 0, or N when the line ends with ``# exit N``.
+
+Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lines run
+with ``HOME`` in the temporary folder (the token Ray generates lands there), and
+``ray start`` runs with ``--block`` in its own process group, which the module stops at
+the end (the README's ``ray stop`` would stop every Ray cluster of the machine's user).
+MLflow's environments are built under the session's temporary folder, shared with
+``tests/test_mlproject.py``.
+"""
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from project_copy import ROOT, copy_project
+
+NOT_RUN = "# not run by tests"
+UNSET = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS", "RAY_AUTH_MODE")
+
+
+def readme_steps(text: str) -> list[tuple[str, str]]:
+    """``(language, code)`` of the "Using it" section in order: one per ``bash`` line
+    (continuation lines joined) and one per ``python`` block."""
+    section = text.split("\n## Using it\n", 1)[1].split("\n## ", 1)[0]
+    steps = []
+    for language, block in re.findall(r"```(bash|python)\n(.*?)```", section, re.DOTALL):
+        if language == "python":
+            steps.append(("python", block))
+            continue
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line and not line.startswith("make ") and NOT_RUN not in line:
+                steps.append(("bash", line))
+    return steps
+
+
+STEPS = readme_steps((ROOT / "README.md").read_text())
+
+
+def _step_id(index: int) -> str:
+    language, code = STEPS[index]
+    words = shlex.split(code, comments=True) if language == "bash" else ["python block"]
+    shown = " ".join(w.removeprefix(".venv/bin/") for w in words if w != "-P")
+    return f"{index:02d} {shown[:70]}"
+
+
+def expected_exit(line: str) -> int:
+    found = re.search(r"# exit (\d+)\s*$", line)
+    return int(found.group(1)) if found else 0
+
+
+def _environment(home: Path | None, env_root: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update(MLFLOW_DISABLE_TELEMETRY="true", MLFLOW_ENV_ROOT=str(env_root))
+    if home is not None:
+        env["HOME"] = str(home)
+    return env
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The copied checkout after ``examples/demo.py``; stops a Ray cluster it started."""
+    folder = copy_project(tmp_path_factory.mktemp("readme"))
+    (folder / "home").mkdir()
+    state = {
+        "folder": folder,
+        "env_root": tmp_path_factory.getbasetemp() / "mlflow-envs",
+        "clusters": [],
+    }
+    done = subprocess.run(
+        [".venv/bin/python", "examples/demo.py"],
+        check=False,
+        cwd=folder,
+        env=_environment(None, state["env_root"]),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    yield state
+    for cluster in state["clusters"]:
+        _stop(cluster)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop a ``ray start --block`` and the cluster processes of its group."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def _start_ray(line: str, demo: dict, env: dict) -> None:
+    """``ray start ... --block`` in a new process group; waits for its port, and checks
+    that the cluster requires a token (what a client must then send)."""
+    words = shlex.split(line, comments=True)
+    port = int(words[words.index("--port") + 1])
+    log = (demo["folder"] / "ray-head.log").open("w")
+    process = subprocess.Popen(
+        [*words, "--block"],
+        cwd=demo["folder"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    demo["clusters"].append(process)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert process.poll() is None, (demo["folder"] / "ray-head.log").read_text()[-3000:]
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                head_log = (demo["folder"] / "ray-head.log").read_text()
+                assert "Token authentication is enabled" in head_log, head_log[-3000:]
+                return
+        time.sleep(0.5)
+    pytest.fail(f"ray start: port {port} not open after 90 s")
+
+
+def test_the_section_has_the_commands_it_documents():
+    bash = [code for language, code in STEPS if language == "bash"]
+    for command in ("explain", "show", "validate", "gate", "promote", "reproduce"):
+        assert any(f"govern {command} " in line for line in bash), command
+    assert any("--backend ray" in line for line in bash)
+    assert any("mlflow run . -e pipeline" in line and "--env-manager" not in line for line in bash)
+    assert "skops_trusted_types" in next(code for lang, code in STEPS if lang == "python")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", STEPS, ids=[_step_id(i) for i in range(len(STEPS))])
+def test_readme_command(step, demo):
+    language, code = step
+    ray = "bin/ray " in code or "--backend ray" in code
+    env = _environment(demo["folder"] / "home" if ray else None, demo["env_root"])
+    if language == "bash" and code.startswith(".venv/bin/ray start"):
+        _start_ray(code, demo, env)
+        return
+    command = ["bash", "-c", code] if language == "bash" else [".venv/bin/python", "-c", code]
+    done = subprocess.run(
+        command,
+        check=False,
+        cwd=demo["folder"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    expected = expected_exit(code) if language == "bash" else 0
+    assert done.returncode == expected, done.stdout[-2000:] + done.stderr[-3000:]
