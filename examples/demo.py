@@ -25,14 +25,15 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 import mlflow
 import mlflow.sklearn
 import pandas as pd
-from miret_governance.governance.ensemble import read_ensemble
-from miret_governance.governance.report.figures import save_vite_figures
 from mlflow.models import infer_signature
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
+
+from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.report.figures import save_vite_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACKING_URI = f"sqlite:///{ROOT / 'mlflow.db'}"

@@ -9,11 +9,12 @@ representative tree to ``demo-output/figures/<dataset>/``. Run:
 from pathlib import Path
 
 import pandas as pd
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.report.figures import save_vite_figures
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
+
+from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.report.figures import save_vite_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "examples" / "data"

@@ -32,8 +32,6 @@ import mlflow
 import numpy as np
 import pandas as pd
 import yaml
-from miret_governance.flavors.errors import GovernanceError
-from miret_governance.flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
 from mlflow import pyfunc
 from mlflow.models import Model, ModelInputExample, ModelSignature
 from mlflow.models.model import MLMODEL_FILE_NAME
@@ -59,6 +57,9 @@ from mlflow.utils.model_utils import (
     _validate_and_prepare_target_save_path,
 )
 from mlflow.utils.requirements_utils import _get_pinned_requirement
+
+from miret_governance.flavors.errors import GovernanceError
+from miret_governance.flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
 
 FLAVOR_NAME = "miret"
 FORMAT_VERSION = 2

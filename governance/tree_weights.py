@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from miret_governance.governance.arrays import PREDICT_CHUNK_ROWS, feature_matrix
 from scipy.special import expit
+
+from miret_governance.governance.arrays import PREDICT_CHUNK_ROWS, feature_matrix
 
 
 def boosting_tree_weights(ensemble, X) -> np.ndarray:

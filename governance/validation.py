@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
 from miret_governance.governance.tables import check_labels
 from miret_governance.governance.validation_messages import EXAMPLES, Failure, describe
 

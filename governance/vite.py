@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from miret_governance.governance.ensemble import Ensemble
 from scipy import sparse
+
+from miret_governance.governance.ensemble import Ensemble
 
 DENOMINATORS = ("splits", "nodes")
 MAX_NODE_DEPTH = 16

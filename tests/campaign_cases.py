@@ -333,8 +333,9 @@ def _subprocess(argv: list[str], campaign: Campaign, folder: Path) -> tuple[int,
 
 def run_case(case: Case, campaign: Campaign) -> Outcome:
     """Run one case against the campaign's store, snapshotting the store around it."""
-    from miret_governance.cli.app import app
     from typer.testing import CliRunner
+
+    from miret_governance.cli.app import app
 
     (campaign.root / "cases").mkdir(exist_ok=True)
     # a neutral folder name: the case's name in a path must not satisfy its message pattern

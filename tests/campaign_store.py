@@ -277,8 +277,9 @@ def _forged_validation(client, rf, frame: pd.DataFrame, root: Path) -> None:
 def _fake_surrogate(client, rf, frame: pd.DataFrame) -> None:
     """``campaign-fake/1`` linked by tags to a LogisticRegression version whose run has
     metrics named like a surrogate's (perfect fidelity, one feature)."""
-    from miret_governance.flavors.registry import SURROGATE_OF_TAG, SURROGATE_TAG, VALIDATION_TAG
     from sklearn.linear_model import LogisticRegression
+
+    from miret_governance.flavors.registry import SURROGATE_OF_TAG, SURROGATE_TAG, VALIDATION_TAG
 
     ensemble = _register_again(client, rf, "campaign-fake")
     model = LogisticRegression().fit(frame[FEATURES], frame["label"])
@@ -308,12 +309,13 @@ def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
     migrated_store : Path, optional
         An empty, migrated ``mlflow.db`` to copy (saves the schema migrations).
     """
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.registry import model_id_of
     from sklearn.datasets import load_breast_cancer
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
     from sklearn.linear_model import LogisticRegression
     from xgboost import XGBClassifier
+
+    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.registry import model_id_of
 
     root.mkdir(parents=True, exist_ok=True)
     if migrated_store is not None:

@@ -15,11 +15,12 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import yaml
+from mlflow import MlflowClient
+
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.evidence import file_digest
 from miret_governance.flavors.registry import model_id_of
 from miret_governance.governance.miret.tree import SurrogateTree
-from mlflow import MlflowClient
 
 FEATURES = ["x0", "x1", "x2"]
 COEF = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.5, 0.0, 0.0]]

@@ -12,11 +12,12 @@ import sys
 
 import mlflow
 import pytest
-from miret_governance.flavors.registry import name_filter
 from mlflow import MlflowClient
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
+
+from miret_governance.flavors.registry import name_filter
 
 
 @pytest.fixture(scope="session")

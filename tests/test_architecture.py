@@ -19,7 +19,9 @@ def _module_name(path: Path) -> str:
 
 def _modules() -> dict[str, Path]:
     return {
-        _module_name(path): path for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))
+        _module_name(path): path
+        for layer in LAYERS
+        for path in sorted((ROOT / layer).rglob("*.py"))
     }
 
 

@@ -40,13 +40,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from miret_governance.governance.miret import MiretSurrogate
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.tree import DecisionTreeClassifier
 from xgboost import XGBClassifier
+
+from miret_governance.governance.miret import MiretSurrogate
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data"

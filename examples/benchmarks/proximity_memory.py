@@ -10,10 +10,11 @@ import resource
 import time
 import tracemalloc
 
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.vite import proximity_pairs
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
+
+from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.vite import proximity_pairs
 
 N_SAMPLES = 20_000
 N_TREES = 100

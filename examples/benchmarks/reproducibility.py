@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from miret_governance.governance.miret import MiretSurrogate
 from paper import DATA, make_instance
+
+from miret_governance.governance.miret import MiretSurrogate
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,10 +17,11 @@ estimator's fidelity guarantee falls back to it).
 from __future__ import annotations
 
 import numpy as np
+from sklearn.tree import DecisionTreeClassifier
+
 from miret_governance.governance.miret.feasibility import components_broken
 from miret_governance.governance.miret.layout import node_level
 from miret_governance.governance.miret.tree import SurrogateTree
-from sklearn.tree import DecisionTreeClassifier
 
 
 def fit_cart(X, y, depth, features=None, random_state=0):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from miret_governance.governance.miret.layout import node_level
 
 SIGNIFICANT = 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from miret_governance.governance.miret.layout import node_level
 
 

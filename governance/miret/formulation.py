@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+
 from miret_governance.governance.miret.layout import leaf_sign, node_level
 
 FEASIBILITY_TOLERANCE = 1e-7

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from miret_governance.governance.miret.cuts import CutSearch
 from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.search_state import IMPROVEMENT, digest

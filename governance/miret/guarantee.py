@@ -31,10 +31,11 @@ dearer than the samples it fixes.
 from __future__ import annotations
 
 import numpy as np
-from miret_governance.governance.arrays import scaled
-from miret_governance.governance.miret.cart import cart_predict
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.tree import DecisionTreeClassifier
+
+from miret_governance.governance.arrays import scaled
+from miret_governance.governance.miret.cart import cart_predict
 
 FIDELITY_TOLERANCE = 0.02
 CV_FOLDS = 5

@@ -34,10 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from miret_governance.governance.arrays import feature_matrix, scaled
-from miret_governance.governance.miret.layout import leaf_sign, node_level
 from scipy import sparse
 from scipy.sparse import csgraph
+
+from miret_governance.governance.arrays import feature_matrix, scaled
+from miret_governance.governance.miret.layout import leaf_sign, node_level
 
 FORMULATIONS = ("miret", "basic")
 BOUND_TOLERANCE = 1e-9

@@ -15,6 +15,7 @@ checks of :mod:`governance.miret.feasibility` agree bit for bit.
 from __future__ import annotations
 
 import numpy as np
+
 from miret_governance.governance.arrays import feature_matrix, read_only_array
 from miret_governance.governance.miret.display import complete_rules, rule_table
 from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign

@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
 from miret_governance.governance import vite
 
 CMAP = "Blues"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
+
 from miret_governance.governance.miret.display import leaf_rules
 from miret_governance.governance.report.figures import MAX_ROWS, OTHER, format_interval
 

@@ -57,6 +57,7 @@ def draw_display_tree(display, label_source: str = "ensemble"):
         Whose labels define the leaves' purity, named in the subtitle.
     """
     from matplotlib.figure import Figure
+
     from miret_governance.governance.miret.display import format_percent
 
     n_leaves = len(display.leaves())

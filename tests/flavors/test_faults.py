@@ -13,12 +13,13 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from miret_governance.flavors.errors import ExplainError, GovernanceError
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.registry import SURROGATE_TAG, resolve_model_version
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow_store import interruptible_cli, register_wisconsin_rf
+
+from miret_governance.flavors.errors import ExplainError, GovernanceError
+from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.registry import SURROGATE_TAG, resolve_model_version
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -302,8 +303,9 @@ def test_after_sigkill_the_next_explain_recovers(big_registered, tmp_path):
 def test_locked_store_gives_one_clear_message(registered, tmp_path):
     import sqlite3
 
-    from miret_governance.cli.app import app
     from typer.testing import CliRunner
+
+    from miret_governance.cli.app import app
 
     lock = sqlite3.connect(tmp_path / "mlflow.db")
     lock.execute("BEGIN EXCLUSIVE")

@@ -7,13 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
 from miret_governance.flavors import miret
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.tree import SurrogateTree
 from miret_governance.governance.readers import read_ensemble
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import MinMaxScaler
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 

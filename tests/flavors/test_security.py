@@ -8,15 +8,16 @@ from pathlib import Path
 import mlflow
 import pytest
 import yaml
+from mlflow import MlflowClient
+from mlflow_store import register_rf
+from sklearn.ensemble import RandomForestClassifier
+
 from miret_governance.flavors import miret
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import TamperedModelError, file_digest
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.registry import EVIDENCE_DIGEST_TAG, TRUST_PICKLE_TAG, model_id_of
 from miret_governance.governance.miret.tree import SurrogateTree
-from mlflow import MlflowClient
-from mlflow_store import register_rf
-from sklearn.ensemble import RandomForestClassifier
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
@@ -71,6 +72,7 @@ def test_pickled_payload_is_refused_and_never_runs(data, tmp_path):
     with pytest.raises(ExplainError, match=r"'cloudpickle'.*serialization_format='skops'") as info:
         explain_model_version("models:/evil-rf/1", "data.csv", target="label", time_limit=2)
     assert "--trust-pickle" in str(info.value)
+    assert "skops_trusted_types=['sklearn.tree._tree.Tree']" in str(info.value)
     assert not marker.exists()
     assert MlflowClient().search_model_versions("name = 'evil-rf-surrogate'") == []
 

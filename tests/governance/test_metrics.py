@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.metrics import (
     accuracy,

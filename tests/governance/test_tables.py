@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+
 from miret_governance.governance.tables import TableError, check_labels, read_table
 
 

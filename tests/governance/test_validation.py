@@ -6,12 +6,13 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.validation import validate_inputs
 from mlflow_store import register_sklearn
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
+
+from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.validation import validate_inputs
 
 pytest_plugins = ["mlflow_store"]
 
@@ -235,8 +236,9 @@ def test_not_a_frame(raw_ensemble):
 
 def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
     import typer
-    from miret_governance.cli.gates import register
     from typer.testing import CliRunner
+
+    from miret_governance.cli.gates import register
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
@@ -261,7 +263,7 @@ def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
     assert drift.exit_code == 1 and "column 'debt'" in drift.output
     assert run("--data", str(tmp_path / "drift.csv"), "--mostly", "0.2").exit_code == 0
     missing = run("--data", str(tmp_path / "nope.csv"))
-    assert missing.exit_code == 2 and "no such file" in missing.output
+    assert missing.exit_code == 2 and "nope.csv does not exist" in missing.output
     bad_uri = runner.invoke(
         app, ["validate", "--model-uri", "models:/nope/1", "--data", str(tmp_path / "clean.csv")]
     )
@@ -288,6 +290,7 @@ def test_validate_checks_the_training_range_stored_with_the_surrogate(store, dat
     stores it in the surrogate, and `validate` checks new data against it."""
     import mlflow
     import xgboost
+
     from miret_governance.flavors.explain import explain_model_version
     from miret_governance.flavors.gating import validate_model_inputs
 

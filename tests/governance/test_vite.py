@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import xgboost
+from sklearn.datasets import make_classification
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
 from miret_governance.governance import vite
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.readers import read_ensemble
-from sklearn.datasets import make_classification
-from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 # --------------------------------------------------------------------------- toy forest
 # The paper's toy example: 3 trees of depth 3 on 4 features. x1, x2 (indices 0, 1) are

@@ -4,15 +4,17 @@ import json
 
 import numpy as np
 import pytest
-from miret_governance.governance.ensemble import Ensemble, UnsupportedModelError
-from miret_governance.governance.miret import MiretSurrogate, SolveReport, build_problem
-from miret_governance.governance.miret import engine as engine_module
-from miret_governance.governance.miret.formulation import build_model, encode
-from miret_governance.governance.miret.solvers import gurobi_license
-from miret_governance.governance.readers import read_ensemble
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import NotFittedError
+
+from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.miret import MiretSurrogate, SolveReport, build_problem
+from miret_governance.governance.miret import engine as engine_module
+from miret_governance.governance.miret.formulation import build_model, encode
+from miret_governance.governance.miret.gurobi import gurobi_license
+from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.trees import UnsupportedModelError
 
 SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_solver)
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from miret_governance.governance.miret.feasibility import check_feasible
 from miret_governance.governance.miret.heuristic import warm_start
 from miret_governance.governance.miret.problem import MiretProblem
@@ -162,11 +163,12 @@ def test_check_feasible_reports_each_violation():
 
 
 def test_warm_start_on_a_random_forest_is_milp_feasible(breast_cancer):
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.preprocessing import MinMaxScaler
+
     from miret_governance.governance.miret import formulation
     from miret_governance.governance.miret.problem import build_problem
     from miret_governance.governance.readers import read_ensemble
-    from sklearn.ensemble import RandomForestClassifier
-    from sklearn.preprocessing import MinMaxScaler
 
     X, y = breast_cancer
     X = MinMaxScaler().fit_transform(X.iloc[:200])

@@ -2,6 +2,11 @@
 
 import numpy as np
 import pytest
+from scipy import sparse
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.preprocessing import MinMaxScaler
+
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret import guarantee as guarantee_module
 from miret_governance.governance.miret.cart import cart_predict, exact_tree
@@ -19,10 +24,6 @@ from miret_governance.governance.miret.problem import (
     component_cap,
 )
 from miret_governance.governance.readers import read_ensemble
-from scipy import sparse
-from sklearn.datasets import make_classification
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.preprocessing import MinMaxScaler
 
 
 def pairs(n, triples):

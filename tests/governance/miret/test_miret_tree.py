@@ -2,10 +2,11 @@ import json
 
 import numpy as np
 import pytest
+from sklearn.preprocessing import MinMaxScaler
+
 from miret_governance.governance.miret.layout import node_level
 from miret_governance.governance.miret.problem import MiretProblem
 from miret_governance.governance.miret.tree import SurrogateTree
-from sklearn.preprocessing import MinMaxScaler
 
 # node 0: x0 <= 0.5 goes left; node 1: x1 <= 0.3; node 2: x1 <= x0
 COEF = [[1.0, 0.0], [0.0, 1.0], [-1.0, 1.0]]
@@ -265,8 +266,9 @@ def test_display_tree_prunes_unreached_nodes_and_dummy_splits():
 
 
 def test_display_conditions_in_raw_units_and_single_leaf():
-    from miret_governance.governance.miret.display import display_tree, rules_text
     from sklearn.preprocessing import MinMaxScaler
+
+    from miret_governance.governance.miret.display import display_tree, rules_text
 
     scaler = MinMaxScaler().fit(np.array([[0.0, 100.0], [10.0, 300.0]]))
     # normalized: -x1 + 0.5 <= 0, i.e. raw perimeter >= 200

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
-from miret_governance.governance import vite
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.report import figures
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
+
+from miret_governance.governance import vite
+from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.report import figures
 
 FILES = ["level_frequency.png", "level_frequency.svg", "vite_tree.png", "vite_tree.svg"]
 
@@ -229,6 +230,7 @@ def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
 # --------------------------------------------------------------------------- report layout
 def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
     import pandas as pd
+
     from miret_governance.governance.report.html import vite_nodes
 
     ranges = pd.DataFrame(
