@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+import yaml
 from mlflow import MlflowException
 from mlflow.models.model import MLMODEL_FILE_NAME
 
@@ -114,3 +115,32 @@ def verify_manifest(model_dir: str, expected_digest: str | None) -> dict:
             "ensemble again"
         )
     return {**manifest, "digest": digest}
+
+
+def check_pyfunc_entry(model_dir: str, loader_module: str, data_file: str) -> None:
+    """Refuse an MLmodel whose ``python_function`` entry would make
+    ``mlflow.pyfunc.load_model`` import something else than ``loader_module``: another
+    loader, a ``code`` folder, or another data file than ``data_file`` (MLmodel is
+    outside the manifest, since it holds the manifest's digest).
+
+    Raises
+    ------
+    TamperedModelError
+    """
+    with open(os.path.join(model_dir, MLMODEL_FILE_NAME)) as f:
+        mlmodel = yaml.safe_load(f)
+    entry = (mlmodel.get("flavors") or {}).get("python_function") or {}
+    found = {
+        "loader_module": entry.get("loader_module"),
+        "code": entry.get("code"),
+        "data": entry.get("data"),
+    }
+    expected = {"loader_module": loader_module, "code": None, "data": data_file}
+    if found != expected:
+        changed = ", ".join(f"{k} {found[k]!r}" for k in found if found[k] != expected[k])
+        raise TamperedModelError(
+            f"{model_dir}/MLmodel names {changed} in its python_function entry, which "
+            f"the flavor never writes (loader_module {loader_module!r}, no code, data "
+            f"{data_file!r}); mlflow.pyfunc.load_model would run what it names. "
+            "Refusing it: explain the ensemble again"
+        )

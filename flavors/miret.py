@@ -59,13 +59,20 @@ from mlflow.utils.model_utils import (
 from mlflow.utils.requirements_utils import _get_pinned_requirement
 
 from miret_governance.flavors.errors import GovernanceError
-from miret_governance.flavors.evidence import EVIDENCE_FILE, verify_manifest, write_evidence
+from miret_governance.flavors.evidence import (
+    EVIDENCE_FILE,
+    check_pyfunc_entry,
+    verify_manifest,
+    write_evidence,
+)
 
 FLAVOR_NAME = "miret"
 FORMAT_VERSION = 2
 """Version of the flavor's directory layout; 2: the ``miret_governance`` namespace
 (``loader_module`` ``miret_governance.flavors.miret``). Nothing else is read."""
 SURROGATE_FILE = "surrogate.json"
+LOADER_MODULE = "miret_governance.flavors.miret"
+"""The only ``python_function.loader_module`` a surrogate's MLmodel may name."""
 INPUT_SPACES = ("raw", "normalized")
 _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
 
@@ -112,6 +119,7 @@ def verify_model_dir(model_dir: str) -> dict:
             f"miret-governance; this version reads format {FORMAT_VERSION} only. Explain the "
             "ensemble again (govern explain --force) to get a current surrogate"
         )
+    check_pyfunc_entry(model_dir, LOADER_MODULE, SURROGATE_FILE)
     return verify_manifest(model_dir, conf.get("evidence_digest"))
 
 
@@ -246,7 +254,7 @@ def save_model(
 
     pyfunc.add_to_model(
         mlflow_model,
-        loader_module="miret_governance.flavors.miret",
+        loader_module=LOADER_MODULE,
         data=SURROGATE_FILE,
         conda_env=_CONDA_ENV_FILE_NAME,
         python_env=_PYTHON_ENV_FILE_NAME,

@@ -184,6 +184,25 @@ def test_planted_code_in_a_surrogate_is_not_imported(saved_tree, tmp_path):
     assert not marker.exists() and "planted_module" not in sys.modules
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "named"),
+    [
+        ("loader_module", "planted_loader", "loader_module 'planted_loader'"),
+        ("code", "code", "code 'code'"),
+        ("data", "other.json", "data 'other.json'"),
+    ],
+)
+def test_an_mlmodel_pointing_pyfunc_elsewhere_is_refused(saved_tree, key, value, named):
+    """MLmodel is outside the manifest (it holds the manifest's digest): its pyfunc entry
+    is checked against what the flavor writes before anything else is read."""
+    mlmodel = yaml.safe_load((saved_tree / "MLmodel").read_text())
+    mlmodel["flavors"]["python_function"][key] = value
+    (saved_tree / "MLmodel").write_text(yaml.safe_dump(mlmodel))
+    for load in (miret.load_model, miret.read_evidence):
+        with pytest.raises(TamperedModelError, match=f"names {named} in its python_function"):
+            load(str(saved_tree))
+
+
 def test_registered_surrogate_verifies_after_registration(data):
     register_rf(data, FEATURES, "fine-rf", n_estimators=5)
     result = explain_model_version("models:/fine-rf/1", "data.csv", target="label", time_limit=2)
