@@ -57,6 +57,12 @@ class GateSpec:
 
 GATES = {
     "min_fidelity": GateSpec("test_fidelity", True, float, "test-set fidelity, in [0, 1]"),
+    "min_fidelity_lower_bound": GateSpec(
+        "test_fidelity_ci_low",
+        True,
+        float,
+        "lower end of the 95% Wilson interval of test fidelity, in [0, 1]",
+    ),
     "max_features": GateSpec("n_features_used", False, int, "distinct features, integer >= 0"),
     "min_train_fidelity": GateSpec("train_fidelity", True, float, "train fidelity, in [0, 1]"),
     "min_proximity_agreement": GateSpec(
@@ -69,7 +75,12 @@ DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": 
 MAX_POLICY_BYTES = 64 * 1024
 """Largest policy file read; a policy is a few lines of TOML."""
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
-_UNIT_INTERVAL = ("min_fidelity", "min_train_fidelity", "min_proximity_agreement")
+_UNIT_INTERVAL = (
+    "min_fidelity",
+    "min_fidelity_lower_bound",
+    "min_train_fidelity",
+    "min_proximity_agreement",
+)
 
 
 class PolicyError(GovernanceError, ValueError):

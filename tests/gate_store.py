@@ -26,6 +26,7 @@ FEATURES = ["x0", "x1", "x2"]
 COEF = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.5, 0.0, 0.0]]
 GOOD = {
     "test_fidelity": 0.95,
+    "test_fidelity_ci_low": 0.9,
     "n_features_used": 2,
     "train_fidelity": 0.97,
     "test_proximity_agreement": 0.9,

@@ -25,11 +25,15 @@ from miret_governance.flavors.registry import (
     VALIDATION_TAG,
     model_id_of,
 )
+from miret_governance.governance.report.html import format_number
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 CONTRACT_METRICS = {
     "train_fidelity",
     "test_fidelity",
+    "test_fidelity_ci_low",
+    "test_fidelity_ci_high",
+    "n_test_rows",
     "train_accuracy_surrogate",
     "test_accuracy_surrogate",
     "train_accuracy_ensemble",
@@ -207,6 +211,11 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
     assert html.count("<svg") >= 3 and "models:/credit-rf/1" in html
     assert "MIRET vs the depth-2 CART baseline" in html and "solver stopped: " in html
+    metrics = rf["result"].metrics
+    assert metrics["test_fidelity_ci_low"] <= metrics["test_fidelity"]
+    assert metrics["test_fidelity"] <= metrics["test_fidelity_ci_high"]
+    low, high = (format_number(metrics[f"test_fidelity_ci_{end}"], 3) for end in ("low", "high"))
+    assert f"95% interval {low}&ndash;{high}, {int(metrics['n_test_rows'])} test rows)" in html
     cart = rf["result"].metrics["baseline_cart_test_fidelity"]
     card = Path(local, "model_card.md").read_text()
     assert "CART baseline" in card and "| Test fidelity | " in card

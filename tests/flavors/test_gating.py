@@ -33,6 +33,7 @@ pytest_plugins = ["mlflow_store"]
 
 ALL_GATES = {
     "min_fidelity": 0.9,
+    "min_fidelity_lower_bound": 0.85,
     "max_features": 3,
     "min_train_fidelity": 0.95,
     "min_proximity_agreement": 0.8,
@@ -40,6 +41,7 @@ ALL_GATES = {
 }
 GOOD_METRICS = {
     "test_fidelity": 0.95,
+    "test_fidelity_ci_low": 0.9,
     "n_features_used": 2.0,
     "train_fidelity": 0.97,
     "test_proximity_agreement": 0.9,

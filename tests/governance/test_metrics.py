@@ -12,6 +12,7 @@ from miret_governance.governance.metrics import (
     fidelity,
     proximity_agreement,
     surrogate_metrics,
+    wilson_interval,
 )
 from miret_governance.governance.miret.tree import SurrogateTree
 
@@ -80,12 +81,34 @@ def test_surrogate_metrics_exact_values():
     assert metrics["train_proximity_pairs"] == 2
     # Test: ensemble [1,1]; tree [0 (leaf 5), 1 (leaf 6)]; the single pair is split.
     assert metrics["test_fidelity"] == 0.5
+    # 1 of 2 rows: the Wilson interval is symmetric about 1/2, z^2 = 3.8415
+    assert metrics["n_test_rows"] == 2
+    low, high = metrics["test_fidelity_ci_low"], metrics["test_fidelity_ci_high"]
+    assert low + high == pytest.approx(1.0) and low == pytest.approx(0.0945312, abs=1e-7)
     assert metrics["test_accuracy_ensemble"] == 0.5
     assert metrics["test_proximity_pairs"] == 1
     assert metrics["test_proximity_agreement"] == 0.0
     assert metrics["n_features_used"] == 2
     assert metrics["n_feature_uses"] == 2
     assert metrics["effective_depth"] == 2
+
+
+@pytest.mark.parametrize(("agreeing", "rows"), [(84, 86), (86, 86), (0, 10), (5, 10), (1, 1)])
+def test_wilson_interval_matches_scipy(agreeing, rows):
+    from scipy.stats import binomtest
+
+    expected = binomtest(agreeing, rows).proportion_ci(confidence_level=0.95, method="wilson")
+    low, high = wilson_interval(agreeing, rows)
+    assert low == pytest.approx(expected.low, abs=1e-12)
+    assert high == pytest.approx(expected.high, abs=1e-12)
+    assert 0.0 <= low <= agreeing / rows <= high <= 1.0
+
+
+def test_wilson_interval_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="0 <= agreeing <= rows"):
+        wilson_interval(3, 2)
+    with pytest.raises(ValueError, match="rows >= 1"):
+        wilson_interval(0, 0)
 
 
 def test_chunked_metrics_equal_one_pass_and_proximity_uses_a_bounded_sample():
