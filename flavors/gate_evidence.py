@@ -14,7 +14,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
@@ -22,7 +21,12 @@ from mlflow.models import Model
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.errors import GateError, GovernanceError
 from miret_governance.flavors.evidence import EVIDENCE_FILE, TamperedModelError
-from miret_governance.flavors.registry import EVIDENCE_PARAM, model_id_of, version_uri
+from miret_governance.flavors.registry import (
+    EVIDENCE_PARAM,
+    download_model,
+    model_id_of,
+    version_uri,
+)
 
 
 class EvidenceError(GovernanceError):
@@ -114,10 +118,7 @@ def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> Check
     surrogate_uri, ensemble_uri = version_uri(surrogate), version_uri(ensemble_version)
     again = f"explain it again: govern explain --model-uri {ensemble_uri} --data <file> --force"
     with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
-        try:
-            local = mlflow.artifacts.download_artifacts(artifact_uri=surrogate_uri, dst_path=tmp)
-        except MlflowException as error:
-            raise GateError(f"cannot download {surrogate_uri}: {error.message}") from error
+        local = download_model(surrogate_uri, tmp, GateError)
         flavors = sorted(Model.load(local).flavors) if Path(local, "MLmodel").is_file() else []
         if miret_flavor.FLAVOR_NAME not in flavors:
             raise GateError(

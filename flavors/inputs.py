@@ -17,10 +17,10 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
-from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.registry import download_model
 from miret_governance.governance import tables
 from miret_governance.governance.trees import MalformedModelError, UnsupportedModelError
 
@@ -164,10 +164,7 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
     """
     from miret_governance.governance.readers import read_ensemble
 
-    try:
-        local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri)
-    except MlflowException as exc:
-        raise ExplainError(f"cannot download {model_uri}: {exc.message}") from exc
+    local = download_model(model_uri)
     flavors = Model.load(local).flavors
     if "xgboost" not in flavors and "sklearn" not in flavors:
         raise ExplainError(

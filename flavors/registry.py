@@ -250,6 +250,15 @@ def check_tracking_server(uri: str | None = None, timeout: float = 5.0) -> None:
         ) from error
 
 
+def download_model(uri: str, dst_path: str | None = None, error=ExplainError) -> str:
+    """The local folder of a model's artifacts; an MLflow failure (a missing version, an
+    unreachable artifact store) becomes ``error`` naming the URI."""
+    try:
+        return mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=dst_path)
+    except MlflowException as exc:
+        raise error(f"cannot download {uri}: {exc.message}") from exc
+
+
 def describe_surrogate(model_uri: str, client: MlflowClient | None = None) -> dict:
     """Rules, metrics and links of a registered surrogate version.
 
@@ -263,10 +272,7 @@ def describe_surrogate(model_uri: str, client: MlflowClient | None = None) -> di
     version = resolve_model_version(client, model_uri)
     uri = version_uri(version)
     with tempfile.TemporaryDirectory(prefix="surrogate-") as tmp:
-        try:
-            local = mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=tmp)
-        except MlflowException as exc:
-            raise ExplainError(f"cannot download {uri}: {exc.message}") from exc
+        local = download_model(uri, tmp)
         mlmodel = Model.load(local)
         if miret_flavor.FLAVOR_NAME not in mlmodel.flavors:
             raise ExplainError(f"{uri} is not a surrogate (flavors: {sorted(mlmodel.flavors)})")

@@ -20,9 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import mlflow
 from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors import stages
 from miret_governance.flavors.errors import ExplainError
@@ -32,6 +30,7 @@ from miret_governance.flavors.miret import read_evidence
 from miret_governance.flavors.registry import (
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
+    download_model,
     resolve_model_version,
     version_uri,
 )
@@ -128,11 +127,7 @@ def _provenance(client: MlflowClient, ensemble, surrogate) -> dict:
     checked = checked_evidence(client, ensemble, surrogate)
     uri = version_uri(surrogate)
     with tempfile.TemporaryDirectory(prefix="reproduce-") as tmp:
-        try:
-            local = mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=tmp)
-        except MlflowException as exc:
-            raise ExplainError(f"cannot download {uri}: {exc.message}") from exc
-        manifest = read_evidence(local)
+        manifest = read_evidence(download_model(uri, tmp))
     if manifest["digest"] != checked.digest:
         raise ExplainError(f"the evidence of {uri} changed while it was read; try again")
     provenance = manifest["provenance"]
