@@ -69,8 +69,8 @@ def evidence_view(manifest: dict) -> dict:
 
 
 def surrogate_evidence(model_dir) -> dict:
-    """The verified evidence of a downloaded surrogate model directory (every file
-    re-hashed by :func:`flavors.miret.verify_model_dir`), as :func:`evidence_view`.
+    """The verified evidence manifest of a downloaded surrogate model directory (every
+    file re-hashed by :func:`flavors.miret.verify_model_dir`).
 
     Raises
     ------
@@ -83,7 +83,7 @@ def surrogate_evidence(model_dir) -> dict:
         raise EvidenceError(str(error)) from error
     if miret_flavor.SURROGATE_FILE not in manifest.get("files", {}):
         raise EvidenceError(f"the manifest does not cover {miret_flavor.SURROGATE_FILE}")
-    return evidence_view(manifest)
+    return manifest
 
 
 @dataclass(frozen=True)
@@ -93,16 +93,20 @@ class CheckedEvidence:
     Attributes
     ----------
     evidence : dict
-        The manifest as stored.
+        The gate's view of the manifest (:func:`evidence_view`).
     digest : str
         sha256 of ``evidence.json`` (the explain run's ``evidence_digest`` param).
     features : tuple of str
         Features with a nonzero coefficient in ``surrogate.json``.
+    provenance : dict
+        The manifest's whole provenance (the request, tree digest and environment that
+        ``govern reproduce`` reads besides the gate's view).
     """
 
     evidence: dict
     digest: str
     features: tuple
+    provenance: dict
 
 
 def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> CheckedEvidence:
@@ -127,7 +131,8 @@ def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> Check
                 f"explain can pass the gates: {again}"
             )
         try:
-            evidence = surrogate_evidence(local)
+            manifest = surrogate_evidence(local)
+            evidence = evidence_view(manifest)
             surrogate_model = miret_flavor.read_model_dir(local)[0]
         except (EvidenceError, ValueError, OSError, KeyError, TypeError, MlflowException) as error:
             raise GateError(
@@ -143,7 +148,7 @@ def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> Check
             f"the evidence of {surrogate_uri} says n_features_used = {recorded!r}, but its "
             f"surrogate.json uses {len(features)} features; {again}"
         )
-    return CheckedEvidence(evidence, evidence["digest"], features)
+    return CheckedEvidence(evidence, evidence["digest"], features, manifest["provenance"])
 
 
 def _check_anchor(client, surrogate, digest: str, again: str) -> None:

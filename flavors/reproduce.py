@@ -16,7 +16,6 @@ after ``command`` and ``schema_version`` (the schema: docs/architecture.md).
 from __future__ import annotations
 
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +25,9 @@ from miret_governance.flavors import stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import checked_evidence
 from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
-from miret_governance.flavors.miret import read_evidence
 from miret_governance.flavors.registry import (
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
-    download_model,
     resolve_model_version,
     version_uri,
 )
@@ -124,16 +121,10 @@ def linked_versions(client: MlflowClient, model_uri: str) -> tuple:
 def _provenance(client: MlflowClient, ensemble, surrogate) -> dict:
     """The surrogate's provenance, after every check a gate makes
     (:func:`flavors.gate_evidence.checked_evidence`)."""
-    checked = checked_evidence(client, ensemble, surrogate)
-    uri = version_uri(surrogate)
-    with tempfile.TemporaryDirectory(prefix="reproduce-") as tmp:
-        manifest = read_evidence(download_model(uri, tmp))
-    if manifest["digest"] != checked.digest:
-        raise ExplainError(f"the evidence of {uri} changed while it was read; try again")
-    provenance = manifest["provenance"]
+    provenance = checked_evidence(client, ensemble, surrogate).provenance
     if "request" not in provenance:
         raise ExplainError(
-            f"the evidence of {uri} does not record its request (it was written before "
+            f"the evidence of {version_uri(surrogate)} does not record its request (it was written before "
             "govern reproduce existed), so it cannot be fitted again; explain it again: "
             f"govern explain --model-uri {version_uri(ensemble)} --data <file> --force"
         )
