@@ -97,9 +97,10 @@ def reproduce(
     """Fit a registered explanation again from its evidence and say whether it is the
     same tree with the same headline metrics.
 
-    --data (and --test-data when the explanation had one) must be the explained files: their MLflow dataset digests must be the recorded ones. The
-    ensemble is loaded, the data prepared, the surrogate fitted and evaluated with the
-    recorded request in this process; nothing is logged or registered. Prints the tree
+    --data (and --test-data when the explanation had one) must be the explained files:
+    their MLflow dataset digests must be the recorded ones. The ensemble is loaded, the
+    data prepared, the surrogate fitted and evaluated with the recorded request in this
+    process; nothing is logged or registered. Prints the tree
     digest and every headline metric, recorded and now, and the package versions that
     differ from the evidence. A reproduction that differs is a failed check.
 

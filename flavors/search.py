@@ -80,7 +80,8 @@ def connect_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     try:
-        ray.init(address=address or None)
+        # "local": a Ray of this process, never a stale cluster file's (as MiretSearchCV)
+        ray.init(address=address or "local")
     except ConnectionError as exc:
         raise ExplainError(
             f"cannot connect to the Ray cluster at {address}: {exc}. If the cluster uses "
