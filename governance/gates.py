@@ -1,7 +1,8 @@
 """Promotion policy (TOML) and its evaluation against a surrogate's metrics.
 
-A policy file holds one ``[gates]`` table and, optionally, a ``name`` (default: the
-file's stem); nothing else is allowed at the top level::
+A policy file holds one ``[gates]`` table, optionally a ``name`` (default: the file's
+stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`) and the
+``[approvals]`` an alias needs; nothing else is allowed at the top level::
 
     name = "strict"
     [gates]
@@ -12,11 +13,22 @@ file's stem); nothing else is allowed at the top level::
     max_gap = 0.05                 # optional: MIP gap of the solve
     require_validation_pass = true # the inputs passed validation (default true)
 
+    [keys.ci]                      # who may sign what (governance.signing)
+    public_key = "keys/ci.pub"     # relative to this file, or the PEM text
+    may_sign = ["explain", "decide"]
+    [keys.alice]
+    public_key = "keys/alice.pub"
+    may_sign = ["approve"]
+
+    [approvals]                    # signed approvals an alias needs before promotion
+    champion = 1
+
 ``min_fidelity``, ``max_features`` and ``require_validation_pass`` always apply (defaults
 0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
 the other gates apply when the file sets them. A policy is identified as
 ``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
-the gates only, so renaming a policy does not change its version.
+the gates, the trusted keys and the approvals, not the name, so renaming a policy does
+not change its version. Without keys, no evidence is trusted and every gate fails.
 
 Gates are best evaluated on *evidence*: the metrics and validation result stored inside
 the surrogate artifact (see :func:`evaluate`), not on tags anyone with write access can
@@ -40,6 +52,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.signing import SignatureError, TrustedKeys, parse_trust
 
 VALIDATION_KEY = "validation"
 """The evidence's validation record, which ``require_validation_pass`` reads."""
@@ -106,16 +119,28 @@ class Policy:
         Where it came from (a path, or ``"built-in defaults"``).
     name : str
         The ``name`` key of the file, else the file's stem (``"default"`` built in).
+    keys : governance.signing.TrustedKeys
+        The public keys it trusts, each for some purposes (none built in).
+    approvals : dict
+        Alias -> number of distinct approver keys whose signed approval of the evidence
+        the promotion to that alias needs.
     """
 
     gates: dict
     source: str = "built-in defaults"
     name: str = "default"
+    keys: TrustedKeys = field(default_factory=TrustedKeys)
+    approvals: dict = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
-        """sha256 of the canonical JSON of the gates (sorted keys, no spaces)."""
-        return canonical_digest(self.gates)
+        """sha256 of the canonical JSON of the gates (sorted keys, no spaces), with the
+        trusted keys (fingerprints and purposes) and approvals when it has any."""
+        if not self.keys.keys and not self.approvals:
+            return canonical_digest(self.gates)
+        return canonical_digest(
+            {"gates": self.gates, "keys": self.keys.to_json(), "approvals": self.approvals}
+        )
 
     @property
     def label(self) -> str:
@@ -141,24 +166,28 @@ def _json_safe(value):
     return value
 
 
-def parse_policy(data: dict, source: str = "policy", default_name: str = "default") -> Policy:
+def parse_policy(
+    data: dict, source: str = "policy", default_name: str = "default", base_dir=None
+) -> Policy:
     """Check a policy mapping (as read from TOML) and fill in the defaults.
 
     Parameters
     ----------
     data : dict
-        ``{"gates": {...}}``.
+        ``{"gates": {...}}``, optionally ``keys`` and ``approvals``.
     source : str
         Named in error messages.
     default_name : str
         The policy's name when ``data`` has no ``name`` key.
+    base_dir : path, optional
+        Where relative public-key paths start (the policy file's folder).
 
     Raises
     ------
     PolicyError
         Unknown keys, a missing ``[gates]`` table, or values of the wrong type or range.
     """
-    extra = sorted(set(data) - {"gates", "name"})
+    extra = sorted(set(data) - {"gates", "name", "keys", "approvals"})
     if extra:
         hint = " (gate keys belong in the [gates] table)" if set(extra) & set(GATES) else ""
         raise PolicyError(
@@ -182,7 +211,32 @@ def parse_policy(data: dict, source: str = "policy", default_name: str = "defaul
         gates[name] = _checked(name, value, source)
     if gates.get("require_validation_pass") is False:
         del gates["require_validation_pass"]
-    return Policy(gates=dict(sorted(gates.items())), source=source, name=policy_name)
+    try:
+        keys = parse_trust(data.get("keys", {}), base_dir, source)
+    except SignatureError as error:
+        raise PolicyError(str(error)) from error
+    return Policy(
+        gates=dict(sorted(gates.items())),
+        source=source,
+        name=policy_name,
+        keys=keys,
+        approvals=_approvals(data.get("approvals", {}), keys, source),
+    )
+
+
+def _approvals(table, keys: TrustedKeys, source: str) -> dict:
+    """``[approvals]``: alias -> number of approver keys needed (at most those trusted)."""
+    approvers = len(keys.names("approve"))
+    if not isinstance(table, dict):
+        raise PolicyError(f"{source}: [approvals] must map aliases to numbers of approvals")
+    for alias, count in table.items():
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= approvers:
+            raise PolicyError(
+                f"{source}: approvals {alias} = {count!r}; give a whole number from 1 to "
+                f"{approvers}, the keys the policy trusts to approve"
+                + ("" if approvers else ' (add [keys.<name>] with may_sign = ["approve"])')
+            )
+    return dict(sorted(table.items()))
 
 
 def _checked(name: str, value, source: str):
@@ -243,7 +297,7 @@ def load_policy(path=None) -> Policy:
     except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"policy file {path} is not valid TOML: {error}") from error
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)[:40] or "policy"
-    return parse_policy(data, source=str(path), default_name=stem)
+    return parse_policy(data, source=str(path), default_name=stem, base_dir=path.parent)
 
 
 @dataclass

@@ -7,6 +7,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import numpy as np
 import pytest
+from signing_keys import use_ci_key
+
+use_ci_key()
 
 
 @pytest.fixture(autouse=True)
