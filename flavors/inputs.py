@@ -24,7 +24,10 @@ from miret_governance.flavors.registry import download_model
 from miret_governance.governance import tables
 from miret_governance.governance.trees import MalformedModelError, UnsupportedModelError
 
-SKOPS_TRUSTED_TYPES = ("sklearn.tree._tree.Tree",)
+SKOPS_TRUSTED_TYPES = (
+    "sklearn.tree._tree.Tree",
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+)
 """Types trusted when reading a scikit-learn model saved with skops, beyond skops' own
 defaults. The list is ours, not the model's: a model cannot widen it."""
 XGBOOST_CLASSES = {
@@ -50,9 +53,9 @@ def _pickle_refusal(fmt: str) -> ExplainError:
         f"the scikit-learn model is stored as {fmt!r}: loading a pickle runs whatever code "
         "the file carries, so it is refused. Re-log the model with "
         "mlflow.sklearn.log_model(model, name='model', serialization_format='skops', "
-        "skops_trusted_types=['sklearn.tree._tree.Tree']) to explain it safely (the fitted "
-        "trees' type is the only one a forest, extra trees, gradient boosting or a Pipeline "
-        "with MinMaxScaler needs beyond skops' defaults), "
+        f"skops_trusted_types={list(SKOPS_TRUSTED_TYPES)!r}) to explain it safely (the fitted "
+        "trees' types are the only ones a forest, extra trees, gradient boosting, histogram "
+        "gradient boosting or a Pipeline with MinMaxScaler needs beyond skops' defaults), "
         "or, if you trust whoever wrote this artifact, pass --trust-pickle "
         "(trust_pickle=True); that choice is recorded on the surrogate and in its report."
     )
@@ -147,6 +150,30 @@ def _load_xgboost(local: str, conf: dict):
     return load_xgboost_file(_artifact_file(local, conf.get("data", "")), XGBOOST_CLASSES[recorded])
 
 
+def _load_lightgbm(local: str, conf: dict, signature_names):
+    """A LightGBM model stored as its text model file (``model.lgb``, how mlflow.lightgbm
+    stores a Booster), read by :mod:`governance.lightgbm_text`; LightGBM never parses it.
+
+    LightGBM replaces spaces in feature names by ``_``; the MLflow signature's column
+    names are taken instead when they name the same columns.
+    """
+    from miret_governance.governance.lightgbm_text import MAX_TEXT_CHARS, LightGBMText
+
+    data = str(conf.get("data", ""))
+    if not data.endswith(".lgb"):
+        raise ExplainError(
+            f"the LightGBM model is stored as {data!r}, a pickle (how mlflow.lightgbm stores "
+            "an LGBMClassifier): loading it runs code from the artifact, so it is refused. "
+            "Log its booster instead, which is stored as LightGBM's text model: "
+            "mlflow.lightgbm.log_model(model.booster_, name='model')"
+        )
+    path = _artifact_file(local, data)
+    if os.path.getsize(path) > MAX_TEXT_CHARS:
+        raise ExplainError(f"the LightGBM model file is larger than {MAX_TEXT_CHARS} bytes")
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return LightGBMText(handle.read(), feature_names=signature_names)
+
+
 def load_ensemble(model_uri: str, trust_pickle: bool = False):
     """Load a registered model without executing its code and read it as an Ensemble.
 
@@ -165,14 +192,21 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
     from miret_governance.governance.readers import read_ensemble
 
     local = download_model(model_uri)
-    flavors = Model.load(local).flavors
-    if "xgboost" not in flavors and "sklearn" not in flavors:
+    mlmodel = Model.load(local)
+    flavors = mlmodel.flavors
+    if not {"xgboost", "sklearn", "lightgbm"} & set(flavors):
         raise ExplainError(
             f"{model_uri} has flavors {sorted(flavors)}; explain supports models logged "
-            "with mlflow.sklearn or mlflow.xgboost"
+            "with mlflow.sklearn, mlflow.xgboost or mlflow.lightgbm"
         )
     try:
-        if "xgboost" in flavors:
+        if "lightgbm" in flavors:
+            inputs = mlmodel.signature.inputs if mlmodel.signature is not None else None
+            names = (
+                inputs.input_names() if inputs is not None and inputs.has_input_names() else None
+            )
+            model = _load_lightgbm(local, flavors["lightgbm"], names)
+        elif "xgboost" in flavors:
             model = _load_xgboost(local, flavors["xgboost"])
         else:
             model = _load_sklearn(local, flavors["sklearn"], trust_pickle)

@@ -63,6 +63,9 @@ class Ensemble:
         (normalized) units and can be mapped back to raw units with it.
     source : str
         Qualified class name of the model that was read.
+    input_precision : {"float32", "float64"}
+        The precision the library compares inputs in: scikit-learn's trees and XGBoost
+        round inputs to float32 first; HistGradientBoosting and LightGBM compare float64.
     """
 
     trees: tuple
@@ -75,6 +78,7 @@ class Ensemble:
     preprocessor: object = None
     scaler: object = None
     source: str = "arrays"
+    input_precision: str = "float32"
 
     def __post_init__(self):
         if not self.trees:
@@ -83,6 +87,8 @@ class Ensemble:
             raise ValueError("aggregation must be 'average' or 'margin'")
         if self.left_if not in (LEFT_IF_LESS_EQUAL, LEFT_IF_LESS):
             raise ValueError("left_if must be '<=' or '<'")
+        if self.input_precision not in ("float32", "float64"):
+            raise ValueError("input_precision must be 'float32' or 'float64'")
         weights = read_only_array(self.tree_weights, np.float64)
         if weights.shape != (len(self.trees),) or np.any(weights < 0) or weights.sum() <= 0:
             raise ValueError("tree_weights must be one non-negative weight per tree, not all 0")
@@ -212,11 +218,9 @@ class Ensemble:
         -------
         ndarray of shape (n_samples, n_trees) or (n_samples, first_trees)
         """
-        X = (
-            feature_matrix(X, self.feature_names, finite=False, min_rows=0)
-            .astype(np.float32)
-            .astype(np.float64)
-        )
+        X = feature_matrix(X, self.feature_names, finite=False, min_rows=0)
+        if self.input_precision == "float32":
+            X = X.astype(np.float32).astype(np.float64)
         kept = slice(0, first_trees)
         feature, threshold, left, right = (array[kept] for array in self._padded()[:4])
         tree_index = np.arange(feature.shape[0])[None, :]
@@ -288,4 +292,5 @@ class Ensemble:
             preprocessor=self.preprocessor,
             scaler=self.scaler,
             source=self.source,
+            input_precision=self.input_precision,
         )

@@ -1,5 +1,7 @@
 """Readers of each supported library's fitted trees into :class:`~governance.trees.Tree`
-arrays: scikit-learn forests and gradient boosting, XGBoost models and boosters."""
+arrays: scikit-learn forests, gradient boosting and histogram gradient boosting, XGBoost
+models and boosters, LightGBM models and boosters (through their text model,
+:mod:`governance.model_files`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import numpy as np
 
 from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.lightgbm_text import LightGBMText, read_lightgbm_text
 from miret_governance.governance.trees import (
     LEFT_IF_LESS,
     LEFT_IF_LESS_EQUAL,
@@ -154,6 +157,57 @@ def _read_sklearn_boosting(model) -> dict:
     }
 
 
+def _read_sklearn_hist_boosting(model) -> dict:
+    """HistGradientBoostingClassifier: each predictor's node records (leaf values carry
+    the learning rate already) and the constant ``_baseline_prediction``; nothing of
+    scikit-learn predicts here, so a crafted node never reaches its Cython code."""
+    classes = getattr(model, "classes_", None)
+    _check_binary(model, classes)
+    n_features = _n_features(model)
+    if getattr(model, "_preprocessor", None) is not None or any(
+        bool(np.any(p.nodes["is_categorical"])) for (p,) in model._predictors
+    ):
+        raise UnsupportedModelError(
+            model,
+            "it has native categorical features (categorical_features), which the "
+            "ensemble view does not read yet; one-hot or ordinal encode them in a Pipeline "
+            "before the model instead",
+        )
+    baseline = np.asarray(model._baseline_prediction, dtype=np.float64)
+    if baseline.shape != (1, 1) or not np.isfinite(baseline).all():
+        raise MalformedModelError(
+            f"_baseline_prediction has shape {baseline.shape}; a binary model has one finite value"
+        )
+    trees = []
+    for predictors in model._predictors:
+        if len(predictors) != 1:
+            raise MalformedModelError(
+                f"an iteration has {len(predictors)} trees; a binary model has one"
+            )
+        nodes = predictors[0].nodes
+        leaf = nodes["is_leaf"].astype(bool)
+        trees.append(
+            Tree(
+                feature=np.where(leaf, -1, nodes["feature_idx"].astype(np.int64)),
+                threshold=np.where(leaf, np.nan, nodes["num_threshold"]),
+                left=np.where(leaf, -1, nodes["left"].astype(np.int64)),
+                right=np.where(leaf, -1, nodes["right"].astype(np.int64)),
+                value=np.where(leaf, nodes["value"], 0.0),
+            )
+        )
+    check_split_features(trees, n_features)
+    return {
+        "trees": tuple(trees),
+        "tree_weights": None,
+        "aggregation": "margin",
+        "base_margin": float(baseline[0, 0]),
+        "left_if": LEFT_IF_LESS_EQUAL,
+        "classes": np.asarray(classes),
+        "feature_names": _feature_names(model, n_features),
+        "input_precision": "float64",
+    }
+
+
 def _logit(p: float) -> float:
     if not 0.0 < p < 1.0:
         raise MalformedModelError(f"base_score {p} of a logistic model is not in (0, 1)")
@@ -232,6 +286,7 @@ def _read_estimator(model) -> dict:
     from sklearn.ensemble import (
         ExtraTreesClassifier,
         GradientBoostingClassifier,
+        HistGradientBoostingClassifier,
         RandomForestClassifier,
     )
 
@@ -243,6 +298,10 @@ def _read_estimator(model) -> dict:
         if not hasattr(model, "estimators_"):
             raise UnsupportedModelError(model, "it is not fitted (call fit first)")
         return _read_sklearn_boosting(model)
+    if isinstance(model, HistGradientBoostingClassifier):
+        if not hasattr(model, "_predictors"):
+            raise UnsupportedModelError(model, "it is not fitted (call fit first)")
+        return _read_sklearn_hist_boosting(model)
     try:
         import xgboost
     except ImportError:  # pragma: no cover - xgboost is a dependency
@@ -261,7 +320,28 @@ def _read_estimator(model) -> dict:
             return read
         if isinstance(model, xgboost.Booster):
             return _read_xgboost_booster(model)
+    if isinstance(model, LightGBMText):
+        return read_lightgbm_text(model)
+    if type(model).__module__.startswith("lightgbm."):
+        return _read_lightgbm(model)
     raise UnsupportedModelError(model, "it is not a supported tree ensemble classifier")
+
+
+def _read_lightgbm(model) -> dict:
+    """An in-memory ``lightgbm.Booster`` or ``LGBMClassifier``, through its text model
+    (the same reader as a registered ``model.lgb``)."""
+    import lightgbm
+
+    if isinstance(model, lightgbm.LGBMClassifier):
+        classes = getattr(model, "classes_", None) if model.__sklearn_is_fitted__() else None
+        _check_binary(model, classes)
+        read = read_lightgbm_text(LightGBMText(model.booster_.model_to_string(), classes))
+        if getattr(model, "feature_names_in_", None) is not None:
+            read["feature_names"] = [str(n) for n in model.feature_names_in_]
+        return read
+    if isinstance(model, lightgbm.Booster):
+        return read_lightgbm_text(LightGBMText(model.model_to_string()))
+    raise UnsupportedModelError(model, "it is not a LightGBM classifier or Booster")
 
 
 def read_ensemble(model) -> Ensemble:

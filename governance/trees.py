@@ -26,8 +26,10 @@ SUPPORTED_MODELS = (
     "sklearn.ensemble.RandomForestClassifier",
     "sklearn.ensemble.ExtraTreesClassifier",
     "sklearn.ensemble.GradientBoostingClassifier",
+    "sklearn.ensemble.HistGradientBoostingClassifier (numerical features)",
     "xgboost.XGBClassifier",
     "xgboost.Booster (objective='binary:logistic')",
+    "lightgbm.LGBMClassifier, lightgbm.Booster (objective='binary'; a text model file)",
     "sklearn.pipeline.Pipeline ending in one of the above",
 )
 
@@ -46,7 +48,11 @@ class UnsupportedModelError(GovernanceError, TypeError):
     """
 
     def __init__(self, model, reason: str):
-        name = f"{type(model).__module__}.{type(model).__qualname__}"
+        name = (
+            model
+            if isinstance(model, str)
+            else f"{type(model).__module__}.{type(model).__qualname__}"
+        )
         supported = "\n  - ".join(SUPPORTED_MODELS)
         super().__init__(
             f"Unsupported model {name}: {reason}.\nSupported models (fitted, binary "

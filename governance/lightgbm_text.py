@@ -1,0 +1,222 @@
+"""LightGBM's text model (``Booster.model_to_string``, MLflow's ``model.lgb``) read in
+Python into checked :class:`~governance.trees.Tree` arrays.
+
+Why our own reader: the model file is the trust boundary. LightGBM's C++ parser, like
+XGBoost's and treelite's importers, trusts the file it reads (a crafted child index is
+followed without a bound check), so a registered file must never reach it; and the
+format is plain ``key=value`` lines, read here with every count and index bounded and
+refused with :class:`~governance.trees.MalformedModelError` otherwise. LightGBM is not
+needed to explain a LightGBM model.
+
+Read: binary models (``objective=binary``, one tree per iteration), numerical splits
+(``x <= threshold`` goes left, compared in float64), leaf values that already carry the
+learning rate; the ``sigmoid`` factor of the objective is folded into the leaf values.
+Refused with a reason: categorical splits, linear trees, ``zero_as_missing`` (zeros
+would follow each node's default direction), averaged output (``boosting=rf``), and more
+than one tree per iteration (multiclass).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from miret_governance.governance.trees import (
+    LEFT_IF_LESS_EQUAL,
+    MalformedModelError,
+    Tree,
+    UnsupportedModelError,
+    check_split_features,
+)
+
+MAX_TEXT_CHARS = 1 << 30
+"""Largest model text read (1 GiB)."""
+MAX_LEAVES = 1 << 17
+"""Most leaves per tree accepted (LightGBM's ``num_leaves`` is at most 131072)."""
+LIGHTGBM = "LightGBM model"
+_CATEGORICAL = 1
+_MISSING_ZERO = 1
+
+
+class LightGBMText:
+    """A LightGBM text model as read from a file, for :func:`governance.readers.read_ensemble`.
+
+    Parameters
+    ----------
+    text : str
+        The model file's content.
+    classes : sequence, optional
+        The two class labels (default ``(0, 1)``, as a Booster predicts).
+    feature_names : sequence of str, optional
+        The columns' own names (LightGBM writes spaces as ``_``); taken when each, with
+        whitespace written as ``_``, is the model's name, or the model's names are
+        LightGBM's defaults ``Column_<j>``.
+    """
+
+    def __init__(self, text: str, classes=(0, 1), feature_names=None):
+        self.text = text
+        self.classes = tuple(classes)
+        self.feature_names = None if feature_names is None else [str(n) for n in feature_names]
+
+    def __repr__(self) -> str:
+        return f"LightGBMText({len(self.text)} characters)"
+
+
+def _key_values(lines) -> dict:
+    values = {}
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _numbers(values: dict, key: str, count: int, dtype, what: str) -> np.ndarray:
+    text = values.get(key)
+    if text is None:
+        raise MalformedModelError(f"{what} has no {key}")
+    try:
+        array = np.array(text.split(), dtype=dtype) if text else np.zeros(0, dtype)
+    except (ValueError, OverflowError) as error:
+        raise MalformedModelError(f"{what}: {key} is not a list of numbers ({error})") from error
+    if array.shape != (count,):
+        raise MalformedModelError(f"{what}: {key} has {array.size} entries, not {count}")
+    return array
+
+
+def _tree(values: dict, what: str, sigmoid: float) -> Tree:
+    """One ``Tree=`` block: internal nodes keep their ids, leaf ``k`` (stored as child
+    ``~k``) becomes node ``num_leaves - 1 + k``."""
+    try:
+        n_leaves = int(values.get("num_leaves", ""))
+    except ValueError:
+        raise MalformedModelError(f"{what} has no whole num_leaves") from None
+    if not 1 <= n_leaves <= MAX_LEAVES:
+        raise MalformedModelError(f"{what} has num_leaves = {n_leaves}, not 1 to {MAX_LEAVES}")
+    if values.get("num_cat", "0") != "0":
+        raise UnsupportedModelError(
+            LIGHTGBM,
+            f"{what} has categorical splits, which are not read yet; encode the "
+            "categories before the model instead",
+        )
+    if values.get("is_linear", "0") != "0":
+        raise UnsupportedModelError(LIGHTGBM, f"{what} is a linear tree (linear_tree=true)")
+    leaf_value = _numbers(values, "leaf_value", n_leaves, np.float64, what) * sigmoid
+    n_internal = n_leaves - 1
+    if n_internal == 0:
+        return Tree(
+            feature=np.array([-1]),
+            threshold=np.array([np.nan]),
+            left=np.array([-1]),
+            right=np.array([-1]),
+            value=leaf_value,
+        )
+    feature = _numbers(values, "split_feature", n_internal, np.int64, what)
+    threshold = _numbers(values, "threshold", n_internal, np.float64, what)
+    decision = _numbers(values, "decision_type", n_internal, np.int64, what)
+    children = [
+        _numbers(values, key, n_internal, np.int64, what) for key in ("left_child", "right_child")
+    ]
+    if np.any(decision & _CATEGORICAL):
+        raise UnsupportedModelError(LIGHTGBM, f"{what} has categorical splits, not read yet")
+    if np.any(((decision >> 2) & 3) == _MISSING_ZERO):
+        raise UnsupportedModelError(
+            LIGHTGBM,
+            f"{what} treats zero as missing (zero_as_missing=true): zeros follow each "
+            "node's default direction, which the ensemble view does not model; re-train "
+            "without it",
+        )
+    for child in children:
+        if np.any((child < -n_leaves) | (child >= n_internal)):
+            raise MalformedModelError(f"{what} names a child outside its {n_leaves} leaves")
+    left, right = (np.where(c >= 0, c, n_internal + ~c) for c in children)
+    leaf = np.full(n_leaves, -1)
+    return Tree(
+        feature=np.concatenate([feature, leaf]),
+        threshold=np.concatenate([threshold, np.full(n_leaves, np.nan)]),
+        left=np.concatenate([left, leaf]),
+        right=np.concatenate([right, leaf]),
+        value=np.concatenate([np.zeros(n_internal), leaf_value]),
+    )
+
+
+def _sigmoid(objective: str) -> float:
+    """The ``sigmoid:<x>`` factor of a binary objective."""
+    words = objective.split()
+    if not words or words[0] != "binary":
+        raise UnsupportedModelError(
+            LIGHTGBM, f"its objective is {objective!r}; only objective=binary (two classes) is read"
+        )
+    factors = [w.split(":", 1)[1] for w in words[1:] if w.startswith("sigmoid:")]
+    try:
+        factor = float(factors[0]) if factors else 1.0
+    except ValueError:
+        raise MalformedModelError(f"objective {objective!r} has no numeric sigmoid") from None
+    if not np.isfinite(factor) or factor <= 0:
+        raise MalformedModelError(f"objective {objective!r}: sigmoid must be positive")
+    return factor
+
+
+def _own_names(stored: list, given) -> list:
+    """``given`` when it names the same columns as the model's ``stored`` names."""
+    if given is None or len(given) != len(stored):
+        return stored
+    defaults = [f"Column_{j}" for j in range(len(stored))]
+    written = ["".join("_" if c.isspace() else c for c in name) for name in given]
+    return list(given) if stored in (written, defaults) else stored
+
+
+def read_lightgbm_text(model: LightGBMText) -> dict:
+    """The read of :func:`governance.readers.read_estimator` for a LightGBM text model.
+
+    Raises
+    ------
+    UnsupportedModelError
+        A model of a kind not read (see the module docstring), naming it.
+    MalformedModelError
+        Anything inconsistent: counts, indices, numbers.
+    """
+    text = model.text
+    if not isinstance(text, str) or len(text) > MAX_TEXT_CHARS:
+        raise MalformedModelError("the LightGBM model is not text of at most 1 GiB")
+    head, _, rest = text.partition("\nTree=")
+    header = _key_values(head.splitlines())
+    if head.splitlines()[:1] != ["tree"] or "max_feature_idx" not in header:
+        raise MalformedModelError("it is not a LightGBM text model (no 'tree' header)")
+    for key in ("num_class", "num_tree_per_iteration"):
+        if header.get(key, "1") != "1":
+            raise UnsupportedModelError(
+                LIGHTGBM, f"it has {key}={header[key]}; only binary models are read"
+            )
+    if "average_output" in header or "average_output" in head.splitlines():
+        raise UnsupportedModelError(LIGHTGBM, "it averages its trees (boosting=rf), not read yet")
+    sigmoid = _sigmoid(header.get("objective", ""))
+    try:
+        n_features = int(header["max_feature_idx"]) + 1
+    except ValueError:
+        raise MalformedModelError("max_feature_idx is not a whole number") from None
+    names = header.get("feature_names", "").split()
+    if n_features < 1 or len(names) != n_features:
+        raise MalformedModelError(
+            f"feature_names lists {len(names)} names for {n_features} features"
+        )
+    names = _own_names(names, model.feature_names)
+    body = rest.partition("\nend of trees")[0]
+    blocks = [b.strip().splitlines() for b in ("Tree=" + body).split("\n\n") if b.strip()]
+    trees = []
+    for k, block in enumerate(blocks):
+        if block[0].strip() != f"Tree={k}":
+            raise MalformedModelError(f"tree block {k} starts with {block[0][:40]!r}")
+        trees.append(_tree(_key_values(block[1:]), f"tree {k}", sigmoid))
+    if not trees or not rest:
+        raise MalformedModelError("the LightGBM model has no trees")
+    check_split_features(trees, n_features)
+    return {
+        "trees": tuple(trees),
+        "tree_weights": None,
+        "aggregation": "margin",
+        "base_margin": 0.0,
+        "left_if": LEFT_IF_LESS_EQUAL,
+        "classes": np.asarray(model.classes),
+        "feature_names": names,
+        "input_precision": "float64",
+    }
