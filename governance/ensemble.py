@@ -188,6 +188,7 @@ class Ensemble:
         right = np.zeros((self.n_trees, width), dtype=np.int64)
         value = np.zeros((self.n_trees, width))
         position = np.zeros((self.n_trees, width), dtype=np.int64)
+        missing_left = np.zeros((self.n_trees, width), dtype=bool)
         for e, tree in enumerate(self.trees):
             n = tree.n_nodes
             split = tree.is_split
@@ -198,9 +199,10 @@ class Ensemble:
             right[e, :n] = np.where(split, tree.right, np.arange(n))
             value[e, :n] = tree.value
             position[e, :n] = tree.position
+            missing_left[e, :n] = tree.missing_left
         if self.left_if == LEFT_IF_LESS:  # XGBoost compares float32 to float32
             threshold = threshold.astype(np.float32).astype(np.float64)
-        cached = (feature, threshold, left, right, value, position)
+        cached = (feature, threshold, left, right, value, position, missing_left)
         object.__setattr__(self, "_padded_cache", cached)
         return cached
 
@@ -222,7 +224,10 @@ class Ensemble:
         if self.input_precision == "float32":
             X = X.astype(np.float32).astype(np.float64)
         kept = slice(0, first_trees)
-        feature, threshold, left, right = (array[kept] for array in self._padded()[:4])
+        padded = self._padded()
+        feature, threshold, left, right = (array[kept] for array in padded[:4])
+        missing_left = padded[6][kept]
+        has_missing = bool(np.isnan(X).any())
         tree_index = np.arange(feature.shape[0])[None, :]
         node = np.zeros((X.shape[0], feature.shape[0]), dtype=np.int64)
         rows = np.arange(X.shape[0])[:, None]
@@ -231,6 +236,8 @@ class Ensemble:
             x = X[rows, np.maximum(f, 0)]
             thr = threshold[tree_index, node]
             go_left = x <= thr if self.left_if == LEFT_IF_LESS_EQUAL else x < thr
+            if has_missing:  # a NaN follows its node's missing-value direction
+                go_left = np.where(np.isnan(x), missing_left[tree_index, node], go_left)
             node = np.where(go_left, left[tree_index, node], right[tree_index, node])
         return node
 

@@ -9,8 +9,10 @@ refused with :class:`~governance.trees.MalformedModelError` otherwise. LightGBM 
 needed to explain a LightGBM model.
 
 Read: binary models (``objective=binary``, one tree per iteration), numerical splits
-(``x <= threshold`` goes left, compared in float64), leaf values that already carry the
-learning rate; the ``sigmoid`` factor of the objective is folded into the leaf values.
+(``x <= threshold`` goes left, compared in float64; a NaN takes the node's default
+direction, or is read as 0.0 where the feature had no missing values in training, as
+LightGBM does), leaf values that already carry the learning rate; the ``sigmoid``
+factor of the objective is folded into the leaf values.
 Refused with a reason: categorical splits, linear trees, ``zero_as_missing`` (zeros
 would follow each node's default direction), averaged output (``boosting=rf``), and more
 than one tree per iteration (multiclass).
@@ -33,8 +35,8 @@ MAX_TEXT_CHARS = 1 << 30
 MAX_LEAVES = 1 << 17
 """Most leaves per tree accepted (LightGBM's ``num_leaves`` is at most 131072)."""
 LIGHTGBM = "LightGBM model"
-_CATEGORICAL = 1
-_MISSING_ZERO = 1
+_CATEGORICAL, _DEFAULT_LEFT = 1, 2
+_MISSING_ZERO, _MISSING_NAN = 1, 2
 
 
 class LightGBMText:
@@ -130,12 +132,17 @@ def _tree(values: dict, what: str, sigmoid: float) -> Tree:
             raise MalformedModelError(f"{what} names a child outside its {n_leaves} leaves")
     left, right = (np.where(c >= 0, c, n_internal + ~c) for c in children)
     leaf = np.full(n_leaves, -1)
+    # missing type NaN: a NaN takes the node's default direction; type None: LightGBM
+    # reads a NaN as 0.0
+    nan_missing = ((decision >> 2) & 3) == _MISSING_NAN
+    missing_left = np.where(nan_missing, (decision & _DEFAULT_LEFT) > 0, 0.0 <= threshold)
     return Tree(
         feature=np.concatenate([feature, leaf]),
         threshold=np.concatenate([threshold, np.full(n_leaves, np.nan)]),
         left=np.concatenate([left, leaf]),
         right=np.concatenate([right, leaf]),
         value=np.concatenate([np.zeros(n_internal), leaf_value]),
+        missing_left=np.concatenate([missing_left, np.zeros(n_leaves, dtype=bool)]),
     )
 
 

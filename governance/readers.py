@@ -55,6 +55,7 @@ def _sklearn_tree(estimator, value) -> Tree:
         left=t.children_left,
         right=t.children_right,
         value=value,
+        missing_left=t.missing_go_to_left,
     )
 
 
@@ -193,6 +194,7 @@ def _read_sklearn_hist_boosting(model) -> dict:
                 left=np.where(leaf, -1, nodes["left"].astype(np.int64)),
                 right=np.where(leaf, -1, nodes["right"].astype(np.int64)),
                 value=np.where(leaf, nodes["value"], 0.0),
+                missing_left=nodes["missing_go_to_left"],
             )
         )
     check_split_features(trees, n_features)
@@ -243,6 +245,7 @@ def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
                 left=left,
                 right=right,
                 value=np.where(leaf, conditions, 0.0),  # a leaf's value sits in split_conditions
+                missing_left=np.asarray(t["default_left"], dtype=np.int64),
             )
         )
     n_features = int(raw["learner"]["learner_model_param"]["num_feature"])

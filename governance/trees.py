@@ -102,6 +102,9 @@ class Tree:
     value : ndarray of float
         Leaf output: positive-class fraction for averaging ensembles, additive margin
         for boosted ones (learning rate included). Defined at every node.
+    missing_left : ndarray of bool, optional
+        Where a split sends a missing value (NaN): left where True. Default: right at
+        every node (what ``x <= threshold`` gives for NaN).
     depth : ndarray of int
         Level of each node (root 0).
     position : ndarray of int
@@ -114,6 +117,7 @@ class Tree:
     left: np.ndarray
     right: np.ndarray
     value: np.ndarray
+    missing_left: np.ndarray | None = None
     depth: np.ndarray = field(init=False)
     position: np.ndarray = field(init=False)
 
@@ -126,7 +130,13 @@ class Tree:
         n = feature.shape[0]
         if n == 0:
             raise MalformedModelError("a tree has no nodes")
-        shapes = {a.shape for a in (feature, left, right, threshold, value)}
+        missing_left = np.zeros(n, dtype=bool)
+        if self.missing_left is not None:
+            missing_left = np.asarray(self.missing_left)
+            if missing_left.dtype != bool and not np.isin(missing_left, (0, 1)).all():
+                raise MalformedModelError("a missing-value direction is not 0 or 1")
+            missing_left = missing_left.astype(bool)
+        shapes = {a.shape for a in (feature, left, right, threshold, value, missing_left)}
         if shapes != {(n,)}:
             raise MalformedModelError(
                 f"a tree's node arrays have shapes {sorted(shapes)}; every array needs one "
@@ -148,8 +158,10 @@ class Tree:
                 f"a child index lies outside the tree's {n} nodes (found "
                 f"{int(children.min() if children.min() < 1 else children.max())})"
             )
-        if not np.isfinite(threshold[split]).all():
-            raise MalformedModelError("a split threshold is NaN or infinite")
+        # an infinite threshold is legitimate: scikit-learn splits missing values from
+        # all others with threshold inf
+        if np.isnan(threshold[split]).any():
+            raise MalformedModelError("a split threshold is NaN")
         if not np.isfinite(value).all():
             raise MalformedModelError("a node value is NaN or infinite")
         depth = np.zeros(n, dtype=np.int64)
@@ -180,6 +192,7 @@ class Tree:
         object.__setattr__(self, "right", right)
         object.__setattr__(self, "threshold", read_only_array(threshold, np.float64))
         object.__setattr__(self, "value", read_only_array(value, np.float64))
+        object.__setattr__(self, "missing_left", read_only_array(missing_left & split, bool))
         object.__setattr__(self, "depth", read_only_array(depth, np.int64))
         object.__setattr__(self, "position", read_only_array(position, np.int64))
 

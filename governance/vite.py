@@ -172,7 +172,7 @@ def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFra
         One row per (position, feature) used by at least one tree, sorted by position
         and feature index, with columns ``position``, ``feature`` (name), ``low``,
         ``high`` (ensemble input units, normalized when the ensemble has a
-        MinMaxScaler) and ``count`` (number of trees splitting there on that feature).
+        MinMaxScaler; NaN where every threshold is infinite) and ``count`` (number of trees splitting there on that feature).
         With a known ``ensemble.scaler`` also ``low_raw`` and ``high_raw``: the same
         thresholds in raw input units, ``(threshold - min_) / scale_``.
     """
@@ -182,8 +182,13 @@ def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFra
     keys, group = np.unique(key, return_inverse=True)
     low = np.full(keys.size, np.inf)
     high = np.full(keys.size, -np.inf)
-    np.minimum.at(low, group, threshold)
-    np.maximum.at(high, group, threshold)
+    # an infinite threshold (a split of missing values from the rest) bounds nothing
+    finite = np.isfinite(threshold)
+    np.minimum.at(low, group[finite], threshold[finite])
+    np.maximum.at(high, group[finite], threshold[finite])
+    unbounded = low > high
+    low[unbounded] = np.nan
+    high[unbounded] = np.nan
     used_feature = keys % ensemble.n_features
     table = pd.DataFrame(
         {

@@ -61,7 +61,7 @@ def test_a_feature_index_beyond_the_model_is_refused_before_scikit_learn_predict
         ("right_child", 0, "a child index lies outside the tree's"),
         ("left_child", -2, r"a child index lies outside the tree's \d+ nodes \(found -2\)"),
         ("right_child", -1, "a node is a leaf exactly when feature, left and right are -1"),
-        ("threshold", np.nan, "a split threshold is NaN or infinite"),
+        ("threshold", np.nan, "a split threshold is NaN"),
     ],
 )
 def test_corrupt_node_records_are_refused_with_what_is_wrong(data, tmp_path, field, value, message):

@@ -170,3 +170,52 @@ def test_crafted_lightgbm_children_and_features_are_refused(cancer):
     for bad in crafted.values():
         with pytest.raises(MalformedModelError, match="the model file is malformed"):
             read_ensemble(LightGBMText(bad))
+
+
+@pytest.fixture(scope="module")
+def with_missing(cancer):
+    """``cancer`` with 15% of its values missing, at random (seed 0)."""
+    X, y = cancer
+    mask = np.random.default_rng(0).random(X.shape) < 0.15
+    return X.mask(mask), y
+
+
+@pytest.mark.parametrize("train_missing", [False, True])
+@pytest.mark.parametrize("family", ["random_forest", "hist", "xgboost", "lightgbm"])
+def test_missing_values_follow_each_libraries_direction(
+    family, train_missing, cancer, with_missing
+):
+    """Rows with missing values are routed as the library routes them, whether the
+    model saw missing values in training (learned directions) or not (defaults)."""
+    import xgboost
+    from sklearn.ensemble import RandomForestClassifier
+
+    models = {
+        "random_forest": RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0),
+        "hist": HistGradientBoostingClassifier(max_iter=20, random_state=0),
+        "xgboost": xgboost.XGBClassifier(n_estimators=20, max_depth=3),
+        "lightgbm": lightgbm.LGBMClassifier(n_estimators=20, verbose=-1),
+    }
+    X, y = with_missing if train_missing else cancer
+    model = models[family].fit(X, y)
+    ensemble = read_ensemble(model)
+    X_missing = with_missing[0]
+    assert X_missing.isna().any(axis=1).mean() > 0.99
+    np.testing.assert_array_equal(ensemble.predict(X_missing), model.predict(X_missing))
+    atol = 1e-6 if family == "xgboost" else 1e-12  # XGBoost sums margins in float32
+    np.testing.assert_allclose(
+        ensemble.predict_proba(X_missing), model.predict_proba(X_missing), atol=atol
+    )
+
+
+def test_threshold_ranges_skip_the_infinite_thresholds_of_missing_value_splits(with_missing):
+    from sklearn.ensemble import RandomForestClassifier
+
+    from miret_governance.governance.vite import threshold_ranges
+
+    X, y = with_missing
+    forest = RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0).fit(X, y)
+    thresholds = np.concatenate([t.threshold[t.is_split] for t in read_ensemble(forest).trees])
+    assert np.isinf(thresholds).any()
+    ranges = threshold_ranges(read_ensemble(forest), depth=4)
+    assert np.isfinite(ranges[["low", "high"]].to_numpy()[~ranges["low"].isna()]).all()
