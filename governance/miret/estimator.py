@@ -223,7 +223,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n, p)
-            What the ensemble (or its pipeline) takes in ``predict``.
+            What the ensemble (or its pipeline) takes in ``predict``. Behind a pipeline's
+            MinMaxScaler, values outside the scaler's training range are clipped to it
+            (the surrogate's normalized space is that range), as ``govern explain`` does.
         y : array-like of shape (n,), optional
             Must equal the ensemble's predictions (the labels are always the ensemble's).
         progress : callable, optional
@@ -243,6 +245,10 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
         X = feature_matrix(X, ensemble.feature_names)
+        if ensemble.scaler is not None:
+            # rows outside the pipeline scaler's training range act like its bounds, as
+            # in govern explain (the MILP works in [0, 1])
+            X = np.clip(X, ensemble.scaler.data_min_, ensemble.scaler.data_max_)
         tree_inputs = ensemble.transform(X)  # the ensemble's one MinMaxScaler, if any
         if ensemble.scaler is not None:
             self.input_scaler_, scaler = ensemble.scaler, None

@@ -244,3 +244,24 @@ def test_progress_is_reported(small_forest):
     )
     assert seen and len(seen[-1]) == 4
     assert seen[-1][1] == pytest.approx(SMALL_OPTIMUM, abs=1e-6)
+
+
+def test_pipeline_input_outside_the_scaler_range_is_clipped_as_explain_does(breast_cancer):
+    """A pipeline whose scaler saw 300 rows, fitted on all 569 (12 beyond that range):
+    the surrogate is the one fitted on the rows clipped to the scaler's range."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    X, y = breast_cancer
+    X = X.to_numpy()
+    pipeline = make_pipeline(
+        MinMaxScaler(), RandomForestClassifier(10, max_depth=3, random_state=0)
+    ).fit(X[:300], y[:300])
+    scaler = pipeline[0]
+    assert ((X < scaler.data_min_) | (X > scaler.data_max_)).any(axis=1).sum() == 12
+    params = {"depth": 2, "time_limit": 20, "random_state": 0}
+    raw = MiretSurrogate(pipeline, **params).fit(X)
+    clipped = MiretSurrogate(pipeline, **params).fit(np.clip(X, scaler.data_min_, scaler.data_max_))
+    assert raw.tree_digest() == clipped.tree_digest()
+    np.testing.assert_array_equal(raw.predict(X), clipped.predict(X))
