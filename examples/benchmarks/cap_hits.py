@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from paper import DATA, make_instance
+from paper import DATA, ensemble_model, make_instance
 
 from miret_governance.governance.miret import MiretSurrogate
 
@@ -48,7 +48,7 @@ def tree_digest(surrogate: MiretSurrogate) -> str:
 
 def fit_row(path: Path, target: str, depth: int, time_limit: float) -> dict:
     """One default fit and what it did."""
-    instance = make_instance(pd.read_csv(path), target, depth, seed=0)
+    instance = make_instance(pd.read_csv(path), ensemble_model(target, depth, 0), depth, seed=0)
     surrogate = MiretSurrogate(instance.model, depth=depth, solver="highs", time_limit=time_limit)
     surrogate.fit(instance.X_train)
     r = surrogate.solve_report_

@@ -98,16 +98,15 @@ def ensemble_model(target: str, depth: int, seed: int, learning_rate: float | No
     return make_pipeline(MinMaxScaler(), trees)
 
 
-def make_instance(
-    frame: pd.DataFrame, target: str, depth: int, seed: int, learning_rate: float | None = None
-) -> Instance:
-    """Stratified 80/20 split and the fitted ensemble with its predictions."""
+def make_instance(frame: pd.DataFrame, model, depth: int, seed: int) -> Instance:
+    """Stratified 80/20 split and ``model`` (an unfitted ensemble of depth ``depth``)
+    fitted on it, with its predictions."""
     X = frame.iloc[:, :-1].to_numpy(dtype=float)
     y = frame.iloc[:, -1].to_numpy().astype(int)
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.2, stratify=y, random_state=seed
     )
-    model = ensemble_model(target, depth, seed, learning_rate).fit(X_train, y_train)
+    model = model.fit(X_train, y_train)
     return Instance(
         model,
         X_train,
@@ -548,7 +547,8 @@ def main(argv=None) -> None:
             for name, frame in frames.items():
                 if (name, depth, seed) in done:
                     continue
-                inst = make_instance(frame, args.target, depth, seed, args.learning_rate)
+                model = ensemble_model(args.target, depth, seed, args.learning_rate)
+                inst = make_instance(frame, model, depth, seed)
                 found = run_instance(inst, hyper.loc[(name, depth)].to_dict(), args, fitters)
                 for row in found:
                     row.update(dataset=name, depth=depth, seed=seed)

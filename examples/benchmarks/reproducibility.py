@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from paper import DATA, make_instance
+from paper import DATA, ensemble_model, make_instance
 
 from miret_governance.governance.miret import MiretSurrogate
 
@@ -57,7 +57,9 @@ def main(argv=None) -> None:
     rows = []
     for path in sorted(DATA.glob("*.csv")):
         for depth in args.depths:
-            instance = make_instance(pd.read_csv(path), "rf", depth, seed=0)
+            instance = make_instance(
+                pd.read_csv(path), ensemble_model("rf", depth, 0), depth, seed=0
+            )
             quiet = fit(instance, args.time_limit)
             burners = [
                 context.Process(target=_busy, args=(600,)) for _ in range(os.cpu_count() or 2)
