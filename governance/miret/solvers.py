@@ -19,7 +19,11 @@ size-limit error from Gurobi (code 10010) falls back to HiGHS with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
+import threading
 import time
 import warnings
 
@@ -43,13 +47,44 @@ def highs_check_work(model) -> float:
 
 
 # ---------------------------------------------------------------------- HiGHS
+_BANNER = threading.Lock()
+_banner_shown = False
+
+
+def new_highs():
+    """A silent ``highspy.Highs``.
+
+    HiGHS prints its banner from C++ to the process's standard output (file descriptor
+    1) when the first instance of a process is built, before any option can silence
+    it; it would land in a command's output (``--json`` included). The first
+    construction runs with descriptor 1 pointed at the null device (a few
+    milliseconds; another thread's output in that window is lost).
+    """
+    import highspy
+
+    global _banner_shown
+    with _BANNER:
+        if _banner_shown:
+            highs = highspy.Highs()
+        else:
+            sys.stdout.flush()
+            with open(os.devnull, "w") as null, contextlib.ExitStack() as restore:
+                saved = os.dup(1)
+                restore.callback(os.close, saved)
+                os.dup2(null.fileno(), 1)
+                restore.callback(os.dup2, saved, 1)
+                highs = highspy.Highs()
+            _banner_shown = True
+    highs.setOptionValue("output_flag", False)
+    return highs
+
+
 def solve_highs(model, options: SolverOptions, start=None, progress=None) -> SolveResult:
     """Solve with HiGHS (``highspy``); see :func:`solve` for the parameters."""
     import highspy
 
     begin = time.perf_counter()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("time_limit", float(max(options.time_limit, 0.0)))
     h.setOptionValue("mip_rel_gap", float(options.mip_gap))
     h.setOptionValue("random_seed", int(options.random_state))

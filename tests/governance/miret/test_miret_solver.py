@@ -392,3 +392,27 @@ def test_dataframe_columns_are_matched_by_name(small):
     np.testing.assert_array_equal(build_problem(frame, ensemble).X, X)
     named = pd.DataFrame(X, columns=["a", "b", "c"])  # unnamed ensemble: by position
     np.testing.assert_array_equal(build_problem(named, ensemble).X, X)
+
+
+def test_highs_prints_nothing_to_standard_output():
+    """HiGHS's C++ banner (printed by the first Highs of a process) never reaches the
+    process's standard output, which may carry a command's JSON."""
+    import subprocess
+    import sys
+
+    code = (
+        "import highspy\n"
+        "from miret_governance.governance.miret.solvers import new_highs\n"
+        "new_highs(); new_highs()\n"
+        "highspy.Highs()\n"  # after the first: HiGHS prints its banner only once
+        "print('done')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout == "done\n"
+    bare = subprocess.run(
+        [sys.executable, "-c", "import highspy; highspy.Highs()"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "Running HiGHS" in bare.stdout  # what new_highs keeps out
