@@ -21,7 +21,17 @@ from types import SimpleNamespace
 
 import pandas as pd
 from lightgbm import LGBMClassifier
-from paper import DATA, HERE, N_TREES, _table, fit_cart, fit_miret, make_instance, run_instance
+from paper import (
+    DATA,
+    HERE,
+    N_TREES,
+    _table,
+    fit_cart,
+    fit_miret,
+    make_instance,
+    progress_line,
+    run_instance,
+)
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from xgboost import XGBClassifier
 
@@ -104,13 +114,7 @@ def main(argv=None) -> None:
                 for row in found:
                     row.update(family=family, dataset=name, depth=depth)
                 rows += found
-                print(
-                    f"{family} {name} D={depth}: "
-                    + ", ".join(
-                        f"{r['method']} {r['test_fidelity']:.1f}% {r['features']}f" for r in found
-                    ),
-                    flush=True,
-                )
+                print(progress_line(f"{family} {name} D={depth}", found), flush=True)
     results = pd.DataFrame(rows)
     results.to_csv(args.output.with_suffix(".csv"), index=False)
     lines = [

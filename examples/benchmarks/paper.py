@@ -253,6 +253,13 @@ def run_instance(inst: Instance, hyper: dict, args, fitters: dict) -> list[dict]
     return rows
 
 
+def progress_line(label: str, found: list[dict]) -> str:
+    """One instance's surrogates in a line: test fidelity, features, fit seconds."""
+    return f"{label}: " + ", ".join(
+        f"{r['method']} {r['test_fidelity']:.1f}% {r['features']}f {r['fit_s']:.1f}s" for r in found
+    )
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [
         "| " + " | ".join(header) + " |",
@@ -553,15 +560,7 @@ def main(argv=None) -> None:
                 for row in found:
                     row.update(dataset=name, depth=depth, seed=seed)
                 rows += found
-                print(
-                    f"{name} D={depth} seed={seed}: "
-                    + ", ".join(
-                        f"{r['method']} {r['test_fidelity']:.1f}% {r['features']}f "
-                        f"{r['fit_s']:.1f}s"
-                        for r in found
-                    ),
-                    flush=True,
-                )
+                print(progress_line(f"{name} D={depth} seed={seed}", found), flush=True)
                 table = pd.DataFrame(rows).sort_values(["depth", "seed", "dataset"], kind="stable")
                 table.to_csv(rows_path, index=False)
                 write_markdown(table, args, paper, args.output)
