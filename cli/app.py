@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from miret_governance.cli import explain, gates, reproduce, show
+from miret_governance.cli import audit, explain, gates, keys, reproduce, show
 from miret_governance.cli.common import EXIT_CODES_HELP, configure_mlflow
 
 app = typer.Typer(
@@ -25,6 +25,8 @@ explain.register(app)
 show.register(app)
 gates.register(app)
 reproduce.register(app)
+audit.register(app)
+keys.register(app)
 
 
 def _installed(distribution: str) -> str:

@@ -23,6 +23,11 @@ from rich.console import Console
 from rich.text import Text
 
 from miret_governance.governance.errors import CheckFailedError, GovernanceError
+from miret_governance.governance.signing import (
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_PASSWORD_ENV,
+    SigningKey,
+)
 
 SQLITE_PREFIX = "sqlite:///"
 EXIT_FAILED = 1
@@ -32,9 +37,10 @@ EXIT_ERROR = 2
 server; locked store)."""
 EXIT_CODES_HELP = (
     "Exit codes, the same for every command: 0 done (every check passed); 1 a check "
-    "failed (a gate, the input validation, a reproduction); 2 the request could not be "
-    "carried out (bad option, URI, file or policy, unreachable server, locked store). "
-    "With --json (show, gate, validate, reproduce) stdout holds one JSON object whenever "
+    "failed (a gate, the input validation, a reproduction, an audit finding); 2 the "
+    "request could not be carried out (bad option, URI, file or policy, unreachable "
+    "server, locked store). "
+    "With --json (show, gate, validate, reproduce, audit) stdout holds one JSON object whenever "
     "the exit code is 0 or 1; on exit code 2 stdout is empty and stderr says what to fix."
 )
 JSON_SCHEMA_VERSION = 1
@@ -56,6 +62,9 @@ repeated as literals, so that ``--help`` needs no solver import
 SEARCH_DEFAULTS = {"search_time_limit": 5.0, "cv": 4, "tolerance": 0.01, "backend": "loky"}
 """``MiretSearchCV(None).get_params()`` repeated as literals (kept equal by the same test)."""
 CANDIDATE_CAP = 5.0
+MIN_TEST_ROWS = 20
+"""``flavors.request.MIN_TEST_ROWS``: fewest test rows per class explain accepts unless
+``--min-test-rows`` lowers it (kept equal by the same test)."""
 """``governance.miret.search.CANDIDATE_CAP``: a search candidate's safety cap, in
 multiples of its budget."""
 
@@ -100,16 +109,65 @@ TestDataFile = Annotated[
         callback=existing_file,
     ),
 ]
+CheckData = Annotated[
+    Path | None,
+    typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=existing_file),
+]
+"""An optional ``--data`` (``govern gate``: the data to recompute the evidence on)."""
+MinTestRows = Annotated[
+    int,
+    typer.Option(
+        "--min-test-rows",
+        min=0,
+        help="Fewest test rows per class (as the ensemble predicts them) to explain at all; "
+        "fewer say little about fidelity (20 of 20 agreeing rows: 95% interval 0.84-1). "
+        "Lower it only knowingly: the value is recorded with the evidence.",
+    ),
+]
+POLICY_ENV = "GOVERN_POLICY"
+"""The policy file a command reads when ``--policy`` is not given (also the trust of the
+``miret`` flavor's loader, :func:`flavors.trust.trusted_keys`)."""
 PolicyFile = Annotated[
     Path | None,
     typer.Option(
         "--policy",
-        help="TOML policy file with a gates table and an optional name (default: "
-        "min_fidelity 0.90, max_features 5, require_validation_pass).",
+        help="TOML policy file: the gates table, an optional name, and the \\[keys.<name>] "
+        "public keys it trusts to sign evidence (explain) and decisions (default: "
+        "min_fidelity 0.90, max_features 5, require_validation_pass, and no trusted key, "
+        "so no gate passes).",
         metavar="FILE",
+        envvar=POLICY_ENV,
         callback=existing_file,
     ),
 ]
+SigningKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--signing-key",
+        help="PEM private key that signs what the command records (from govern keygen; its "
+        "password in GOVERN_SIGNING_KEY_PASSWORD). Give it to the CI job only; never "
+        "printed, logged or stored.",
+        metavar="FILE",
+        envvar=SIGNING_KEY_ENV,
+        show_envvar=True,
+    ),
+]
+
+
+def load_signing_key(value: str | None):
+    """The :class:`governance.signing.SigningKey` of ``--signing-key`` (None when not
+    given), loaded and checked before anything connects.
+
+    Raises
+    ------
+    governance.signing.SignatureError
+        An unreadable file, a key that does not load (wrong password) or is not EC.
+    """
+    if value is None or not value.strip():
+        return None
+    return SigningKey.load(value.strip(), os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None)
+
+
 ModelUri = Annotated[
     str,
     typer.Option(
@@ -171,9 +229,10 @@ def connect(
     tracking_uri : str or None
         None keeps ``MLFLOW_TRACKING_URI`` (or MLflow's default store).
     fail_fast : bool
-        No retries of MLflow's HTTP calls; otherwise two (for the long explain run). Each
-        call times out after 30 s either way, unless the environment says otherwise, so
-        a server that stops answering fails the command instead of hanging it.
+        No retries of MLflow's HTTP calls; otherwise two, with backoff (for the long
+        explain run). Each call times out after 10 s either way, unless the environment
+        says otherwise, so a server that stops answering fails the command within about
+        40 s instead of hanging it (:mod:`flavors.outages`).
     read_only : bool
         The command only reads: a SQLite store that does not exist is an error
         (MLflow would create an empty one).
@@ -188,10 +247,11 @@ def connect(
     """
     import mlflow
 
+    from miret_governance.flavors.outages import HTTP_SETTINGS
     from miret_governance.flavors.registry import check_tracking_server
 
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0" if fail_fast else "2")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    for name, value in HTTP_SETTINGS["fail_fast" if fail_fast else "retrying"].items():
+        os.environ.setdefault(name, value)
     # the SQL store logs every database error with its SQL; the command prints one line
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     if tracking_uri:
@@ -242,16 +302,15 @@ def _refusal_kinds() -> tuple:
 
 
 def error_message(error: BaseException) -> str:
-    """What to print for an error: a locked store in words, a refusal's own message,
-    any other error with its class name."""
-    if "database is locked" in str(error):
-        import mlflow
+    """What to print for an error: a store or server failure in words
+    (:func:`flavors.outages.outage_message`: locked store, refused or hung server, full
+    disk), a refusal's own message, any other error with its class name."""
+    if "mlflow" in sys.modules:  # store and server failures arise only once it is used
+        from miret_governance.flavors.outages import outage_message
 
-        return (
-            f"the tracking store {mlflow.get_tracking_uri()} is locked by another process "
-            "(SQLite: database is locked); retry when it is done, or use a tracking server "
-            "for concurrent work"
-        )
+        outage = outage_message(error)
+        if outage is not None:
+            return outage
     if isinstance(error, _refusal_kinds()):
         return str(error)
     return f"{type(error).__name__}: {error}"

@@ -7,6 +7,7 @@ import json
 import math
 import signal
 import sys
+import warnings
 from contextlib import contextmanager
 from typing import Annotated
 from urllib.parse import quote
@@ -18,10 +19,13 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from miret_governance.cli.common import (
     CANDIDATE_CAP,
     DEFAULTS,
+    MIN_TEST_ROWS,
     SEARCH_DEFAULTS,
     DataFile,
+    MinTestRows,
     ModelUri,
     Seed,
+    SigningKeyOption,
     Solver,
     Target,
     TestDataFile,
@@ -32,6 +36,7 @@ from miret_governance.cli.common import (
     console,
     errors,
     exit_codes,
+    load_signing_key,
 )
 from miret_governance.cli.tables import metrics_table
 
@@ -151,6 +156,7 @@ def explain(
     data: DataFile,
     target: Target = None,
     test_data: TestDataFile = None,
+    min_test_rows: MinTestRows = MIN_TEST_ROWS,
     depth: Annotated[
         int, typer.Option("--depth", help="Surrogate depth (0: the ensemble's depth).")
     ] = 0,
@@ -269,19 +275,29 @@ def explain(
             help="Ray cluster address (default RAY_ADDRESS, else a local Ray).",
         ),
     ] = "",
+    signing_key: SigningKeyOption = None,
 ) -> None:
     """Explain a registered tree ensemble with VITE heatmaps and a MIRET surrogate tree.
 
     The surrogate, its rules, metrics, figures, report and model card are logged in one
-    MLflow run and registered as a version of <name>-surrogate linked to the ensemble
-    (exit code 1: the input validation failed, unless --allow-invalid).
+    MLflow run, signed with --signing-key (GOVERN_SIGNING_KEY) and registered as a
+    version of <name>-surrogate linked to the ensemble (exit code 1: the input validation
+    failed, unless --allow-invalid). Without a key the evidence is unsigned and no gate
+    passes it. An earlier version is reused only when this key signed its evidence for
+    the same request.
     """
     try:
         with exit_codes():
             from miret_governance.flavors.explain import explain_model_version
             from miret_governance.flavors.faults import signals_raise
             from miret_governance.flavors.request import SearchSettings
+            from miret_governance.flavors.reuse import UNSIGNED_WARNING
+            from miret_governance.flavors.trust import UnsignedEvidenceWarning
 
+            key = load_signing_key(signing_key)
+            if key is None:
+                errors.print(f"warning: {UNSIGNED_WARNING}", markup=False, soft_wrap=True)
+            warnings.simplefilter("ignore", UnsignedEvidenceWarning)
             settings = None
             if search:
                 settings = SearchSettings(
@@ -301,6 +317,7 @@ def explain(
                     str(data),
                     target=target or None,
                     test_data=str(test_data) if test_data else None,
+                    min_test_rows=min_test_rows,
                     depth=depth or None,
                     alpha=alpha,
                     gamma_percentile=gamma_percentile,
@@ -318,6 +335,7 @@ def explain(
                     trust_pickle=trust_pickle,
                     search=settings,
                     progress=tracker,
+                    signing_key=key,
                 )
     except KeyboardInterrupt as exc:
         from miret_governance.flavors.faults import reraise_signal
@@ -333,13 +351,8 @@ def explain(
 
 def _print_result(result) -> None:
     """The outcome for people: registered or reused, the rules, metrics and UI links."""
-    for run_id in result.recovered_runs:
-        console.print(
-            f"Ended run {run_id} as KILLED: an earlier explain of this version was killed "
-            "(its logged model was discarded).",
-            highlight=False,
-            markup=False,
-        )
+    for note in result.recovery_notes:
+        console.print(note, highlight=False, markup=False, soft_wrap=True)
     if result.reused:
         console.print(
             f"Reused [bold]{escape(result.surrogate_uri)}[/]: the same ensemble version, data and "
@@ -351,6 +364,8 @@ def _print_result(result) -> None:
             f"[bold]{escape(result.ensemble_uri)}[/] in {result.seconds:.1f} s "
             f"(solver status: {escape(str(result.solve.get('status', '?')))})."
         )
+    if result.signed_by:
+        console.print(f"Evidence signed by key {result.signed_by[:16]}...", highlight=False)
     if result.validation == "failed":
         console.print("[bold red]Input validation FAILED[/] (explained with --allow-invalid).")
     console.print("\n[bold]Rules[/] (raw input units)")

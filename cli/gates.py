@@ -170,10 +170,21 @@ def validate(
 def gate(
     model_uri: ModelUri,
     policy: PolicyFile = None,
+    data: common.CheckData = None,
+    target: Target = None,
+    signing_key: common.SigningKeyOption = None,
     tracking_uri: common.TrackingUri = None,
     as_json: JsonOutput = False,
 ) -> None:
     """Evaluate the promotion gates on the ensemble version's linked surrogate.
+
+    The decision record (decision/record.json on the gate run) is signed with
+    --signing-key; without one it is recorded unsigned, as a what-if that never counts.
+
+    With --data the surrogate's fidelity to the ensemble is measured again on that file
+    (gate recomputed_fidelity): on the explain run's own data the stored train and test
+    fidelity must be reproduced exactly; on other data the 95% Wilson intervals of the
+    new and the stored test fidelity must overlap.
 
     --json prints {"command": "gate", "schema_version": 1, "passed": bool, "exit_code":
     0 or 1, "ensemble_uri", "surrogate_uri", "policy" (name v<digest8>), "policy_digest",
@@ -184,8 +195,11 @@ def gate(
     with exit_codes():
         from miret_governance.flavors.gating import gate_model_version
 
+        key = common.load_signing_key(signing_key)
         parsed = _policy_and_connect(model_uri, policy, tracking_uri)
-        outcome = gate_model_version(model_uri, parsed)
+        outcome = gate_model_version(
+            model_uri, parsed, data=data, target=target or None, signing_key=key
+        )
     if as_json:
         print_json("gate", gates_json(outcome))
     else:
@@ -197,15 +211,39 @@ def promote(
     model_uri: ModelUri,
     alias: Annotated[str, typer.Option("--alias", help="Alias to set when every gate passes.")],
     policy: PolicyFile = None,
+    signing_key: common.SigningKeyOption = None,
+    expect_holder: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-holder",
+            metavar="VERSION|none",
+            help="The version you expect to hold the alias now (none: no version); the "
+            "promotion is refused (exit 2, nothing recorded) if it holds another. Default: "
+            "the holder when the command starts.",
+        ),
+    ] = None,
     tracking_uri: common.TrackingUri = None,
 ) -> None:
-    """Set an alias on the ensemble version only if every gate passes."""
+    """Set an alias on the ensemble version only if every gate passes (and, when the
+    policy's [approvals] names the alias, enough trusted approvers approved the current
+    evidence with govern approve).
+
+    Compare-and-set: of two concurrent promotions to one alias exactly one succeeds; the
+    other exits 2 naming it and records nothing. The decision is signed with
+    --signing-key (required: trusted by the policy for decide) and recorded on the gate
+    run as decision/record.json.
+    """
     with exit_codes():
-        from miret_governance.flavors.gating import check_alias, promote_model_version
+        from miret_governance.flavors.promotion import check_alias, promote_model_version
 
         check_alias(alias)
+        if expect_holder is not None and expect_holder != "none" and not expect_holder.isdigit():
+            raise common.fail(f"--expect-holder {expect_holder!r}: give a version number or none")
+        key = common.load_signing_key(signing_key)
         parsed = _policy_and_connect(model_uri, policy, tracking_uri)
-        outcome = promote_model_version(model_uri, alias, parsed)
+        outcome = promote_model_version(
+            model_uri, alias, parsed, signing_key=key, expected_holder=expect_holder
+        )
     print_gates(outcome.gate)
     where = escape(f"tag governance.promotion.{alias} on {outcome.gate.ensemble_uri}")
     if outcome.promoted:
@@ -217,7 +255,7 @@ def promote(
     else:
         now = f"version {outcome.alias_version}" if outcome.alias_version else "no version"
         console.print(
-            f"[red]refused[/]: {escape(f'@{alias} stays on {now}')} ({where})",
+            f"[red]refused[/]: {escape(f'@{alias} stays on {now}: {outcome.reason}')} ({where})",
             highlight=False,
             soft_wrap=True,
         )
@@ -232,10 +270,12 @@ def pipeline(
     time_limit: common.TimeLimit = common.DEFAULTS["time_limit"],
     solver: common.Solver = common.DEFAULTS["solver"],
     seed: common.Seed = common.DEFAULTS["random_state"],
+    min_test_rows: common.MinTestRows = common.MIN_TEST_ROWS,
     tracking_uri: common.TrackingUri = None,
     trust_pickle: common.TrustPickle = False,
 ) -> None:
-    """Validate the data, explain the ensemble version, then evaluate the gates."""
+    """Validate the data, explain the ensemble version, then evaluate the gates, with the
+    surrogate's fidelity recomputed on the data (it must reproduce the evidence exactly)."""
     target = target or None
     with exit_codes():
         from miret_governance.flavors.explain import explain_model_version
@@ -255,6 +295,7 @@ def pipeline(
             solver=solver,
             time_limit=time_limit,
             seed=seed,
+            min_test_rows=min_test_rows,
             trust_pickle=trust_pickle,
         )
         console.print(
@@ -264,7 +305,7 @@ def pipeline(
             soft_wrap=True,
         )
         console.rule("3/3 gate")
-        outcome = gate_model_version(model_uri, parsed)
+        outcome = gate_model_version(model_uri, parsed, data=data, target=target)
     print_gates(outcome)
     raise typer.Exit(0 if outcome.evaluation.all_passed else EXIT_FAILED)
 

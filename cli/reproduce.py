@@ -16,6 +16,7 @@ from miret_governance.cli.common import (
     EXIT_FAILED,
     DataFile,
     JsonOutput,
+    PolicyFile,
     Target,
     TestDataFile,
     TrackingUri,
@@ -30,8 +31,9 @@ from miret_governance.cli.common import (
 
 @contextmanager
 def _stdout_to_stderr():
-    """Send what is written to file descriptor 1 meanwhile to stderr: HiGHS prints its
-    banner there from C, and stdout must hold the JSON object alone."""
+    """Send what is written to file descriptor 1 meanwhile to stderr: a solver library
+    may print from C (Gurobi's licence notice), and stdout must hold the JSON object
+    alone (HiGHS's banner is kept out by ``solvers.new_highs`` already)."""
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
@@ -63,6 +65,10 @@ def _print(result) -> None:
             escape(name), _number(metric["recorded"]), _number(metric["reproduced"]), mark
         )
     console.print(table)
+    signer = result.signed_by
+    console.print(
+        f"evidence signed by key {signer['name']!r} ({signer['fingerprint'][:16]}...)", **plain
+    )
     hit = result.time_limit_hit
     if hit["recorded"] or hit["reproduced"]:
         console.print(
@@ -93,6 +99,7 @@ def reproduce(
     as_json: JsonOutput = False,
     tracking_uri: TrackingUri = None,
     trust_pickle: TrustPickle = False,
+    policy: PolicyFile = None,
 ) -> None:
     """Fit a registered explanation again from its evidence and say whether it is the
     same tree with the same headline metrics.
@@ -102,21 +109,31 @@ def reproduce(
     data prepared, the surrogate fitted and evaluated with the recorded request in this
     process; nothing is logged or registered. Prints the tree
     digest and every headline metric, recorded and now, and the package versions that
-    differ from the evidence. A reproduction that differs is a failed check.
+    differ from the evidence. A reproduction that differs is a failed check. The evidence
+    is read only once its signature verifies with a key the policy (--policy or
+    GOVERN_POLICY) trusts for explain.
 
     --json prints {"command": "reproduce", "schema_version": 1, "identical": bool,
     "model_uri", "surrogate_uri", "data_digest", "tree_digest": {"recorded",
     "reproduced"}, "metrics": {name: {"recorded", "reproduced" (number or null),
     "equal": bool}}, "versions_differ": {key: {"recorded", "current"}} (python, the
-    packages, platform, machine), "time_limit_hit": {"recorded", "reproduced"}}.
+    packages, platform, machine), "time_limit_hit": {"recorded", "reproduced"},
+    "signed_by": {"name", "fingerprint"}}.
     """
     with exit_codes():
         from miret_governance.flavors.reproduce import reproduce_explanation
+        from miret_governance.flavors.trust import trusted_keys
 
+        trusted = trusted_keys(policy)
         connect(tracking_uri, fail_fast=False, read_only=True)
         with errors.status("fitting the surrogate again"), _stdout_to_stderr():
             result = reproduce_explanation(
-                model_uri, data, test_data, target=target, trust_pickle=trust_pickle
+                model_uri,
+                data,
+                test_data,
+                target=target,
+                trust_pickle=trust_pickle,
+                policy=trusted,
             )
     if as_json:
         print_json("reproduce", result.to_json())

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from miret_governance.cli.common import (
     JsonOutput,
+    PolicyFile,
     TrackingUri,
     check_model_uri,
     connect,
@@ -32,6 +33,8 @@ def _json(summary: dict) -> dict:
         "rules": summary["rules"],
         "metrics": summary["metrics"],
         "solve": summary["solve"],
+        "signed_by": summary["signer"].to_json(),
+        "approvals": summary["ensemble"]["approvals"],
     }
 
 
@@ -41,6 +44,12 @@ def _print(summary: dict) -> None:
     ensemble = summary["ensemble"]
     plain = {"highlight": False, "markup": False, "soft_wrap": True}
     console.print(f"[bold]{escape(summary['uri'])}[/] explains [bold]{escape(ensemble['uri'])}[/]")
+    signer = summary["signer"]
+    console.print(
+        f"evidence signed by key {signer.name!r} ({signer.fingerprint[:16]}...), trusted by "
+        "the policy for explain",
+        **plain,
+    )
     if summary["solve"]:
         console.print(describe_stop(summary["solve"]), **plain)
     validation = summary["tags"].get("governance.validation")
@@ -54,6 +63,14 @@ def _print(summary: dict) -> None:
     if not ensemble["status"]:
         console.print(
             f"  no gate evaluated yet (govern gate --model-uri {ensemble['uri']})", **plain
+        )
+    for a in ensemble["approvals"]:
+        who = f"key {a['signed_by']['name']}" if a["signed_by"] else f"not counted: {a['problem']}"
+        basis = "" if a["current"] else f" [on superseded evidence of {a['surrogate_uri']}]"
+        console.print(
+            f"  approval @{a['alias']}: {a['decision']} by {who}, user {a['mlflow_user']}, "
+            f"{a['time']}{basis}: {a['comment']}",
+            **plain,
         )
     console.print("\n[bold]Rules[/] (raw input units)")
     console.print(summary["rules"], **plain)
@@ -74,23 +91,30 @@ def show(
         ),
     ],
     tracking_uri: TrackingUri = None,
+    policy: PolicyFile = None,
     as_json: JsonOutput = False,
 ) -> None:
     """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
-    status of its ensemble. Read-only: never creates a store.
+    status of its ensemble, once its signature verifies with a key the policy (--policy
+    or GOVERN_POLICY) trusts for explain. Read-only: never creates a store.
 
     --json prints {"command": "show", "schema_version": 1, "surrogate_uri",
     "surrogate_model_id", "ensemble_uri", "aliases": list of str, "status": {tag: value}
     (the ensemble's governance.last_gate* and governance.promotion.* tags), "validation":
     "passed", "failed" or null, "rules": str (raw input units), "metrics": {name: number
-    or null}, "solve": the solver report}.
+    or null}, "solve": the solver report, "signed_by": {"name", "fingerprint"} (the
+    trusted key that signed the surrogate), "approvals": list of {"run_id", "alias",
+    "decision", "comment", "signed_by" (null when not trusted), "problem", "mlflow_user",
+    "time", "surrogate_uri", "current" (made on the surrogate linked now)}}.
     """
     with exit_codes():
         from miret_governance.flavors.review import describe_for_review
+        from miret_governance.flavors.trust import trusted_keys
 
         check_model_uri(model_uri)
+        trusted = trusted_keys(policy)
         connect(tracking_uri, fail_fast=False, read_only=True)
-        summary = describe_for_review(model_uri)
+        summary = describe_for_review(model_uri, policy=trusted)
     if as_json:
         print_json("show", _json(summary))
     else:

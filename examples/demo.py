@@ -3,8 +3,12 @@
 Run with ``make demo`` (or ``.venv/bin/python examples/demo.py`` from the repository
 root). Everything is stored locally: the tracking and registry store is
 ``sqlite:///mlflow.db`` in the repository root; figures, ``report.html`` and
-``model_card.md`` are copied to ``demo-output/``. The demo ends with what happened and
-where to look (``make ui`` opens the MLflow UI on the store).
+``model_card.md`` are copied to ``demo-output/``. The demo makes a local key pair in
+``demo-output/keys/`` (a demo key: in production the private key is the CI job's secret),
+signs the explanation and the gate decisions with it, and writes the policies the README
+uses, ``demo-output/policies/lenient.toml`` and ``strict.toml``: those of
+``examples/policies/`` plus a ``[keys.demo]`` table trusting that key. The demo ends with
+what happened and where to look (``make ui`` opens the MLflow UI on the store).
 
 Each step is a small function called from :func:`main`; a step takes and returns a
 :class:`DemoState` so that further steps can be appended to ``STEPS``.
@@ -38,6 +42,14 @@ from miret_governance.governance.report.figures import save_vite_figures
 ROOT = Path(__file__).resolve().parents[1]
 TRACKING_URI = f"sqlite:///{ROOT / 'mlflow.db'}"
 OUTPUT = ROOT / "demo-output"
+KEY = OUTPUT / "keys" / "demo"
+"""The demo key pair: ``demo.pem`` (private) and ``demo.pub``, kept across demo runs so
+that earlier surrogates in ``mlflow.db`` still verify."""
+DEMO_TRUST = (
+    "\n[keys.demo]  # the local demo key pair of demo-output/keys/\n"
+    'public_key = "../keys/demo.pub"  # relative to the policy file\n'
+    'may_sign = ["explain", "decide"]\n'
+)
 MODEL_NAME = "wisconsin-rf"
 EXPERIMENT = "wisconsin-demo"
 # skops refuses to load types it does not know; the forest's fitted trees are the only
@@ -56,6 +68,7 @@ class DemoState:
     model: Pipeline | None = None
     model_uri: str | None = None
     explained: object = None
+    signing_key: object = None
     promotions: list[str] = field(default_factory=list)
     outputs: dict[str, list[Path]] = field(default_factory=dict)
 
@@ -65,6 +78,29 @@ def configure_mlflow(state: DemoState) -> DemoState:
     mlflow.set_tracking_uri(TRACKING_URI)
     mlflow.set_registry_uri(TRACKING_URI)
     mlflow.set_experiment(EXPERIMENT)
+    return state
+
+
+def make_demo_key(state: DemoState) -> DemoState:
+    """A local demo key pair (made once) and the demo policies that trust it."""
+    from miret_governance.governance.signing import SigningKey, generate_key_pair
+
+    private = KEY.with_suffix(".pem")
+    if private.exists():
+        print(f"using the local demo key pair {private.relative_to(ROOT)} (private) and .pub")
+    else:
+        private, public = generate_key_pair(KEY)
+        print(
+            f"made a local DEMO key pair: {private.relative_to(ROOT)} (private) and "
+            f"{public.relative_to(ROOT)}; it signs this demo's evidence and decisions. In "
+            "production make one with `govern keygen` and give the private key to the CI job only"
+        )
+    state.signing_key = SigningKey.load(private)
+    (OUTPUT / "policies").mkdir(parents=True, exist_ok=True)
+    for name in ("lenient", "strict"):
+        text = (ROOT / "examples" / "policies" / f"{name}.toml").read_text()
+        (OUTPUT / "policies" / f"{name}.toml").write_text(text + DEMO_TRUST)
+    print("wrote demo-output/policies/lenient.toml and strict.toml (trusting the demo key)")
     return state
 
 
@@ -135,6 +171,7 @@ def explain_surrogate(state: DemoState) -> DemoState:
             target="target",
             class_names=["malignant", "benign"],
             progress=progress,
+            signing_key=state.signing_key,
         )
     verb = "reused" if result.reused else f"registered in {result.seconds:.1f} s"
     print(
@@ -160,11 +197,13 @@ def copy_report(surrogate_uri: str) -> list[Path]:
 
 def _promote(state: DemoState, alias: str, policy: str) -> None:
     from miret_governance.cli.gates import print_gates
-    from miret_governance.flavors.gating import promote_model_version
+    from miret_governance.flavors.promotion import promote_model_version
     from miret_governance.governance.gates import load_policy
 
     print(f"govern promote --model-uri {state.model_uri} --alias {alias} --policy {policy}")
-    outcome = promote_model_version(state.model_uri, alias, load_policy(ROOT / policy))
+    outcome = promote_model_version(
+        state.model_uri, alias, load_policy(ROOT / policy), signing_key=state.signing_key
+    )
     print_gates(outcome.gate)
     tags = mlflow.MlflowClient().get_model_version(*state.model_uri[8:].split("/")).tags
     verdict = "promoted" if outcome.promoted else "refused"
@@ -180,14 +219,14 @@ def _promote(state: DemoState, alias: str, policy: str) -> None:
 
 
 def promote_lenient(state: DemoState) -> DemoState:
-    """Gates of examples/policies/lenient.toml pass: the version becomes @champion."""
-    _promote(state, "champion", "examples/policies/lenient.toml")
+    """Gates of the lenient policy pass: the version becomes @champion."""
+    _promote(state, "champion", "demo-output/policies/lenient.toml")
     return state
 
 
 def promote_strict(state: DemoState) -> DemoState:
-    """Gates of examples/policies/strict.toml fail: @production is refused."""
-    _promote(state, "production", "examples/policies/strict.toml")
+    """Gates of the strict policy fail: @production is refused."""
+    _promote(state, "production", "demo-output/policies/strict.toml")
     return state
 
 
@@ -199,6 +238,9 @@ def report(state: DemoState) -> DemoState:
     metrics = result.metrics
     print("\nWhat happened")
     print(f"  1. trained and registered {state.model_uri} (MinMaxScaler + random forest)")
+    print(
+        f"     (a local demo key in {KEY.parent.relative_to(ROOT)}/ signs evidence and decisions)"
+    )
     print(
         f"  2. explained it: surrogate {result.surrogate_uri}, test fidelity "
         f"{metrics.get('test_fidelity', float('nan')):.3f} with "
@@ -218,12 +260,16 @@ def report(state: DemoState) -> DemoState:
         f"  report in the UI:  Models -> {name} -> Version {result.version} -> logged model "
         "-> Artifacts -> report.html"
     )
-    print(f"  in the terminal:   .venv/bin/govern show --model-uri {state.model_uri}")
+    print(
+        f"  in the terminal:   .venv/bin/govern show --model-uri {state.model_uri} "
+        "--policy demo-output/policies/lenient.toml"
+    )
     return state
 
 
 STEPS = [
     configure_mlflow,
+    make_demo_key,
     load_data,
     train_and_register,
     explain_vite,

@@ -19,12 +19,15 @@ from mlflow import MlflowException
 from mlflow.models.model import MLMODEL_FILE_NAME
 
 from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.signing import SIGNATURE_FILE
 
 EVIDENCE_FILE = "evidence.json"
 EVIDENCE_FORMAT = "miret-evidence"
 WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
-"""Files MLflow itself (re)writes after saving (on logging and registration): plain
-metadata, never imported; not covered by the manifest."""
+"""Files MLflow itself writes (MLmodel, which holds the manifest's digest, and the
+metadata of a downloaded registered version): not covered by the manifest. MLmodel is
+covered by the signature (:mod:`flavors.trust`), like every file but the signature itself."""
+_NOT_LISTED = {EVIDENCE_FILE, SIGNATURE_FILE, *WRITTEN_BY_MLFLOW}
 
 
 class TamperedModelError(GovernanceError, MlflowException):
@@ -45,11 +48,11 @@ def file_digest(path) -> str:
 
 
 def _model_files(path: str) -> list[str]:
-    """Every file of a model directory but the manifest and MLflow's own metadata
-    (POSIX, relative)."""
+    """Every file of a model directory but the manifest, the signature and MLflow's own
+    metadata (POSIX, relative)."""
     root = Path(path)
     files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    return sorted(f for f in files if f not in {EVIDENCE_FILE, *WRITTEN_BY_MLFLOW})
+    return sorted(f for f in files if f not in _NOT_LISTED)
 
 
 def write_evidence(path: str, provenance: dict) -> str:
@@ -121,7 +124,7 @@ def check_pyfunc_entry(model_dir: str, loader_module: str, data_file: str) -> No
     """Refuse an MLmodel whose ``python_function`` entry would make
     ``mlflow.pyfunc.load_model`` import something else than ``loader_module``: another
     loader, a ``code`` folder, or another data file than ``data_file`` (MLmodel is
-    outside the manifest, since it holds the manifest's digest).
+    outside the manifest, since it holds the manifest's digest; the signature covers it).
 
     Raises
     ------

@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 import os
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +23,8 @@ import mlflow
 import pandas as pd
 from mlflow import MlflowClient
 
-from miret_governance.flavors import faults, publish, stages
+from miret_governance.flavors import faults, publish, reuse, stages
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.gate_evidence import checked_evidence
 from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
@@ -35,8 +35,6 @@ from miret_governance.flavors.registry import (
     check_registered_name,
     check_tracking_server,
     describe_surrogate,
-    describe_versions,
-    find_surrogate,
     link_surrogate,
     model_id_of,
     register_surrogate,
@@ -44,6 +42,7 @@ from miret_governance.flavors.registry import (
     version_uri,
 )
 from miret_governance.flavors.request import (
+    MIN_TEST_ROWS,
     ExplainRequest,
     FitParams,
     SearchSettings,
@@ -52,7 +51,9 @@ from miret_governance.flavors.request import (
     check_search,
 )
 from miret_governance.flavors.search import log_search, search_surrogate
+from miret_governance.flavors.trust import UnsignedEvidenceWarning
 from miret_governance.flavors.validation_worker import ValidationWorker
+from miret_governance.governance.signing import SigningKey
 
 BACKGROUND_FIT_CELLS = 2_000_000
 """Inputs of at most this many cells (rows times features) are validated in a child
@@ -90,6 +91,11 @@ class ExplainResult:
         Wall time of the call.
     recovered_runs : list of str
         Runs of this ensemble version left RUNNING by a killed process, ended as KILLED.
+    recovery_notes : list of str
+        What cleaning up after them did, in sentences (runs ended, versions they
+        registered deleted, links repaired: :class:`flavors.faults.Recovery`).
+    signed_by : str
+        Fingerprint of the key that signed the surrogate ("" when it is unsigned).
     """
 
     surrogate_uri: str
@@ -106,6 +112,8 @@ class ExplainResult:
     tracking_uri: str = ""
     seconds: float = 0.0
     recovered_runs: list = field(default_factory=list)
+    signed_by: str = ""
+    recovery_notes: list = field(default_factory=list)
 
 
 def explain_model_version(
@@ -126,10 +134,12 @@ def explain_model_version(
     allow_invalid: bool = False,
     class_names=None,
     test_size: float = 0.2,
+    min_test_rows: int = MIN_TEST_ROWS,
     search: SearchSettings | None = None,
     trust_pickle: bool = False,
     progress=None,
     params: FitParams | None = None,
+    signing_key: SigningKey | None = None,
 ) -> ExplainResult:
     """Explain a registered ensemble version with VITE and a MIRET surrogate.
 
@@ -163,6 +173,10 @@ def explain_model_version(
     class_names : sequence of two str, optional
         Names of the ensemble's classes (in ``classes_`` order) for the reviewer's tree.
     test_size : float
+    min_test_rows : int
+        Fewest test rows per class (as the ensemble predicts them) to explain at all
+        (default :data:`flavors.request.MIN_TEST_ROWS`); lower it only knowingly: the
+        value is recorded as a run param and in the evidence.
     search : SearchSettings, optional
         Choose alpha, h and m by cross-validation (``MiretSearchCV``) before the final
         fit; every candidate is logged as a nested child run of the explain run.
@@ -170,6 +184,11 @@ def explain_model_version(
         Load a scikit-learn ensemble stored as pickle/cloudpickle (this runs code from
         the artifact; refused otherwise). Recorded as ``governance.trust_pickle`` (user
         and UTC time) on the run and the surrogate version, and in the report.
+    signing_key : governance.signing.SigningKey, optional
+        Signs the surrogate's model directory (default: the key ``GOVERN_SIGNING_KEY``
+        names). Without one the evidence is unsigned (an :class:`UnsignedEvidenceWarning`):
+        no gate passes it and nothing earlier is reused. Only a version whose evidence
+        this key signed, naming this very request, is reused (:mod:`flavors.reuse`).
     progress : callable, optional
         ``progress(stage, detail)``: ``stage`` is one of :data:`flavors.stages.STAGES`;
         during the solve ``detail`` has ``elapsed``, ``incumbent``, ``bound`` and ``gap``;
@@ -183,8 +202,8 @@ def explain_model_version(
     ------
     ExplainError
         Bad URI, name or parameter (or both ``params`` and hyperparameter keywords),
-        unsupported or pickled model, bad data (nothing is registered). Parameters and
-        names are checked before anything is read.
+        unsupported or pickled model, bad data or too few test rows per class (nothing
+        is registered). Parameters and names are checked before anything is read.
     ValidationFailedError
         The data failed validation and ``allow_invalid`` is False.
     """
@@ -208,8 +227,12 @@ def explain_model_version(
     if params is None:
         params = {"random_state": keywords.pop("seed"), **keywords}
     fit = check_parameters(params, test_size if test_data is None else None)
+    min_test_rows = stages.check_min_test_rows(min_test_rows)
     if registered_name is not None:
         check_registered_name(registered_name)
+    signing_key = signing_key or SigningKey.from_env()
+    if signing_key is None:
+        warnings.warn(reuse.UNSIGNED_WARNING, UnsignedEvidenceWarning, stacklevel=2)
     check_tracking_server()
     # Great Expectations is imported in its child while the model and the data load
     with ValidationWorker() as worker:
@@ -247,15 +270,16 @@ def explain_model_version(
             class_names=check_class_names(class_names, ensemble),
             search=search,
             trust_pickle=_trust_record() if trust_pickle else "",
+            min_test_rows=min_test_rows,
         )
         experiment_id = mlflow.tracking.fluent._get_experiment_id()
         recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)
         if not force:
-            existing = find_surrogate(
-                client, request.registered_name, request.ensemble_uri, request.digest
-            )
+            existing = reuse.find_reusable(client, request, signing_key)
             if existing is not None:
-                return _reused_result(client, version, existing, request, started, recovered)
+                return _reused_result(
+                    client, version, existing, request, started, recovered, signing_key
+                )
 
         run_tags = {**faults.process_tags()}
         if request.trust_pickle:
@@ -268,7 +292,15 @@ def explain_model_version(
         with faults.guarded_run(client, run):
             stages.record_request(request, datasets)
             info, evidence, solve = _explain_in_run(
-                request, run.info.run_id, ensemble, frame, test_frame, datasets, progress, worker
+                request,
+                run.info.run_id,
+                ensemble,
+                frame,
+                test_frame,
+                datasets,
+                progress,
+                worker,
+                signing_key,
             )
             stages.notify(progress, "register")
             tags = {
@@ -284,15 +316,20 @@ def explain_model_version(
                 request.registered_name,
                 version,
                 tags,
-                deduplicate=not force,
+                deduplicate=None
+                if force or signing_key is None
+                else reuse.verified_for(request, reuse.own_trust(signing_key)),
             )
             if linked is not registered:  # a concurrent explain registered the same request
                 mlflow.set_tag("governance.duplicate_of", version_uri(linked))
                 faults.discard_logged_models(client, run)
                 mlflow.end_run()
-                return _reused_result(client, version, linked, request, started, recovered)
-            checked = checked_evidence(client, version, registered)
-            describe_versions(client, version, registered, checked.evidence, checked.features)
+                return _reused_result(
+                    client, version, linked, request, started, recovered, signing_key
+                )
+            reuse.describe_new_version(
+                client, version, registered, signing_key, evidence, tags[EVIDENCE_DIGEST_TAG]
+            )
         mlflow.end_run()
         return ExplainResult(
             surrogate_uri=version_uri(registered),
@@ -308,7 +345,9 @@ def explain_model_version(
             solve=solve,
             tracking_uri=mlflow.get_tracking_uri(),
             seconds=time.time() - started,
-            recovered_runs=recovered,
+            recovered_runs=recovered.runs,
+            recovery_notes=recovered.notes(),
+            signed_by=signing_key.fingerprint if signing_key is not None else "",
         )
 
 
@@ -322,7 +361,15 @@ def _trust_record() -> str:
 
 
 def _explain_in_run(
-    request: ExplainRequest, run_id: str, ensemble, frame, test_frame, datasets, progress, worker
+    request: ExplainRequest,
+    run_id: str,
+    ensemble,
+    frame,
+    test_frame,
+    datasets,
+    progress,
+    worker,
+    signing_key,
 ):
     """Every stage from validation to the logged model, in a temporary folder.
 
@@ -385,7 +432,14 @@ def _explain_in_run(
 
         stages.notify(progress, "log model")
         info = publish.log_surrogate(
-            request, surrogate, ensemble, artifacts, data.train.head(5), evidence, datasets
+            request,
+            surrogate,
+            ensemble,
+            artifacts,
+            data.train.head(5),
+            evidence,
+            datasets,
+            signing_key,
         )
     return info, evidence, surrogate.solve_report_.to_dict()
 
@@ -396,11 +450,11 @@ def _input_range(data, names) -> dict:
     return {n: [float(lo), float(hi)] for n, lo, hi in zip(names, rows.min(), rows.max())}
 
 
-def _reused_result(client, ensemble_version, existing, request, started, recovered):
-    """The result for an existing surrogate version, which the ensemble version now
-    links (so ``govern gate`` evaluates exactly the version reported)."""
+def _reused_result(client, ensemble_version, existing, request, started, recovered, key):
+    """The result for an existing surrogate version, verified with ``key``, which the
+    ensemble version now links (so ``govern gate`` evaluates exactly the version reported)."""
     link_surrogate(client, ensemble_version, existing)
-    summary = describe_surrogate(version_uri(existing), client)
+    summary = describe_surrogate(version_uri(existing), reuse.own_trust(key), client)
     return ExplainResult(
         surrogate_uri=summary["uri"],
         registered_name=existing.name,
@@ -415,5 +469,7 @@ def _reused_result(client, ensemble_version, existing, request, started, recover
         solve=summary["solve"],
         tracking_uri=mlflow.get_tracking_uri(),
         seconds=time.time() - started,
-        recovered_runs=recovered,
+        recovered_runs=recovered.runs,
+        recovery_notes=recovered.notes(),
+        signed_by=summary["signer"].fingerprint,
     )

@@ -1,8 +1,10 @@
-"""The evidence a gate accepts: a ``miret`` surrogate's own digest-verified manifest.
+"""The evidence a gate accepts: a ``miret`` surrogate's own signed, digest-verified
+manifest.
 
-:func:`surrogate_evidence` reads ``evidence.json`` from a downloaded surrogate model
-directory and re-hashes every file it lists; :func:`checked_evidence` adds what only the
-registry can confirm: the model is a ``miret`` model (its MLmodel flavors), the evidence
+:func:`surrogate_evidence` verifies a downloaded surrogate model directory's signature
+with the keys a policy trusts for ``explain`` (before anything in it is parsed), then
+reads ``evidence.json`` and re-hashes every file it lists; :func:`checked_evidence` adds
+what only the registry can confirm: the model is a ``miret`` model (its MLmodel flavors), the evidence
 names this very ensemble version and data its explain run recorded as training input,
 the explain run's immutable param ``evidence_digest`` vouches for ``evidence.json``
 itself, and its metrics agree with the surrogate where they can be recomputed.
@@ -27,6 +29,8 @@ from miret_governance.flavors.registry import (
     model_id_of,
     version_uri,
 )
+from miret_governance.governance.gates import GATES, Evaluation, GateResult, Policy
+from miret_governance.governance.signing import SignatureError, Signer, TrustedKeys
 
 
 class EvidenceError(GovernanceError):
@@ -68,22 +72,30 @@ def evidence_view(manifest: dict) -> dict:
     }
 
 
-def surrogate_evidence(model_dir) -> dict:
-    """The verified evidence manifest of a downloaded surrogate model directory (every
-    file re-hashed by :func:`flavors.miret.verify_model_dir`).
+def surrogate_evidence(model_dir, trusted: TrustedKeys, what: str | None = None):
+    """The verified model of a downloaded surrogate model directory (signature first,
+    then every file re-hashed: :func:`flavors.miret.open_model_dir`).
+
+    Returns
+    -------
+    flavors.miret.VerifiedModel
 
     Raises
     ------
+    governance.signing.SignatureError
+        Unsigned, signed by a key not trusted for explain, or altered since signed.
     EvidenceError
         No manifest, an unreadable one, or a file that differs from its digest.
     """
     try:
-        manifest = miret_flavor.verify_model_dir(str(model_dir))
-    except (TamperedModelError, ValueError) as error:
+        model = miret_flavor.open_model_dir(str(model_dir), trusted, what)
+    except SignatureError:
+        raise
+    except (TamperedModelError, ValueError, OSError, KeyError, TypeError) as error:
         raise EvidenceError(str(error)) from error
-    if miret_flavor.SURROGATE_FILE not in manifest.get("files", {}):
+    if miret_flavor.SURROGATE_FILE not in model.manifest.get("files", {}):
         raise EvidenceError(f"the manifest does not cover {miret_flavor.SURROGATE_FILE}")
-    return manifest
+    return model
 
 
 @dataclass(frozen=True)
@@ -101,19 +113,30 @@ class CheckedEvidence:
     provenance : dict
         The manifest's whole provenance (the request, tree digest and environment that
         ``govern reproduce`` reads besides the gate's view).
+    signer : governance.signing.Signer
+        The trusted key that signed the surrogate's model directory.
     """
 
     evidence: dict
     digest: str
     features: tuple
     provenance: dict
+    signer: Signer
 
 
-def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> CheckedEvidence:
+def checked_evidence(
+    client: MlflowClient, ensemble_version, surrogate, trusted: TrustedKeys
+) -> CheckedEvidence:
     """The stored evidence of ``surrogate``, checked against ``ensemble_version``.
+
+    The signature is verified first, with the keys ``trusted`` for ``explain``: nothing
+    of an unsigned or altered surrogate is read.
 
     Raises
     ------
+    governance.signing.SignatureError
+        Unsigned, signed by a key not trusted for explain, or altered since it was
+        signed (a gate turns it into a failure of every gate: :func:`refused_evaluation`).
     GateError
         Not a ``miret`` model, no or tampered evidence, evidence of another ensemble
         version or of data the explain run did not record, or metrics that disagree
@@ -123,24 +146,23 @@ def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> Check
     again = f"explain it again: govern explain --model-uri {ensemble_uri} --data <file> --force"
     with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
         local = download_model(surrogate_uri, tmp, GateError)
-        flavors = sorted(Model.load(local).flavors) if Path(local, "MLmodel").is_file() else []
-        if miret_flavor.FLAVOR_NAME not in flavors:
-            raise GateError(
-                f"{surrogate_uri}, linked to {ensemble_uri}, is not a miret surrogate (its "
-                f"MLmodel flavors: {flavors or 'none'}); only a surrogate made by govern "
-                f"explain can pass the gates: {again}"
-            )
         try:
-            manifest = surrogate_evidence(local)
-            evidence = evidence_view(manifest)
-            surrogate_model = miret_flavor.read_model_dir(local)[0]
+            model = surrogate_evidence(local, trusted, f"the evidence of {surrogate_uri}")
+            evidence = evidence_view(model.manifest)
         except (EvidenceError, ValueError, OSError, KeyError, TypeError, MlflowException) as error:
+            flavors = sorted(Model.load(local).flavors) if Path(local, "MLmodel").is_file() else []
+            if miret_flavor.FLAVOR_NAME not in flavors:
+                raise GateError(
+                    f"{surrogate_uri}, linked to {ensemble_uri}, is not a miret surrogate (its "
+                    f"MLmodel flavors: {flavors or 'none'}); only a surrogate made by govern "
+                    f"explain can pass the gates: {again}"
+                ) from error
             raise GateError(
                 f"the stored evidence of {surrogate_uri} cannot be trusted: {error}; {again}"
             ) from error
     _check_provenance(client, ensemble_version, surrogate, evidence, again)
     _check_anchor(client, surrogate, evidence["digest"], again)
-    tree = getattr(surrogate_model, "tree_", surrogate_model)
+    tree = getattr(model.surrogate, "tree_", model.surrogate)
     features = tuple(tree.feature_names[j] for j in tree.used_features())
     recorded = evidence["metrics"].get("n_features_used")
     if not isinstance(recorded, (int, float)) or float(recorded) != len(features):
@@ -148,7 +170,23 @@ def checked_evidence(client: MlflowClient, ensemble_version, surrogate) -> Check
             f"the evidence of {surrogate_uri} says n_features_used = {recorded!r}, but its "
             f"surrogate.json uses {len(features)} features; {again}"
         )
-    return CheckedEvidence(evidence, evidence["digest"], features, manifest["provenance"])
+    return CheckedEvidence(
+        evidence, evidence["digest"], features, model.manifest["provenance"], model.signer
+    )
+
+
+def refused_evaluation(policy: Policy, error: SignatureError) -> tuple[CheckedEvidence, Evaluation]:
+    """What a gate records when the evidence's signature does not verify: nothing of the
+    evidence is believed (no metrics, no validation, no features) and every gate of
+    ``policy`` fails with the reason."""
+    reason = f"unverified evidence: {error}"
+    results = [
+        GateResult(name, GATES[name].metric, threshold, None, False, reason)
+        for name, threshold in policy.gates.items()
+    ]
+    evaluation = Evaluation(False, results, policy.digest, dict(policy.gates), None)
+    evidence = evidence_view({"digest": "unverified"})
+    return CheckedEvidence(evidence, "unverified", (), {}, None), evaluation
 
 
 def _check_anchor(client, surrogate, digest: str, again: str) -> None:

@@ -1,8 +1,13 @@
-"""Promotion gates in the MLflow registry: evaluate, record, promote.
+"""Promotion gates in the MLflow registry: evaluate and record (promotion on top of them:
+:mod:`flavors.promotion`).
 
 A gate accepts only evidence nobody can set by hand. The surrogate version linked to an
 ensemble version (tag ``governance.surrogate``) must be
 
+0. signed, every file of its model directory (MLmodel included), by a key the policy
+   trusts for ``explain`` (:mod:`flavors.trust`); when it is unsigned, signed by another
+   key or altered since, nothing of it is believed and every gate fails with the reason
+   (a FAIL gate run, exit code 1);
 1. a ``miret`` model (the flavors in its MLmodel, not a tag);
 2. carrying its own evidence manifest (``evidence.json`` inside the artifact, every file
    digest-verified) that names this very ensemble version (name, version, URI and the
@@ -21,7 +26,8 @@ verdicts must agree (tested at, above and below every threshold).
 Every evaluation is a run of the ``governance-gates`` experiment named with its result,
 policy and ensemble version (``PASS lenient v1a2b3c4d · wisconsin-rf v1``), tagged
 ``result`` (``PASS``/``FAIL``) and with the evidence digest, and holding
-``gate_report.json`` and ``gate_report.md``. On the ensemble version, ``governance.last_gate``
+``gate_report.json``, ``gate_report.md`` and the signed decision record
+(:mod:`flavors.decisions`). On the ensemble version, ``governance.last_gate``
 is the last evaluation (what-if or not) and ``governance.promotion.<alias>`` the last
 promotion decision for that alias; both versions' descriptions are rewritten.
 """
@@ -29,7 +35,6 @@ promotion decision for that alias; both versions' descriptions are rewritten.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -37,31 +42,36 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import LoggedModelInput
 from mlflow.exceptions import MlflowException
+from mlflow.utils.mlflow_tags import MLFLOW_USER
 
+from miret_governance.flavors.decisions import decided_by, log_record, mlflow_user, new_record
+from miret_governance.flavors.descriptions import describe_versions
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.evidence import EVIDENCE_FILE
-from miret_governance.flavors.gate_evidence import CheckedEvidence, checked_evidence
+from miret_governance.flavors.gate_evidence import (
+    CheckedEvidence,
+    checked_evidence,
+    refused_evaluation,
+)
 from miret_governance.flavors.inputs import load_ensemble, read_table
+from miret_governance.flavors.recompute import recompute_fidelity, with_result
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     GATE_RUN_TAG,
     GATE_TAG,
     POLICY_RUN_TAG,
-    PROMOTION_RUN_TAG,
-    PROMOTION_TAG,
     RESULT_RUN_TAG,
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
-    describe_versions,
     model_id_of,
-    parse_registry_uri,
     resolve_model_version,
     version_uri,
 )
+from miret_governance.flavors.trust import trusted_keys
 from miret_governance.governance.gates import GATES, Evaluation, Policy, evaluate
+from miret_governance.governance.signing import SignatureError, SigningKey
 
 GATE_EXPERIMENT = "governance-gates"
-_ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -218,13 +228,22 @@ def _gate_report(evaluation, policy, checked, version, surrogate, now) -> dict:
     return report
 
 
-def _evaluate_and_record(client: MlflowClient, model_uri: str, policy: Policy) -> _Gated:
-    """Check the evidence, evaluate the policy, log the gate run, tag the version."""
+def evaluate_and_record(
+    client: MlflowClient, model_uri: str, policy: Policy, data=None, target=None
+) -> _Gated:
+    """Check the evidence, evaluate the policy (with ``data``, the fidelity recomputed:
+    :mod:`flavors.recompute`), log the gate run, tag the version."""
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
-    checked = checked_evidence(client, version, surrogate)
     ensemble_uri, surrogate_uri = version_uri(version), version_uri(surrogate)
-    evaluation = evaluate_gates(policy, checked.evidence)
+    try:
+        checked = checked_evidence(client, version, surrogate, policy.keys)
+        evaluation = evaluate_gates(policy, checked.evidence)
+        if data is not None:
+            recomputed = recompute_fidelity(version, surrogate, checked, policy.keys, data, target)
+            evaluation = with_result(evaluation, recomputed)
+    except SignatureError as error:  # unsigned, untrusted or altered: every gate fails
+        checked, evaluation = refused_evaluation(policy, error)
     result = "PASS" if evaluation.all_passed else "FAIL"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -241,6 +260,7 @@ def _evaluate_and_record(client: MlflowClient, model_uri: str, policy: Policy) -
             "governance.ensemble_uri": ensemble_uri,
             "governance.surrogate_uri": surrogate_uri,
             "governance.requested_model_uri": model_uri,
+            MLFLOW_USER: mlflow_user(),
         },
     )
     run_id = run.info.run_id
@@ -290,7 +310,14 @@ def _describe(client: MlflowClient, gated: _Gated) -> None:
     )
 
 
-def gate_model_version(model_uri: str, policy: Policy, client: MlflowClient | None = None):
+def gate_model_version(
+    model_uri: str,
+    policy: Policy,
+    client: MlflowClient | None = None,
+    data=None,
+    target: str | None = None,
+    signing_key: SigningKey | None = None,
+):
     """Evaluate a policy on an ensemble version's linked surrogate, and record it.
 
     A what-if evaluation: ``governance.last_gate`` and ``governance.last_gate.run`` are set on the
@@ -303,6 +330,15 @@ def gate_model_version(model_uri: str, policy: Policy, client: MlflowClient | No
         ``models:/<name>/<version>`` or ``models:/<name>@<alias>`` of the ensemble.
     policy : Policy
     client : MlflowClient, optional
+    data : str or path, optional
+        Recompute the surrogate's fidelity on this file (:mod:`flavors.recompute`): the
+        gate ``recomputed_fidelity`` fails when it disagrees with the evidence.
+    target : str, optional
+        Label column of ``data`` (default: the explanation's).
+    signing_key : SigningKey, optional
+        Signs the gate's decision record (default: ``GOVERN_SIGNING_KEY``); without one
+        the record is unsigned (tag ``governance.decision_signer = unsigned``) and never
+        counts.
 
     Returns
     -------
@@ -314,87 +350,21 @@ def gate_model_version(model_uri: str, policy: Policy, client: MlflowClient | No
         No linked surrogate, or its evidence fails :func:`checked_evidence`.
     """
     client = client or MlflowClient()
-    gated = _evaluate_and_record(client, model_uri, policy)
+    key = signing_key or SigningKey.from_env()
+    gated = evaluate_and_record(client, model_uri, policy, data, target)
+    evaluation = gated.outcome.evaluation
+    record = new_record(
+        "gate",
+        gated.version,
+        gated.surrogate,
+        gated.checked,
+        policy,
+        decided_by(policy.keys, key),
+        result="PASS" if evaluation.all_passed else "FAIL",
+    )
+    log_record(client, gated.outcome.run_id, record, key)
     _describe(client, gated)
     return gated.outcome
-
-
-@dataclass
-class PromotionOutcome:
-    """Outcome of :func:`promote_model_version`.
-
-    Attributes
-    ----------
-    gate : GateOutcome
-    alias : str
-    promoted : bool
-    alias_version : str or None
-        Version the alias points to afterwards (None when it points nowhere).
-    """
-
-    gate: GateOutcome
-    alias: str
-    promoted: bool
-    alias_version: str | None
-
-
-def _alias_version(client: MlflowClient, name: str, alias: str) -> str | None:
-    try:
-        return str(client.get_model_version_by_alias(name, alias).version)
-    except MlflowException:
-        return None
-
-
-def check_alias(alias: str) -> None:
-    """Refuse an alias MLflow would reject (:class:`GateError`), before any connection."""
-    if not _ALIAS.match(alias) or alias.lower() == "latest" or re.match(r"^v\d+$", alias):
-        raise GateError(
-            f"alias {alias!r} is not valid: use letters, digits, '_' and '-', starting "
-            "with a letter, and not 'latest' or 'v<number>'"
-        )
-
-
-def promote_model_version(
-    model_uri: str, alias: str, policy: Policy, client: MlflowClient | None = None
-) -> PromotionOutcome:
-    """Run the gates and set ``alias`` on the version only when all of them pass.
-
-    A refusal leaves the alias where it was. The decision is tagged on the version as
-    ``governance.promotion.<alias>`` (``promoted``/``refused``) with
-    ``governance.promotion.<alias>.run`` (the gate run: policy, time, evidence digest),
-    and on the gate run. A failed re-evaluation of the version that already holds the
-    alias keeps its ``promoted`` status: it is recorded as the last gate evaluation only,
-    so a version holding an alias never shows a refusal for it.
-
-    Raises
-    ------
-    GateError
-        An alias MLflow would reject (checked before anything is recorded).
-    """
-    check_alias(alias)
-    client = client or MlflowClient()
-    gated = _evaluate_and_record(client, model_uri, policy)
-    outcome = gated.outcome
-    name, number, _ = parse_registry_uri(outcome.ensemble_uri)
-    promoted = outcome.evaluation.all_passed
-    holder = _alias_version(client, name, alias)
-    if promoted:
-        client.set_registered_model_alias(name, alias, number)
-    status = "promoted" if promoted else "refused"
-    tag = PROMOTION_TAG.format(alias=alias)
-    if promoted or holder != number:
-        client.set_model_version_tag(name, number, tag, status)
-        client.set_model_version_tag(
-            name, number, PROMOTION_RUN_TAG.format(alias=alias), outcome.run_id
-        )
-    client.set_tag(outcome.run_id, tag, status)
-    _describe(client, gated)
-    return PromotionOutcome(
-        gate=outcome,
-        alias=alias,
-        promoted=promoted,
-        alias_version=_alias_version(client, name, alias),
-    )
 
 
 # ---------------------------------------------------------------------- validation
@@ -407,7 +377,7 @@ def validate_model_inputs(
 
     The domain is the ensemble's own MinMaxScaler range when it has one; otherwise the
     range of the data its linked surrogate explained, read from the surrogate's verified
-    evidence; with neither, only the schema and finiteness are checked.
+    evidence (signed by a key the policy ``GOVERN_POLICY`` names trusts); with neither, only the schema and finiteness are checked.
 
     Returns
     -------
@@ -420,7 +390,8 @@ def validate_model_inputs(
     ensemble, _ = load_ensemble(version_uri(version), trust_pickle)
     training_range = None
     if ensemble.scaler is None and version.tags.get(SURROGATE_TAG):
-        stored = checked_evidence(client, version, linked_surrogate(client, version))
+        surrogate = linked_surrogate(client, version)
+        stored = checked_evidence(client, version, surrogate, trusted_keys())
         training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
     return validate_inputs(
         read_table(data), ensemble, label=target, mostly=mostly, training_range=training_range

@@ -9,14 +9,22 @@ A model directory written by :func:`save_model` holds::
                             explanation artifacts passed as ``artifacts``
     evidence.json           the manifest: provenance of the explanation and the sha256
                             of every other file of the directory
+    model.sig               the signature of every other file, MLmodel included
+                            (:mod:`flavors.trust`), when saved with a ``signing_key``
 
 The manifest (:mod:`flavors.evidence`) has its own sha256 recorded in the MLmodel flavor
-configuration (``evidence_digest``). Loading verifies every digest and refuses a directory with an
-edited, missing or extra file; it reads JSON only: no pickle, and no ``code/`` folder is
-ever put on the import path (the flavor writes none).
-``mlflow.pyfunc.load_model(uri).predict(df)`` returns the surrogate's class labels. The
-input space is a model config, ``input_space``: ``"raw"`` (the ensemble's input units,
-mapped by the surrogate's stored scaler) or ``"normalized"`` (the MILP's working space).
+configuration (``evidence_digest``). Every reader here (:func:`load_model`,
+:func:`load_preprocessing`, :func:`read_evidence`, the pyfunc loader) first verifies the
+signature with a key its policy trusts to sign ``explain`` evidence (``policy=``, else the
+policy file named by ``GOVERN_POLICY``; refused without one), before MLmodel or any other
+file is parsed; then checks MLmodel's ``python_function`` entry and every digest, and
+refuses an edited, missing or extra file. It reads JSON only: no pickle, and no
+``code/`` folder is ever put on the import path (the flavor writes none).
+``mlflow.pyfunc.load_model(uri).predict(df)`` returns the surrogate's class labels, but
+MLflow reads MLmodel and imports what it names before this flavor's loader runs: score
+with :func:`load_model` (``uri``, ``policy=...``), which verifies first. The input space
+is a model config, ``input_space``: ``"raw"`` (the ensemble's input units, mapped by the
+surrogate's stored scaler) or ``"normalized"`` (the MILP's working space).
 """
 
 from __future__ import annotations
@@ -25,12 +33,12 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import mlflow
 import numpy as np
-import pandas as pd
 import yaml
 from mlflow import pyfunc
 from mlflow.models import Model, ModelInputExample, ModelSignature
@@ -65,6 +73,9 @@ from miret_governance.flavors.evidence import (
     verify_manifest,
     write_evidence,
 )
+from miret_governance.flavors.scoring import MiretModelWrapper, check_input_space
+from miret_governance.flavors.trust import sign_model_dir, trusted_keys, verify_model_signature
+from miret_governance.governance.signing import Signer, SigningKey, TrustedKeys
 
 FLAVOR_NAME = "miret"
 FORMAT_VERSION = 2
@@ -73,7 +84,6 @@ FORMAT_VERSION = 2
 SURROGATE_FILE = "surrogate.json"
 LOADER_MODULE = "miret_governance.flavors.miret"
 """The only ``python_function.loader_module`` a surrogate's MLmodel may name."""
-INPUT_SPACES = ("raw", "normalized")
 _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
 
 
@@ -100,17 +110,26 @@ def get_default_conda_env() -> dict:
 
 
 # ---------------------------------------------------------------------- evidence
-def verify_model_dir(model_dir: str) -> dict:
-    """Check every digest of a ``miret`` model directory against the manifest that
-    MLmodel's ``evidence_digest`` vouches for; the verified manifest
-    (:func:`flavors.evidence.verify_manifest`).
+def verify_model_dir(model_dir: str, trusted: TrustedKeys, what: str | None = None) -> dict:
+    """Verify a ``miret`` model directory: its signature by a key ``trusted`` for
+    ``explain`` first (nothing is parsed before), then every digest against the manifest
+    that MLmodel's ``evidence_digest`` vouches for. ``what`` names the model in messages.
+
+    Returns
+    -------
+    dict
+        The verified manifest (:func:`flavors.evidence.verify_manifest`) and ``signer``
+        (:class:`governance.signing.Signer`).
 
     Raises
     ------
+    governance.signing.SignatureError
+        Unsigned, signed by a key not trusted for explain, or altered since it was signed.
     GovernanceError
         A surrogate of another :data:`FORMAT_VERSION` (explain it again).
     TamperedModelError
     """
+    signer = verify_model_signature(model_dir, trusted, what)
     conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
     found = conf.get("format_version", 1)
     if found != FORMAT_VERSION:
@@ -120,28 +139,36 @@ def verify_model_dir(model_dir: str) -> dict:
             "ensemble again (govern explain --force) to get a current surrogate"
         )
     check_pyfunc_entry(model_dir, LOADER_MODULE, SURROGATE_FILE)
-    return verify_manifest(model_dir, conf.get("evidence_digest"))
+    return {**verify_manifest(model_dir, conf.get("evidence_digest")), "signer": signer}
 
 
-def read_evidence(model_dir_or_uri) -> dict:
+def read_evidence(model_dir_or_uri, policy=None) -> dict:
     """The verified evidence manifest of a ``miret`` model (local directory or URI).
+
+    Parameters
+    ----------
+    model_dir_or_uri : str or path
+    policy : Policy, TrustedKeys or path, optional
+        Whose ``[keys]`` to trust (default: the file ``GOVERN_POLICY`` names).
 
     Returns
     -------
     dict
         ``provenance`` (what the explanation was made from and what it found: see
         docs/architecture.md), ``files`` (relative path -> sha256), ``format``,
-        ``format_version`` and ``digest`` (sha256 of ``evidence.json`` itself, also in
-        MLmodel and the ``governance.evidence_digest`` model-version tag).
+        ``format_version``, ``digest`` (sha256 of ``evidence.json`` itself, also in
+        MLmodel and the ``governance.evidence_digest`` model-version tag) and ``signer``.
 
     Raises
     ------
+    governance.signing.SignatureError
     TamperedModelError
     """
+    trusted = trusted_keys(policy)
     local = str(model_dir_or_uri)
     if not os.path.isdir(local):
         local = _download_artifact_from_uri(artifact_uri=local)
-    return verify_model_dir(local)
+    return verify_model_dir(local, trusted)
 
 
 def _default_signature(feature_names, classes) -> ModelSignature:
@@ -187,6 +214,8 @@ def save_model(
     pip_requirements=None,
     extra_pip_requirements=None,
     metadata: dict | None = None,
+    signing_key: SigningKey | None = None,
+    validate_serving_input: bool = False,
 ):
     """Save a fitted MIRET surrogate as an MLflow model directory.
 
@@ -210,6 +239,13 @@ def save_model(
         As in MLflow's built-in flavors. Without a signature one is built: one double
         column per feature and the class label as output. There is no ``code_paths``:
         a surrogate never ships code.
+    signing_key : governance.signing.SigningKey, optional
+        Signs the finished directory, MLmodel included (``model.sig``); without it the
+        surrogate is unsigned, and no reader here trusts it.
+    validate_serving_input : bool
+        Read by MLflow's ``Model.log``, not here: :func:`log_model` passes False, since
+        checking the input example would load the signed model through pyfunc (which
+        needs a trusted policy) and may rewrite MLmodel after it was signed.
     """
     kind = type(surrogate).__name__
     if kind not in _surrogate_classes():
@@ -218,7 +254,7 @@ def save_model(
     feature_names = list(tree.feature_names)
     if input_space is None:
         input_space = "raw" if kind == "MiretSurrogate" else "normalized"
-    _check_input_space(input_space, surrogate)
+    check_input_space(input_space, surrogate)
     _validate_env_arguments(conda_env, pip_requirements, extra_pip_requirements)
 
     path = os.path.abspath(path)
@@ -274,6 +310,8 @@ def save_model(
         evidence_digest=evidence_digest,
     )
     mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
+    if signing_key is not None:
+        sign_model_dir(path, signing_key)
 
 
 def log_model(
@@ -295,12 +333,14 @@ def log_model(
     model_type: str | None = None,
     step: int = 0,
     model_id: str | None = None,
+    signing_key: SigningKey | None = None,
 ):
     """Log a MIRET surrogate as an MLflow logged model of the active run.
 
     Parameters are those of :func:`save_model` plus MLflow's ``log_model`` ones
     (``name``, ``registered_model_name``, ``params``, ``tags``, ``model_type``, ``step``,
-    ``model_id``).
+    ``model_id``). MLflow uploads the directory as :func:`save_model` wrote and signed
+    it: it would rewrite MLmodel only after validating the input example, which is off.
 
     Returns
     -------
@@ -327,14 +367,38 @@ def log_model(
         model_type=model_type,
         step=step,
         model_id=model_id,
+        signing_key=signing_key,
+        validate_serving_input=False,
     )
 
 
 # ---------------------------------------------------------------------- load
-def read_model_dir(model_dir: str):
-    """Surrogate, its input scaler (None for a bare SurrogateTree) and the flavor
-    configuration of a local model directory, after :func:`verify_model_dir`."""
-    verify_model_dir(model_dir)
+@dataclass(frozen=True)
+class VerifiedModel:
+    """A ``miret`` model directory read after :func:`verify_model_dir`.
+
+    Attributes
+    ----------
+    surrogate : MiretSurrogate or SurrogateTree
+    scaler : MinMaxScaler or None
+        The surrogate's input scaler (None for a bare SurrogateTree).
+    conf : dict
+        The ``miret`` flavor configuration of MLmodel.
+    manifest : dict
+        The verified evidence manifest (with ``digest``).
+    signer : governance.signing.Signer
+    """
+
+    surrogate: object
+    scaler: object
+    conf: dict
+    manifest: dict
+    signer: Signer
+
+
+def open_model_dir(model_dir: str, trusted: TrustedKeys, what: str | None = None) -> VerifiedModel:
+    """Verify a local ``miret`` model directory (:func:`verify_model_dir`), then read it."""
+    manifest = verify_model_dir(model_dir, trusted, what)
     conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
     classes = _surrogate_classes()
     kind = conf.get("surrogate_class")
@@ -342,14 +406,23 @@ def read_model_dir(model_dir: str):
         raise mlflow.MlflowException(f"unknown surrogate class {kind!r} in {model_dir}/MLmodel")
     with open(os.path.join(model_dir, SURROGATE_FILE)) as f:
         surrogate = classes[kind].from_dict(json.load(f))
-    return surrogate, getattr(surrogate, "input_scaler_", None), conf
+    scaler = getattr(surrogate, "input_scaler_", None)
+    return VerifiedModel(surrogate, scaler, conf, manifest, manifest.pop("signer"))
 
 
-def load_model(model_uri: str, dst_path: str | None = None):
-    """Load the surrogate (``MiretSurrogate`` or ``SurrogateTree``) of a ``miret`` model.
+def read_model_dir(model_dir: str, trusted: TrustedKeys):
+    """Surrogate, its input scaler (None for a bare SurrogateTree) and the flavor
+    configuration of a local model directory (:func:`open_model_dir`)."""
+    model = open_model_dir(model_dir, trusted)
+    return model.surrogate, model.scaler, model.conf
 
-    Every file is checked against the evidence manifest first; nothing from the model
-    directory is imported.
+
+def load_model(model_uri: str, dst_path: str | None = None, policy=None):
+    """Load the surrogate (``MiretSurrogate`` or ``SurrogateTree``) of a ``miret`` model:
+    the safe way to score one.
+
+    The signature is verified first, then every file against the evidence manifest;
+    nothing from the model directory is imported.
 
     Parameters
     ----------
@@ -357,75 +430,33 @@ def load_model(model_uri: str, dst_path: str | None = None):
         ``models:/name/version``, ``runs:/...``, ``models:/m-...`` or a local path.
     dst_path : str, optional
         Local directory to download the model into.
+    policy : Policy, TrustedKeys or path, optional
+        Whose ``[keys]`` to trust (default: the policy file ``GOVERN_POLICY`` names).
 
     Raises
     ------
+    governance.signing.SignatureError
+        No trust configured, unsigned, signed by a key not trusted for explain, or
+        altered since it was signed.
     TamperedModelError
         A file of the model was edited, removed or added after it was saved.
     """
+    trusted = trusted_keys(policy)
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
-    return read_model_dir(local)[0]
+    return read_model_dir(local, trusted)[0]
 
 
-def load_preprocessing(model_uri: str, dst_path: str | None = None):
-    """The input scaler stored with a ``miret`` model (``None`` for a SurrogateTree)."""
+def load_preprocessing(model_uri: str, dst_path: str | None = None, policy=None):
+    """The input scaler stored with a ``miret`` model (``None`` for a SurrogateTree),
+    verified as by :func:`load_model`."""
+    trusted = trusted_keys(policy)
     local = _download_artifact_from_uri(artifact_uri=model_uri, output_path=dst_path)
-    return read_model_dir(local)[1]
+    return read_model_dir(local, trusted)[1]
 
 
 def _load_pyfunc(path: str, model_config: dict | None = None):
-    """Called by ``mlflow.pyfunc.load_model``."""
+    """Called by ``mlflow.pyfunc.load_model``; trusts the policy ``GOVERN_POLICY`` names."""
     model_dir = os.path.dirname(path) if os.path.isfile(path) else path
-    surrogate, _, conf = read_model_dir(model_dir)
+    surrogate, _, conf = read_model_dir(model_dir, trusted_keys())
     input_space = (model_config or {}).get("input_space", conf["input_space"])
-    return _MiretModelWrapper(surrogate, input_space)
-
-
-def _check_input_space(input_space: str, surrogate) -> None:
-    """``input_space`` is known, and ``"raw"`` only for a surrogate that has a scaler."""
-    if input_space not in INPUT_SPACES:
-        raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
-    if input_space == "raw" and type(surrogate).__name__ != "MiretSurrogate":
-        raise ValueError("input_space='raw' needs a MiretSurrogate (a SurrogateTree has no scaler)")
-
-
-class _MiretModelWrapper:
-    """pyfunc wrapper: class labels of the surrogate for raw or normalized input."""
-
-    def __init__(self, surrogate, input_space: str):
-        _check_input_space(input_space, surrogate)
-        self.surrogate = surrogate
-        self.input_space = input_space
-        self.feature_names = list(getattr(surrogate, "tree_", surrogate).feature_names)
-
-    def get_raw_model(self):
-        """The surrogate object."""
-        return self.surrogate
-
-    def _matrix(self, data) -> np.ndarray:
-        if isinstance(data, pd.DataFrame):
-            missing = [c for c in self.feature_names if c not in data.columns]
-            if missing:
-                if list(data.columns) == list(range(len(self.feature_names))):
-                    return data.to_numpy(dtype=np.float64)
-                raise ValueError(f"input is missing feature columns: {', '.join(missing)}")
-            return data[self.feature_names].to_numpy(dtype=np.float64)
-        X = np.asarray(data, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != len(self.feature_names):
-            raise ValueError(f"expected {len(self.feature_names)} feature columns, got {X.shape}")
-        return X
-
-    def predict(self, model_input, params: dict[str, Any] | None = None) -> np.ndarray:
-        """Class labels of the surrogate.
-
-        Parameters
-        ----------
-        model_input : DataFrame or array-like
-            One column per feature (by name for a DataFrame), in ``self.input_space``.
-        params : dict, optional
-            Unused (the input space is a model config).
-        """
-        X = self._matrix(model_input)
-        if self.input_space == "raw":  # a MiretSurrogate maps raw input with its own scaler
-            return self.surrogate.predict(X)
-        return getattr(self.surrogate, "tree_", self.surrogate).predict(X)
+    return MiretModelWrapper(surrogate, input_space)

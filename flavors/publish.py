@@ -4,8 +4,8 @@ model.
 The last two stages of an explain run (:mod:`flavors.stages` runs the first ones):
 :func:`write_report` renders the tree figure, ``report.html`` and ``model_card.md``;
 :func:`log_surrogate` logs the surrogate with the ``miret`` flavor, its
-:func:`evidence_record` as the digest-verified ``evidence.json``, and its metrics on the
-logged model.
+:func:`evidence_record` as the digest-verified ``evidence.json``, the whole model
+directory signed with the explain's key, and its metrics on the logged model.
 """
 
 from __future__ import annotations
@@ -229,8 +229,10 @@ def log_surrogate(
     input_example,
     evidence: Evidence,
     datasets: dict,
+    signing_key=None,
 ):
-    """Log the surrogate with the ``miret`` flavor, its metrics on the logged model (by
+    """Log the surrogate with the ``miret`` flavor, signed with ``signing_key`` (a
+    ``governance.signing.SigningKey``; unsigned without one), its metrics on the logged model (by
     ``model_id``, each linked to the data set it was computed on, which fills the logged
     model's "Datasets used"), the run's peak memory and the solver's outcome as run tags.
 
@@ -256,6 +258,7 @@ def log_surrogate(
         },
         params={k: str(v) for k, v in params.items()},
         tags={VALIDATION_TAG: status, SURROGATE_OF_TAG: request.ensemble_uri},
+        signing_key=signing_key,
     )
     mlflow.log_param(EVIDENCE_PARAM, info.flavors[miret_flavor.FLAVOR_NAME]["evidence_digest"])
     log_model_metrics(evidence.metrics, info.model_id, datasets)

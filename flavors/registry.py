@@ -3,8 +3,9 @@
 An explained ensemble version and its surrogate version point at each other by tags:
 ``governance.surrogate`` on the ensemble version names the surrogate version, and
 ``governance.surrogate_of`` on the surrogate version names the ensemble version. This
-module owns those names, reads and writes the links and the versions' Markdown
-descriptions (what a reviewer reads first), and builds registry filters safely.
+module owns those names, reads and writes the links (marking the surrogate linked
+before as superseded), and builds registry filters safely; the versions' Markdown
+descriptions are :mod:`flavors.descriptions`.
 
 Tags are for machines and few (see docs/architecture.md): on the ensemble version
 ``governance.surrogate``, ``governance.last_gate`` (``PASS``/``FAIL`` of the last gate
@@ -29,7 +30,6 @@ from mlflow.models import Model
 
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.errors import ExplainError, GovernanceError
-from miret_governance.governance.gates import canonical_digest
 
 SURROGATE_OF_TAG = "governance.surrogate_of"
 SURROGATE_TAG = "governance.surrogate"
@@ -44,6 +44,7 @@ PROMOTION_TAG = "governance.promotion.{alias}"
 PROMOTION_RUN_TAG = "governance.promotion.{alias}.run"
 POLICY_RUN_TAG = "governance.policy"
 EVIDENCE_DIGEST_TAG = "governance.evidence_digest"
+SUPERSEDED_TAG = "governance.superseded_by"
 EVIDENCE_PARAM = "evidence_digest"
 """Run param of the explain run: sha256 of the surrogate's ``evidence.json``. Params
 cannot be changed once logged, so an edited or replaced manifest no longer matches it."""
@@ -173,19 +174,51 @@ def _surrogates_of(client: MlflowClient, registered_name: str, ensemble_uri: str
     ]
 
 
-def find_surrogate(client: MlflowClient, registered_name: str, ensemble_uri: str, digest: str):
-    """The newest surrogate version of ``ensemble_uri`` made by an identical request."""
+def find_surrogate(
+    client: MlflowClient, registered_name: str, ensemble_uri: str, digest: str, accept
+):
+    """The newest surrogate version tagged as made for ``ensemble_uri`` by the request
+    ``digest`` that ``accept(version)`` confirms (tags only narrow the search: anyone can
+    write them; :func:`flavors.reuse.verified_for` checks the signed evidence)."""
     matches = _surrogates_of(client, registered_name, ensemble_uri, digest)
-    return max(matches, key=lambda v: int(v.version)) if matches else None
+    newest_first = sorted(matches, key=lambda v: int(v.version), reverse=True)
+    return next((v for v in newest_first if accept(v)), None)
 
 
 def link_surrogate(client: MlflowClient, ensemble_version, surrogate_version) -> None:
-    """Point the ensemble version's ``governance.surrogate`` tag at ``surrogate_version``."""
+    """Point the ensemble version's ``governance.surrogate`` tag at ``surrogate_version``;
+    the surrogate linked before is marked superseded (:func:`mark_superseded`)."""
     target = version_uri(surrogate_version)
-    if ensemble_version.tags.get(SURROGATE_TAG) != target:
+    previous = ensemble_version.tags.get(SURROGATE_TAG)
+    if previous != target:
         client.set_model_version_tag(
             ensemble_version.name, ensemble_version.version, SURROGATE_TAG, target
         )
+        if SUPERSEDED_TAG in (surrogate_version.tags or {}):
+            client.delete_model_version_tag(
+                surrogate_version.name, surrogate_version.version, SUPERSEDED_TAG
+            )
+        if previous:
+            mark_superseded(client, previous, surrogate_version)
+
+
+def mark_superseded(client: MlflowClient, previous_uri: str, successor) -> None:
+    """Tag the surrogate version ``previous_uri`` ``governance.superseded_by`` (the
+    successor's URI) and open its description with a line saying so (a dangling
+    ``previous_uri`` is left alone)."""
+    try:
+        old = resolve_model_version(client, previous_uri)
+    except ExplainError:
+        return
+    successor_uri = version_uri(successor)
+    client.set_model_version_tag(old.name, old.version, SUPERSEDED_TAG, successor_uri)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    line = (
+        f"**Superseded** by {version_link(successor.name, successor.version)} (linked "
+        f"{when}): decisions on this evidence no longer count for the ensemble.\n\n"
+    )
+    rest = re.sub(r"^\*\*Superseded\*\* by [^\n]*\n\n", "", old.description or "")
+    client.update_model_version(old.name, old.version, description=line + rest)
 
 
 def register_surrogate(
@@ -194,12 +227,13 @@ def register_surrogate(
     registered_name: str,
     ensemble_version,
     tags: dict,
-    deduplicate: bool = False,
+    deduplicate=None,
 ):
     """Register the surrogate with ``tags``, then link the ensemble version to it.
 
-    With ``deduplicate`` (no identical version existed when the caller looked), versions
-    of the same request registered meanwhile by concurrent explains are settled: the
+    With ``deduplicate``, a predicate on versions (no identical version existed when the
+    caller looked), versions of the same request registered meanwhile by concurrent
+    explains that it confirms (:func:`flavors.reuse.verified_for`) are settled: the
     lowest version number wins, the others delete their own version, and every process
     links the winner. The surrogate version is deleted again when the link cannot be
     written, so a failure leaves no version behind.
@@ -216,8 +250,11 @@ def register_surrogate(
     )
     try:
         winner = registered
-        if deduplicate:
-            same = _surrogates_of(client, registered_name, ensemble_uri, tags[EXPLAIN_DIGEST_TAG])
+        if deduplicate is not None:
+            tagged = _surrogates_of(client, registered_name, ensemble_uri, tags[EXPLAIN_DIGEST_TAG])
+            same = [
+                v for v in tagged if str(v.version) != str(registered.version) and deduplicate(v)
+            ]
             winner = min([registered, *same], key=lambda v: int(v.version))
         link_surrogate(client, ensemble_version, winner)
     except BaseException:
@@ -259,25 +296,26 @@ def download_model(uri: str, dst_path: str | None = None, error=ExplainError) ->
         raise error(f"cannot download {uri}: {exc.message}") from exc
 
 
-def describe_surrogate(model_uri: str, client: MlflowClient | None = None) -> dict:
-    """Rules, metrics and links of a registered surrogate version.
+def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = None) -> dict:
+    """Rules, metrics and links of a registered surrogate version, read once its
+    signature verifies with a key ``trusted`` (``governance.signing.TrustedKeys``).
 
     Returns
     -------
     dict
         ``uri``, ``rules`` (raw units), ``metrics`` (of the logged model), ``tags``
-        (of the model version), ``solve`` (from the model's metadata), ``model_id``.
+        (of the model version), ``solve`` (from the model's metadata), ``model_id``,
+        ``signer`` (``governance.signing.Signer``).
     """
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
     uri = version_uri(version)
     with tempfile.TemporaryDirectory(prefix="surrogate-") as tmp:
         local = download_model(uri, tmp)
+        verified = miret_flavor.open_model_dir(local, trusted, uri)
         mlmodel = Model.load(local)
-        if miret_flavor.FLAVOR_NAME not in mlmodel.flavors:
-            raise ExplainError(f"{uri} is not a surrogate (flavors: {sorted(mlmodel.flavors)})")
-        surrogate, scaler, _ = miret_flavor.read_model_dir(local)
-        parameters = miret_flavor.read_evidence(local)["provenance"].get("parameters") or {}
+        surrogate, scaler = verified.surrogate, verified.scaler
+        parameters = verified.manifest["provenance"].get("parameters") or {}
     tree = getattr(surrogate, "tree_", surrogate)
     class_names = str(parameters.get("class_names") or "").split(",") if parameters else None
     if hasattr(surrogate, "leaf_counts_"):  # a fitted MiretSurrogate: the pruned tree
@@ -294,6 +332,7 @@ def describe_surrogate(model_uri: str, client: MlflowClient | None = None) -> di
         "tags": dict(version.tags),
         "solve": (mlmodel.metadata or {}).get("solve", {}),
         "model_id": model_id or "",
+        "signer": verified.signer,
     }
 
 
@@ -301,145 +340,11 @@ def describe_surrogate(model_uri: str, client: MlflowClient | None = None) -> di
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
-def _md(text) -> str:
+def markdown_literal(text) -> str:
     """User text as literal Markdown: HTML escaped, Markdown punctuation backslashed."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
 
 
 def version_link(name: str, version) -> str:
     """A Markdown link to a model version's page in the MLflow UI (relative, works there)."""
-    return f"[{_md(name)} v{version}](#/models/{url_quote(name, safe='')}/versions/{version})"
-
-
-def _number(value, digits: int = 3) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "-"
-    return f"{value:.{digits}f}" if not float(value).is_integer() else str(int(value))
-
-
-def _run_time(run) -> str:
-    stamp = datetime.fromtimestamp(run.info.start_time / 1000, tz=timezone.utc)
-    return stamp.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _decision(client: MlflowClient, run_id: str | None) -> tuple[str, str, bool] | None:
-    """(policy label, time, is a promotion) of a gate run, None when it cannot be read."""
-    if not run_id:
-        return None
-    try:
-        run = client.get_run(run_id)
-    except MlflowException:
-        return None
-    tags = run.data.tags
-    promotion = any(key.startswith("governance.promotion.") for key in tags)
-    return tags.get(POLICY_RUN_TAG, "unknown policy"), _run_time(run), promotion
-
-
-def _status_rows(client: MlflowClient, ensemble_version) -> list[tuple[str, str]]:
-    """Table rows: one per promotion decision (by alias), then the last gate evaluation."""
-    tags, held = ensemble_version.tags, set(getattr(ensemble_version, "aliases", []) or [])
-    rows = []
-    for key in sorted(tags):
-        alias = key[len("governance.promotion.") :]
-        if not key.startswith("governance.promotion.") or alias.endswith(".run"):
-            continue
-        decision = _decision(client, tags.get(PROMOTION_RUN_TAG.format(alias=alias)))
-        policy, when = (decision[0], decision[1]) if decision else ("unknown policy", "-")
-        status = tags[key]
-        if status == "promoted":
-            where = "holds the alias" if alias in held else "the alias has since moved"
-        else:
-            where = "alias not set here"
-        rows.append(
-            (f"Promotion `@{alias}`", f"**{status}** by policy {_md(policy)}, {when} ({where})")
-        )
-    gate = tags.get(GATE_TAG)
-    if gate:
-        decision = _decision(client, tags.get(GATE_RUN_TAG))
-        policy, when, promotion = decision or ("unknown policy", "-", False)
-        note = "" if promotion else " (what-if: no alias changed)"
-        rows.append(("Last gate evaluation", f"**{gate}** by policy {_md(policy)}, {when}{note}"))
-    return rows
-
-
-def _report_location(client: MlflowClient, surrogate_version) -> str:
-    model_id = model_id_of(surrogate_version)
-    if not model_id:
-        return "`report.html` and `model_card.md` in the surrogate version's artifacts"
-    try:
-        experiment_id = client.get_logged_model(model_id).experiment_id
-    except MlflowException:
-        return f"`report.html` and `model_card.md` in the artifacts of logged model `{model_id}`"
-    return (
-        f"`report.html` and `model_card.md` in the artifacts of the surrogate's logged model "
-        f"[{model_id}](#/experiments/{experiment_id}/models/{model_id}/artifacts)"
-    )
-
-
-def version_descriptions(
-    client: MlflowClient, ensemble_version, surrogate_version, evidence: dict, features=None
-) -> tuple[str, str]:
-    """The Markdown descriptions of an ensemble version and of its surrogate version.
-
-    Parameters
-    ----------
-    ensemble_version, surrogate_version : ModelVersion
-        As they are now (tags and aliases are read from them).
-    evidence : dict
-        The surrogate's stored evidence (``metrics``, ``validation``, ``baseline``).
-    features : sequence of str, optional
-        Names of the features the surrogate uses.
-
-    Returns
-    -------
-    (ensemble_description, surrogate_description)
-    """
-    metrics = evidence.get("metrics") or {}
-    baseline = evidence.get("baseline") or {}
-    cart_fidelity = baseline.get("test_fidelity", metrics.get("baseline_cart_test_fidelity"))
-    cart_features = baseline.get("n_features_used", metrics.get("baseline_cart_n_features"))
-    n_used = metrics.get("n_features_used")
-    names = f": {', '.join(_md(f) for f in features)}" if features else ""
-    validation = evidence.get("validation") or {}
-    passed = validation.get("success") is True
-    rows = [
-        (
-            "Test fidelity",
-            f"{_number(metrics.get('test_fidelity'))} (CART {_number(cart_fidelity)})",
-        ),
-        ("Features used", f"{_number(n_used)}{names} (CART {_number(cart_features)})"),
-        ("Input validation", "passed" if passed else "**failed**"),
-        *_status_rows(client, ensemble_version),
-    ]
-    table = "\n".join(["| Evidence | Value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
-    report = f"Report: {_report_location(client, surrogate_version)}."
-    digest = evidence.get("digest") or canonical_digest(evidence)
-    proof = f" Evidence digest `{digest[:16]}`."
-    surrogate = version_link(surrogate_version.name, surrogate_version.version)
-    ensemble = version_link(ensemble_version.name, ensemble_version.version)
-    ensemble_text = (
-        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{report}{proof}\n"
-    )
-    surrogate_text = (
-        f"**MIRET surrogate of** {ensemble}: one shallow oblique tree that reproduces the "
-        f"ensemble's predictions.\n\n{table}\n\n{report}{proof}\n"
-    )
-    return ensemble_text, surrogate_text
-
-
-def describe_versions(
-    client: MlflowClient, ensemble_version, surrogate_version, evidence: dict, features=None
-) -> None:
-    """Write both versions' Markdown descriptions (:func:`version_descriptions`).
-
-    Called by explain after registration and by gate and promote after their tags; it
-    re-reads the ensemble version so the promotion status shown is the current one.
-    """
-    current = client.get_model_version(ensemble_version.name, ensemble_version.version)
-    ensemble_text, surrogate_text = version_descriptions(
-        client, current, surrogate_version, evidence, features
-    )
-    client.update_model_version(current.name, current.version, description=ensemble_text)
-    client.update_model_version(
-        surrogate_version.name, surrogate_version.version, description=surrogate_text
-    )
+    return f"[{markdown_literal(name)} v{version}](#/models/{url_quote(name, safe='')}/versions/{version})"

@@ -1,6 +1,6 @@
 """Fit a registered explanation again and compare it with its evidence (``govern reproduce``).
 
-:func:`reproduce_explanation` reads a surrogate's verified evidence (an ensemble
+:func:`reproduce_explanation` reads a surrogate's signed, verified evidence (an ensemble
 version's ``governance.surrogate`` link is followed), refuses data whose MLflow dataset
 digest differs from the recorded one, rebuilds the
 :class:`~flavors.request.ExplainRequest` from ``provenance.request`` and runs, in this
@@ -33,6 +33,7 @@ from miret_governance.flavors.registry import (
 )
 from miret_governance.flavors.request import ExplainRequest
 from miret_governance.flavors.search import search_surrogate
+from miret_governance.flavors.trust import trusted_keys
 from miret_governance.governance.environment import GUROBI, differences, environment
 from miret_governance.governance.metrics import HEADLINE_METRICS
 
@@ -59,6 +60,8 @@ class Reproduction:
     time_limit_hit : dict
         ``recorded`` and ``reproduced``: whether the safety cap in seconds cut the fit
         (only then may a re-run on the same versions differ).
+    signed_by : dict
+        ``name`` and ``fingerprint`` of the trusted key that signed the evidence.
     """
 
     model_uri: str
@@ -68,6 +71,7 @@ class Reproduction:
     metrics: dict
     versions_differ: dict
     time_limit_hit: dict
+    signed_by: dict
 
     @property
     def identical(self) -> bool:
@@ -77,8 +81,8 @@ class Reproduction:
 
     def to_json(self) -> dict:
         """``identical``, ``model_uri``, ``surrogate_uri``, ``data_digest``,
-        ``tree_digest``, ``metrics``, ``versions_differ`` and ``time_limit_hit``, as
-        plain values."""
+        ``tree_digest``, ``metrics``, ``versions_differ``, ``time_limit_hit`` and
+        ``signed_by``, as plain values."""
         return {
             "identical": self.identical,
             "model_uri": self.model_uri,
@@ -88,6 +92,7 @@ class Reproduction:
             "metrics": {name: dict(m) for name, m in self.metrics.items()},
             "versions_differ": {k: dict(v) for k, v in self.versions_differ.items()},
             "time_limit_hit": dict(self.time_limit_hit),
+            "signed_by": dict(self.signed_by),
         }
 
 
@@ -118,17 +123,18 @@ def linked_versions(client: MlflowClient, model_uri: str) -> tuple:
     )
 
 
-def _provenance(client: MlflowClient, ensemble, surrogate) -> dict:
-    """The surrogate's provenance, after every check a gate makes
+def _checked(client: MlflowClient, ensemble, surrogate, trusted):
+    """The surrogate's evidence after every check a gate makes, its signature first
     (:func:`flavors.gate_evidence.checked_evidence`)."""
-    provenance = checked_evidence(client, ensemble, surrogate).provenance
+    checked = checked_evidence(client, ensemble, surrogate, trusted)
+    provenance = checked.provenance
     if "request" not in provenance:
         raise ExplainError(
             f"the evidence of {version_uri(surrogate)} does not record its request (it was written before "
             "govern reproduce existed), so it cannot be fitted again; explain it again: "
             f"govern explain --model-uri {version_uri(ensemble)} --data <file> --force"
         )
-    return provenance
+    return checked
 
 
 def _checked_frame(given, recorded_path: str, recorded_digest: str, target, option: str):
@@ -164,6 +170,7 @@ def reproduce_explanation(
     target: str | None = None,
     trust_pickle: bool = False,
     client: MlflowClient | None = None,
+    policy=None,
 ) -> Reproduction:
     """Fit the explanation of ``model_uri`` again and compare it with its evidence.
 
@@ -180,6 +187,9 @@ def reproduce_explanation(
     trust_pickle : bool
         Load an ensemble stored as pickle (it runs code from the artifact), as the
         explanation did when it recorded ``trust_pickle``.
+    policy : Policy, TrustedKeys or path, optional
+        Whose keys to trust for the evidence's signature (default: the policy file
+        ``GOVERN_POLICY`` names).
 
     Returns
     -------
@@ -190,10 +200,15 @@ def reproduce_explanation(
     GovernanceError
         Bad URI, no or untrusted evidence (:class:`~flavors.errors.GateError`), data
         with another digest, a missing file, an ensemble that cannot be loaded.
+    governance.signing.SignatureError
+        No trust configured; the evidence is unsigned, signed by a key not trusted for
+        explain, or altered since it was signed.
     """
+    trusted = trusted_keys(policy)
     client = client or MlflowClient()
     ensemble_version, surrogate_version = linked_versions(client, model_uri)
-    provenance = _provenance(client, ensemble_version, surrogate_version)
+    checked = _checked(client, ensemble_version, surrogate_version, trusted)
+    provenance = checked.provenance
     record = provenance["request"]
     if target is not None and target != record["target"]:
         raise ExplainError(
@@ -246,4 +261,5 @@ def reproduce_explanation(
             "recorded": bool(provenance["solve"].get("time_limit_hit")),
             "reproduced": bool(surrogate.solve_report_.time_limit_hit),
         },
+        signed_by=checked.signer.to_json(),
     )

@@ -49,6 +49,11 @@ def search_defaults() -> dict:
     return {k: v for k, v in MiretSearchCV(None).get_params().items() if k != "estimator"}
 
 
+MIN_TEST_ROWS = 20
+"""Fewest test rows per class (as the ensemble predicts them) explain accepts by default:
+20 rows that all agree give a 95% Wilson interval of 0.839-1, so a class the surrogate
+gets wrong one time in six can still be told apart; fewer rows say almost nothing."""
+
 MAX_DEPTH = 8
 """Deepest surrogate explain fits (2^8 leaves is beyond what a reviewer can read)."""
 
@@ -299,6 +304,9 @@ class ExplainRequest:
     trust_pickle : str
         "" unless a pickled ensemble was loaded on the caller's explicit trust; then
         who trusted it and when (``"<user> at <UTC time>"``).
+    min_test_rows : int
+        Fewest test rows per class the explanation accepts (:data:`MIN_TEST_ROWS`
+        unless lowered explicitly; recorded as a run param and in the provenance).
     """
 
     model_uri: str
@@ -318,6 +326,7 @@ class ExplainRequest:
     class_names: tuple | None = None
     trust_pickle: str = ""
     search: SearchSettings | None = None
+    min_test_rows: int = MIN_TEST_ROWS
 
     @property
     def ensemble_uri(self) -> str:
@@ -343,6 +352,7 @@ class ExplainRequest:
             "target": self.target,
             "test_size": self.test_size,
             "allow_invalid": self.allow_invalid,
+            "min_test_rows": self.min_test_rows,
             "fit": dict(self.fit),
         }
         if self.search is not None:
@@ -366,6 +376,7 @@ class ExplainRequest:
             "test_data_digest": self.test_data_digest,
             "target": self.target,
             "test_size": self.test_size if self.test_size is not None else "",
+            "min_test_rows": self.min_test_rows,
             "solver": self.fit.solver,
             "time_limit": self.fit.time_limit,
             "seed": self.seed,

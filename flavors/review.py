@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mlflow import MlflowClient
 
+from miret_governance.flavors.decisions import approvals_of
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.registry import (
     SURROGATE_OF_TAG,
@@ -13,36 +14,50 @@ from miret_governance.flavors.registry import (
     resolve_model_version,
     version_uri,
 )
+from miret_governance.flavors.trust import trusted_keys
 
 REVIEW_TAG_PREFIXES = ("governance.last_gate", "governance.promotion")
 """Tags of the ensemble version that record gate evaluations and promotion decisions."""
 
 
-def describe_for_review(model_uri: str, client: MlflowClient | None = None) -> dict:
+def describe_for_review(model_uri: str, client: MlflowClient | None = None, policy=None) -> dict:
     """What ``govern show`` prints: the surrogate of ``model_uri`` and its ensemble.
 
     ``model_uri`` names either a surrogate version or an explained ensemble version
-    (its ``governance.surrogate`` link is followed).
+    (its ``governance.surrogate`` link is followed). Nothing of the surrogate is shown
+    unless its signature verifies with a key ``policy`` trusts for ``explain``.
+
+    Parameters
+    ----------
+    model_uri : str
+    client : MlflowClient, optional
+    policy : Policy, TrustedKeys or path, optional
+        Default: the policy file ``GOVERN_POLICY`` names.
 
     Returns
     -------
     dict
-        :func:`flavors.registry.describe_surrogate`'s keys plus ``ensemble``: ``uri``,
-        ``aliases``, ``description`` and ``status`` (the gate and promotion tags).
+        :func:`flavors.registry.describe_surrogate`'s keys (``signer`` included) plus
+        ``ensemble``: ``uri``, ``aliases``, ``description``, ``status`` (the gate and
+        promotion tags) and ``approvals`` (:func:`flavors.decisions.approvals_of`).
 
     Raises
     ------
     ExplainError
         The version is neither a surrogate nor an explained ensemble.
+    governance.signing.SignatureError
+        No trust configured, or the surrogate is unsigned, signed by an untrusted key or
+        altered since it was signed.
     """
+    trusted = trusted_keys(policy)
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
     if SURROGATE_OF_TAG in version.tags:
-        summary = describe_surrogate(version_uri(version), client)
+        summary = describe_surrogate(version_uri(version), trusted, client)
         ensemble = resolve_model_version(client, version.tags[SURROGATE_OF_TAG])
     elif SURROGATE_TAG in version.tags:
         ensemble = version
-        summary = describe_surrogate(version.tags[SURROGATE_TAG], client)
+        summary = describe_surrogate(version.tags[SURROGATE_TAG], trusted, client)
     else:
         raise ExplainError(
             f"{version_uri(version)} is not a surrogate and has no linked surrogate (no "
@@ -56,5 +71,6 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None) -> d
         "status": {
             k: v for k, v in sorted(ensemble.tags.items()) if k.startswith(REVIEW_TAG_PREFIXES)
         },
+        "approvals": approvals_of(client, ensemble, trusted, summary["uri"]),
     }
     return summary

@@ -283,6 +283,12 @@ class SigningKey:
         """Fingerprint of the public half (:attr:`PublicKey.fingerprint`)."""
         return hashlib.sha256(_public_pem(self._private_key().public_key())).hexdigest()
 
+    def trusted_for(self, purpose: str, name: str = "this job's key") -> TrustedKeys:
+        """Trust in this key's public half alone, for ``purpose`` (what a job that signs
+        believes of its own earlier output)."""
+        pem = _public_pem(self._private_key().public_key())
+        return TrustedKeys((PublicKey(name, pem, (purpose,)),))
+
     @contextlib.contextmanager
     def _file(self):
         """The PEM in a private temporary file (model-signing reads keys from paths)."""
@@ -422,5 +428,5 @@ def _differences(message: str) -> str:
         for name in re.findall(r"Hash mismatch for \\?'([^'\\]*)\\?'", message)
     ]
     parts = [f"edited: {', '.join(edited[:5])}"] if edited else []
-    parts += re.findall(r"(?:Extra|Missing) files found in [^:]*: [^\]\"]*", message)
+    parts += re.findall(r"(?:Extra|Missing) files (?:found )?in [^:]*: [^\]\"]*", message)
     return "; ".join(parts) or message[:300]

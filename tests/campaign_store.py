@@ -267,7 +267,12 @@ def _forged_validation(client, rf, frame: pd.DataFrame, root: Path) -> None:
     shifted.loc[shifted.index[:20], FEATURES[0]] *= 10
     shifted.to_csv(root / "out_of_range.csv", index=False)
     result = explain_model_version(
-        uri, root / "out_of_range.csv", target="label", time_limit=2, allow_invalid=True
+        uri,
+        root / "out_of_range.csv",
+        target="label",
+        time_limit=2,
+        allow_invalid=True,
+        min_test_rows=1,
     )
     assert result.validation == "failed", result.validation
     client.set_model_version_tag(result.registered_name, result.version, VALIDATION_TAG, "passed")
@@ -336,7 +341,11 @@ def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
         forest.fit(frame[FEATURES], frame["label"])
         rf = _log_skops(forest, "campaign-rf")
         explained = explain_model_version(
-            "models:/campaign-rf/1", root / "data.csv", target="label", time_limit=2
+            "models:/campaign-rf/1",
+            root / "data.csv",
+            target="label",
+            time_limit=2,
+            min_test_rows=1,
         )
         surrogate = client.get_model_version(explained.registered_name, explained.version)
 

@@ -7,9 +7,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import numpy as np
 import pytest
-from signing_keys import use_ci_key
+from signing_keys import use_ci_key, use_session_policy
 
 use_ci_key()
+use_session_policy()
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,8 @@
 
 A hand-made depth-2 ``SurrogateTree`` on features ``x0, x1, x2`` (nonzero coefficients on
 ``x0`` and ``x1`` only: two features used) is saved with the ``miret`` flavor and its
-provenance (the flavor writes ``evidence.json`` with the sha256 of every file), logged as
+provenance (the flavor writes ``evidence.json`` with the sha256 of every file), signed with
+the session's CI key (``GOVERN_SIGNING_KEY``) as explain signs, logged as
 a logged model of an explain run that records the training data as input and the
 evidence digest as a param, registered as ``<name>-surrogate`` and linked to the
 ensemble version.
@@ -20,7 +21,9 @@ from mlflow import MlflowClient
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.evidence import file_digest
 from miret_governance.flavors.registry import model_id_of
+from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.signing import SigningKey
 
 FEATURES = ["x0", "x1", "x2"]
 COEF = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.5, 0.0, 0.0]]
@@ -82,12 +85,15 @@ def explain(
     edit=None,
     link=True,
     data_digest=None,
+    sign=True,
 ):
     """Log, register and link a surrogate of ``ensemble`` with stored evidence.
 
     ``edit(model_dir, manifest)`` may change the model directory after the evidence was
-    digested and its digest recorded (a tampering test); ``data_digest`` overrides the
-    digest the evidence names. Returns the surrogate version.
+    digested and its digest recorded, before it is signed (what the checks behind the
+    signature find in evidence a trusted key signed); ``data_digest`` overrides the
+    digest the evidence names; ``sign=False`` leaves it unsigned. Returns the surrogate
+    version.
     """
     client = MlflowClient()
     frame = pd.DataFrame({"x0": [0.1, 0.9], "x1": [0.2, 0.8], "x2": [0.5, 0.5], "y": [0, 1]})
@@ -106,6 +112,8 @@ def explain(
         mlflow.log_param("evidence_digest", file_digest(model_dir / "evidence.json"))
         if edit is not None:
             edit(model_dir, manifest)
+        if sign:
+            sign_model_dir(model_dir, SigningKey.from_env())
         model = mlflow.initialize_logged_model(name="surrogate", experiment_id=experiment)
         client.log_model_artifacts(model.model_id, str(model_dir))
         mlflow.finalize_logged_model(model.model_id, "READY")

@@ -1,6 +1,7 @@
 """Key pairs of the test session: the CI key every test's explain signs with
 (``GOVERN_SIGNING_KEY``, set by conftest for the whole session, subprocesses included),
-approver keys, and the ``[keys]`` TOML a test policy needs to trust them."""
+approver keys, the ``[keys]`` TOML (or dict) a test policy needs to trust them, and the
+session policy ``GOVERN_POLICY`` names (trusting the CI key)."""
 
 import atexit
 import os
@@ -9,6 +10,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from miret_governance.flavors.trust import POLICY_ENV
 from miret_governance.governance.signing import SIGNING_KEY_ENV, generate_key_pair
 
 KEY_FOLDER = Path(tempfile.mkdtemp(prefix="govern-test-keys-"))
@@ -25,6 +27,32 @@ def key_pair(name: str) -> tuple[Path, Path]:
 def use_ci_key() -> None:
     """Sign as the CI job does: ``GOVERN_SIGNING_KEY`` names the session's CI key."""
     os.environ[SIGNING_KEY_ENV] = str(key_pair(CI_KEY)[0])
+
+
+def keys_table(ci: tuple = ("explain", "decide"), approvers: tuple = ()) -> dict:
+    """:func:`keys_toml` as the ``keys`` entry of a policy dict (``parse_policy``)."""
+    table = {CI_KEY: {"public_key": str(key_pair(CI_KEY)[1]), "may_sign": list(ci)}} if ci else {}
+    for name in approvers:
+        table[name] = {"public_key": str(key_pair(name)[1]), "may_sign": ["approve"]}
+    return table
+
+
+def trusting(policy: dict) -> dict:
+    """A policy dict (``{"gates": ...}``) that also trusts the CI key for explain and decide."""
+    return {**policy, "keys": keys_table()}
+
+
+def use_session_policy() -> Path:
+    """``GOVERN_POLICY``: a policy with the built-in gates that trusts the CI key, as a
+    reader (the flavor's loader, ``show``, ``reproduce``) of the session's evidence needs."""
+    path = KEY_FOLDER / "default.toml"
+    if not path.exists():
+        path.write_text(
+            "[gates]\nmin_fidelity = 0.9\nmax_features = 5\nrequire_validation_pass = true\n"
+            + keys_toml()
+        )
+    os.environ[POLICY_ENV] = str(path)
+    return path
 
 
 def keys_toml(ci: tuple = ("explain", "decide"), approvers: tuple = ()) -> str:

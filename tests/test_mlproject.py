@@ -14,7 +14,9 @@ from mlflow import MlflowClient
 from mlflow.projects._project_spec import load_project
 from mlflow_store import register_rf
 from project_copy import copy_project
+from signing_keys import keys_toml
 
+from miret_governance.flavors.request import MIN_TEST_ROWS
 from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 
 pytest_plugins = ["mlflow_store"]
@@ -41,6 +43,7 @@ def test_explain_defaults_match_the_estimator():
         assert params[name]["default"] == defaults[name], name
     assert params["seed"]["default"] == defaults["random_state"]
     assert params["depth"]["default"] == 0
+    assert params["min_test_rows"]["default"] == MIN_TEST_ROWS
     search = MiretSearchCV(None).get_params()
     for name in ("search_time_limit", "cv", "tolerance", "backend"):
         assert params[name]["default"] == search[name], name
@@ -64,7 +67,7 @@ def test_parameters_mean_the_same_in_every_entry_point():
     assert specs["data"][0] == {"type": "path"}
     assert specs["target"][0] == {"type": "string"}
     assert specs["seed"][0] == {"type": "float", "default": 0}
-    assert len(specs["seed"]) == len(specs["data"]) == 2
+    assert len(specs["seed"]) == 2 and len(specs["data"]) == 3  # gate recomputes on data
 
 
 @pytest.mark.parametrize(
@@ -74,12 +77,13 @@ def test_parameters_mean_the_same_in_every_entry_point():
 def test_an_empty_optional_file_is_left_out_of_the_command(given, expected, tmp_path):
     """MLflow fills ``{policy}`` with ``''``; bash then drops ``--policy`` altogether."""
     spec = load_project(str(ROOT))
-    command = spec.get_entry_point("gate").compute_command(
+    command = spec.get_entry_point("promote").compute_command(
         {"model_uri": "models:/m/1", **given}, None
     )
     shown = command.replace("python -m miret_governance.cli", "printf '%s\\n'")
     done = subprocess.run(["bash", "-c", shown], capture_output=True, text=True, check=True)
-    assert done.stdout.splitlines() == ["gate", "--model-uri", "models:/m/1", *expected]
+    called = ["promote", "--model-uri", "models:/m/1", "--alias", "champion"]
+    assert done.stdout.splitlines() == [*called, *expected]
 
 
 def test_the_environment_installs_this_project_under_the_lock():
@@ -161,7 +165,9 @@ def _register(breast_cancer, store, name):
 @needs_pyenv
 def test_mlflow_run_pipeline(project, store, breast_cancer, tmp_path, env_root):
     _register(breast_cancer, store, "pipe-rf")
-    (tmp_path / "policy.toml").write_text("[gates]\nmin_fidelity = 0.5\nmax_features = 3\n")
+    (tmp_path / "policy.toml").write_text(
+        "[gates]\nmin_fidelity = 0.5\nmax_features = 3\n" + keys_toml()
+    )
     params = {
         "model_uri": "models:/pipe-rf/1",
         "data": "data.csv",  # a path: MLflow resolves it where `mlflow run` runs
@@ -169,6 +175,7 @@ def test_mlflow_run_pipeline(project, store, breast_cancer, tmp_path, env_root):
         "policy": tmp_path / "policy.toml",
         "time_limit": 3,
         "seed": 1,
+        "min_test_rows": 1,  # 120 rows: 24 test rows
     }
     run = _mlflow_run(project, "pipeline", params, store, env_root, tmp_path)
     client = MlflowClient()
@@ -192,6 +199,7 @@ def test_mlflow_run_explain_with_search(project, store, breast_cancer, tmp_path,
         "search_grid": '{"alpha": [0.2, 0.8]}',
         "cv": 2,
         "search_time_limit": 1,
+        "min_test_rows": 1,
     }
     run = _mlflow_run(project, "explain", params, store, env_root, tmp_path)
     client = MlflowClient()

@@ -4,8 +4,9 @@ A module fixture copies the checkout into a temporary folder (``project_copy``, 
 ``.venv`` linked to this one) and runs ``examples/demo.py`` there,
 as ``make demo`` does: the demo's store is that folder's ``mlflow.db``, never the user's.
 Then each ``bash`` line (continuations joined) and each ``python`` block of the section
-runs in README order from that folder, without the tests' ``MLFLOW_TRACKING_URI``, and
-must exit 0, or N when the line ends with ``# exit N``.
+runs in README order from that folder, without the tests' ``MLFLOW_TRACKING_URI`` and
+signing key and policy (``GOVERN_SIGNING_KEY``, ``GOVERN_POLICY``: a line names the demo's
+own), and must exit 0, or N when the line ends with ``# exit N``.
 
 Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lines run
 with ``HOME`` in the temporary folder (the token Ray generates lands there), and
@@ -28,7 +29,15 @@ import pytest
 from project_copy import ROOT, copy_project
 
 NOT_RUN = "# not run by tests"
-UNSET = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS", "RAY_AUTH_MODE")
+UNSET = (
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_REGISTRY_URI",
+    "RAY_ADDRESS",
+    "RAY_AUTH_MODE",
+    "GOVERN_SIGNING_KEY",
+    "GOVERN_SIGNING_KEY_PASSWORD",
+    "GOVERN_POLICY",
+)
 
 
 def readme_steps(text: str) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ import pytest
 import typer
 from mlflow import MlflowClient
 from mlflow_store import register_sklearn
+from signing_keys import keys_toml
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -123,6 +124,7 @@ def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer
         target="label",
         solver="highs",
         time_limit=5,
+        min_test_rows=5,  # 200 rows: 40 test rows
     )
     assert explained.surrogate_uri == "models:/wisconsin-rf-surrogate/1"
     assert explained.tracking_uri == server
@@ -131,16 +133,16 @@ def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer
 
     # Thresholds exactly at the surrogate's values pass; one feature fewer fails.
     (tmp_path / "lenient.toml").write_text(
-        f"[gates]\nmin_fidelity = {fidelity!r}\nmax_features = {int(used)}\n"
+        f"[gates]\nmin_fidelity = {fidelity!r}\nmax_features = {int(used)}\n" + keys_toml()
     )
     (tmp_path / "strict.toml").write_text(
-        f"[gates]\nmin_fidelity = {fidelity!r}\nmax_features = {int(used) - 1}\n"
+        f"[gates]\nmin_fidelity = {fidelity!r}\nmax_features = {int(used) - 1}\n" + keys_toml()
     )
     # The pipeline with the same explain settings reuses the surrogate, then gates it.
     piped = govern(
         "pipeline", "--model-uri", "models:/wisconsin-rf/1", "--data",
         str(tmp_path / "train.csv"), "--target", "label", "--solver", "highs",
-        "--time-limit", "5", "--policy", str(tmp_path / "lenient.toml"),
+        "--time-limit", "5", "--min-test-rows", "5", "--policy", str(tmp_path / "lenient.toml"),
     )  # fmt: skip
     assert piped.exit_code == 0, piped.output
     assert "surrogate models:/wisconsin-rf-surrogate/1" in piped.output

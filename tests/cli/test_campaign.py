@@ -95,6 +95,8 @@ def test_float_labels_are_the_classes_for_validate_and_explain(campaign):
             "label",
             "--time-limit",
             "2",
+            "--min-test-rows",
+            "1",
             "--registered-name",
             "campaign-float-surrogate",
         ),

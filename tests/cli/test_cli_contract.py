@@ -14,6 +14,7 @@ import pytest
 import typer
 from gate_store import explained
 from mlflow_store import register_sklearn
+from signing_keys import keys_toml
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -155,6 +156,7 @@ def test_file_options_are_one_shared_type():
 
 
 def test_literal_defaults_are_the_estimators():
+    from miret_governance.flavors.request import MIN_TEST_ROWS
     from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
     from miret_governance.governance.miret.search import CANDIDATE_CAP
 
@@ -163,6 +165,7 @@ def test_literal_defaults_are_the_estimators():
     search = MiretSearchCV(None).get_params()
     assert common.SEARCH_DEFAULTS == {name: search[name] for name in common.SEARCH_DEFAULTS}
     assert common.CANDIDATE_CAP == CANDIDATE_CAP
+    assert common.MIN_TEST_ROWS == MIN_TEST_ROWS
     explain = typer.main.get_command(app).commands["explain"]
     gamma = next(p for p in explain.params if p.name == "gamma_percentile")
     assert gamma.default == params["gamma_percentile"] == 100 / 3  # the exact float is passed
@@ -239,7 +242,7 @@ def test_gate_and_show_json(gated, tmp_path):
     assert set(gates) == {"min_fidelity", "max_features", "require_validation_pass"}
 
     strict = tmp_path / "strict.toml"
-    strict.write_text("[gates]\nmin_fidelity = 0.99\n")
+    strict.write_text("[gates]\nmin_fidelity = 0.99\n" + keys_toml())
     failed = invoke("gate", "--model-uri", gated, "--policy", str(strict), "--json")
     assert failed.exit_code == 1, failed.output
     verdict = json.loads(failed.stdout)
@@ -261,8 +264,11 @@ def test_gate_and_show_json(gated, tmp_path):
         "rules",
         "metrics",
         "solve",
+        "signed_by",
+        "approvals",
     }
     assert (summary["command"], summary["schema_version"]) == ("show", 1)
+    assert summary["signed_by"]["name"] == "test-ci" and summary["approvals"] == []
     assert summary["surrogate_uri"] == "models:/credit-rf-surrogate/1"
     assert summary["ensemble_uri"] == "models:/credit-rf/1" and summary["aliases"] == []
     assert summary["status"] == {

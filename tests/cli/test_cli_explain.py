@@ -101,7 +101,9 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
 def test_show_from_the_ensemble_follows_the_link(app, registered):
     from miret_governance.flavors.explain import explain_model_version
 
-    result = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+    result = explain_model_version(
+        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=1
+    )
     client = MlflowClient()
     client.set_registered_model_alias("credit-rf", "champion", "1")
     client.set_model_version_tag("credit-rf", "1", "governance.last_gate.status", "passed")
@@ -172,6 +174,8 @@ def test_govern_explain_and_show_in_subprocess(registered, tmp_path):
         "label",
         "--time-limit",
         "3",
+        "--min-test-rows",
+        "1",
     ]
     done = subprocess.run(
         args, check=False, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=180

@@ -32,6 +32,7 @@ SCHEMA = {
     "metrics",
     "versions_differ",
     "time_limit_hit",
+    "signed_by",
 }
 
 
@@ -72,6 +73,8 @@ def explained(app, tmp_path_factory, migrated_store, breast_cancer):
                 "2",
                 "--time-limit",
                 "60",
+                "--min-test-rows",
+                "1",
                 "--solver",
                 "highs",
                 "--tracking-uri",
@@ -146,6 +149,7 @@ def test_identical_for_people(run):
     result = run("--model-uri", "models:/credit-rf-surrogate/1", "--data", "data.csv")
     assert result.exit_code == 0, result.output
     assert "IDENTICAL: models:/credit-rf-surrogate/1 fitted again" in result.output
+    assert "evidence signed by key 'test-ci' (" in result.output
     assert "every recorded version is the one installed here" in result.output
 
 

@@ -104,6 +104,7 @@ def rf_case(tmp_path_factory, breast_cancer):
             root / "data.csv",
             target="label",
             time_limit=60,
+            min_test_rows=1,
             progress=lambda stage, detail: stages.append((stage, detail)),
         )
     return {
@@ -252,7 +253,11 @@ def test_rf_progress_reports_every_stage(rf):
 def test_rf_reuse_then_force(rf, monkeypatch):
     client = MlflowClient()
     again = explain_model_version(
-        "models:/credit-rf/1", rf["root"] / "data.csv", target="label", time_limit=60
+        "models:/credit-rf/1",
+        rf["root"] / "data.csv",
+        target="label",
+        time_limit=60,
+        min_test_rows=1,
     )
     assert again.reused and again.surrogate_uri == "models:/credit-rf-surrogate/1"
     assert again.metrics == pytest.approx(rf["result"].metrics)
@@ -262,7 +267,12 @@ def test_rf_reuse_then_force(rf, monkeypatch):
     # validated, then fitted (as inputs above BACKGROUND_FIT_CELLS are): the same surrogate
     monkeypatch.setattr("miret_governance.flavors.explain.BACKGROUND_FIT_CELLS", 0)
     other = explain_model_version(
-        "models:/credit-rf/1", rf["root"] / "data.csv", target="label", time_limit=60, force=True
+        "models:/credit-rf/1",
+        rf["root"] / "data.csv",
+        target="label",
+        time_limit=60,
+        force=True,
+        min_test_rows=1,
     )
     assert not other.reused and other.version == "2"
     # both fits end on work (about 1 s of a quiet core) far below the 60 s cap, so the
@@ -293,7 +303,11 @@ def test_xgboost_without_target(rf, breast_cancer, tmp_path):
     normalized.to_parquet(tmp_path / "data.parquet")
 
     result = explain_model_version(
-        "models:/credit-xgb/1", tmp_path / "data.parquet", time_limit=5, registered_name="xgb-expl"
+        "models:/credit-xgb/1",
+        tmp_path / "data.parquet",
+        time_limit=5,
+        registered_name="xgb-expl",
+        min_test_rows=1,
     )
     assert result.surrogate_uri == "models:/xgb-expl/1"
     assert "train_fidelity" in result.metrics and "train_accuracy_surrogate" not in result.metrics
@@ -367,7 +381,9 @@ def test_prepare_clips_only_training_rows_outside_the_scaler_range(breast_cancer
     frame = _frame(breast_cancer, 120)
     model = make_pipeline(MinMaxScaler(), RandomForestClassifier(n_estimators=5, max_depth=2))
     ensemble = read_ensemble(model.fit(frame[FEATURES], frame["label"]))
-    request = SimpleNamespace(target="label", data="data.csv", test_size=0.25, seed=0)
+    request = SimpleNamespace(
+        target="label", data="data.csv", test_size=0.25, seed=0, min_test_rows=0, test_data=""
+    )
 
     inside = prepare(request, ensemble, frame, None)
     assert inside.raw_train is inside.data.train  # nothing to clip: the rows as given
@@ -406,11 +422,17 @@ def test_allow_invalid_tags_failed_and_link_failure_rolls_back(rf, breast_cancer
                 target="label",
                 time_limit=2,
                 allow_invalid=True,
+                min_test_rows=1,
             )
     _nothing_registered("shifted-rf")
 
     result = explain_model_version(
-        "models:/shifted-rf/1", "shifted.csv", target="label", time_limit=2, allow_invalid=True
+        "models:/shifted-rf/1",
+        "shifted.csv",
+        target="label",
+        time_limit=2,
+        allow_invalid=True,
+        min_test_rows=1,
     )
     client = MlflowClient()
     assert (
@@ -434,6 +456,7 @@ def test_search_logs_every_candidate_as_a_child_run(rf):
         rf["root"] / "data.csv",
         target="label",
         time_limit=3,
+        min_test_rows=1,
         search=settings,
         registered_name="searched-rf",
         progress=lambda stage, detail: stages.append((stage, detail)),

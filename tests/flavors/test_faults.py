@@ -24,6 +24,8 @@ from miret_governance.flavors.registry import SURROGATE_TAG, resolve_model_versi
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
+SMALL = {"target": "label", "time_limit": 2, "min_test_rows": 1}
+"""Explain options for the 120-row data (24 test rows: below the default minimum)."""
 
 
 @pytest.fixture
@@ -52,13 +54,11 @@ def _live_models(experiment_id):
 
 
 def test_reuse_moves_the_link_to_the_reused_version(registered):
-    first = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
-    other = explain_model_version(
-        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, alpha=0.7
-    )
+    first = explain_model_version("models:/credit-rf/1", "data.csv", **SMALL)
+    other = explain_model_version("models:/credit-rf/1", "data.csv", **SMALL, alpha=0.7)
     assert (first.version, other.version) == ("1", "2")
     assert _link() == "models:/credit-rf-surrogate/2"
-    again = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+    again = explain_model_version("models:/credit-rf/1", "data.csv", **SMALL)
     assert again.reused and again.surrogate_uri == "models:/credit-rf-surrogate/1"
     assert _link() == "models:/credit-rf-surrogate/1"
 
@@ -118,7 +118,7 @@ def test_failed_registration_leaves_a_failed_run_and_no_logged_model(registered,
 
     monkeypatch.setattr(mlflow, "register_model", refuse)
     with pytest.raises(RuntimeError, match="refused"):
-        explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+        explain_model_version("models:/credit-rf/1", "data.csv", **SMALL)
     (run,) = _explain_runs(registered)
     assert run.info.status == "FAILED"
     assert [m for m in _live_models(registered) if m.source_run_id == run.info.run_id] == []
@@ -142,7 +142,7 @@ def register_together(*args, **kwargs):
 
 explain.register_surrogate = register_together
 result = explain.explain_model_version(
-    "models:/credit-rf/1", "data.csv", target="label", time_limit=2
+    "models:/credit-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=1
 )
 print(json.dumps({"version": result.version, "reused": result.reused}))
 """

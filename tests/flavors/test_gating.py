@@ -9,6 +9,7 @@ import typer
 from gate_store import GOOD, explain, explained, register_ensemble, rewrite_evidence
 from mlflow import MlflowClient
 from mlflow_store import linked_versions, register_sklearn
+from signing_keys import trusting
 from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
@@ -30,6 +31,12 @@ from miret_governance.governance.gates import (
 )
 
 pytest_plugins = ["mlflow_store"]
+
+
+def trusted_default() -> Policy:
+    """The built-in gates, trusting the session's CI key (the built-in policy trusts none)."""
+    return parse_policy(trusting({"gates": dict(DEFAULTS)}))
+
 
 ALL_GATES = {
     "min_fidelity": 0.9,
@@ -261,7 +268,7 @@ def test_gate_reads_stored_evidence_records_run_tags_and_descriptions(store, tmp
     client = MlflowClient()
     surrogate_run = client.get_model_version("credit-rf-surrogate", "1").run_id
     mlflow.log_metrics({"test_fidelity": 0.1}, run_id=surrogate_run)  # ignored: not evidence
-    policy = parse_policy({"gates": ALL_GATES, "name": "all"})
+    policy = parse_policy(trusting({"gates": ALL_GATES, "name": "all"}))
     outcome = gate_model_version(uri, policy)
     assert outcome.evaluation.all_passed and outcome.policy == policy.label
     stored = client.get_run(surrogate_run).data.params["evidence_digest"]
@@ -284,6 +291,7 @@ def test_gate_reads_stored_evidence_records_run_tags_and_descriptions(store, tmp
     assert {f.path for f in client.list_artifacts(outcome.run_id)} == {
         "gate_report.json",
         "gate_report.md",
+        "decision",
     }
     report = mlflow.artifacts.load_dict(f"runs:/{outcome.run_id}/gate_report.json")
     assert report["surrogate_uri"] == "models:/credit-rf-surrogate/1"
@@ -316,7 +324,7 @@ def test_failing_evidence_fails_even_with_good_logged_metrics(store, tmp_path):
     mlflow.log_metrics(  # ignored: not evidence
         {"test_fidelity": 0.99}, run_id=surrogate.run_id, model_id=model_id_of(surrogate)
     )
-    outcome = gate_model_version(uri, load_policy(None))
+    outcome = gate_model_version(uri, trusted_default())
     assert not outcome.evaluation.all_passed
     assert [r.reason for r in outcome.evaluation.results if not r.passed] == [
         "test_fidelity = 0.8 does not meet >= 0.9"
@@ -334,7 +342,7 @@ def test_hand_set_validation_tag_does_not_pass(store, tmp_path):
     surrogate = client.get_model_version("credit-rf-surrogate", "1")
     client.set_model_version_tag(surrogate.name, "1", "governance.validation", "passed")
     client.set_tag(surrogate.run_id, "governance.validation", "passed")
-    outcome = gate_model_version(uri, load_policy(None))
+    outcome = gate_model_version(uri, trusted_default())
     assert [r.name for r in outcome.evaluation.results if not r.passed] == [
         "require_validation_pass"
     ]
@@ -360,19 +368,36 @@ def test_fake_surrogate_model_is_refused(store, tmp_path):
         "credit-rf", ensemble.version, "governance.surrogate", "models:/credit-rf-surrogate/1"
     )
     result = CliRunner().invoke(cli(), ["gate", "--model-uri", "models:/credit-rf/1"])
-    assert result.exit_code == 2, result.output
-    assert "models:/credit-rf-surrogate/1, linked to models:/credit-rf/1, is not a miret" in (
-        " ".join(result.output.split())
+    assert result.exit_code == 1, result.output  # no trusted key signed it: every gate fails
+    assert (
+        "FAIL min_fidelity: unverified evidence: the evidence of models:/credit-rf-surrogate/1 is unsigned (no model.sig)"
+        in (" ".join(result.output.split()))
     )
-    assert "'sklearn'" in result.output
-    assert "governance.last_gate" not in client.get_model_version("credit-rf", "1").tags
-    assert mlflow.search_runs(experiment_names=[GATE_EXPERIMENT]).empty
+    assert client.get_model_version("credit-rf", "1").tags["governance.last_gate"] == "FAIL"
+    runs = mlflow.search_runs(experiment_names=[GATE_EXPERIMENT])
+    assert runs["tags.result"].tolist() == ["FAIL"]
+    assert "metrics.test_fidelity" not in runs or runs["metrics.test_fidelity"].isna().all()
 
 
-def test_empty_model_linked_by_tags_is_refused(store):
+def test_empty_model_linked_by_tags_fails_every_gate(store):
     uri = linked_versions(store, GOOD_METRICS)
+    outcome = gate_model_version(uri, trusted_default())
+    assert not outcome.evaluation.all_passed
+    unsigned = (
+        f"unverified evidence: the evidence of {outcome.surrogate_uri} is unsigned (no "
+        "model.sig): it was not produced by a job holding a trusted signing key "
+        "(GOVERN_SIGNING_KEY)"
+    )
+    assert {r.reason for r in outcome.evaluation.results} == {unsigned}
+
+
+def test_signed_model_without_the_miret_flavor_is_refused(store, tmp_path):
+    def drop_flavor(model_dir, manifest):
+        (model_dir / "MLmodel").write_text("flavors: {}\n")
+
+    uri = explained(store, tmp_path, edit=drop_flavor)
     with pytest.raises(GateError, match="is not a miret surrogate .*flavors: none"):
-        gate_model_version(uri, load_policy(None))
+        gate_model_version(uri, trusted_default())
 
 
 def test_surrogate_of_another_ensemble_version_is_refused(store, tmp_path):
@@ -387,7 +412,7 @@ def test_surrogate_of_another_ensemble_version_is_refused(store, tmp_path):
         "credit-rf", v1.version, "governance.surrogate", version_uri(surrogate)
     )
     with pytest.raises(GateError) as error:
-        gate_model_version("models:/credit-rf/1", load_policy(None))
+        gate_model_version("models:/credit-rf/1", trusted_default())
     message = str(error.value)
     assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/2" in message
     assert f"not models:/credit-rf/1 (model id {model_id_of(v1)})" in message
@@ -417,7 +442,7 @@ def _edited_metrics(model_dir, manifest):
 def test_tampered_artifacts_are_refused(store, tmp_path, edit, message):
     uri = explained(store, tmp_path, edit=edit)
     with pytest.raises(GateError, match="cannot be trusted|is not the evidence") as error:
-        gate_model_version(uri, load_policy(None))
+        gate_model_version(uri, trusted_default())
     assert message in str(error.value)
     assert "govern explain --model-uri models:/credit-rf/1" in str(error.value)
 
@@ -425,13 +450,13 @@ def test_tampered_artifacts_are_refused(store, tmp_path, edit, message):
 def test_feature_count_is_recomputed_from_the_surrogate(store, tmp_path):
     uri = explained(store, tmp_path, metrics=dict(GOOD, n_features_used=1))
     with pytest.raises(GateError, match="says n_features_used = 1, but its surrogate.json uses 2"):
-        gate_model_version(uri, load_policy(None))
+        gate_model_version(uri, trusted_default())
 
 
 def test_evidence_of_unrecorded_data_is_refused(store, tmp_path):
     uri = explained(store, tmp_path, data_digest="0" * 8)
     with pytest.raises(GateError, match="names data digest '00000000', which its explain run"):
-        gate_model_version(uri, load_policy(None))
+        gate_model_version(uri, trusted_default())
 
 
 def test_cli_gate_exit_codes(store, tmp_path):
@@ -477,5 +502,5 @@ def test_unreachable_server_fails_fast():
         cli(), ["gate", "--model-uri", "models:/x/1", "--tracking-uri", f"http://127.0.0.1:{port}"]
     )
     assert result.exit_code == 2
-    assert "is unreachable" in result.output
+    assert f"the tracking server http://127.0.0.1:{port} refused the connection" in result.output
     assert time.time() - started < 10

@@ -12,11 +12,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.flavors import miret
+from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.tree import SurrogateTree
 from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.signing import SigningKey
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
+KEY = SigningKey.from_env()
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +44,7 @@ def test_save_load_round_trip(fitted, tmp_path):
         surrogate,
         path,
         artifacts={"vite": tmp_path / "extra", "model_card.md": tmp_path / "card.md"},
+        signing_key=KEY,
     )
     files = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()}
     assert {
@@ -50,6 +54,7 @@ def test_save_load_round_trip(fitted, tmp_path):
         "vite/note.txt",
         "model_card.md",
         "requirements.txt",
+        "model.sig",
     } <= files
     assert not [f for f in files if f.endswith((".pkl", ".pickle", ".skops", ".joblib"))]
     assert json.loads((path / "surrogate.json").read_text()) == surrogate.to_dict()
@@ -74,7 +79,7 @@ def test_save_load_round_trip(fitted, tmp_path):
 def test_pyfunc_raw_and_normalized_input(fitted, tmp_path):
     X, pipeline, _ensemble, surrogate = fitted
     path = tmp_path / "model"
-    miret.save_model(surrogate, path)
+    miret.save_model(surrogate, path, signing_key=KEY)
     expected = surrogate.predict(X)
     np.testing.assert_array_equal(expected, surrogate.tree_.predict(pipeline[0].transform(X)))
 
@@ -92,7 +97,7 @@ def test_pyfunc_raw_and_normalized_input(fitted, tmp_path):
 def test_surrogate_tree_without_scaler_defaults_to_normalized(tmp_path):
     tree = SurrogateTree([[1.0, 0.0]], [-0.5], 1, feature_names=["a", "b"], classes=["no", "yes"])
     path = tmp_path / "tree"
-    miret.save_model(tree, path)
+    miret.save_model(tree, path, signing_key=KEY)
     conf = yaml.safe_load((path / "MLmodel").read_text())["flavors"]["miret"]
     assert conf["input_space"] == "normalized" and conf["surrogate_class"] == "SurrogateTree"
     model = mlflow.pyfunc.load_model(str(path))
@@ -121,13 +126,14 @@ def test_bad_arguments_are_refused(fitted, tmp_path):
 def test_loading_refuses_unknown_surrogate_class(fitted, tmp_path):
     _, _, _ensemble, surrogate = fitted
     path = tmp_path / "model"
-    miret.save_model(surrogate, path)
+    miret.save_model(surrogate, path, signing_key=KEY)
     mlmodel = (
         (path / "MLmodel")
         .read_text()
         .replace("surrogate_class: MiretSurrogate", "surrogate_class: os.system")
     )
     (path / "MLmodel").write_text(mlmodel)
+    sign_model_dir(path, KEY)  # what the key holder signed is still checked
     with pytest.raises(mlflow.MlflowException, match="unknown surrogate class"):
         miret.load_model(str(path))
 
@@ -146,12 +152,13 @@ def test_surrogate_of_an_earlier_format_is_refused_with_the_fix(fitted, tmp_path
 
     _X, _pipeline, _ensemble, surrogate = fitted
     path = tmp_path / "model"
-    miret.save_model(surrogate, path)
+    miret.save_model(surrogate, path, signing_key=KEY)
     mlmodel = yaml.safe_load((path / "MLmodel").read_text())
     assert mlmodel["flavors"]["miret"]["format_version"] == miret.FORMAT_VERSION == 2
     del mlmodel["flavors"]["miret"]["format_version"]
     mlmodel["flavors"]["python_function"]["loader_module"] = "flavors.miret"
     (path / "MLmodel").write_text(yaml.safe_dump(mlmodel))
+    sign_model_dir(path, KEY)
     for load in (miret.load_model, miret.read_evidence):
         with pytest.raises(GovernanceError, match=r"format 1.*govern explain --force"):
             load(str(path))

@@ -1,17 +1,28 @@
 """`govern promote`: the alias moves only when every gate passes; every decision is
 recorded, and a what-if gate never shows as the status of the version holding the alias."""
 
+import os
+
 import mlflow
 import typer
 from gate_store import GOOD, explained
 from mlflow import MlflowClient
+from signing_keys import trusting
 from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.gating import gate_model_version, promote_model_version
+from miret_governance.flavors.gating import gate_model_version
+from miret_governance.flavors.promotion import promote_model_version
 from miret_governance.governance.gates import load_policy, parse_policy
 
 pytest_plugins = ["mlflow_store"]
+
+
+def session_policy():
+    """The policy ``govern`` reads without --policy (``GOVERN_POLICY``: the session's,
+    the built-in gates trusting the CI key)."""
+    return load_policy(os.environ["GOVERN_POLICY"])
+
 
 FAILING = dict(GOOD, test_fidelity=0.93, n_features_used=2)
 
@@ -53,7 +64,7 @@ def test_refusal_leaves_previous_alias(store, tmp_path, monkeypatch):
     gate_run = client.get_run(tags2["governance.promotion.champion.run"])
     assert gate_run.data.tags["governance.promotion.champion"] == "refused"
     assert gate_run.data.tags["governance.ensemble_uri"] == v2
-    assert gate_run.data.tags["governance.policy"] == f"default v{load_policy(None).digest[:8]}"
+    assert gate_run.data.tags["governance.policy"] == f"default v{session_policy().digest[:8]}"
     text = client.get_model_version("credit-rf", "2").description
     assert "| Promotion `@champion` | **refused** by policy default v" in text
     assert "(alias not set here) |" in text
@@ -64,8 +75,8 @@ def test_what_if_gate_never_shows_as_the_alias_status(store, tmp_path):
     `promoted` as its champion status; the failed evaluation is only the last gate."""
     client = MlflowClient()
     uri = explained(store, tmp_path, metrics=FAILING)
-    lenient = parse_policy({"name": "lenient", "gates": {"min_fidelity": 0.9}})
-    strict = parse_policy({"name": "strict", "gates": {"min_fidelity": 0.99}})
+    lenient = parse_policy(trusting({"name": "lenient", "gates": {"min_fidelity": 0.9}}))
+    strict = parse_policy(trusting({"name": "strict", "gates": {"min_fidelity": 0.99}}))
     promoted = promote_model_version(uri, "champion", lenient)
     assert promoted.promoted
     what_if = gate_model_version(uri, strict)
@@ -101,7 +112,7 @@ def test_promotion_by_alias_uri_and_lenient_policy(store, tmp_path):
     explained(store, tmp_path, metrics=FAILING)
     client = MlflowClient()
     client.set_registered_model_alias("credit-rf", "candidate", "1")
-    lenient = parse_policy({"gates": {"min_fidelity": 0.9}})
+    lenient = parse_policy(trusting({"gates": {"min_fidelity": 0.9}}))
     outcome = promote_model_version("models:/credit-rf@candidate", "champion", lenient)
     assert outcome.promoted and outcome.alias_version == "1"
     assert outcome.gate.ensemble_uri == "models:/credit-rf/1"
@@ -110,7 +121,7 @@ def test_promotion_by_alias_uri_and_lenient_policy(store, tmp_path):
 
 def test_refusal_without_previous_alias(store, tmp_path):
     explained(store, tmp_path, metrics=dict(GOOD, test_fidelity=0.5))
-    outcome = promote_model_version("models:/credit-rf/1", "champion", load_policy(None))
+    outcome = promote_model_version("models:/credit-rf/1", "champion", session_policy())
     assert not outcome.promoted and outcome.alias_version is None
     assert MlflowClient().get_registered_model("credit-rf").aliases == {}
 
@@ -119,7 +130,7 @@ def test_invalid_alias_records_nothing(store, tmp_path):
     explained(store, tmp_path)
     for alias in ("latest", "v3", "bad alias"):
         try:
-            promote_model_version("models:/credit-rf/1", alias, load_policy(None))
+            promote_model_version("models:/credit-rf/1", alias, session_policy())
         except GateError as error:
             assert f"alias {alias!r} is not valid" in str(error)
         else:

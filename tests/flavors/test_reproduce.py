@@ -16,12 +16,15 @@ from miret_governance.flavors.reproduce import reproduce_explanation
 from miret_governance.flavors.request import ExplainRequest, FitParams
 from miret_governance.governance.environment import environment
 from miret_governance.governance.metrics import HEADLINE_METRICS
+from miret_governance.governance.signing import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 TIME_LIMIT = 60.0
 """Generous: the fit ends on work (the solver's stall rule), never on seconds."""
+
+KEY_FINGERPRINT = SigningKey.from_env().fingerprint
 
 
 def _use_store(monkeypatch, uri, experiment=None):
@@ -54,6 +57,7 @@ def explained(tmp_path_factory, migrated_store, breast_cancer):
             depth=2,
             solver="highs",
             time_limit=60,
+            min_test_rows=1,
         )
     return {
         "uri": uri,
@@ -104,6 +108,7 @@ def test_params_object_is_the_keyword_request(case):
         "data.csv",
         target="label",
         params=FitParams(depth=2, solver="highs", time_limit=60),
+        min_test_rows=1,
     )
     assert again.reused and again.surrogate_uri == case["result"].surrogate_uri
     with pytest.raises(ExplainError, match=r"not both \(got params and \['seed'\]\)"):
@@ -136,7 +141,9 @@ def test_reproduce_is_identical_and_writes_nothing(case):
         "versions_differ",
         "data_digest",
         "time_limit_hit",
+        "signed_by",
     }
+    assert document["signed_by"] == {"name": "test-ci", "fingerprint": KEY_FINGERPRINT}
     assert document["identical"] is True
     assert document["surrogate_uri"] == "models:/credit-rf-surrogate/1"
     assert (
@@ -206,6 +213,7 @@ def test_a_searched_explanation_is_searched_again(case):
         "data.csv",
         target="label",
         params=FitParams(depth=2, solver="highs", time_limit=60),
+        min_test_rows=1,
         search=settings,
     )
     record = read_evidence(result.surrogate_uri)["provenance"]["request"]

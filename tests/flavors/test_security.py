@@ -1,5 +1,6 @@
 """Nothing from an artifact runs: pickles refused unless trusted, no class names or code/
-folders from MLmodel, surrogate files verified against their evidence digests."""
+folders from MLmodel, surrogate files verified against their signature, and (behind it,
+for what a trusted key signed) against their evidence digests."""
 
 import json
 import sys
@@ -17,10 +18,14 @@ from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import TamperedModelError, file_digest
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.registry import EVIDENCE_DIGEST_TAG, TRUST_PICKLE_TAG, model_id_of
+from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.signing import SignatureError, SigningKey
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
+KEY = SigningKey.from_env()
+ALTERED = "does not match its signature by key 'test-ci'"
 
 
 class Payload:
@@ -72,7 +77,10 @@ def test_pickled_payload_is_refused_and_never_runs(data, tmp_path):
     with pytest.raises(ExplainError, match=r"'cloudpickle'.*serialization_format='skops'") as info:
         explain_model_version("models:/evil-rf/1", "data.csv", target="label", time_limit=2)
     assert "--trust-pickle" in str(info.value)
-    assert "skops_trusted_types=['sklearn.tree._tree.Tree']" in str(info.value)
+    assert (
+        "skops_trusted_types=['sklearn.tree._tree.Tree', "
+        "'sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor']"
+    ) in str(info.value)
     assert not marker.exists()
     assert MlflowClient().search_model_versions("name = 'evil-rf-surrogate'") == []
 
@@ -80,7 +88,12 @@ def test_pickled_payload_is_refused_and_never_runs(data, tmp_path):
 def test_trust_pickle_loads_and_is_recorded(data):
     _log_pickled(data, "old-rf")
     result = explain_model_version(
-        "models:/old-rf/1", "data.csv", target="label", time_limit=2, trust_pickle=True
+        "models:/old-rf/1",
+        "data.csv",
+        target="label",
+        time_limit=2,
+        trust_pickle=True,
+        min_test_rows=1,
     )
     client = MlflowClient()
     version = client.get_model_version("old-rf-surrogate", result.version)
@@ -126,7 +139,7 @@ def test_xgboost_model_class_and_code_from_mlmodel_are_ignored(data, tmp_path):
 def saved_tree(tmp_path):
     tree = SurrogateTree([[1.0, 0.0]], [-0.5], 1, feature_names=["a", "b"], classes=[0, 1])
     path = tmp_path / "tree"
-    miret.save_model(tree, path, evidence={"ensemble_uri": "models:/x/1"})
+    miret.save_model(tree, path, evidence={"ensemble_uri": "models:/x/1"}, signing_key=KEY)
     return path
 
 
@@ -143,27 +156,40 @@ def test_evidence_manifest_digests_every_file(saved_tree):
     conf = yaml.safe_load((saved_tree / "MLmodel").read_text())["flavors"]["miret"]
     assert conf["evidence_digest"] == evidence["digest"]
     assert evidence["digest"] == file_digest(saved_tree / "evidence.json")
+    assert (
+        evidence["signer"].name == "test-ci" and evidence["signer"].fingerprint == KEY.fingerprint
+    )
 
 
 def test_edited_surrogate_json_is_refused(saved_tree):
     data = json.loads((saved_tree / "surrogate.json").read_text())
     data["a"] = [[1e308, 0.0]]
     (saved_tree / "surrogate.json").write_text(json.dumps(data))
+    for load in (miret.load_model, mlflow.pyfunc.load_model, miret.read_evidence):
+        with pytest.raises(SignatureError, match=f"{ALTERED} .edited: surrogate.json"):
+            load(str(saved_tree))
+    sign_model_dir(saved_tree, KEY)  # signed by the key holder: the manifest still refuses it
     with pytest.raises(TamperedModelError, match="edited: surrogate.json"):
         miret.load_model(str(saved_tree))
     with pytest.raises(TamperedModelError, match="edited: surrogate.json"):
         mlflow.pyfunc.load_model(str(saved_tree))
-    with pytest.raises(TamperedModelError):
-        miret.read_evidence(saved_tree)
 
 
 def test_edited_or_missing_manifest_is_refused(saved_tree):
     manifest = json.loads((saved_tree / "evidence.json").read_text())
     manifest["provenance"]["ensemble_uri"] = "models:/other/9"
     (saved_tree / "evidence.json").write_text(json.dumps(manifest))
+    with pytest.raises(SignatureError, match=f"{ALTERED} .edited: evidence.json"):
+        miret.load_model(str(saved_tree))
+    sign_model_dir(saved_tree, KEY)
     with pytest.raises(TamperedModelError, match="evidence.json was modified"):
         miret.load_model(str(saved_tree))
     (saved_tree / "evidence.json").unlink()
+    with pytest.raises(
+        SignatureError, match=f"{ALTERED} .Missing files in model 'tree': evidence.json\\)"
+    ):
+        miret.load_model(str(saved_tree))
+    sign_model_dir(saved_tree, KEY)
     with pytest.raises(TamperedModelError, match="no verifiable evidence.json"):
         miret.load_model(str(saved_tree))
 
@@ -178,6 +204,9 @@ def test_planted_code_in_a_surrogate_is_not_imported(saved_tree, tmp_path):
     mlmodel["flavors"]["miret"]["code"] = "code"
     (saved_tree / "MLmodel").write_text(yaml.safe_dump(mlmodel))
     path_before = list(sys.path)
+    with pytest.raises(SignatureError, match=f"{ALTERED} .edited: MLmodel; Extra files"):
+        miret.load_model(str(saved_tree))
+    sign_model_dir(saved_tree, KEY)
     with pytest.raises(TamperedModelError, match="added: code/planted_module.py"):
         miret.load_model(str(saved_tree))
     assert sys.path == path_before
@@ -193,11 +222,14 @@ def test_planted_code_in_a_surrogate_is_not_imported(saved_tree, tmp_path):
     ],
 )
 def test_an_mlmodel_pointing_pyfunc_elsewhere_is_refused(saved_tree, key, value, named):
-    """MLmodel is outside the manifest (it holds the manifest's digest): its pyfunc entry
-    is checked against what the flavor writes before anything else is read."""
+    """MLmodel is covered by the signature; behind it (for what a trusted key signed) its
+    pyfunc entry is checked against what the flavor writes before anything else is read."""
     mlmodel = yaml.safe_load((saved_tree / "MLmodel").read_text())
     mlmodel["flavors"]["python_function"][key] = value
     (saved_tree / "MLmodel").write_text(yaml.safe_dump(mlmodel))
+    with pytest.raises(SignatureError, match=f"{ALTERED} .edited: MLmodel"):
+        miret.load_model(str(saved_tree))
+    sign_model_dir(saved_tree, KEY)
     for load in (miret.load_model, miret.read_evidence):
         with pytest.raises(TamperedModelError, match=f"names {named} in its python_function"):
             load(str(saved_tree))
@@ -205,7 +237,9 @@ def test_an_mlmodel_pointing_pyfunc_elsewhere_is_refused(saved_tree, key, value,
 
 def test_registered_surrogate_verifies_after_registration(data):
     register_rf(data, FEATURES, "fine-rf", n_estimators=5)
-    result = explain_model_version("models:/fine-rf/1", "data.csv", target="label", time_limit=2)
+    result = explain_model_version(
+        "models:/fine-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=1
+    )
     evidence = miret.read_evidence(result.surrogate_uri)
     provenance = evidence["provenance"]
     assert provenance["ensemble_uri"] == "models:/fine-rf/1"

@@ -303,7 +303,9 @@ def test_validate_checks_the_training_range_stored_with_the_surrogate(store, dat
     raw.assign(label=y).to_csv(tmp_path / "train.csv", index=False)
     unlinked = validate_model_inputs("models:/raw-xgb/1", tmp_path / "train.csv", "label")
     assert unlinked.success  # no surrogate yet: only the schema, no range to check
-    explain_model_version("models:/raw-xgb/1", tmp_path / "train.csv", "label", time_limit=5)
+    explain_model_version(
+        "models:/raw-xgb/1", tmp_path / "train.csv", "label", time_limit=5, min_test_rows=1
+    )
 
     assert validate_model_inputs("models:/raw-xgb/1", tmp_path / "train.csv", "label").success
     drifted = raw.assign(income=raw["income"] * 3, label=y)  # up to 300, trained up to ~100

@@ -1,0 +1,220 @@
+"""``govern audit``: the promotion trail of a registered model, checked end to end.
+
+For every version of the model the audit verifies, with the keys a policy trusts:
+
+- **alias**: each alias's holder has a valid signed promotion decision (kind
+  ``promotion``, decision ``promoted``, for that alias and this ensemble version's URI
+  and model id) on the evidence its linked surrogate holds now, and that evidence
+  verifies; an alias set by hand (in the MLflow UI, or by any API call) has none;
+- **superseded**: the decisions a version's status tags show (``governance.last_gate.run``,
+  ``governance.promotion.<alias>.run``) were made on the current evidence;
+- **evidence**: the linked surrogate's evidence is signed by a key trusted for
+  ``explain``, unaltered, and passes the gate's checks;
+- **decision_record**: every decision record of the model's gate, promotion and approval
+  runs verifies (unsigned what-if gate runs count only when a status tag cites them).
+
+Nothing here reads a tag as proof: tags only say where to look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from mlflow import MlflowClient
+
+from miret_governance.flavors.decisions import (
+    APPROVAL_EXPERIMENT,
+    SIGNER_TAG,
+    UNSIGNED,
+    Decision,
+    decision_runs,
+    read_record,
+)
+from miret_governance.flavors.errors import GovernanceError
+from miret_governance.flavors.gate_evidence import checked_evidence
+from miret_governance.flavors.gating import GATE_EXPERIMENT, linked_surrogate
+from miret_governance.flavors.registry import (
+    GATE_RUN_TAG,
+    SURROGATE_TAG,
+    check_registered_name,
+    model_id_of,
+    name_filter,
+    version_uri,
+)
+from miret_governance.governance.gates import Policy
+
+KINDS = ("alias", "superseded", "evidence", "decision_record")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem of the trail.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    version : str
+        The ensemble version (``models:/<name>/<v>``).
+    message : str
+    alias : str or None
+    run_id : str or None
+        The decision run concerned.
+    """
+
+    kind: str
+    version: str
+    message: str
+    alias: str | None = None
+    run_id: str | None = None
+
+
+@dataclass
+class AuditReport:
+    """What :func:`audit_model` found.
+
+    Attributes
+    ----------
+    model_name : str
+    policy : str
+        The policy's label.
+    versions : int
+        Versions checked.
+    decisions : int
+        Decision records checked.
+    findings : list of Finding
+    """
+
+    model_name: str
+    policy: str
+    policy_digest: str
+    versions: int = 0
+    decisions: int = 0
+    findings: list = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict:
+        return {
+            "model_name": self.model_name,
+            "policy": self.policy,
+            "policy_digest": self.policy_digest,
+            "clean": self.clean,
+            "versions_checked": self.versions,
+            "decisions_checked": self.decisions,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def _evidence_digest(client, version, policy: Policy, report: AuditReport) -> str | None:
+    """The verified evidence digest of the version's linked surrogate, or a finding."""
+    uri = version_uri(version)
+    if not version.tags.get(SURROGATE_TAG):
+        return None
+    try:
+        surrogate = linked_surrogate(client, version)
+        return checked_evidence(client, version, surrogate, policy.keys).digest
+    except GovernanceError as error:
+        report.findings.append(Finding("evidence", uri, str(error)))
+        return None
+
+
+def _valid_promotion(decision: Decision, version, alias: str, digest: str | None) -> bool:
+    record = decision.record
+    return (
+        decision.valid
+        and digest is not None
+        and record.get("kind") == "promotion"
+        and record.get("decision") == "promoted"
+        and record.get("alias") == alias
+        and record.get("ensemble")
+        == {"uri": version_uri(version), "model_id": model_id_of(version) or ""}
+        and (record.get("evidence") or {}).get("digest") == digest
+    )
+
+
+def _audit_version(client, version, held: list, policy: Policy, report: AuditReport) -> None:
+    uri = version_uri(version)
+    digest = _evidence_digest(client, version, policy, report)
+    runs = decision_runs(client, GATE_EXPERIMENT, uri) + decision_runs(
+        client, APPROVAL_EXPERIMENT, uri
+    )
+    cited = {
+        key: version.tags[key]
+        for key in version.tags
+        if key == GATE_RUN_TAG or (key.startswith("governance.promotion.") and key.endswith(".run"))
+    }
+    decisions = {}
+    for run in runs:
+        run_id = run.info.run_id
+        decision = decisions[run_id] = read_record(client, run_id, policy.keys)
+        unsigned_what_if = run.data.tags.get(SIGNER_TAG) == UNSIGNED and (
+            decision.record.get("kind") == "gate"
+        )
+        if not decision.valid and not (unsigned_what_if and run_id not in cited.values()):
+            report.findings.append(Finding("decision_record", uri, decision.problem, None, run_id))
+    report.decisions += len(runs)
+    for key, run_id in sorted(cited.items()):
+        alias = None if key == GATE_RUN_TAG else key[len("governance.promotion.") : -len(".run")]
+        decision = decisions.get(run_id) or read_record(client, run_id, policy.keys)
+        if run_id not in decisions and not decision.valid:
+            report.findings.append(Finding("decision_record", uri, decision.problem, alias, run_id))
+        decided_on = (decision.record.get("evidence") or {}).get("digest")
+        if decision.valid and digest is not None and decided_on != digest:
+            what = f"the promotion to @{alias}" if alias else "the last gate evaluation"
+            report.findings.append(
+                Finding(
+                    "superseded",
+                    uri,
+                    f"{what} (run {run_id}) was decided on the evidence of "
+                    f"{decision.record.get('surrogate', {}).get('uri')} (digest "
+                    f"{str(decided_on)[:16]}), not on the evidence linked now "
+                    f"({version.tags.get(SURROGATE_TAG)}, digest {digest[:16]})",
+                    alias,
+                    run_id,
+                )
+            )
+    for alias in held:
+        if not any(_valid_promotion(d, version, alias, digest) for d in decisions.values()):
+            report.findings.append(
+                Finding(
+                    "alias",
+                    uri,
+                    f"@{alias} is on {uri} without a valid signed promotion decision for "
+                    "it on its current verified evidence (set by hand, on superseded or "
+                    f"unverified evidence, or by a key the policy does not trust); promote "
+                    f"it with govern promote --model-uri {uri} --alias {alias}, or move it",
+                    alias,
+                )
+            )
+
+
+def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = None):
+    """Audit every version of ``model_name`` (module docstring).
+
+    Returns
+    -------
+    AuditReport
+
+    Raises
+    ------
+    GovernanceError
+        No registered model of that name.
+    """
+    check_registered_name(model_name)
+    client = client or MlflowClient()
+    versions = client.search_model_versions(name_filter(model_name))
+    if not versions:
+        raise GovernanceError(
+            f"no registered model {model_name!r} with versions in the registry; give the "
+            "ensemble's registered name (not the -surrogate one)"
+        )
+    report = AuditReport(model_name, policy.label, policy.digest)
+    aliases = client.get_registered_model(model_name).aliases or {}
+    for version in sorted(versions, key=lambda v: int(v.version)):
+        held = sorted(a for a, v in aliases.items() if str(v) == str(version.version))
+        _audit_version(client, version, held, policy, report)
+        report.versions += 1
+    return report

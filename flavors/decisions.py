@@ -1,0 +1,403 @@
+"""Signed decision records: who decided what, on which evidence, under which policy.
+
+Every gate evaluation, promotion and approval leaves one JSON record on its run,
+``decision/record.json``, signed with OpenSSF model-signing into ``decision/record.sig``
+(:func:`governance.signing.sign_path`) by the deciding job's key: purpose ``decide`` for
+gates and promotions, ``approve`` for a reviewer's approval or rejection. A record
+holds::
+
+    {"kind": "gate" | "promotion" | "approval",
+     "ensemble": {"uri", "model_id"}, "surrogate": {"uri", "model_id"},
+     "evidence": {"digest", "signer": {"name", "fingerprint"} | null},
+     "policy": {"label", "digest"},
+     "result": "PASS" | "FAIL"                      (gate, promotion)
+     "alias", "decision": "promoted" | "refused", "reason"      (promotion)
+     "alias", "decision": "approve" | "reject", "comment"       (approval)
+     "decided_by": {"key_name", "key_fingerprint", "mlflow_user"},
+     "time": ISO 8601 UTC}
+
+Reading one back (:func:`read_record`) downloads it, verifies the signature with the
+keys a policy trusts for the purpose of the kind the record claims, and parses it: a
+record nobody with a trusted key signed never counts. Run tags (``mlflow.user``,
+``governance.*``) repeat the fields for the MLflow UI and searches; nothing that decides
+reads them.
+
+Promotions to one alias are serialized by :func:`promotion_lock`: a registered model
+named ``<name>.promotion-lock.<alias>``, whose creation the store refuses while it
+exists (compare-and-set in MLflow's own store). A lock left behind is taken over: one
+older than :data:`LOCK_TTL_SECONDS`, one whose process on this host is gone (killed),
+and one of this very process outside a promotion (its release failed, e.g. on a locked
+store).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+from mlflow.utils.mlflow_tags import MLFLOW_USER
+
+from miret_governance.flavors.errors import GovernanceError
+from miret_governance.flavors.faults import alive
+from miret_governance.flavors.registry import model_id_of, quoted, version_uri
+from miret_governance.governance.signing import (
+    SignatureError,
+    Signer,
+    SigningKey,
+    TrustedKeys,
+    sign_path,
+    verify_path,
+)
+
+RECORD_FOLDER = "decision"
+RECORD_FILE = "record.json"
+RECORD_SIGNATURE = "record.sig"
+RECORD_PATH = f"{RECORD_FOLDER}/{RECORD_FILE}"
+KIND_PURPOSE = {"gate": "decide", "promotion": "decide", "approval": "approve"}
+"""The signing purpose (:data:`governance.signing.PURPOSES`) of each kind of record."""
+SIGNER_TAG = "governance.decision_signer"
+"""Run tag: the name (or fingerprint) of the key that signed the record, or
+``unsigned`` (a what-if gate run without a key: it never counts)."""
+UNSIGNED = "unsigned"
+APPROVAL_EXPERIMENT = "governance-approvals"
+ALIAS_RUN_TAG = "governance.alias"
+DECISION_RUN_TAG = "governance.decision"
+COMMENT_RUN_TAG = "governance.comment"
+LOCK_TTL_SECONDS = 600
+"""A promotion lock older than this (10 minutes) is taken over: its promotion was killed."""
+_HELD: set = set()
+"""Promotion locks this process holds now."""
+LOCK_OWNER_TAG = "governance.lock.owner"
+LOCK_URI_TAG = "governance.lock.ensemble_uri"
+MAX_RECORD_BYTES = 1 << 20
+
+
+class DecisionError(GovernanceError):
+    """A decision that cannot be made or read: no signing key for a decision that must be
+    signed, or a decision record that is missing or unreadable. Exit code 2."""
+
+
+class ConcurrentPromotionError(GovernanceError):
+    """Another promotion to the same alias ran at the same time; this one recorded
+    nothing. Exit code 2."""
+
+
+# ---------------------------------------------------------------------- who decides
+def mlflow_user() -> str:
+    """The user MLflow records for runs made here: the tracking server's user name
+    (``MLFLOW_TRACKING_USERNAME``) when set, else MLflow's ``mlflow.user`` run context."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get(MLFLOW_USER, "")
+
+
+def decided_by(trusted: TrustedKeys, key: SigningKey | None) -> dict:
+    """``decided_by`` of a record: the key's policy name (None when the policy does not
+    name it), its fingerprint (None without a key) and the MLflow user."""
+    fingerprint = key.fingerprint if key is not None else None
+    names = [k.name for k in trusted.keys if k.fingerprint == fingerprint]
+    return {
+        "key_name": names[0] if names else None,
+        "key_fingerprint": fingerprint,
+        "mlflow_user": mlflow_user(),
+    }
+
+
+def require_key(key: SigningKey | None, command: str, purpose: str) -> SigningKey:
+    """``key``, or a :class:`DecisionError` saying how to give one."""
+    if key is None:
+        raise DecisionError(
+            f"{command} records a signed decision and needs a signing key trusted for "
+            f"{purpose}: pass --signing-key <private key file> or set GOVERN_SIGNING_KEY "
+            "(make a pair with govern keygen); nothing was recorded"
+        )
+    return key
+
+
+def now_utc() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_record(kind: str, ensemble, surrogate, checked, policy, decider: dict, **fields) -> dict:
+    """A decision record (module docstring) of ``kind`` on ``checked`` evidence."""
+    signer = getattr(checked, "signer", None)
+    return {
+        "kind": kind,
+        "ensemble": {"uri": version_uri(ensemble), "model_id": model_id_of(ensemble) or ""},
+        "surrogate": {"uri": version_uri(surrogate), "model_id": model_id_of(surrogate) or ""},
+        "evidence": {
+            "digest": checked.digest,
+            "signer": signer.to_json() if signer is not None else None,
+        },
+        "policy": {"label": policy.label, "digest": policy.digest},
+        **fields,
+        "decided_by": decider,
+        "time": now_utc(),
+    }
+
+
+def run_tags(record: dict) -> dict:
+    """Run tags repeating a record for the MLflow UI ("Created by" is ``mlflow.user``)."""
+    by = record["decided_by"]
+    return {
+        MLFLOW_USER: by["mlflow_user"],
+        SIGNER_TAG: by["key_name"] or by["key_fingerprint"] or UNSIGNED,
+    }
+
+
+# ---------------------------------------------------------------------- write and read
+def log_record(client: MlflowClient, run_id: str, record: dict, key: SigningKey | None) -> None:
+    """Write ``record`` on the run as ``decision/record.json``, signed with ``key`` into
+    ``decision/record.sig`` (unsigned without a key), and tag the run (:func:`run_tags`)."""
+    with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
+        path = Path(tmp, RECORD_FILE)
+        path.write_text(json.dumps(record, indent=1, sort_keys=True))
+        if key is not None:
+            sign_path(path, key, Path(tmp, RECORD_SIGNATURE))
+        client.log_artifacts(run_id, tmp, RECORD_FOLDER)
+    for name, value in run_tags(record).items():
+        client.set_tag(run_id, name, value)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision record read back from its run.
+
+    Attributes
+    ----------
+    run_id : str
+    record : dict
+        The parsed record (module docstring); empty when it cannot be read.
+    signer : Signer or None
+        The trusted key that signed it; None when it is not trusted.
+    problem : str or None
+        Why it does not count (unsigned, untrusted key, altered, unreadable); None when
+        it verified.
+    """
+
+    run_id: str
+    record: dict
+    signer: Signer | None
+    problem: str | None
+
+    @property
+    def valid(self) -> bool:
+        return self.problem is None
+
+
+def read_record(client: MlflowClient, run_id: str, trusted: TrustedKeys) -> Decision:
+    """The decision record of a run, verified with ``trusted`` for its kind's purpose.
+
+    Never raises for a record that is missing, unsigned, untrusted or altered: the
+    :class:`Decision` says why it does not count.
+    """
+    what = f"the decision record of run {run_id}"
+    with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
+        try:
+            local = Path(client.download_artifacts(run_id, RECORD_FOLDER, tmp))
+        except (MlflowException, OSError) as error:
+            return Decision(run_id, {}, None, f"{what} cannot be read: {error}")
+        path = local / RECORD_FILE
+        try:
+            with open(path, "rb") as handle:
+                record = json.loads(handle.read(MAX_RECORD_BYTES))
+            purpose = KIND_PURPOSE[record["kind"]]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            return Decision(run_id, {}, None, f"{what} is missing or not a record ({error!r})")
+        try:
+            signer = verify_path(path, local / RECORD_SIGNATURE, trusted, purpose, what)
+        except SignatureError as error:
+            return Decision(run_id, record, None, str(error))
+    return Decision(run_id, record, signer, None)
+
+
+def experiment_id(client: MlflowClient, name: str) -> str:
+    """The id of experiment ``name``, created when missing (also concurrently)."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(name)
+    except MlflowException:  # created concurrently
+        return client.get_experiment_by_name(name).experiment_id
+
+
+def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str) -> list:
+    """Runs of ``experiment_name`` tagged with ``ensemble_uri``, oldest first."""
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is None:
+        return []
+    return client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.`governance.ensemble_uri` = {quoted(ensemble_uri)}",
+        order_by=["attributes.start_time ASC"],
+        max_results=5000,
+    )
+
+
+# ---------------------------------------------------------------------- approvals
+@dataclass(frozen=True)
+class ApprovalState:
+    """What the approvals of an alias say about the current evidence.
+
+    Attributes
+    ----------
+    approved : bool
+        At least ``needed`` distinct trusted approver keys approve and none rejects.
+    reason : str
+        In words (names the approvers, rejections and what is missing).
+    counted : list of Decision
+        The latest valid decision of each approver key on the current evidence.
+    """
+
+    approved: bool
+    reason: str
+    counted: list
+
+
+def approval_state(
+    client: MlflowClient, ensemble, alias: str, digest: str, trusted: TrustedKeys, needed: int
+) -> ApprovalState:
+    """The approvals of ``alias`` on ``ensemble`` whose record verifies with ``trusted``
+    and binds this ensemble version (URI and model id), the alias and the evidence
+    ``digest``; per key the latest counts, one rejection blocks."""
+    uri, model_id = version_uri(ensemble), model_id_of(ensemble) or ""
+    latest: dict[str, Decision] = {}
+    for run in decision_runs(client, APPROVAL_EXPERIMENT, uri):
+        if run.data.tags.get(ALIAS_RUN_TAG) != alias:
+            continue
+        decision = read_record(client, run.info.run_id, trusted)
+        record = decision.record
+        if (
+            not decision.valid
+            or record.get("kind") != "approval"
+            or record.get("alias") != alias
+            or record.get("ensemble") != {"uri": uri, "model_id": model_id}
+            or (record.get("evidence") or {}).get("digest") != digest
+        ):
+            continue
+        latest[decision.signer.fingerprint] = decision  # runs are oldest first
+    counted = sorted(latest.values(), key=lambda d: d.signer.name)
+    rejected = [d for d in counted if d.record.get("decision") == "reject"]
+    approvers = [d.signer.name for d in counted if d.record.get("decision") == "approve"]
+    if rejected:
+        names = ", ".join(f"{d.signer.name} ({d.record.get('comment', '')})" for d in rejected)
+        return ApprovalState(False, f"@{alias} was rejected by {names}", counted)
+    if len(approvers) < needed:
+        return ApprovalState(
+            False,
+            f"@{alias} needs {needed} approval{'s' if needed != 1 else ''} of the current "
+            f"evidence by approver keys the policy trusts, has {len(approvers)} "
+            f"({', '.join(approvers) or 'none'}); "
+            f"approvers run: govern approve --model-uri {uri} --alias {alias} "
+            "--decision approve --comment <text>",
+            counted,
+        )
+    return ApprovalState(True, f"approved by {', '.join(approvers)}", counted)
+
+
+def approvals_of(client: MlflowClient, ensemble, trusted: TrustedKeys, surrogate_uri: str):
+    """Every approval run of the ensemble version, oldest first, as the reviewer's view
+    lists them: alias, decision, comment, who (verified key or the problem), time, and
+    whether it was made on the surrogate linked now (``surrogate_uri``)."""
+    listed = []
+    for run in decision_runs(client, APPROVAL_EXPERIMENT, version_uri(ensemble)):
+        decision = read_record(client, run.info.run_id, trusted)
+        record = decision.record
+        listed.append(
+            {
+                "run_id": run.info.run_id,
+                "alias": record.get("alias"),
+                "decision": record.get("decision"),
+                "comment": record.get("comment"),
+                "signed_by": decision.signer.to_json() if decision.valid else None,
+                "problem": decision.problem,
+                "mlflow_user": (record.get("decided_by") or {}).get("mlflow_user"),
+                "time": record.get("time"),
+                "surrogate_uri": (record.get("surrogate") or {}).get("uri"),
+                "current": (record.get("surrogate") or {}).get("uri") == surrogate_uri,
+            }
+        )
+    return listed
+
+
+# ---------------------------------------------------------------------- promotion lock
+def lock_name(name: str, alias: str) -> str:
+    """The registered model that locks promotions of ``name`` to ``alias``."""
+    return f"{name}.promotion-lock.{alias}"
+
+
+def _take(client: MlflowClient, lock: str, tags: dict) -> bool:
+    try:
+        client.create_registered_model(
+            lock, tags=tags, description="A promotion to this alias is running (govern promote)."
+        )
+    except MlflowException as error:
+        if error.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return False
+    return True
+
+
+@contextmanager
+def promotion_lock(client: MlflowClient, name: str, alias: str, ensemble_uri: str):
+    """Hold the lock of promotions of ``name`` to ``alias`` while the block runs.
+
+    Raises
+    ------
+    ConcurrentPromotionError
+        Another promotion holds it (named with its ensemble version, process and start).
+    """
+    lock = lock_name(name, alias)
+    tags = {LOCK_OWNER_TAG: f"{os.getpid()}@{socket.gethostname()}", LOCK_URI_TAG: ensemble_uri}
+    if not _take(client, lock, tags):
+        try:
+            held = client.get_registered_model(lock)
+        except MlflowException:  # released meanwhile
+            held = None
+        if held is not None and not _stale(held, lock):
+            since = datetime.fromtimestamp(held.creation_timestamp / 1000, tz=timezone.utc)
+            raise ConcurrentPromotionError(
+                f"another promotion to @{alias} is running: "
+                f"{held.tags.get(LOCK_URI_TAG, 'unknown version')} by process "
+                f"{held.tags.get(LOCK_OWNER_TAG, 'unknown')} since "
+                f"{since.isoformat(timespec='seconds')} (lock: registered model {lock}); "
+                "nothing was recorded; run promote again when it is done"
+            )
+        if held is not None:  # stale: its promotion was killed
+            client.delete_registered_model(lock)
+        if not _take(client, lock, tags):
+            raise ConcurrentPromotionError(
+                f"another promotion to @{alias} took the lock {lock} at the same time; "
+                "nothing was recorded; run promote again when it is done"
+            )
+    _HELD.add(lock)
+    try:
+        yield
+    finally:
+        _HELD.discard(lock)
+        client.delete_registered_model(lock)
+
+
+def _stale(held, lock: str) -> bool:
+    """Whether a lock is left by a promotion that is no longer running: older than
+    :data:`LOCK_TTL_SECONDS`, or taken on this host by a process that is gone, or by
+    this process outside any promotion (its release failed, e.g. on a locked store)."""
+    if time.time() - held.creation_timestamp / 1000 > LOCK_TTL_SECONDS:
+        return True
+    pid, _, host = held.tags.get(LOCK_OWNER_TAG, "").partition("@")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return lock not in _HELD
+    return not alive(int(pid))

@@ -1,0 +1,207 @@
+"""The gate's own measurement: the surrogate's fidelity to the ensemble recomputed on data.
+
+``govern gate --data FILE`` does not only read the evidence: it loads the ensemble
+safely (:func:`flavors.inputs.load_explainable_ensemble`, as explain does) and the
+surrogate from its verified, signed model directory, and measures again how often the
+surrogate reproduces the ensemble's labels (:func:`recompute_fidelity`). The outcome is one
+more gate result, ``recomputed_fidelity``, so a disagreement fails the gate (exit 1,
+recorded) instead of raising.
+
+- **The explain run's own data** (the file's MLflow dataset digest is the recorded
+  ``data_digest``, or ``test_data_digest`` for an explanation with a test file): the
+  holdout split is rebuilt from the request record in the provenance
+  (:func:`flavors.stages.prepare`: same test share, seed, stratification and clipping),
+  and the stored ``train_fidelity`` and ``test_fidelity`` (only the split the file
+  holds, with a test file) must be reproduced exactly, as counts of agreeing rows over
+  rows.
+- **Other data**: every row of the file is scored, and the recomputed fidelity's 95%
+  Wilson interval (:func:`governance.metrics.wilson_interval`) must overlap the stored
+  test fidelity's interval: the two measurements may differ only as much as sampling
+  allows. With 114 stored test rows all agreeing (0.967-1), 200 new rows pass down to
+  189 agreeing (0.904-0.969) and fail from 188 (0.898-0.965) down.
+
+Either way the features the verified surrogate uses must be those the evidence counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors import stages
+from miret_governance.flavors.errors import GateError
+from miret_governance.flavors.evidence import EVIDENCE_FILE
+from miret_governance.flavors.inputs import (
+    dataset,
+    load_explainable_ensemble,
+    read_table,
+    split_features,
+)
+from miret_governance.flavors.registry import download_model, version_uri
+from miret_governance.flavors.request import ExplainRequest
+from miret_governance.governance.arrays import scaled
+from miret_governance.governance.gates import Evaluation, GateResult
+from miret_governance.governance.metrics import wilson_interval
+from miret_governance.governance.signing import SignatureError
+
+GATE_NAME = "recomputed_fidelity"
+EXACT = "reproduced exactly"
+OVERLAP = "95% intervals overlap"
+
+
+@dataclass
+class RecomputedResult(GateResult):
+    """The ``recomputed_fidelity`` verdict (a :class:`GateResult` whose comparison is
+    always ``==``: it is not one of the policy's numeric gates)."""
+
+    @property
+    def comparison(self) -> str:
+        """``==``: the recomputation agrees with the evidence or it does not."""
+        return "=="
+
+
+def with_result(evaluation: Evaluation, result: GateResult) -> Evaluation:
+    """``evaluation`` with ``result`` appended (and failed when it failed)."""
+    return replace(
+        evaluation,
+        results=[*evaluation.results, result],
+        all_passed=evaluation.all_passed and result.passed,
+    )
+
+
+def _agreeing(ensemble, tree, tree_scaler, X) -> int:
+    """Rows of ``X`` (the ensemble's working space) where surrogate and ensemble agree."""
+    X = np.asarray(X, dtype=np.float64)
+    to_tree = X if tree_scaler is None else scaled(tree_scaler, X)
+    return int(np.sum(ensemble.predict(X) == tree.predict(to_tree)))
+
+
+def _verified_surrogate(surrogate_version, digest: str, trusted):
+    """The surrogate of ``surrogate_version``, read from its signed directory whose
+    ``evidence.json`` is the one the gate checked (sha256 ``digest``)."""
+    uri = version_uri(surrogate_version)
+    with tempfile.TemporaryDirectory(prefix="recompute-") as tmp:
+        local = download_model(uri, tmp, GateError)
+        read = hashlib.sha256(Path(local, EVIDENCE_FILE).read_bytes()).hexdigest()
+        if read != digest:
+            raise SignatureError(f"{uri} changed while the gate read it ({EVIDENCE_FILE})")
+        return miret_flavor.open_model_dir(local, trusted).surrogate
+
+
+def _failed(reason: str, threshold: str = EXACT) -> RecomputedResult:
+    return RecomputedResult(GATE_NAME, "test_fidelity", threshold, None, False, reason)
+
+
+def recompute_fidelity(
+    ensemble_version, surrogate_version, checked, trusted, data, target: str | None = None
+) -> GateResult:
+    """Measure the surrogate's fidelity to the ensemble again on ``data`` and compare it
+    with the checked evidence (the module docstring says how).
+
+    Parameters
+    ----------
+    ensemble_version, surrogate_version : ModelVersion
+        The linked versions the gate evaluates.
+    checked : flavors.gate_evidence.CheckedEvidence
+        Their evidence, after every check of the gate.
+    trusted : governance.signing.TrustedKeys
+        The keys trusted to sign the surrogate (the policy's).
+    data : str or path
+        CSV or Parquet file with the ensemble's feature columns.
+    target : str, optional
+        Label column to leave out (default: the explanation's, when the file has it).
+
+    Returns
+    -------
+    GateResult
+        ``recomputed_fidelity``; ``value`` holds the recomputed fidelities.
+
+    Raises
+    ------
+    ExplainError
+        The file cannot be read or lacks the ensemble's feature columns, or the
+        ensemble cannot be loaded.
+    """
+    provenance, evidence = checked.provenance, checked.evidence
+    record = provenance.get("request")
+    if not isinstance(record, dict):
+        return _failed("the evidence records no request, so nothing can be recomputed")
+    try:
+        surrogate = _verified_surrogate(surrogate_version, checked.digest, trusted)
+    except SignatureError as error:
+        return _failed(f"the surrogate cannot be read to recompute it: {error}")
+    frame = read_table(data)
+    if target is None and record["target"] in frame.columns:
+        target = record["target"]
+    ensemble = load_explainable_ensemble(version_uri(ensemble_version))
+    tree = getattr(surrogate, "tree_", surrogate)
+    features = tuple(tree.feature_names[j] for j in tree.used_features())
+    if features != tuple(checked.features):
+        return _failed(
+            f"the verified surrogate uses {list(features)}, the evidence {list(checked.features)}"
+        )
+    tree_scaler = None if ensemble.scaler is not None else getattr(surrogate, "input_scaler_", None)
+    digest = dataset(frame, data, target).digest
+    stored = evidence["metrics"]
+    if digest in (record["data_digest"], record["test_data_digest"]) and target == (
+        record["target"] or None
+    ):
+        return _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored)
+    X, _ = split_features(frame, ensemble, None, data)
+    return _overlap(_agreeing(ensemble, tree, tree_scaler, ensemble.transform(X)), len(X), stored)
+
+
+def _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored) -> GateResult:
+    """The explanation's own split rebuilt; the stored fidelities reproduced exactly."""
+
+    def share(X) -> float:
+        return _agreeing(ensemble, tree, tree_scaler, X) / len(X)
+
+    recomputed = {}
+    if digest == record["test_data_digest"]:  # the explanation's test file
+        X, _ = split_features(frame, ensemble, None, data)
+        recomputed["test_fidelity"] = share(ensemble.transform(X))
+    else:
+        request = ExplainRequest.from_record(record, data=str(Path(data).resolve()))
+        test_frame = frame if record["test_data_digest"] else None
+        prepared = stages.prepare(request, ensemble, frame, test_frame)
+        recomputed["train_fidelity"] = share(prepared.X_train)
+        if test_frame is None:
+            recomputed["test_fidelity"] = share(prepared.X_test)
+    differ = {k: (stored.get(k), v) for k, v in recomputed.items() if stored.get(k) != v}
+    reason = (
+        "the explain run's data: "
+        + ", ".join(f"{k} {v!r}" for k, v in recomputed.items())
+        + " as stored"
+        if not differ
+        else "the explain run's data gives "
+        + ", ".join(f"{k} {new!r}, the evidence says {old!r}" for k, (old, new) in differ.items())
+    )
+    metric = ", ".join(recomputed)
+    return RecomputedResult(GATE_NAME, metric, EXACT, recomputed, not differ, reason)
+
+
+def _overlap(agreeing: int, rows: int, stored: dict) -> GateResult:
+    """Other data: the recomputed interval must overlap the stored test interval."""
+    if rows < 1:
+        return _failed("the file has no rows", OVERLAP)
+    low, high = wilson_interval(agreeing, rows)
+    stored_low, stored_high = (
+        stored.get("test_fidelity_ci_low"),
+        stored.get("test_fidelity_ci_high"),
+    )
+    if stored_low is None or stored_high is None:
+        return _failed("the evidence has no test fidelity interval to compare with", OVERLAP)
+    passed = low <= stored_high and stored_low <= high
+    fidelity = agreeing / rows
+    reason = (
+        f"{agreeing} of {rows} rows agree: {fidelity:.4f} (95% {low:.3f}-{high:.3f}); stored "
+        f"test fidelity {stored.get('test_fidelity')!r} (95% {stored_low:.3f}-"
+        f"{stored_high:.3f}): {'intervals overlap' if passed else 'intervals do not overlap'}"
+    )
+    return RecomputedResult(GATE_NAME, "test_fidelity", OVERLAP, fidelity, passed, reason)

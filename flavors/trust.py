@@ -1,0 +1,85 @@
+"""The signature of a ``miret`` model directory, and the keys trusted to check it.
+
+:func:`flavors.miret.save_model` signs the whole model directory (MLmodel,
+``evidence.json``, ``surrogate.json``, the report, ``vite/``, ``figures/``: every file but
+:data:`governance.signing.UNSIGNED_FILES`) for the purpose ``explain``; every reader
+verifies it (:func:`verify_model_signature`) before it reads anything else. Trust comes
+from a policy's ``[keys.<name>]`` tables: a :class:`governance.gates.Policy`, a policy
+file, or the file the environment variable :data:`POLICY_ENV` names
+(:func:`trusted_keys`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from miret_governance.governance.gates import Policy, load_policy
+from miret_governance.governance.signing import (
+    SIGNATURE_FILE,
+    UNSIGNED_FILES,
+    SignatureError,
+    Signer,
+    SigningKey,
+    TrustedKeys,
+    sign_path,
+    verify_path,
+)
+
+POLICY_ENV = "GOVERN_POLICY"
+"""A policy file whose ``[keys]`` the flavor's loader trusts when no policy is passed
+(``mlflow.pyfunc.load_model`` passes none)."""
+PURPOSE = "explain"
+
+
+class UnsignedEvidenceWarning(UserWarning):
+    """An explanation made without a signing key: its evidence is unsigned, no gate
+    passes it and no reader here trusts it."""
+
+
+def trusted_keys(policy=None) -> TrustedKeys:
+    """The keys a reader trusts: those of ``policy``, else of the :data:`POLICY_ENV` file.
+
+    Parameters
+    ----------
+    policy : Policy, TrustedKeys, str or path, optional
+        A policy, its trusted keys, or the path of a policy file.
+
+    Raises
+    ------
+    SignatureError
+        No policy given and :data:`POLICY_ENV` unset.
+    governance.gates.PolicyError
+        The policy file cannot be read.
+    """
+    if isinstance(policy, TrustedKeys):
+        return policy
+    if isinstance(policy, Policy):
+        return policy.keys
+    if policy is None:
+        policy = os.environ.get(POLICY_ENV, "").strip() or None
+        if policy is None:
+            raise SignatureError(
+                "no trusted keys to verify a miret surrogate's signature: pass policy=<policy "
+                f"file> (govern: --policy) or set {POLICY_ENV} to a policy file whose "
+                '[keys.<name>] table trusts the key that signs evidence (may_sign = ["explain"])'
+            )
+    return load_policy(Path(policy)).keys
+
+
+def sign_model_dir(path, key: SigningKey) -> str:
+    """Sign every file of a model directory but :data:`UNSIGNED_FILES` into
+    :data:`SIGNATURE_FILE`; the key's fingerprint."""
+    return sign_path(path, key, Path(path, SIGNATURE_FILE), UNSIGNED_FILES)
+
+
+def verify_model_signature(model_dir, trusted: TrustedKeys, what: str | None = None) -> Signer:
+    """Check that a model directory is signed, by a key ``trusted`` for ``explain``, and
+    unchanged since (no file edited, added or removed).
+
+    Raises
+    ------
+    SignatureError
+    """
+    what = what or f"the surrogate in {model_dir}"
+    return verify_path(model_dir, Path(model_dir, SIGNATURE_FILE), trusted, PURPOSE, what)

@@ -1,0 +1,48 @@
+"""Store and server failures are printed as one line naming the failure and its fix."""
+
+import errno
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.exceptions import MlflowException
+
+from miret_governance.cli.common import error_message, exit_code
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.outages import unreachable
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_full_disk_is_named_as_such():
+    """A real ENOSPC (/dev/full always is), raw and as MLflow wraps it."""
+    with pytest.raises(OSError) as info, open("/dev/full", "w") as full:
+        full.write("x")
+        full.flush()
+    assert info.value.errno == errno.ENOSPC
+    try:
+        raise MlflowException(f"failed to log artifact: {info.value}") from info.value
+    except MlflowException as wrapped:
+        raised = wrapped
+    expected = (
+        "the disk is full (no space left on device); free space on the disk of the "
+        "temporary folder (TMPDIR), the tracking store or the artifact store and run the "
+        "command again"
+    )
+    assert error_message(info.value) == error_message(raised) == expected
+    assert exit_code(info.value) == 2
+
+
+def test_a_wrapped_refusal_names_the_server_not_the_http_library(monkeypatch):
+    monkeypatch.setattr(mlflow, "get_tracking_uri", lambda: "http://127.0.0.1:9")
+    import requests
+
+    try:
+        requests.get("http://127.0.0.1:9/health", timeout=5)
+    except requests.ConnectionError as refused:
+        error = ExplainError(f"cannot download models:/m/1: {refused}")
+    assert unreachable(error)
+    assert error_message(error) == (
+        "the tracking server http://127.0.0.1:9 refused the connection (it is not running, "
+        "or --tracking-uri / MLFLOW_TRACKING_URI names another port); start it and run the "
+        "command again"
+    )

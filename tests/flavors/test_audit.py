@@ -1,0 +1,110 @@
+"""`govern audit`'s findings: an alias set by hand, decisions on superseded evidence,
+tampered evidence, and decision records that are unsigned or altered."""
+
+import json
+from pathlib import Path
+
+import pytest
+from gate_store import GOOD, explain, explained, register_ensemble
+from mlflow import MlflowClient
+from signing_keys import keys_toml
+
+from miret_governance.flavors.audit import audit_model
+from miret_governance.flavors.errors import GovernanceError
+from miret_governance.flavors.gating import gate_model_version
+from miret_governance.flavors.promotion import promote_model_version
+from miret_governance.flavors.registry import link_surrogate
+from miret_governance.governance.gates import load_policy
+
+pytest_plugins = ["mlflow_store"]
+
+
+@pytest.fixture
+def policy(tmp_path):
+    path = tmp_path / "audited.toml"
+    path.write_text('name = "audited"\n[gates]\nmin_fidelity = 0.9\n' + keys_toml())
+    return load_policy(path)
+
+
+def findings(report):
+    return [(f.kind, f.version, f.alias) for f in report.findings]
+
+
+def test_clean_trail(store, tmp_path, policy):
+    uri = explained(store, tmp_path)
+    promote_model_version(uri, "champion", policy)
+    gate_model_version(uri, policy)
+    report = audit_model("credit-rf", policy)
+    assert report.clean and findings(report) == []
+    assert (report.versions, report.decisions) == (1, 2)
+
+
+def test_alias_set_by_hand_is_found(store, tmp_path, policy):
+    client = MlflowClient()
+    explained(store, tmp_path)
+    uri = explained(store, tmp_path)
+    promote_model_version("models:/credit-rf/1", "champion", policy)
+    client.set_registered_model_alias("credit-rf", "prod", "2")
+    report = audit_model("credit-rf", policy)
+    assert findings(report) == [("alias", uri, "prod")]
+    assert report.findings[0].message.startswith(
+        f"@prod is on {uri} without a valid signed promotion decision for it"
+    )
+    client.set_registered_model_alias("credit-rf", "champion", "2")  # moved by hand
+    assert findings(audit_model("credit-rf", policy)) == [
+        ("alias", uri, "champion"),
+        ("alias", uri, "prod"),
+    ]
+
+
+def test_decisions_on_superseded_evidence_are_found(store, tmp_path, policy):
+    client = MlflowClient()
+    ensemble = register_ensemble(store)
+    explain(store, ensemble, tmp_path)
+    promoted = promote_model_version("models:/credit-rf/1", "champion", policy)
+    newer = explain(store, ensemble, tmp_path, metrics=dict(GOOD, test_fidelity=0.96), link=False)
+    link_surrogate(client, client.get_model_version("credit-rf", "1"), newer)
+    report = audit_model("credit-rf", policy)
+    assert findings(report) == [
+        ("superseded", "models:/credit-rf/1", None),
+        ("superseded", "models:/credit-rf/1", "champion"),
+        ("alias", "models:/credit-rf/1", "champion"),
+    ]
+    assert report.findings[1].run_id == promoted.gate.run_id
+    assert "decided on the evidence of models:/credit-rf-surrogate/1" in (
+        report.findings[1].message
+    )
+    again = promote_model_version("models:/credit-rf/1", "champion", policy)
+    assert again.promoted
+    assert audit_model("credit-rf", policy).clean
+
+
+def test_unsigned_evidence_and_altered_records_are_found(store, tmp_path, policy, monkeypatch):
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    outcome = promote_model_version(uri, "champion", policy)
+    artifacts = client.get_run(outcome.gate.run_id).info.artifact_uri.removeprefix("file://")
+    record = Path(artifacts, "decision", "record.json")
+    data = json.loads(record.read_text())
+    data["alias"] = "prod"
+    record.write_text(json.dumps(data))
+    monkeypatch.delenv("GOVERN_SIGNING_KEY")
+    what_if = gate_model_version(uri, policy)  # unsigned, now the last gate status
+    unsigned = explained(store, tmp_path, sign=False)
+    report = audit_model("credit-rf", policy)
+    assert findings(report) == [
+        ("decision_record", uri, None),
+        ("decision_record", uri, None),
+        ("alias", uri, "champion"),
+        ("evidence", unsigned, None),
+    ]
+    altered, not_signed = report.findings[:2]
+    assert altered.run_id == outcome.gate.run_id
+    assert "does not match its signature by key 'test-ci'" in altered.message
+    assert not_signed.run_id == what_if.run_id and "is unsigned" in not_signed.message
+    assert "the evidence of models:/credit-rf-surrogate/2 is unsigned" in report.findings[3].message
+
+
+def test_unknown_model(store, policy):
+    with pytest.raises(GovernanceError, match="no registered model 'nope' with versions"):
+        audit_model("nope", policy)

@@ -1,0 +1,298 @@
+"""The promotion trail: signed decision records naming who decided, compare-and-set
+promotion (two real processes), four-eyes approvals, and decisions shown as based on
+superseded evidence once a new surrogate is linked."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gate_store import GOOD, explain, explained, register_ensemble
+from mlflow import MlflowClient
+from signing_keys import CI_KEY, key_pair, keys_toml
+
+from miret_governance.flavors import decisions
+from miret_governance.flavors.decisions import (
+    ConcurrentPromotionError,
+    DecisionError,
+    lock_name,
+    mlflow_user,
+    read_record,
+)
+from miret_governance.flavors.gating import gate_model_version
+from miret_governance.flavors.promotion import approve_model_version, promote_model_version
+from miret_governance.flavors.registry import link_surrogate
+from miret_governance.governance.gates import load_policy
+from miret_governance.governance.signing import SignatureError, SigningKey
+
+pytest_plugins = ["mlflow_store"]
+
+
+def policy_file(tmp_path, approvals="", approvers=(), name="trail"):
+    text = f'name = "{name}"\n[gates]\nmin_fidelity = 0.9\n' + keys_toml(approvers=approvers)
+    if approvals:
+        text += f"\n[approvals]\n{approvals}\n"
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def approver(name) -> SigningKey:
+    return SigningKey.load(key_pair(name)[0])
+
+
+def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monkeypatch):
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    policy = load_policy(policy_file(tmp_path))
+    outcome = gate_model_version(uri, policy)
+    decision = read_record(client, outcome.run_id, policy.keys)
+    assert decision.valid and decision.signer.name == CI_KEY
+    record = decision.record
+    ci = SigningKey.from_env().fingerprint
+    assert record["kind"] == "gate" and record["result"] == "PASS"
+    assert record["ensemble"]["uri"] == uri
+    assert record["surrogate"]["uri"] == "models:/credit-rf-surrogate/1"
+    assert record["evidence"]["digest"] == outcome.evaluation.evidence_digest
+    assert record["evidence"]["signer"] == {"name": CI_KEY, "fingerprint": ci}
+    assert record["policy"] == {"label": policy.label, "digest": policy.digest}
+    assert record["decided_by"] == {
+        "key_name": CI_KEY,
+        "key_fingerprint": ci,
+        "mlflow_user": mlflow_user(),
+    }
+    run = client.get_run(outcome.run_id)
+    tags = run.data.tags
+    assert tags["mlflow.user"] == run.info.user_id == mlflow_user() != ""
+    assert tags["governance.decision_signer"] == CI_KEY
+    text = client.get_model_version("credit-rf", "1").description
+    assert f"key {CI_KEY.replace('-', chr(92) + '-')}, user" in text
+
+    monkeypatch.delenv("GOVERN_SIGNING_KEY")
+    what_if = gate_model_version(uri, policy)
+    unsigned = read_record(client, what_if.run_id, policy.keys)
+    assert not unsigned.valid and "unsigned" in unsigned.problem
+    assert unsigned.record["decided_by"]["key_fingerprint"] is None
+    assert client.get_run(what_if.run_id).data.tags["governance.decision_signer"] == "unsigned"
+
+
+def test_altered_record_does_not_verify(store, tmp_path):
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    policy = load_policy(policy_file(tmp_path))
+    outcome = gate_model_version(uri, policy)
+    run = client.get_run(outcome.run_id)
+    record = Path(run.info.artifact_uri.removeprefix("file://"), "decision", "record.json")
+    data = json.loads(record.read_text())
+    data["result"] = "FAIL"
+    record.write_text(json.dumps(data, indent=1, sort_keys=True))
+    decision = read_record(client, outcome.run_id, policy.keys)
+    assert not decision.valid and decision.signer is None
+    assert "does not match its signature by key 'test-ci'" in decision.problem
+
+
+def test_promote_without_a_key_records_nothing(store, tmp_path, monkeypatch):
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    policy = load_policy(policy_file(tmp_path))
+    monkeypatch.delenv("GOVERN_SIGNING_KEY")
+    with pytest.raises(DecisionError, match="needs a signing key trusted for decide"):
+        promote_model_version(uri, "champion", policy)
+    untrusted = approver("mallory")
+    with pytest.raises(SignatureError, match="the decision promote records is signed by key"):
+        promote_model_version(uri, "champion", policy, signing_key=untrusted)
+    assert client.get_experiment_by_name("governance-gates") is None
+    assert client.get_model_version("credit-rf", "1").tags == {
+        "governance.surrogate": "models:/credit-rf-surrogate/1"
+    }
+    assert client.get_registered_model("credit-rf").aliases == {}
+
+
+def test_cli_promote_without_a_key_exits_2(store, tmp_path):
+    uri = explained(store, tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "GOVERN_SIGNING_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "miret_governance.cli", "promote", "--model-uri", uri]
+        + ["--alias", "champion", "--policy", str(policy_file(tmp_path))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "promote records a signed decision and needs a signing key" in done.stderr
+    assert "nothing was recorded" in done.stderr
+    assert MlflowClient().get_experiment_by_name("governance-gates") is None
+
+
+def test_concurrent_promotions_exactly_one_succeeds(store, tmp_path):
+    """Two `govern promote` processes of v1 and v2 to @prod on one SQLite store, both
+    expecting the alias unset: whichever runs first moves it; the other exits 2 naming
+    the concurrent promotion and leaves no promotion record or tag."""
+    client = MlflowClient()
+    uris = [explained(store, tmp_path), explained(store, tmp_path)]
+    policy = policy_file(tmp_path)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "miret_governance.cli", "promote", "--model-uri", uri]
+            + ["--alias", "prod", "--policy", str(policy), "--expect-holder", "none"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for uri in uris
+    ]
+    results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in processes]
+    codes = [code for code, _, _ in results]
+    assert sorted(codes) == [0, 2], results
+    winner, loser = (1, 2) if codes[0] == 0 else (2, 1)
+    assert client.get_model_version_by_alias("credit-rf", "prod").version == winner
+    message = results[loser - 1][2]
+    assert "another promotion to @prod is running" in message or (
+        f"@prod moved from no version to version {winner} by the promotion of run" in message
+    ), message
+    assert "nothing was recorded" in message
+    assert "governance.promotion.prod" not in client.get_model_version("credit-rf", loser).tags
+    runs = client.search_runs(
+        [client.get_experiment_by_name("governance-gates").experiment_id],
+        filter_string="tags.`governance.promotion.prod` = 'promoted'",
+    )
+    assert [r.data.tags["governance.ensemble_uri"] for r in runs] == [uris[winner - 1]]
+    assert len(client.search_runs([runs[0].info.experiment_id])) == 1
+    assert not client.search_registered_models(f"name = '{lock_name('credit-rf', 'prod')}'")
+
+
+def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monkeypatch):
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    policy = load_policy(policy_file(tmp_path))
+    lock = lock_name("credit-rf", "prod")
+    client.create_registered_model(
+        lock, tags={decisions.LOCK_OWNER_TAG: "4242@ci", decisions.LOCK_URI_TAG: "models:/x/9"}
+    )
+    with pytest.raises(ConcurrentPromotionError) as refused:
+        promote_model_version(uri, "prod", policy)
+    assert str(refused.value).startswith(
+        "another promotion to @prod is running: models:/x/9 by process 4242@ci since "
+    )
+    assert client.get_experiment_by_name("governance-gates") is None
+    monkeypatch.setattr(decisions, "LOCK_TTL_SECONDS", -1.0)
+    assert promote_model_version(uri, "prod", policy).promoted
+    assert not client.search_registered_models(f"name = '{lock}'")
+
+
+def test_a_lock_of_a_gone_process_of_this_host_is_taken_over(store, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    owner = f"{gone.stdout.strip()}@{socket.gethostname()}"
+    lock = lock_name("credit-rf", "prod")
+    client.create_registered_model(
+        lock, tags={decisions.LOCK_OWNER_TAG: owner, decisions.LOCK_URI_TAG: "models:/x/9"}
+    )
+    assert promote_model_version(uri, "prod", load_policy(policy_file(tmp_path))).promoted
+    assert not client.search_registered_models(f"name = '{lock}'")
+
+
+def test_the_alias_moved_since_the_promotion_started(store, tmp_path):
+    client = MlflowClient()
+    explained(store, tmp_path)
+    uri = explained(store, tmp_path)
+    policy = load_policy(policy_file(tmp_path))
+    first = promote_model_version("models:/credit-rf/1", "prod", policy)
+    with pytest.raises(ConcurrentPromotionError) as moved:
+        promote_model_version(uri, "prod", policy, expected_holder="none")
+    assert str(moved.value).startswith(
+        f"@prod moved from no version to version 1 by the promotion of run {first.gate.run_id}"
+    )
+    assert "governance.last_gate" not in client.get_model_version("credit-rf", "2").tags
+    assert promote_model_version(uri, "prod", policy, expected_holder="1").promoted
+
+
+def test_four_eyes(store, tmp_path):
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    policy = load_policy(
+        policy_file(tmp_path, approvals="champion = 2", approvers=("alice", "bob"))
+    )
+    refused = promote_model_version(uri, "champion", policy)
+    assert not refused.promoted and refused.alias_version is None
+    assert refused.reason.startswith(
+        "every gate passed; @champion needs 2 approvals of the current evidence by approver "
+        "keys the policy trusts, has 0 (none)"
+    )
+    record = read_record(client, refused.gate.run_id, policy.keys).record
+    assert (record["kind"], record["decision"], record["result"]) == (
+        "promotion",
+        "refused",
+        "PASS",
+    )
+    assert client.get_model_version("credit-rf", "1").tags["governance.promotion.champion"] == (
+        "refused"
+    )
+
+    with pytest.raises(SignatureError, match="the decision approve records is signed by key"):
+        approve_model_version(uri, "champion", "approve", "ok", policy, signing_key=approver("eve"))
+    with pytest.raises(SignatureError, match="'test-ci', which the policy trusts to sign"):
+        approve_model_version(uri, "champion", "approve", "ok", policy)
+    alice = approve_model_version(
+        uri, "champion", "approve", "rules read", policy, signing_key=approver("alice")
+    )
+    assert (alice.signer, alice.decision) == ("alice", "approve")
+    approve_model_version(
+        uri, "champion", "reject", "fidelity too low", policy, signing_key=approver("bob")
+    )
+    blocked = promote_model_version(uri, "champion", policy)
+    assert not blocked.promoted
+    assert blocked.reason == "every gate passed; @champion was rejected by bob (fidelity too low)"
+    approve_model_version(
+        uri, "champion", "approve", "checked again", policy, signing_key=approver("bob")
+    )
+    promoted = promote_model_version(uri, "champion", policy)
+    assert promoted.promoted and promoted.alias_version == "1"
+    assert promoted.reason == "every gate passed; approved by alice, bob"
+    record = read_record(client, promoted.gate.run_id, policy.keys).record
+    assert [(a["name"], a["decision"]) for a in record["approvals"]] == [
+        ("alice", "approve"),
+        ("bob", "approve"),
+    ]
+    text = client.get_model_version("credit-rf", "1").description
+    assert "| Approval `@champion` | **approve** by key alice, user " in text
+    assert ": rules read |" in text and ": checked again |" in text
+    assert "fidelity too low" not in text  # bob's latest decision replaced it
+
+
+def test_superseded_decisions_are_shown_as_such(store, tmp_path):
+    client = MlflowClient()
+    ensemble = register_ensemble(store)
+    explain(store, ensemble, tmp_path)
+    uri = "models:/credit-rf/1"
+    policy = load_policy(policy_file(tmp_path))
+    promoted = promote_model_version(uri, "champion", policy)
+    assert promoted.promoted
+    newer = explain(store, ensemble, tmp_path, metrics=dict(GOOD, test_fidelity=0.96), link=False)
+    link_surrogate(client, client.get_model_version("credit-rf", "1"), newer)
+    old = client.get_model_version("credit-rf-surrogate", "1")
+    assert old.tags["governance.superseded_by"] == "models:/credit-rf-surrogate/2"
+    assert old.description.startswith(
+        "**Superseded** by [credit\\-rf\\-surrogate v2](#/models/credit-rf-surrogate/versions/2)"
+    )
+    gate_model_version(uri, policy)
+    text = client.get_model_version("credit-rf", "1").description
+    row = next(line for line in text.splitlines() if line.startswith("| Promotion `@champion`"))
+    assert row.startswith(
+        "| Promotion `@champion` | **based on superseded evidence** of "
+        "[credit\\-rf\\-surrogate v1](#/models/credit-rf-surrogate/versions/1) (digest `"
+    )
+    assert "**promoted**" not in text
+    surrogate_text = client.get_model_version("credit-rf-surrogate", "2").description
+    assert row in surrogate_text.splitlines()
+    gate_row = next(line for line in text.splitlines() if line.startswith("| Last gate"))
+    assert gate_row.startswith("| Last gate evaluation | **PASS** by policy ")

@@ -1,0 +1,144 @@
+"""``govern gate --data``: the surrogate's fidelity measured again (flavors.recompute)."""
+
+import numpy as np
+import pytest
+from mlflow import MlflowClient
+from mlflow_store import register_sklearn
+from signing_keys import keys_toml
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import MinMaxScaler
+from typer.testing import CliRunner
+
+from miret_governance.cli.app import app
+from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.gating import gate_model_version
+from miret_governance.flavors.miret import load_model
+from miret_governance.flavors.recompute import EXACT, GATE_NAME, OVERLAP
+from miret_governance.governance.gates import load_policy
+from miret_governance.governance.metrics import wilson_interval
+
+pytest_plugins = ["mlflow_store"]
+POLICY = "[gates]\nmin_fidelity = 0.9\nmax_features = 5\n"
+
+
+def _use_store(monkeypatch, uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+
+
+@pytest.fixture(scope="module")
+def demo_case(tmp_path_factory):
+    """The demo on a smaller forest: Wisconsin's stratified 75/25 split, a MinMaxScaler +
+    depth-3 random forest of 20 trees, explained once with the default settings."""
+    root = tmp_path_factory.mktemp("recompute")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.25, stratify=y, random_state=0
+    )
+    forest = RandomForestClassifier(max_depth=3, n_estimators=20, max_features=None, random_state=0)
+    model = Pipeline([("scale", MinMaxScaler()), ("forest", forest)]).fit(X_train, y_train)
+    X_train.assign(target=y_train).to_csv(root / "train.csv", index=False)
+    X_test.assign(target=y_test).to_csv(root / "test.csv", index=False)
+    (root / "policy.toml").write_text(POLICY + keys_toml())
+    with pytest.MonkeyPatch.context() as mp:
+        _use_store(mp, uri)
+        mp.chdir(root)
+        register_sklearn(model, "wisconsin-rf", pip_requirements=["scikit-learn"])
+        result = explain_model_version(
+            "models:/wisconsin-rf/1", root / "train.csv", target="target", solver="highs"
+        )
+    return {"uri": uri, "root": root, "model": model, "result": result, "X": X}
+
+
+@pytest.fixture
+def demo(demo_case, monkeypatch):
+    _use_store(monkeypatch, demo_case["uri"])
+    monkeypatch.chdir(demo_case["root"])
+    return demo_case
+
+
+def _recomputed(outcome):
+    (result,) = [r for r in outcome.evaluation.results if r.name == GATE_NAME]
+    return result
+
+
+def _gate(demo, data):
+    policy = load_policy(demo["root"] / "policy.toml")
+    return gate_model_version("models:/wisconsin-rf/1", policy, data=demo["root"] / data)
+
+
+def test_the_explain_runs_own_data_reproduces_the_stored_fidelities_exactly(demo):
+    metrics = demo["result"].metrics
+    assert metrics["n_test_rows"] == 86.0  # 20% of the 426 training rows
+    assert metrics["train_fidelity"] == 331 / 340 and metrics["n_features_used"] == 2.0
+    assert metrics["test_fidelity"] == 84 / 86
+    outcome = _gate(demo, "train.csv")
+    result = _recomputed(outcome)
+    assert result.passed and result.threshold == EXACT
+    assert result.value == {"train_fidelity": 331 / 340, "test_fidelity": 84 / 86}
+    assert outcome.evaluation.all_passed
+    run = MlflowClient().get_run(outcome.run_id)
+    assert run.data.tags["result"] == "PASS"
+
+
+def test_other_data_must_agree_within_the_wilson_intervals(demo):
+    result = _recomputed(_gate(demo, "test.csv"))  # the 143 rows the forest never saw
+    assert result.threshold == OVERLAP and result.passed
+    assert result.value == 141 / 143
+    assert wilson_interval(141, 143) == pytest.approx((0.9504, 0.9962), abs=1e-4)
+
+
+def test_rows_where_the_surrogate_disagrees_fail_the_gate_and_are_recorded(demo):
+    """Rows drawn where the ensemble and the verified surrogate disagree: 0 of 30 agree,
+    95% interval 0-0.114, far below the stored 84 of 86 (0.919-0.994)."""
+    surrogate = load_model(demo["result"].surrogate_uri, policy=demo["root"] / "policy.toml")
+    X = demo["X"]
+    rng = np.random.default_rng(0)
+    low, high = X.min().to_numpy(), X.max().to_numpy()
+    draws = low + rng.random((20000, X.shape[1])) * (high - low)
+    candidates = X.iloc[:0].reindex(range(len(draws)))
+    candidates.loc[:, :] = draws
+    disagree = demo["model"].predict(candidates) != surrogate.predict(candidates)
+    candidates[disagree].head(30).to_csv(demo["root"] / "disagree.csv", index=False)
+    assert disagree.sum() >= 30
+
+    done = CliRunner().invoke(
+        app,
+        [
+            "gate", "--model-uri", "models:/wisconsin-rf/1", "--policy", "policy.toml",
+            "--data", "disagree.csv", "--json",
+        ],
+    )  # fmt: skip
+    assert done.exit_code == 1, done.output
+    assert '"name": "recomputed_fidelity"' in done.output
+    assert "0 of 30 rows agree: 0.0000 (95% 0.000-0.114)" in done.output
+    assert "intervals do not overlap" in done.output
+    (run,) = MlflowClient().search_runs(
+        [MlflowClient().get_experiment_by_name("governance-gates").experiment_id],
+        "tags.result = 'FAIL'",
+    )
+    assert run.data.params["gate.min_fidelity"] == "0.9"
+
+
+def test_with_a_test_file_each_file_reproduces_its_own_split_exactly(demo):
+    """Explained with the 143 held-out rows as its test file: gate --data of the test file
+    reproduces test_fidelity, of the training file train_fidelity (all 426 rows)."""
+    result = explain_model_version(
+        "models:/wisconsin-rf/1",
+        demo["root"] / "train.csv",
+        target="target",
+        test_data=demo["root"] / "test.csv",
+        solver="highs",
+        allow_invalid=True,  # a few held-out rows lie beyond the scaler's range
+    )
+    metrics = result.metrics
+    assert (metrics["n_test_rows"], metrics["test_fidelity"]) == (143.0, 141 / 143)
+    assert metrics["train_fidelity"] == 416 / 426
+    on_test = _recomputed(_gate(demo, "test.csv"))
+    assert on_test.passed and on_test.value == {"test_fidelity": 141 / 143}
+    on_train = _recomputed(_gate(demo, "train.csv"))
+    assert on_train.passed and on_train.value == {"train_fidelity": 416 / 426}
