@@ -44,6 +44,11 @@ def _policy_and_connect(
     return parsed
 
 
+def _digest_words(digest: str | None) -> str:
+    """The evidence digest in short, or that the evidence did not verify."""
+    return f"digest {digest[:16]}" if digest else "evidence not verified"
+
+
 def print_gates(outcome) -> None:
     """The gate table of a GateOutcome, and where it was recorded."""
     from miret_governance.governance.gates import format_value
@@ -75,7 +80,8 @@ def print_gates(outcome) -> None:
     verdict = "[green]all gates passed[/]" if evaluation.all_passed else "[red]a gate failed[/]"
     console.print(
         f"{verdict} under policy {escape(outcome.policy)}, on the evidence stored in "
-        f"{escape(outcome.surrogate_uri)} (digest {(evaluation.evidence_digest or '')[:16]}); "
+        f"{escape(outcome.surrogate_uri)} "
+        f"({_digest_words(evaluation.evidence_digest)}); "
         f"recorded as tag governance.last_gate on {escape(outcome.ensemble_uri)}, in both versions' "
         f"descriptions and in run {outcome.run_id} (experiment governance-gates, artifacts "
         "gate_report.json / .md)",
