@@ -1,18 +1,34 @@
 """LightGBM and HistGradientBoosting, registered the way their MLflow flavors store them
 (a LightGBM booster as its text model; scikit-learn with skops), load without running
-code, read exactly, and are explained."""
+code, read exactly, are explained, gated (fidelity recomputed) and promoted."""
 
 import lightgbm
 import mlflow
 import numpy as np
 import pytest
+from signing_keys import keys_toml
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES, load_ensemble
+from miret_governance.flavors.promotion import promote_model_version
+from miret_governance.governance.gates import load_policy
 
 pytest_plugins = ["mlflow_store"]
+
+
+def gated_and_promoted(ensemble_uri: str, data_path, tmp_path) -> None:
+    """The explained version passes a lenient policy, recomputed on its own data, and is
+    promoted to @champion with a signed decision."""
+    policy_path = tmp_path / "lenient.toml"
+    policy_path.write_text("[gates]\nmin_fidelity = 0.8\nmax_features = 5\n" + keys_toml())
+    policy = load_policy(policy_path)
+    gated = gate_model_version(ensemble_uri, policy, data=data_path, target="label")
+    assert gated.evaluation.all_passed, gated.evaluation.to_markdown()
+    assert "recomputed_fidelity" in [r.name for r in gated.evaluation.results]
+    assert promote_model_version(ensemble_uri, "champion", policy).promoted
 
 
 @pytest.fixture
@@ -47,6 +63,7 @@ def test_lightgbm_booster_reads_exactly_and_is_explained(store, data):
     )
     assert result.surrogate_uri == "models:/credit-lgb-surrogate/1"
     assert result.metrics["test_fidelity"] >= result.metrics["baseline_cart_test_fidelity"]
+    gated_and_promoted("models:/credit-lgb/1", path, path.parent)
 
 
 def test_pickled_lightgbm_classifier_is_refused_naming_the_booster(store, data):
@@ -83,3 +100,4 @@ def test_hist_gradient_boosting_with_skops_is_explained(store, data):
     )
     assert result.surrogate_uri == "models:/credit-hgb-surrogate/1"
     assert result.metrics["test_fidelity"] >= result.metrics["baseline_cart_test_fidelity"]
+    gated_and_promoted("models:/credit-hgb/1", path, path.parent)
