@@ -126,9 +126,14 @@ def validate(
     ] = None,
     tracking_uri: common.TrackingUri = None,
     trust_pickle: common.TrustPickle = False,
+    policy: PolicyFile = None,
     as_json: JsonOutput = False,
 ) -> None:
     """Validate data against an ensemble's feature schema with Great Expectations.
+
+    Without a MinMaxScaler in the ensemble, the input range is the one its linked
+    surrogate explained, read from evidence whose signature verifies with a key the
+    policy (--policy or GOVERN_POLICY) trusts for explain.
 
     --json prints {"command": "validate", "schema_version": 1, "passed": bool,
     "exit_code": 0 or 1, "model_uri", "data": path, "rows": int, "mostly": float,
@@ -141,7 +146,12 @@ def validate(
         check_model_uri(model_uri)
         connect(tracking_uri, read_only=True)
         result = validate_model_inputs(
-            model_uri, data, target=target or None, mostly=mostly, trust_pickle=trust_pickle
+            model_uri,
+            data,
+            target=target or None,
+            mostly=mostly,
+            trust_pickle=trust_pickle,
+            policy=policy,
         )
         if report is not None:
             report.write_text(json.dumps(result.to_json(), indent=1, default=str))

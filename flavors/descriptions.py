@@ -28,6 +28,7 @@ from miret_governance.flavors.decisions import (
     decision_runs,
 )
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.gate_evidence import UNVERIFIED
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     GATE_RUN_TAG,
@@ -158,6 +159,13 @@ def _report_location(client: MlflowClient, surrogate_version) -> str:
     )
 
 
+def _validation_words(passed: bool, digest: str) -> str:
+    """The stored validation result, or that nothing of the evidence is believed."""
+    if digest == UNVERIFIED:
+        return "**not verified**: the evidence's signature does not verify"
+    return "passed" if passed else "**failed**"
+
+
 def version_descriptions(
     client: MlflowClient, ensemble_version, surrogate_version, evidence: dict, features=None
 ) -> tuple[str, str]:
@@ -192,7 +200,7 @@ def version_descriptions(
             f"{_number(metrics.get('test_fidelity'))} (CART {_number(cart_fidelity)})",
         ),
         ("Features used", f"{_number(n_used)}{names} (CART {_number(cart_features)})"),
-        ("Input validation", "passed" if passed else "**failed**"),
+        ("Input validation", _validation_words(passed, digest)),
         *_status_rows(client, ensemble_version, digest, surrogate_uri),
         *approval_rows(client, ensemble_version, digest, surrogate_uri),
     ]

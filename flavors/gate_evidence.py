@@ -32,6 +32,9 @@ from miret_governance.flavors.registry import (
 from miret_governance.governance.gates import GATES, Evaluation, GateResult, Policy
 from miret_governance.governance.signing import SignatureError, Signer, TrustedKeys
 
+UNVERIFIED = "unverified"
+"""The digest a gate records for evidence whose signature does not verify."""
+
 
 class EvidenceError(GovernanceError):
     """A surrogate's stored evidence is missing, unreadable or does not match its files.
@@ -185,8 +188,8 @@ def refused_evaluation(policy: Policy, error: SignatureError) -> tuple[CheckedEv
         for name, threshold in policy.gates.items()
     ]
     evaluation = Evaluation(False, results, policy.digest, dict(policy.gates), None)
-    evidence = evidence_view({"digest": "unverified"})
-    return CheckedEvidence(evidence, "unverified", (), {}, None), evaluation
+    evidence = evidence_view({"digest": UNVERIFIED})
+    return CheckedEvidence(evidence, UNVERIFIED, (), {}, None), evaluation
 
 
 def _check_anchor(client, surrogate, digest: str, again: str) -> None:

@@ -369,7 +369,12 @@ def gate_model_version(
 
 # ---------------------------------------------------------------------- validation
 def validate_model_inputs(
-    model_uri: str, data, target: str | None = None, mostly: float = 1.0, trust_pickle=False
+    model_uri: str,
+    data,
+    target: str | None = None,
+    mostly: float = 1.0,
+    trust_pickle=False,
+    policy=None,
 ):
     """Validate a data file against a registered ensemble's feature schema and input
     domain (the data is read by :func:`flavors.inputs.read_table`, labels checked by
@@ -377,7 +382,9 @@ def validate_model_inputs(
 
     The domain is the ensemble's own MinMaxScaler range when it has one; otherwise the
     range of the data its linked surrogate explained, read from the surrogate's verified
-    evidence (signed by a key the policy ``GOVERN_POLICY`` names trusts); with neither, only the schema and finiteness are checked.
+    evidence (signed by a key ``policy`` trusts: :func:`flavors.trust.trusted_keys`, by
+    default the ``GOVERN_POLICY`` file); with neither, only the schema and finiteness are
+    checked.
 
     Returns
     -------
@@ -391,7 +398,7 @@ def validate_model_inputs(
     training_range = None
     if ensemble.scaler is None and version.tags.get(SURROGATE_TAG):
         surrogate = linked_surrogate(client, version)
-        stored = checked_evidence(client, version, surrogate, trusted_keys())
+        stored = checked_evidence(client, version, surrogate, trusted_keys(policy))
         training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
     return validate_inputs(
         read_table(data), ensemble, label=target, mostly=mostly, training_range=training_range

@@ -223,6 +223,11 @@ def test_evidence_edited_after_the_fact_is_caught_by_gate_show_and_reproduce(hon
     result = govern("gate", "--model-uri", "models:/credit-rf/1", "--policy", "lenient.toml")
     assert result.exit_code == 1, result.output
     assert f"FAIL min_fidelity: unverified evidence: {altered}" in " ".join(result.output.split())
+    assert "(evidence not verified)" in " ".join(result.output.split())
+    page = client.get_model_version("credit-rf", "1").description
+    assert (
+        "| Input validation | **not verified**: the evidence's signature does not verify |" in page
+    )
 
     result = govern("show", "--model-uri", "models:/credit-rf/1", "--policy", "lenient.toml")
     assert result.exit_code == 2

@@ -12,6 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.signing import SignatureError
 from miret_governance.governance.validation import validate_inputs
 
 pytest_plugins = ["mlflow_store"]
@@ -317,6 +318,11 @@ def test_validate_checks_the_training_range_stored_with_the_surrogate(store, dat
         [raw["income"].min(), raw["income"].max()]
     )
     assert "outside the training range" in report.failures[0].message
+    # the range is believed only from evidence a key of the given policy signed
+    untrusting = tmp_path / "untrusting.toml"
+    untrusting.write_text("[gates]\nmin_fidelity = 0.5\n")
+    with pytest.raises(SignatureError, match="which the policy does not trust for explain"):
+        validate_model_inputs("models:/raw-xgb/1", tmp_path / "new.csv", "label", policy=untrusting)
 
 
 # ------------------------------------------------------------------ the validation worker
