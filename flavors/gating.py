@@ -41,10 +41,15 @@ from datetime import datetime, timezone
 import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import LoggedModelInput
-from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_USER
 
-from miret_governance.flavors.decisions import decided_by, log_record, mlflow_user, new_record
+from miret_governance.flavors.decisions import (
+    decided_by,
+    experiment_id,
+    log_record,
+    mlflow_user,
+    new_record,
+)
 from miret_governance.flavors.descriptions import describe_versions
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.evidence import EVIDENCE_FILE
@@ -196,16 +201,6 @@ class _Gated:
     checked: CheckedEvidence
 
 
-def _experiment_id(client: MlflowClient) -> str:
-    experiment = client.get_experiment_by_name(GATE_EXPERIMENT)
-    if experiment is not None:
-        return experiment.experiment_id
-    try:
-        return client.create_experiment(GATE_EXPERIMENT)
-    except MlflowException:  # created concurrently
-        return client.get_experiment_by_name(GATE_EXPERIMENT).experiment_id
-
-
 def _gate_report(evaluation, policy, checked, version, surrogate, now) -> dict:
     report = evaluation.to_json()
     evidence = checked.evidence
@@ -247,9 +242,9 @@ def evaluate_and_record(
     result = "PASS" if evaluation.all_passed else "FAIL"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
-    experiment_id = _experiment_id(client)
+    experiment = experiment_id(client, GATE_EXPERIMENT)
     run = client.create_run(
-        experiment_id,
+        experiment,
         run_name=f"{result} {policy.label} · {version.name} v{version.version}",
         tags={
             RESULT_RUN_TAG: result,
@@ -297,7 +292,7 @@ def evaluate_and_record(
         surrogate_uri=surrogate_uri,
         evaluation=evaluation,
         run_id=run_id,
-        experiment_id=experiment_id,
+        experiment_id=experiment,
         policy=policy.label,
         time=now,
     )
