@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
+from processes import free_port
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 RECORDED_TAG_PREFIXES = ("governance.last_gate", "governance.promotion.")
@@ -298,12 +298,6 @@ def _fake_surrogate(client, rf, frame: pd.DataFrame) -> None:
     )
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
     """Register the campaign's models in a new SQLite store under ``root``.
 
@@ -379,6 +373,6 @@ def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
         uri=uri,
         pickle_marker=str(pickle_marker),
         evil_marker=str(evil_marker),
-        closed_port=str(_closed_port()),
+        closed_port=str(free_port()),  # nothing listens there
     )
     return campaign

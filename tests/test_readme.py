@@ -19,13 +19,13 @@ MLflow's environments are built under the session's temporary folder, shared wit
 import os
 import re
 import shlex
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from processes import stop_group
 from project_copy import ROOT, copy_project
 
 NOT_RUN = "# not run by tests"
@@ -101,20 +101,7 @@ def demo(tmp_path_factory):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     yield state
     for cluster in state["clusters"]:
-        _stop(cluster)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Stop a ``ray start --block`` and the cluster processes of its group."""
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
+        stop_group(cluster, grace=5)  # ray start --block and its cluster's processes
 
 
 def _start_ray(line: str, demo: dict, env: dict) -> None:

@@ -3,17 +3,18 @@
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import mlflow
 import pytest
 import typer
 from mlflow import MlflowClient
 from mlflow_store import register_sklearn
+from processes import free_port, stop_group
 from signing_keys import keys_toml
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
@@ -22,12 +23,6 @@ from typer.testing import CliRunner
 
 pytest_plugins = ["mlflow_store"]
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_health(url: str, server: subprocess.Popen, timeout: float = 90.0) -> None:
@@ -44,28 +39,49 @@ def wait_for_health(url: str, server: subprocess.Popen, timeout: float = 90.0) -
     raise TimeoutError(f"mlflow server at {url} did not answer /health in {timeout:.0f} s")
 
 
+class Server:
+    """``mlflow server`` on a SQLite backend with proxied artifacts; stoppable and
+    restartable on the same store."""
+
+    def __init__(self, tmp_path: Path, migrated_store: Path):
+        self.folder = tmp_path
+        self.backend = tmp_path / "server.db"
+        shutil.copy(migrated_store, self.backend)
+        self.artifacts = tmp_path / "artifacts"
+        self.process = None
+        self.url = ""
+
+    def start(self) -> str:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        with open(self.folder / "server.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "mlflow", "server",
+                    "--backend-store-uri", f"sqlite:///{self.backend}",
+                    "--serve-artifacts", "--artifacts-destination", str(self.artifacts),
+                    "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true"),
+                start_new_session=True,
+            )  # fmt: skip
+        wait_for_health(self.url, self.process)
+        return self.url
+
+    def stop(self, sig=signal.SIGTERM) -> None:
+        """Stop the server (``sig``: SIGKILL to kill it) and its workers."""
+        if self.process is not None:
+            stop_group(self.process, sig)
+
+
 @pytest.fixture
 def server(tmp_path, migrated_store, monkeypatch):
     """A tracking server on a free port: SQLite backend, proxied artifacts in tmp_path."""
-    backend = tmp_path / "server.db"
-    shutil.copy(migrated_store, backend)  # already migrated: starts in seconds
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with open(tmp_path / "server.log", "wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable, "-m", "mlflow", "server",
-                "--backend-store-uri", f"sqlite:///{backend}",
-                "--serve-artifacts", "--artifacts-destination", str(tmp_path / "artifacts"),
-                "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true"),
-            start_new_session=True,
-        )  # fmt: skip
+    running = Server(tmp_path, migrated_store)
     try:
-        wait_for_health(url, process)
+        url = running.start()
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
         monkeypatch.setenv("MLFLOW_REGISTRY_URI", url)
         monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
@@ -79,12 +95,7 @@ def server(tmp_path, migrated_store, monkeypatch):
         monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")
         yield url
     finally:
-        os.killpg(process.pid, signal.SIGTERM)  # the server and its uvicorn worker
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        running.stop()
 
 
 def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer):

@@ -5,7 +5,6 @@ failed check), and leaves no broken link, orphan version or run left RUNNING beh
 the next explain has recovered."""
 
 import os
-import shutil
 import signal
 import socket
 import sqlite3
@@ -23,7 +22,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
-from test_server_e2e import free_port, wait_for_health
+from test_server_e2e import Server
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
@@ -33,48 +32,6 @@ pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[1]
 EXPLAIN = ["--target", "label", "--time-limit", "5", "--min-test-rows", "5"]
 POLICY = "[gates]\nmin_fidelity = 0.5\nmax_features = 8\n"
-
-
-class Server:
-    """``mlflow server`` on a SQLite backend with proxied artifacts; stoppable and
-    restartable on the same store."""
-
-    def __init__(self, tmp_path: Path, migrated_store: Path):
-        self.folder = tmp_path
-        self.backend = tmp_path / "server.db"
-        shutil.copy(migrated_store, self.backend)
-        self.artifacts = tmp_path / "artifacts"
-        self.process = None
-        self.url = ""
-
-    def start(self) -> str:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        with open(self.folder / "server.log", "ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "mlflow", "server",
-                    "--backend-store-uri", f"sqlite:///{self.backend}",
-                    "--serve-artifacts", "--artifacts-destination", str(self.artifacts),
-                    "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true"),
-                start_new_session=True,
-            )  # fmt: skip
-        wait_for_health(self.url, self.process)
-        return self.url
-
-    def stop(self, sig=signal.SIGTERM) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, sig)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
 
 
 @pytest.fixture

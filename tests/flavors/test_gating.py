@@ -9,6 +9,7 @@ import typer
 from gate_store import GOOD, explain, explained, register_ensemble, rewrite_evidence
 from mlflow import MlflowClient
 from mlflow_store import linked_versions, register_sklearn
+from processes import free_port
 from signing_keys import trusting
 from typer.testing import CliRunner
 
@@ -491,12 +492,9 @@ def test_version_without_surrogate_exits_2(store):
 
 
 def test_unreachable_server_fails_fast():
-    import socket
     import time
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
     started = time.time()
     result = CliRunner().invoke(
         cli(), ["gate", "--model-uri", "models:/x/1", "--tracking-uri", f"http://127.0.0.1:{port}"]

@@ -6,7 +6,6 @@ The success path (``govern`` finds the token and sends it) is ``tests/test_readm
 20 s, and the refusal names the address and the authentication settings."""
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import free_port, stop_group
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
 
@@ -29,12 +29,6 @@ CONNECT = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _without_ray_settings(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     return {**env, "HOME": str(home)}
@@ -46,7 +40,7 @@ def token_cluster(tmp_path):
     home = tmp_path / "head"
     (home / ".ray").mkdir(parents=True)
     (home / ".ray" / "auth_token").write_text("a" * 64)
-    port = _free_port()
+    port = free_port()
     ray = Path(sys.executable).parent / "ray"
     log = (tmp_path / "head.log").open("w")
     head = subprocess.Popen(
@@ -78,15 +72,7 @@ def token_cluster(tmp_path):
         assert "Token authentication is enabled" in (tmp_path / "head.log").read_text()
         yield f"127.0.0.1:{port}"
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(head.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_group(head, grace=5)
 
 
 @pytest.mark.slow
