@@ -118,6 +118,9 @@ class CheckedEvidence:
         ``govern reproduce`` reads besides the gate's view).
     signer : governance.signing.Signer
         The trusted key that signed the surrogate's model directory.
+    surrogate : MiretSurrogate or SurrogateTree
+        The surrogate read from that verified directory (what ``features`` counts and
+        ``gate --data`` measures again).
     """
 
     evidence: dict
@@ -125,6 +128,7 @@ class CheckedEvidence:
     features: tuple
     provenance: dict
     signer: Signer
+    surrogate: object = None
 
 
 def checked_evidence(
@@ -174,7 +178,12 @@ def checked_evidence(
             f"surrogate.json uses {len(features)} features; {again}"
         )
     return CheckedEvidence(
-        evidence, evidence["digest"], features, model.manifest["provenance"], model.signer
+        evidence,
+        evidence["digest"],
+        features,
+        model.manifest["provenance"],
+        model.signer,
+        model.surrogate,
     )
 
 

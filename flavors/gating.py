@@ -235,7 +235,7 @@ def evaluate_and_record(
         checked = checked_evidence(client, version, surrogate, policy.keys)
         evaluation = evaluate_gates(policy, checked.evidence)
         if data is not None:
-            recomputed = recompute_fidelity(version, surrogate, checked, policy.keys, data, target)
+            recomputed = recompute_fidelity(version, checked, data, target)
             evaluation = with_result(evaluation, recomputed)
     except SignatureError as error:  # unsigned, untrusted or altered: every gate fails
         checked, evaluation = refused_evaluation(policy, error)

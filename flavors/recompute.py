@@ -1,8 +1,10 @@
 """The gate's own measurement: the surrogate's fidelity to the ensemble recomputed on data.
 
 ``govern gate --data FILE`` does not only read the evidence: it loads the ensemble
-safely (:func:`flavors.inputs.load_explainable_ensemble`, as explain does) and the
-surrogate from its verified, signed model directory, and measures again how often the
+safely (:func:`flavors.inputs.load_explainable_ensemble`, as explain does), takes the
+surrogate the gate read from its verified, signed model directory
+(:attr:`flavors.gate_evidence.CheckedEvidence.surrogate`: one read, so the surrogate
+measured is the one whose evidence was checked), and measures again how often the
 surrogate reproduces the ensemble's labels (:func:`recompute_fidelity`). The outcome is one
 more gate result, ``recomputed_fidelity``, so a disagreement fails the gate (exit 1,
 recorded) instead of raising.
@@ -19,35 +21,27 @@ recorded) instead of raising.
   test fidelity's interval: the two measurements may differ only as much as sampling
   allows. With 114 stored test rows all agreeing (0.967-1), 200 new rows pass down to
   189 agreeing (0.904-0.969) and fail from 188 (0.898-0.965) down.
-
-Either way the features the verified surrogate uses must be those the evidence counts.
 """
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors import stages
-from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.evidence import EVIDENCE_FILE
 from miret_governance.flavors.inputs import (
     dataset,
     load_explainable_ensemble,
     read_table,
     split_features,
 )
-from miret_governance.flavors.registry import download_model, version_uri
+from miret_governance.flavors.registry import version_uri
 from miret_governance.flavors.request import ExplainRequest
 from miret_governance.governance.arrays import scaled
 from miret_governance.governance.gates import Evaluation, GateResult
 from miret_governance.governance.metrics import wilson_interval
-from miret_governance.governance.signing import SignatureError
 
 GATE_NAME = "recomputed_fidelity"
 EXACT = "reproduced exactly"
@@ -81,36 +75,20 @@ def _agreeing(ensemble, tree, tree_scaler, X) -> int:
     return int(np.sum(ensemble.predict(X) == tree.predict(to_tree)))
 
 
-def _verified_surrogate(surrogate_version, digest: str, trusted):
-    """The surrogate of ``surrogate_version``, read from its signed directory whose
-    ``evidence.json`` is the one the gate checked (sha256 ``digest``)."""
-    uri = version_uri(surrogate_version)
-    with tempfile.TemporaryDirectory(prefix="recompute-") as tmp:
-        local = download_model(uri, tmp, GateError)
-        read = hashlib.sha256(Path(local, EVIDENCE_FILE).read_bytes()).hexdigest()
-        if read != digest:
-            raise SignatureError(f"{uri} changed while the gate read it ({EVIDENCE_FILE})")
-        return miret_flavor.open_model_dir(local, trusted).surrogate
-
-
 def _failed(reason: str, threshold: str = EXACT) -> RecomputedResult:
     return RecomputedResult(GATE_NAME, "test_fidelity", threshold, None, False, reason)
 
 
-def recompute_fidelity(
-    ensemble_version, surrogate_version, checked, trusted, data, target: str | None = None
-) -> GateResult:
+def recompute_fidelity(ensemble_version, checked, data, target: str | None = None) -> GateResult:
     """Measure the surrogate's fidelity to the ensemble again on ``data`` and compare it
     with the checked evidence (the module docstring says how).
 
     Parameters
     ----------
-    ensemble_version, surrogate_version : ModelVersion
-        The linked versions the gate evaluates.
+    ensemble_version : ModelVersion
+        The ensemble version the gate evaluates.
     checked : flavors.gate_evidence.CheckedEvidence
-        Their evidence, after every check of the gate.
-    trusted : governance.signing.TrustedKeys
-        The keys trusted to sign the surrogate (the policy's).
+        Its linked surrogate and evidence, after every check of the gate.
     data : str or path
         CSV or Parquet file with the ensemble's feature columns.
     target : str, optional
@@ -131,20 +109,12 @@ def recompute_fidelity(
     record = provenance.get("request")
     if not isinstance(record, dict):
         return _failed("the evidence records no request, so nothing can be recomputed")
-    try:
-        surrogate = _verified_surrogate(surrogate_version, checked.digest, trusted)
-    except SignatureError as error:
-        return _failed(f"the surrogate cannot be read to recompute it: {error}")
     frame = read_table(data)
     if target is None and record["target"] in frame.columns:
         target = record["target"]
     ensemble = load_explainable_ensemble(version_uri(ensemble_version))
+    surrogate = checked.surrogate
     tree = getattr(surrogate, "tree_", surrogate)
-    features = tuple(tree.feature_names[j] for j in tree.used_features())
-    if features != tuple(checked.features):
-        return _failed(
-            f"the verified surrogate uses {list(features)}, the evidence {list(checked.features)}"
-        )
     tree_scaler = None if ensemble.scaler is not None else getattr(surrogate, "input_scaler_", None)
     digest = dataset(frame, data, target).digest
     stored = evidence["metrics"]
