@@ -1,12 +1,14 @@
-"""One MIRET fit on a problem: CART baselines, warm start, MILP solve, best tree.
+"""One MIRET fit on a problem: seed trees, warm start, MILP solve, the three candidates.
 
-Steps (each a function): :func:`cart_baselines` fits the depth-D CART on the labels
-(all features, and only the features allowed at some level) and converts both into
+Steps (each a function): :func:`seed_trees` fits the depth-D CART on the labels (all
+features, and only the features allowed at some level) and the optimal univariate tree
+on guessed thresholds (:mod:`governance.miret.univariate`), and converts them into
 MIRET-feasible seed trees; :func:`heuristic_tree` runs the warm-start heuristic seeded
-with them; the best tree then goes to the solver with its work-counted stall rule and budget;
-:func:`fit_problem` keeps the tree with the lowest objective and writes the report;
-it also returns the fallback trees of the estimator's fidelity guarantee (the CART seeds
-and the exact CART tree, :func:`governance.miret.cart.exact_tree`).
+with them; the best tree then goes to the solver with its work-counted stall rule and
+budget; :func:`fit_problem` keeps the tree with the lowest objective, writes the report
+and returns it with the two univariate candidates written exactly
+(:func:`governance.miret.cart.exact_tree`), among which
+:mod:`governance.miret.selection` chooses on held-out rows.
 """
 
 from __future__ import annotations
@@ -27,15 +29,18 @@ from miret_governance.governance.miret.cart import (
 )
 from miret_governance.governance.miret.heuristic import PAIRS_PER_UNIT, warm_start
 from miret_governance.governance.miret.local_search import TreeSearch
+from miret_governance.governance.miret.node_milp import IMPROVEMENT, reoptimize
 from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.solve_result import relative_gap
-from miret_governance.governance.miret.solvers import solve
+from miret_governance.governance.miret.solvers import gurobi_fits, solve
 from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.univariate import guessed_thresholds, optimal_tree
 
 HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut (safety cap)
 HEURISTIC_WORK_SHARE = 0.05  # the heuristic's work budget: this share of the limit, in units
-STALL_UNITS, STALL_SHARE = 3.0, 0.05  # default stall window: min(3, 0.05 * limit) work units
+STALL_UNITS, STALL_SHARE = 0.5, 0.05  # default stall window: min(0.5, 0.05 * limit) work units
 SOLVER_WORK_SHARE = 0.1  # the solver's work budget: this share of the limit, in work units
+GLOBAL_MILP_BINARIES = 400  # HiGHS proves optimality up to about this size (0.1-0.3 s)
 STOP_REASON = {
     "optimal": "optimal",
     "gap_limit": "gap_limit",
@@ -44,6 +49,17 @@ STOP_REASON = {
     "time_limit": "time_limit",
     "time_limit_no_incumbent": "time_limit",
 }
+
+
+def global_milp_pays(model, solver: str) -> bool:
+    """Whether the whole MILP runs after the node MILPs: always with Gurobi asked for or
+    licensed for the model's size; with HiGHS only up to ``GLOBAL_MILP_BINARIES``
+    binaries. Beyond that HiGHS stalls at the root (gaps of 70-95% on 2,000-row samples)
+    and improved the warm start in none of the 42 example-dataset fits, so its time is
+    given back."""
+    if solver == "gurobi" or (solver == "auto" and gurobi_fits(model)):
+        return True
+    return model.n_binaries <= GLOBAL_MILP_BINARIES
 
 
 def work_budgets(time_limit: float) -> tuple[float, float]:
@@ -84,18 +100,21 @@ def constant_tree(problem, sign) -> SurrogateTree:
     )
 
 
-def cart_baselines(problem, random_state):
-    """The CART baseline (plain arrays) and the feasible seed trees of both CART fits."""
+def seed_trees(problem, random_state):
+    """``(cart, univariate, seeds)``: the CART baseline and the optimal univariate tree
+    (plain arrays) and the feasible seed trees of both CART fits and of that tree."""
     labels = problem.classes[(problem.y == 1).astype(np.int64)]
     cart, columns = fit_cart(problem.X, labels, problem.depth, random_state=random_state)
     baseline = cart_arrays(cart, columns)
+    thresholds = guessed_thresholds(problem.X, labels, random_state)
+    univariate = optimal_tree(problem.X, labels, problem.depth, *thresholds, problem.classes)
     search = TreeSearch(problem, np.random.default_rng(random_state), work_budget=math.inf)
-    seeds = [seed_tree(search, baseline, problem)]
+    seeds = [seed_tree(search, baseline, problem), seed_tree(search, univariate, problem)]
     allowed = np.flatnonzero(problem.allowed.any(axis=0))
     if allowed.size and allowed.size < problem.n_features:
         restricted, columns = fit_cart(problem.X, labels, problem.depth, allowed, random_state)
         seeds.append(seed_tree(search, cart_arrays(restricted, columns), problem))
-    return baseline, seeds
+    return baseline, univariate, seeds
 
 
 def heuristic_tree(problem, seeds, random_state, work_budget, time_cap):
@@ -108,15 +127,15 @@ def heuristic_tree(problem, seeds, random_state, work_budget, time_cap):
         return best, {"objective": best.objective(problem), "work": 0, "time_limit_hit": False}
 
 
-def fit_problem(problem, params, begin, progress=None):
-    """Fit the tree of ``problem``; returns ``(tree, report, baseline, fallbacks)``.
+def fit_problem(problem, params, begin, progress=None, milp_phase=True):
+    """Fit the tree of ``problem``; returns ``(tree, report, baseline, candidates)``.
 
-    ``fallbacks`` lists the MILP-feasible CART seed trees (centered like the returned
-    tree) and, last, the exact CART tree.
-
-    ``params`` is the estimator's parameter dict; ``begin`` the fit's start time.
+    ``candidates`` maps each name of :data:`governance.miret.selection.CANDIDATES` to
+    its tree: ``tree`` itself, and the optimal univariate and CART trees written
+    exactly. ``params`` is the estimator's parameter dict; ``begin`` the fit's start
+    time; ``milp_phase=False`` stops after the warm start (the held-out folds' fits).
     """
-    baseline, seeds = cart_baselines(problem, params["random_state"])
+    baseline, univariate, seeds = seed_trees(problem, params["random_state"])
     labels = problem.classes[(problem.y == 1).astype(np.int64)]
     cart_fidelity = float(np.mean(cart_predict(baseline, problem.X) == labels))
     cart_features = len({j for j in baseline["feature"] if j >= 0})
@@ -126,7 +145,7 @@ def fit_problem(problem, params, begin, progress=None):
     limit = float(params["time_limit"])
 
     t0 = time.perf_counter()
-    candidates = [("cart", min(seeds, key=lambda tree: tree.objective(problem)))]
+    candidates = [("seed", min(seeds, key=lambda tree: tree.objective(problem)))]
     info = {"objective": math.nan, "work": 0, "time_limit_hit": False}
     start = None
     if params["warm_start"]:
@@ -134,10 +153,17 @@ def fit_problem(problem, params, begin, progress=None):
         tree, info = heuristic_tree(problem, seeds, params["random_state"], pairs, cap)
         candidates.insert(0, ("heuristic", tree))
     best_start = min(candidates, key=lambda item: item[1].objective(problem))[1]
+    heuristic_time = time.perf_counter() - t0
+    node_statuses, node_before, t1 = {}, best_start.objective(problem), time.perf_counter()
+    if milp_phase:  # each node's hyperplane solved exactly with the rest of the tree fixed
+        tree, node_statuses = reoptimize(problem, best_start, params, progress=progress)
+        if tree.objective(problem) < node_before - IMPROVEMENT:
+            candidates.append(("node_milp", tree))
+            best_start = tree
+    node_time = time.perf_counter() - t1
     x0 = milp.encode(best_start.coef, best_start.intercept, best_start.apply(problem.X), model)
     if model.is_feasible(x0):
         start = x0
-    heuristic_time = time.perf_counter() - t0
 
     default_stall, default_budget = work_budgets(limit)
     stall, budget = params["stall_work"], params["work_limit"]
@@ -145,7 +171,7 @@ def fit_problem(problem, params, begin, progress=None):
     budget = default_budget if budget is None else float(budget)
     remaining = limit - (time.perf_counter() - begin)
     result = None
-    if remaining > 0:
+    if remaining > 0 and milp_phase and global_milp_pays(model, params["solver"]):
         result = solve(
             model,
             solver=params["solver"],
@@ -164,7 +190,8 @@ def fit_problem(problem, params, begin, progress=None):
                 coef, intercept, problem.depth, problem.feature_names, problem.classes
             )
             candidates.append(("solver", solved))
-    # MILP-feasible trees are centered in the epsilon gap; ties prefer heuristic, cart
+    # MILP-feasible trees are centered in the epsilon gap; ties prefer heuristic, seed,
+    # then the node MILPs' tree
     scored = []
     for k, (source, tree) in enumerate(candidates):
         if source != "solver":
@@ -174,11 +201,7 @@ def fit_problem(problem, params, begin, progress=None):
             tree = centered(tree, problem.epsilon)
         scored.append((tree.objective(problem), k, source, tree))
     objective, _, source, tree = min(scored, key=lambda item: item[:2])
-    fallbacks = []
-    for seed in seeds:
-        x = milp.encode(seed.coef, seed.intercept, seed.apply(problem.X), model)
-        fallbacks.append(centered(seed, problem.epsilon) if model.is_feasible(x) else seed)
-    fallbacks.append(exact_tree(baseline, problem))
+    exact = {"univariate": exact_tree(univariate, problem), "cart": exact_tree(baseline, problem)}
 
     bound = result.bound if result is not None else -math.inf
     gap = relative_gap(objective, bound)
@@ -186,13 +209,13 @@ def fit_problem(problem, params, begin, progress=None):
     report = SolveReport(
         solver=result.solver if result is not None else "none",
         solver_version=result.solver_version if result is not None else "",
-        status=result.status if result is not None else "not_started",
-        stop_reason=STOP_REASON.get(result.status, result.status) if result else "time_limit",
+        status=result.status if result is not None else "not_run",
+        stop_reason=_stop_reason(result, milp_phase),
         objective=float(objective),
         bound=float(bound),
         gap=float(gap) if math.isfinite(gap) else 1.0,
         wall_time=time.perf_counter() - begin,
-        time_limit_hit=hit or result is None,
+        time_limit_hit=hit or (result is None and milp_phase and remaining <= 0),
         nodes=result.nodes if result is not None else 0,
         n_variables=model.n_vars,
         n_binaries=model.n_binaries,
@@ -210,6 +233,10 @@ def fit_problem(problem, params, begin, progress=None):
         build_time=build_time,
         heuristic_time=heuristic_time,
         solve_time=result.wall_time if result is not None else 0.0,
+        node_statuses={str(t): status for t, status in node_statuses.items()},
+        node_objective_before=float(node_before),
+        node_time=node_time,
+        global_milp=result is not None,
         formulation=problem.formulation,
         reductions=bool(params["reductions"]),
         mip_gap=float(params["mip_gap"]),
@@ -217,12 +244,18 @@ def fit_problem(problem, params, begin, progress=None):
         baseline_cart_n_features=cart_features,
         allowed_features=problem.allowed_features,
     )
-    return tree, report, baseline, fallbacks
+    return tree, report, baseline, {"miret": tree, **exact}
+
+
+def _stop_reason(result, milp_phase) -> str:
+    if result is not None:
+        return STOP_REASON.get(result.status, result.status)
+    return "node_milps" if milp_phase else "not_started"
 
 
 def fit_trivial(problem, params, begin):
     """The constant tree of an ensemble that predicts one class (objective 0, no solver);
-    returns ``(tree, report, baseline, [])``."""
+    returns ``(tree, report, baseline, candidates)``, every candidate that tree."""
     tree = constant_tree(problem, problem.y[0])
     label = problem.classes[int(problem.y[0] == 1)]
     baseline = {
@@ -267,4 +300,4 @@ def fit_trivial(problem, params, begin):
         baseline_cart_n_features=0,
         allowed_features=problem.allowed_features,
     )
-    return tree, report, baseline, []
+    return tree, report, baseline, {"miret": tree, "univariate": tree, "cart": tree}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from functools import partial
 from numbers import Integral, Real
 from typing import ClassVar
 
@@ -16,9 +17,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from miret_governance.governance.arrays import feature_matrix, scaled
 from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.miret import selection
 from miret_governance.governance.miret.cart import cart_predict
 from miret_governance.governance.miret.engine import fit_problem, fit_trivial
-from miret_governance.governance.miret.guarantee import cart_out_of_fold, guarantee
 from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS, build_problem
 from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.sampling import sample_rows
@@ -99,10 +100,11 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         The problem uses a stratified, proximity-preserving sample of at most this many
         rows (:mod:`governance.miret.sampling`); None uses every row.
     cart_guarantee : bool
-        Replace a tree more than ``FIDELITY_TOLERANCE`` less faithful on the fit rows
-        than the CART baseline's cross-validated fidelity by a CART tree
-        (:mod:`governance.miret.guarantee`); False keeps the MIRET objective's tree, as
-        the paper does.
+        Return the candidate with the best cross-validated fidelity: the MIRET tree,
+        the optimal univariate tree on guessed thresholds or the CART tree
+        (:mod:`governance.miret.selection`), so the surrogate is never less faithful on
+        unseen rows than the trees a user would fit instead; False keeps the MIRET
+        objective's tree, as the paper does.
 
     Attributes
     ----------
@@ -237,10 +239,11 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
         Notes
         -----
-        With ``cart_guarantee`` (the default) the returned tree is never more than
-        ``FIDELITY_TOLERANCE`` less faithful on the rows of ``X`` than the CART baseline
-        is on rows it was not fitted on: otherwise a CART tree replaces it (rule in
-        :mod:`governance.miret.guarantee`; ``solve_report_.fallback`` says so).
+        With ``cart_guarantee`` (the default) the returned tree is the candidate (MIRET
+        tree, optimal univariate tree on guessed thresholds, CART tree) with the best
+        fidelity on held-out folds of the sample, never chosen on training fidelity
+        (rule in :mod:`governance.miret.selection`; ``solve_report_.chosen``,
+        ``.cv_fidelity`` and ``.fallback`` say what was chosen and why).
         """
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
@@ -265,35 +268,55 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
                 )
         rows = sample_rows(ensemble, tree_inputs, labels, self.max_rows, self.random_state)
         self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
-        problem = build_problem(
-            tree_inputs[rows],
-            ensemble,
-            depth=self.depth,
-            alpha=self.alpha,
-            gamma_percentile=self.gamma_percentile,
-            proximity_threshold=self.proximity_threshold,
-            epsilon=self.epsilon,
-            formulation=self.formulation,
-            scaler=scaler,
-        )
+
+        def problem_of(sample):
+            return build_problem(
+                tree_inputs[sample],
+                ensemble,
+                depth=self.depth,
+                alpha=self.alpha,
+                gamma_percentile=self.gamma_percentile,
+                proximity_threshold=self.proximity_threshold,
+                epsilon=self.epsilon,
+                formulation=self.formulation,
+                scaler=scaler,
+            )
+
+        problem = problem_of(rows)
         params = self.get_params(deep=False)
-        fit = fit_trivial if np.all(problem.y == problem.y[0]) else fit_problem
-        args = (problem, params, begin) + (() if fit is fit_trivial else (progress,))
-        tree, report, self.baseline_, fallbacks = fit(*args)
-        tree, own, cart, reference, note = guarantee(
-            tree,
-            fallbacks if self.cart_guarantee else [],
-            self.baseline_,
-            labels,
-            tree_inputs,
-            scaler,
-            rows,
-            cart_out_of_fold(problem, self.random_state),
+
+        def fit(problem, **options):
+            if np.all(problem.y == problem.y[0]):
+                return fit_trivial(problem, params, begin)
+            return fit_problem(problem, params, begin, **options)
+
+        splits = selection.folds(problem.y, self.random_state) if self.cart_guarantee else []
+        sample_labels = problem.classes[(problem.y == 1).astype(np.int64)]
+        right = selection.cross_validated(
+            problem.X,
+            sample_labels,
+            splits,
+            lambda train: fit(problem_of(rows[train]), milp_phase=False)[3],
         )
-        report.train_fidelity, report.baseline_cart_train_fidelity = own, cart
-        report.baseline_cart_cv_fidelity = reference
-        if note:
-            report.fallback, report.incumbent_source = note, "cart"
+        tree, report, self.baseline_, candidates = fit(problem, progress=progress)
+        used = {name: len(candidate.used_features()) for name, candidate in candidates.items()}
+        on_sample = {
+            name: float(np.mean(candidate.predict(problem.X) == sample_labels))
+            for name, candidate in candidates.items()
+        }
+        chosen = selection.choose(right, used, on_sample)
+        cv = {name: float(hits.mean()) for name, hits in right.items()}
+        tree = candidates[chosen]
+        own, cart = selection.fidelities(
+            [tree.predict, partial(cart_predict, self.baseline_)], labels, tree_inputs, scaler
+        )
+        report.train_fidelity, report.baseline_cart_train_fidelity = float(own), float(cart)
+        report.cv_fidelity, report.chosen = cv, chosen
+        report.candidate_features = used
+        report.baseline_cart_cv_fidelity = cv.get("cart", float("nan"))
+        if chosen != "miret":
+            report.fallback = selection.note(chosen, cv)
+            report.incumbent_source = chosen
         report.wall_time = time.perf_counter() - begin
         self.tree_, self.solve_report_ = tree, report
         leaves = self.tree_.apply(problem.X) - (2**problem.depth - 1)

@@ -20,17 +20,26 @@ class SolveReport:
     out), ``"time_limit"`` (the safety cap in seconds; only then can a re-run differ) or
     ``"trivial"`` (the ensemble predicts one class: the constant tree, objective 0, no
     solver).
-    ``incumbent_source`` is ``"heuristic"``, ``"cart"`` or ``"solver"``.
+    ``incumbent_source`` is ``"heuristic"``, ``"seed"`` (the best seed tree) or
+    ``"solver"`` for the MIRET tree, ``"univariate"`` or ``"cart"`` when the returned
+    tree is that candidate.
+    ``node_statuses``: each branch node's status in the node MILPs
+    (:mod:`governance.miret.node_milp`; ``"optimal"``: that split is optimal given the
+    rest of the tree), ``node_objective_before`` the objective they started from and
+    ``node_time`` their seconds; ``global_milp``: whether the whole MILP ran (with HiGHS
+    only on small models, :func:`governance.miret.engine.global_milp_pays`); when it did
+    not, ``status`` is ``"not_run"`` and ``stop_reason`` ``"node_milps"``.
+    ``cv_fidelity``: each candidate's held-out fidelity (:mod:`governance.miret.
+    selection`; empty when the choice was off or the sample too small for folds),
+    ``candidate_features`` their numbers of features and ``chosen`` the returned one.
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
     fitted on the same labels (all features, fit sample); its fidelity on all the rows
     given to ``fit``; ``baseline_cart_cv_fidelity`` the same with each row of the fit
-    sample predicted by a CART fitted without it (the guarantee's reference, NaN in
-    reports written before it). ``train_fidelity``: the returned tree's fidelity on
+    sample predicted by a CART fitted without it (NaN when not measured). ``train_fidelity``: the returned tree's fidelity on
     those rows.
-    ``fallback``: empty, or why the estimator's fidelity guarantee replaced the MIRET
-    tree by a CART tree (:meth:`governance.miret.MiretSurrogate.fit`); ``objective``,
-    ``bound`` and ``gap`` then still describe the replaced MIRET tree.
+    ``fallback``: empty, or why another candidate than the MIRET tree was returned;
+    ``objective``, ``bound`` and ``gap`` still describe the MIRET tree.
     """
 
     solver: str
@@ -68,6 +77,13 @@ class SolveReport:
     stall_work: float = math.nan  # absent from reports of releases that stalled on seconds
     solver_work: float = math.nan
     baseline_cart_cv_fidelity: float = math.nan
+    cv_fidelity: dict = field(default_factory=dict)
+    candidate_features: dict = field(default_factory=dict)
+    node_statuses: dict = field(default_factory=dict)
+    node_objective_before: float = math.nan
+    node_time: float = 0.0
+    global_milp: bool = True
+    chosen: str = "miret"
 
     def to_dict(self) -> dict:
         """Plain JSON values; non-finite floats become None."""
@@ -81,7 +97,8 @@ class SolveReport:
     def from_dict(cls, data: dict) -> SolveReport:
         values = {}
         for f in fields(cls):
-            if f.name not in data and f.default is not MISSING:
+            has_default = f.default is not MISSING or f.default_factory is not MISSING
+            if f.name not in data and has_default:  # fields added after a report was written
                 continue
             value = data[f.name]
             values[f.name] = math.nan if value is None and f.type == "float" else value

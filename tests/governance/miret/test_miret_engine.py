@@ -12,7 +12,7 @@ from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.miret import MiretSurrogate, build_problem
 from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret.engine import cart_baselines
+from miret_governance.governance.miret.engine import seed_trees
 from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.heuristic import warm_start
 from miret_governance.governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
@@ -61,7 +61,7 @@ def test_cart_seeded_fit_is_never_worse_than_the_cart_tree(wisconsin):
     surrogate = MiretSurrogate(forest, depth=2, solver="highs", time_limit=20).fit(X)
     report = surrogate.solve_report_
     problem = build_problem(X, read_ensemble(forest), depth=2, scaler=surrogate.input_scaler_)
-    baseline, seeds = cart_baselines(problem, random_state=0)
+    baseline, _, seeds = seed_trees(problem, random_state=0)
     for seed in seeds:
         assert report.objective <= seed.objective(problem) + 1e-9
     # where the CART tree is MILP-feasible (no proximity constraint, every feature
@@ -72,7 +72,7 @@ def test_cart_seeded_fit_is_never_worse_than_the_cart_tree(wisconsin):
         frequency=np.ones_like(problem.frequency),
         component=np.arange(problem.n_samples),
     )
-    free_baseline, free_seeds = cart_baselines(free, random_state=0)
+    free_baseline, _, free_seeds = seed_trees(free, random_state=0)
     np.testing.assert_array_equal(
         free_seeds[0].predict(free.X), cart_predict(free_baseline, free.X)
     )

@@ -11,6 +11,7 @@ from sklearn.exceptions import NotFittedError
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret import MiretSurrogate, SolveReport, build_problem
 from miret_governance.governance.miret import engine as engine_module
+from miret_governance.governance.miret import node_milp as node_milp_module
 from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.gurobi import gurobi_license
 from miret_governance.governance.readers import read_ensemble
@@ -73,7 +74,7 @@ def test_predict_reproduces_the_solver_assignment(small_forest):
         cart_guarantee=False,
     ).fit(X)
     report = surrogate.solve_report_
-    assert report.incumbent_source in ("solver", "cart")
+    assert report.incumbent_source in ("solver", "seed", "node_milp")
     # the tree's own assignment (un-centered: b + eps/2) is an optimal MILP solution
     problem = build_problem(X, read_ensemble(forest), gamma_percentile=0)
     model = build_model(problem)
@@ -126,7 +127,7 @@ def test_json_round_trip_predicts_identically(fitted, small_forest):
     np.testing.assert_array_equal(restored.apply(X), fitted.apply(X))
     assert restored.get_params() == {**fitted.get_params(deep=False), "ensemble": None}
     assert restored.rules() == fitted.rules()
-    assert restored.solve_report_ == fitted.solve_report_
+    assert restored.solve_report_.to_dict() == fitted.solve_report_.to_dict()
     np.testing.assert_array_equal(restored.selected_features_, fitted.selected_features_)
     assert isinstance(restored.solve_report_, SolveReport)
     assert restored.decision_path(X[0]) == fitted.decision_path(X[0])
@@ -225,13 +226,19 @@ def test_time_limit_before_any_solver_progress_returns_the_cart_seed(small_fores
         return real_solve(model, **{**options, "time_limit": 0.0})
 
     monkeypatch.setattr(engine_module, "solve", starved)
+    monkeypatch.setattr(node_milp_module, "solve", starved)
     surrogate = MiretSurrogate(
-        forest, gamma_percentile=0, solver="highs", warm_start=False, time_limit=5
+        forest,
+        gamma_percentile=0,
+        solver="highs",
+        warm_start=False,
+        time_limit=5,
+        cart_guarantee=False,
     )
     surrogate.fit(X)
     report = surrogate.solve_report_
     assert report.status.startswith("time_limit") and report.stop_reason == "time_limit"
-    assert report.incumbent_source == "cart"
+    assert report.incumbent_source == "seed"
     assert report.objective == pytest.approx(report.cart_seed_objective)
     assert report.objective >= SMALL_OPTIMUM - 1e-9
 

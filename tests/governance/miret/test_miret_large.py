@@ -1,4 +1,4 @@
-"""MIRET on larger data: bounded proximity components and the fidelity guarantee."""
+"""MIRET on larger data: bounded proximity components, the choice on held-out rows."""
 
 import numpy as np
 import pytest
@@ -8,15 +8,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.miret import MiretSurrogate
-from miret_governance.governance.miret import guarantee as guarantee_module
 from miret_governance.governance.miret.cart import cart_predict, exact_tree
-from miret_governance.governance.miret.engine import cart_baselines, constant_tree
-from miret_governance.governance.miret.guarantee import (
-    FIDELITY_TOLERANCE,
-    cart_out_of_fold,
-    fidelities,
-    guarantee,
-)
+from miret_governance.governance.miret.engine import seed_trees
 from miret_governance.governance.miret.problem import (
     MIN_COMPONENT_CAP,
     bounded_components,
@@ -111,8 +104,11 @@ def test_large_fit_caps_components_and_is_as_faithful_as_cart(synthetic):
         cart_predict(surrogate.baseline_, surrogate.input_scaler_.transform(X)) == labels
     )
     assert report.baseline_cart_train_fidelity == pytest.approx(cart)
-    assert report.train_fidelity >= cart - FIDELITY_TOLERANCE
-    assert (report.incumbent_source == "cart") == bool(report.fallback)
+    # chosen on held-out rows: never below the better seed's held-out fidelity
+    cv = report.cv_fidelity
+    assert set(cv) == {"miret", "univariate", "cart"}
+    assert cv[report.chosen] >= min(cv["univariate"], cv["cart"])
+    assert (report.chosen != "miret") == bool(report.fallback)
 
 
 def test_exact_cart_tree_reproduces_the_cart_labels(synthetic):
@@ -120,62 +116,6 @@ def test_exact_cart_tree_reproduces_the_cart_labels(synthetic):
     problem = build_problem(
         X[:500], read_ensemble(forest), depth=3, scaler=MinMaxScaler().fit(X[:500])
     )
-    baseline, _ = cart_baselines(problem, random_state=0)
+    baseline, _, _ = seed_trees(problem, random_state=0)
     tree = exact_tree(baseline, problem)
     np.testing.assert_array_equal(tree.predict(problem.X), cart_predict(baseline, problem.X))
-
-
-def test_guarantee_replaces_a_tree_below_cart_even_when_alpha_prefers_it(synthetic):
-    # the shape of XGBoost Wisconsin D=4 seed 2: the best feasible tree was constant
-    X, forest = synthetic
-    X = X[:500]
-    scaler = MinMaxScaler().fit(X)
-    problem = build_problem(X, read_ensemble(forest), depth=2, alpha=1000.0, scaler=scaler)
-    baseline, seeds = cart_baselines(problem, random_state=0)
-    fallbacks = [*seeds, exact_tree(baseline, problem)]
-    majority = 1 if problem.y.mean() >= 0.5 else -1
-    constant = constant_tree(problem, majority)
-    labels, rows = forest.predict(X), np.arange(500)
-    out_of_fold = cart_out_of_fold(problem)
-    # alpha makes any split dearer than misclassifying every minority sample
-    assert constant.objective(problem) < min(tree.objective(problem) for tree in fallbacks)
-    tree, own, cart, reference, note = guarantee(
-        constant, fallbacks, baseline, labels, X, scaler, rows, out_of_fold
-    )
-    assert np.mean(constant.predict(problem.X) == labels) < reference - FIDELITY_TOLERANCE
-    assert reference == pytest.approx(np.mean(out_of_fold == labels)) and reference < cart
-    assert own >= reference - FIDELITY_TOLERANCE
-    assert own == np.mean(tree.predict(problem.X) == labels)
-    assert tree is not constant and "below CART's cross-validated" in note
-    # a tree at or above the floor stays, whatever its objective
-    kept = guarantee(fallbacks[-1], seeds, baseline, labels, X, scaler, rows, out_of_fold)
-    assert kept[0] is fallbacks[-1] and kept[1] == pytest.approx(cart) and kept[4] == ""
-
-
-def test_cross_validated_reference_replaces_only_the_sample_rows(synthetic, monkeypatch):
-    X, forest = synthetic
-    X = X[:700]
-    scaler = MinMaxScaler().fit(X)
-    rows = np.arange(0, 700, 3)  # the fit sample: every third row
-    problem = build_problem(X[rows], read_ensemble(forest), depth=3, scaler=scaler)
-    baseline, _ = cart_baselines(problem, random_state=0)
-    out_of_fold = cart_out_of_fold(problem)
-    labels = forest.predict(X)
-    monkeypatch.setattr(guarantee_module, "CHUNK_ROWS", 64)  # rows span chunk borders
-    _, cart, reference = fidelities([], baseline, labels, X, scaler, rows, out_of_fold)
-    expected = cart_predict(baseline, np.clip(scaler.transform(X), 0, 1))
-    assert cart == pytest.approx(np.mean(expected == labels))
-    expected[rows] = out_of_fold
-    assert reference == pytest.approx(np.mean(expected == labels)) and reference < cart
-
-
-def test_cross_validated_reference_keeps_labels_a_constant_cart_never_predicts():
-    constant_cart = {"feature": [-1], "threshold": [-2.0], "left": [-1], "right": [-1]}
-    constant_cart["label"] = ["no"]
-    labels = np.array(["no", "yes", "yes", "no"])
-    X = np.linspace(0, 1, 4)[:, None]
-    out_of_fold = np.array(["yes", "no"])  # rows 1 and 2, predicted without them
-    _, cart, reference = fidelities(
-        [], constant_cart, labels, X, None, np.array([1, 2]), out_of_fold
-    )
-    assert cart == 0.5 and reference == 0.75

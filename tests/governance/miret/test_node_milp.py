@@ -1,0 +1,78 @@
+"""One node's MILP: against the whole MILP where they coincide, and feasibility."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+
+from miret_governance.governance.miret.engine import constant_tree, heuristic_tree, seed_trees
+from miret_governance.governance.miret.estimator import MiretSurrogate
+from miret_governance.governance.miret.feasibility import check_feasible
+from miret_governance.governance.miret.formulation import build_model
+from miret_governance.governance.miret.node_milp import node_model, reoptimize
+from miret_governance.governance.miret.problem import build_problem
+from miret_governance.governance.miret.solvers import solve
+from miret_governance.governance.readers import read_ensemble
+
+PARAMS = MiretSurrogate(solver="highs").get_params()
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(4)
+    X = rng.random((60, 3))
+    y = (X[:, 0] + 0.6 * X[:, 1] > 0.8).astype(int)
+    forest = RandomForestClassifier(10, max_depth=2, random_state=0).fit(X, y)
+    return X, read_ensemble(forest)
+
+
+@pytest.mark.parametrize("formulation", ["miret", "basic"])
+def test_a_depth_one_tree_is_one_node_so_both_milps_agree(data, formulation):
+    X, ensemble = data
+    problem = build_problem(X, ensemble, depth=1, gamma_percentile=0, formulation=formulation)
+    tree, statuses = reoptimize(problem, constant_tree(problem, 1), PARAMS, work_per_node=50)
+    whole = solve(build_model(problem), solver="highs", time_limit=60, work_limit=50)
+    assert statuses == {0: "optimal"} and whole.status == "optimal"
+    assert tree.objective(problem) == pytest.approx(whole.objective, abs=1e-6)
+    # a row may sit at epsilon up to rounding (1e-16), as in the whole MILP's solutions
+    assert check_feasible(tree, problem, epsilon=problem.epsilon - 1e-9, tolerance=1e-6) == []
+
+
+def test_node_milps_never_worsen_a_tree_and_keep_it_feasible(data):
+    X, ensemble = data
+    problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
+    _, _, seeds = seed_trees(problem, random_state=0)
+    start, _ = heuristic_tree(problem, seeds, 0, 1e6, 30)
+    tree, statuses = reoptimize(problem, start, PARAMS)
+    assert tree.objective(problem) <= start.objective(problem) + 1e-9
+    assert set(statuses) == {0, 1, 2}
+    # a row may sit at epsilon up to rounding (1e-16), as in the whole MILP's solutions
+    assert check_feasible(tree, problem, epsilon=problem.epsilon - 1e-9, tolerance=1e-6) == []
+
+
+def test_node_model_prices_the_current_split(data):
+    X, ensemble = data
+    problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
+    _, _, seeds = seed_trees(problem, random_state=0)
+    tree = seeds[0]
+    for t in range(problem.n_branch):
+        model = node_model(problem, tree.coef, tree.intercept, t)
+        if model is None:
+            continue
+        # the current split is a feasible solution whose misfit part is the weight of the
+        # rows of t that the tree gets wrong (rows that fare alike on both sides aside)
+        start = model.start
+        assert np.all(model.A @ start >= model.row_lower - 1e-9)
+        assert np.all(model.A @ start <= model.row_upper + 1e-9)
+        k = model.columns.size
+        misfit = model.c[2 * k + 1 :] @ start[2 * k + 1 :] + model.objective_constant
+        reach = np.zeros(problem.n_samples, dtype=bool)
+        leaves = tree.apply(problem.X)
+        wrong = tree.leaf_sign(leaves) != problem.y
+        nodes = np.arange(problem.n_samples) * 0
+        for _ in range(int(np.log2(t + 1))):
+            values = np.einsum("ij,ij->i", problem.X, tree.coef[nodes]) + tree.intercept[nodes]
+            nodes = 2 * nodes + 1 + (values > 0)
+        reach = nodes == t
+        assert misfit <= float(problem.weight[reach & wrong].sum()) + 1e-9
