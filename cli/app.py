@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from miret_governance.cli import audit, explain, gates, keys, reproduce, show
+from miret_governance.cli import (
+    audit,
+    diff,
+    explain,
+    explain_row,
+    gates,
+    keys,
+    reproduce,
+    show,
+)
 from miret_governance.cli.common import EXIT_CODES_HELP, configure_mlflow
 
 app = typer.Typer(
@@ -23,10 +32,12 @@ app = typer.Typer(
 )
 explain.register(app)
 show.register(app)
+explain_row.register(app)
 gates.register(app)
 reproduce.register(app)
 audit.register(app)
 keys.register(app)
+diff.register(app)
 
 
 def _installed(distribution: str) -> str:

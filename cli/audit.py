@@ -42,7 +42,7 @@ def approve(
     """
     with exit_codes():
         from miret_governance.flavors.promotion import approve_model_version, check_alias
-        from miret_governance.governance.gates import load_policy
+        from miret_governance.governance.policy import load_policy
 
         check_model_uri(model_uri)
         check_alias(alias)
@@ -89,7 +89,7 @@ def audit(
     """
     with exit_codes():
         from miret_governance.flavors.audit import audit_model
-        from miret_governance.governance.gates import load_policy
+        from miret_governance.governance.policy import load_policy
 
         parsed = load_policy(policy)
         connect(tracking_uri, read_only=True)

@@ -40,8 +40,9 @@ EXIT_CODES_HELP = (
     "failed (a gate, the input validation, a reproduction, an audit finding); 2 the "
     "request could not be carried out (bad option, URI, file or policy, unreachable "
     "server, locked store). "
-    "With --json (show, gate, validate, reproduce, audit) stdout holds one JSON object whenever "
-    "the exit code is 0 or 1; on exit code 2 stdout is empty and stderr says what to fix."
+    "With --json (show, explain-row, gate, validate, reproduce, audit, diff) stdout holds one "
+    "JSON object whenever the exit code is 0 or 1; on exit code 2 stdout is empty and stderr "
+    "says what to fix."
 )
 JSON_SCHEMA_VERSION = 1
 """``schema_version`` of every ``--json`` object; it changes only when a key changes

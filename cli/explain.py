@@ -350,7 +350,11 @@ def explain(
 
 
 def _print_result(result) -> None:
-    """The outcome for people: registered or reused, the rules, metrics and UI links."""
+    """The outcome for people: registered or reused, the hyperparameters a search chose,
+    the rules, the test fidelity with its interval, metrics and UI links."""
+    from miret_governance.flavors.context import chosen_text
+    from miret_governance.governance.metrics import fidelity_with_interval
+
     for note in result.recovery_notes:
         console.print(note, highlight=False, markup=False, soft_wrap=True)
     if result.reused:
@@ -368,8 +372,16 @@ def _print_result(result) -> None:
         console.print(f"Evidence signed by key {result.signed_by[:16]}...", highlight=False)
     if result.validation == "failed":
         console.print("[bold red]Input validation FAILED[/] (explained with --allow-invalid).")
+    chosen = chosen_text(result.parameters)
+    if chosen:
+        console.print(
+            f"Hyperparameters chosen by the search: {chosen}", highlight=False, markup=False
+        )
     console.print("\n[bold]Rules[/] (raw input units)")
     console.print(result.rules, highlight=False, markup=False, soft_wrap=True)
+    fidelity = fidelity_with_interval(result.metrics)
+    if fidelity:
+        console.print(f"\nTest fidelity to the ensemble: {fidelity}", highlight=False, markup=False)
     console.print()
     console.print(metrics_table(result.metrics))
     for line in _ui_hints(result):

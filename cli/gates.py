@@ -36,7 +36,7 @@ def _policy_and_connect(
 ):
     """Check the model URI and read the gate policy (before any network call), then
     connect to the server."""
-    from miret_governance.governance.gates import load_policy
+    from miret_governance.governance.policy import load_policy
 
     check_model_uri(model_uri)
     parsed = load_policy(policy)
@@ -60,8 +60,8 @@ def print_gates(outcome) -> None:
     )
     for column in ("Gate", "Metric"):
         table.add_column(column, overflow="fold")
-    for column in ("Threshold", "Value"):
-        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("Threshold", justify="right", no_wrap=True)
+    table.add_column("Value", justify="right", overflow="fold")
     table.add_column("Result", no_wrap=True)
     for r in evaluation.results:
         table.add_row(
@@ -227,6 +227,7 @@ def promote(
     model_uri: ModelUri,
     alias: Annotated[str, typer.Option("--alias", help="Alias to set when every gate passes.")],
     policy: PolicyFile = None,
+    data: common.CheckData = None,
     signing_key: common.SigningKeyOption = None,
     expect_holder: Annotated[
         str | None,
@@ -241,13 +242,19 @@ def promote(
     tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Set an alias on the ensemble version only if every gate passes (and, when the
-    policy's [approvals] names the alias, enough trusted approvers approved the current
+    policy's \\[approvals] names the alias, enough trusted approvers approved the current
     evidence with govern approve).
 
     Compare-and-set: of two concurrent promotions to one alias exactly one succeeds; the
     other exits 2 naming it and records nothing. The decision is signed with
     --signing-key (required: trusted by the policy for decide) and recorded on the gate
     run as decision/record.json.
+
+    With --data the gates measure on that file as govern gate --data does (the
+    recomputed fidelity, and the cross-fidelity of a policy's min_cross_fidelity).
+    Without it, min_cross_fidelity is decided on the figures of the latest signed gate
+    decision on the current evidence of this version and of the alias holder it is
+    compared with; with none, exit 2: pass --data, or run govern gate --data first.
     """
     with exit_codes():
         from miret_governance.flavors.promotion import check_alias, promote_model_version
@@ -258,7 +265,7 @@ def promote(
         key = common.load_signing_key(signing_key)
         parsed = _policy_and_connect(model_uri, policy, tracking_uri)
         outcome = promote_model_version(
-            model_uri, alias, parsed, signing_key=key, expected_holder=expect_holder
+            model_uri, alias, parsed, signing_key=key, expected_holder=expect_holder, data=data
         )
     print_gates(outcome.gate)
     where = escape(f"tag governance.promotion.{alias} on {outcome.gate.ensemble_uri}")

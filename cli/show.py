@@ -39,7 +39,7 @@ def _json(summary: dict) -> dict:
 
 
 def _print(summary: dict) -> None:
-    from miret_governance.governance.report.html import describe_stop
+    from miret_governance.governance.report.wording import describe_stop
 
     ensemble = summary["ensemble"]
     plain = {"highlight": False, "markup": False, "soft_wrap": True}

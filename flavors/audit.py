@@ -41,7 +41,7 @@ from miret_governance.flavors.registry import (
     name_filter,
     version_uri,
 )
-from miret_governance.governance.gates import Policy
+from miret_governance.governance.policy import Policy
 
 KINDS = ("alias", "superseded", "evidence", "decision_record")
 

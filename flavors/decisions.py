@@ -11,6 +11,7 @@ holds::
      "evidence": {"digest", "signer": {"name", "fingerprint"} | null},
      "policy": {"label", "digest"},
      "result": "PASS" | "FAIL"                      (gate, promotion)
+     "drift": {...}          (gate, promotion with drift gates: flavors.diff.drift_results)
      "alias", "decision": "promoted" | "refused", "reason"      (promotion)
      "alias", "decision": "approve" | "reject", "comment"       (approval)
      "decided_by": {"key_name", "key_fingerprint", "mlflow_user"},

@@ -27,6 +27,7 @@ from miret_governance.flavors.decisions import (
     UNSIGNED,
     decision_runs,
 )
+from miret_governance.flavors.diff import AGAINST_TAG, ALIAS_TAG
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import UNVERIFIED
 from miret_governance.flavors.registry import (
@@ -41,7 +42,7 @@ from miret_governance.flavors.registry import (
     version_link,
     version_uri,
 )
-from miret_governance.governance.gates import canonical_digest
+from miret_governance.governance.policy import canonical_digest
 
 SURROGATE_RUN_TAG = "governance.surrogate_uri"
 
@@ -145,6 +146,45 @@ def approval_rows(client: MlflowClient, ensemble_version, digest, surrogate_uri)
     return rows
 
 
+def since_alias(client: MlflowClient, ensemble_version, digest: str) -> str:
+    """The "Since the champion" section: the drift figures of the last gate evaluation
+    (:mod:`flavors.diff`), when it computed them on the current evidence; else ``""``."""
+    gate_run = ensemble_version.tags.get(GATE_RUN_TAG)
+    try:
+        run = client.get_run(gate_run) if gate_run else None
+    except MlflowException:
+        run = None
+    tags = run.data.tags if run is not None else {}
+    if not tags.get(AGAINST_TAG) or tags.get(EVIDENCE_DIGEST_TAG) != digest:
+        return ""
+    try:
+        name, version, _ = parse_registry_uri(tags[AGAINST_TAG])
+        against = version_link(name, version)
+    except ExplainError:
+        against = markdown_literal(tags[AGAINST_TAG])
+    alias, metrics = tags.get(ALIAS_TAG, "").replace("`", ""), run.data.metrics
+    cross = metrics.get("cross_fidelity")
+    rows = [
+        (
+            "Explanation drift (VITE level frequencies; 0 the same, 1 nothing in common)",
+            _number(metrics.get("explanation_drift")),
+        ),
+        (
+            "Features used by both surrogates (Jaccard overlap)",
+            _number(metrics.get("feature_overlap")),
+        ),
+        (
+            "Cross-fidelity (each surrogate on the other version's ensemble, the smaller)",
+            _number(cross) if cross is not None else "not measured: gate without --data",
+        ),
+    ]
+    head = (
+        f"**Since the {markdown_literal(alias)}**\n\nCompared with {against}, which held `@{alias}` when the "
+        f"last gate evaluation ran ({_run_time(run)}).\n\n| Figure | Value |\n|---|---|\n"
+    )
+    return head + "".join(f"| {k} | {v} |\n" for k, v in rows) + "\n"
+
+
 def _report_location(client: MlflowClient, surrogate_version) -> str:
     model_id = model_id_of(surrogate_version)
     if not model_id:
@@ -209,8 +249,9 @@ def version_descriptions(
     proof = f" Evidence digest `{digest[:16]}`."
     surrogate = version_link(surrogate_version.name, surrogate_version.version)
     ensemble = version_link(ensemble_version.name, ensemble_version.version)
+    since = since_alias(client, ensemble_version, digest)
     ensemble_text = (
-        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{report}{proof}\n"
+        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{since}{report}{proof}\n"
     )
     surrogate_text = (
         f"**MIRET surrogate of** {ensemble}: one shallow oblique tree that reproduces the "

@@ -16,16 +16,16 @@ import os
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 from mlflow import MlflowClient
 
-from miret_governance.flavors import faults, publish, reuse, stages
+from miret_governance.flavors import context, faults, publish, reuse, stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
+from miret_governance.flavors.outcome import ExplainResult, reused_result
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     EXPLAIN_DIGEST_TAG,
@@ -34,8 +34,6 @@ from miret_governance.flavors.registry import (
     VALIDATION_TAG,
     check_registered_name,
     check_tracking_server,
-    describe_surrogate,
-    link_surrogate,
     model_id_of,
     register_surrogate,
     resolve_model_version,
@@ -61,59 +59,6 @@ process (:class:`flavors.validation_worker.ValidationWorker`) while this one fit
 surrogate (:class:`flavors.stages.BackgroundFit`); larger ones are validated here and
 fitted after, so that no two copies of the data are held at once. A search always runs
 after validation: MLflow ties its child runs to the calling thread."""
-
-
-@dataclass
-class ExplainResult:
-    """Outcome of :func:`explain_model_version`.
-
-    Attributes
-    ----------
-    surrogate_uri : str
-        ``models:/<name>-surrogate/<version>``.
-    registered_name, version : str
-    ensemble_uri : str
-        ``models:/<name>/<version>`` (an alias is resolved to its version).
-    run_id, model_id : str
-        The explain run and the surrogate's logged model.
-    metrics : dict
-    rules : str
-        One line per branch node, raw units.
-    reused : bool
-        True when an existing surrogate version was returned (found before solving, or
-        registered meanwhile by a concurrent explain of the same request).
-    validation : str
-        ``passed`` or ``failed``.
-    solve : dict
-        The solver report.
-    tracking_uri : str
-    seconds : float
-        Wall time of the call.
-    recovered_runs : list of str
-        Runs of this ensemble version left RUNNING by a killed process, ended as KILLED.
-    recovery_notes : list of str
-        What cleaning up after them did, in sentences (runs ended, versions they
-        registered deleted, links repaired: :class:`flavors.faults.Recovery`).
-    signed_by : str
-        Fingerprint of the key that signed the surrogate ("" when it is unsigned).
-    """
-
-    surrogate_uri: str
-    registered_name: str
-    version: str
-    ensemble_uri: str
-    run_id: str
-    model_id: str
-    metrics: dict
-    rules: str
-    reused: bool
-    validation: str
-    solve: dict = field(default_factory=dict)
-    tracking_uri: str = ""
-    seconds: float = 0.0
-    recovered_runs: list = field(default_factory=list)
-    signed_by: str = ""
-    recovery_notes: list = field(default_factory=list)
 
 
 def explain_model_version(
@@ -256,9 +201,9 @@ def explain_model_version(
             ensemble_version=str(version.version),
             ensemble_source=ensemble.source,
             ensemble_model_id=model_id_of(version) or "",
-            data=str(Path(data).resolve()),
+            data=context.file_name(data),
             data_digest=datasets["training"].digest,
-            test_data=str(Path(test_data).resolve()) if test_frame is not None else "",
+            test_data=context.file_name(test_data) if test_frame is not None else "",
             test_data_digest=datasets["testing"].digest if test_frame is not None else "",
             target=target or "",
             test_size=test_size if test_frame is None else None,
@@ -267,27 +212,31 @@ def explain_model_version(
             ),
             fit=fit.for_ensemble(ensemble),
             allow_invalid=bool(allow_invalid),
-            class_names=check_class_names(class_names, ensemble),
+            class_names=check_class_names(
+                context.linked_class_names(client, version) if class_names is None else class_names,
+                ensemble,
+            ),
             search=search,
             trust_pickle=_trust_record() if trust_pickle else "",
             min_test_rows=min_test_rows,
         )
-        experiment_id = mlflow.tracking.fluent._get_experiment_id()
+        experiment_id = context.explain_experiment(client, version)
         recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)
         if not force:
             existing = reuse.find_reusable(client, request, signing_key)
             if existing is not None:
-                return _reused_result(
+                return reused_result(
                     client, version, existing, request, started, recovered, signing_key
                 )
 
-        run_tags = {**faults.process_tags()}
+        run_tags = {**faults.process_tags(), **context.source_tags()}
         if request.trust_pickle:
             run_tags[TRUST_PICKLE_TAG] = request.trust_pickle
         run = mlflow.start_run(
             experiment_id=experiment_id,
             run_name=f"explain {version.name} v{version.version}",
             tags=run_tags,
+            description=context.started_description(request),
         )
         with faults.guarded_run(client, run):
             stages.record_request(request, datasets)
@@ -324,12 +273,16 @@ def explain_model_version(
                 mlflow.set_tag("governance.duplicate_of", version_uri(linked))
                 faults.discard_logged_models(client, run)
                 mlflow.end_run()
-                return _reused_result(
+                return reused_result(
                     client, version, linked, request, started, recovered, signing_key
                 )
             reuse.describe_new_version(
                 client, version, registered, signing_key, evidence, tags[EVIDENCE_DIGEST_TAG]
             )
+            description = context.run_description(
+                request, evidence, solve, ensemble.n_features, info.name, registered
+            )
+            mlflow.set_tag(context.DESCRIPTION_TAG, description)
         mlflow.end_run()
         return ExplainResult(
             surrogate_uri=version_uri(registered),
@@ -348,6 +301,7 @@ def explain_model_version(
             recovered_runs=recovered.runs,
             recovery_notes=recovered.notes(),
             signed_by=signing_key.fingerprint if signing_key is not None else "",
+            parameters=evidence.params(request),
         )
 
 
@@ -397,6 +351,7 @@ def _explain_in_run(
             prepared = stages.prepare(request, ensemble, frame, test_frame)
         data, ensemble = prepared.data, prepared.ensemble
         stages.log_params({"n_train": len(data.train), "n_test": len(data.test)})
+        datasets = context.record_holdout(request, data, datasets)
 
         # the VITE figures are drawn while the solver runs (it releases the GIL)
         with ThreadPoolExecutor(max_workers=1) as figures:
@@ -417,14 +372,13 @@ def _explain_in_run(
         evidence = publish.Evidence(
             validation=validation,
             vite=vite,
-            X_train=prepared.X_train,
-            labels=data.y_train,
             n_train=len(data.train),
             n_test=len(data.test),
             metrics=stages.evaluate(ensemble, surrogate, prepared.X_train, prepared.X_test, data),
             rules=surrogate.rules(request.class_names),
             search=search,
             input_range=_input_range(data, ensemble.feature_names),
+            test_rows=data.test,
         )
 
         stages.notify(progress, "report")
@@ -448,28 +402,3 @@ def _input_range(data, names) -> dict:
     """Feature -> ``[min, max]`` over the training and test rows (raw units)."""
     rows = pd.concat([data.train, data.test])[list(names)]
     return {n: [float(lo), float(hi)] for n, lo, hi in zip(names, rows.min(), rows.max())}
-
-
-def _reused_result(client, ensemble_version, existing, request, started, recovered, key):
-    """The result for an existing surrogate version, verified with ``key``, which the
-    ensemble version now links (so ``govern gate`` evaluates exactly the version reported)."""
-    link_surrogate(client, ensemble_version, existing)
-    summary = describe_surrogate(version_uri(existing), reuse.own_trust(key), client)
-    return ExplainResult(
-        surrogate_uri=summary["uri"],
-        registered_name=existing.name,
-        version=str(existing.version),
-        ensemble_uri=request.ensemble_uri,
-        run_id=existing.run_id or "",
-        model_id=model_id_of(existing) or "",
-        metrics=summary["metrics"],
-        rules=summary["rules"],
-        reused=True,
-        validation=existing.tags.get(VALIDATION_TAG, ""),
-        solve=summary["solve"],
-        tracking_uri=mlflow.get_tracking_uri(),
-        seconds=time.time() - started,
-        recovered_runs=recovered.runs,
-        recovery_notes=recovered.notes(),
-        signed_by=summary["signer"].fingerprint,
-    )

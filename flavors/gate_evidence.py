@@ -8,10 +8,12 @@ what only the registry can confirm: the model is a ``miret`` model (its MLmodel 
 names this very ensemble version and data its explain run recorded as training input,
 the explain run's immutable param ``evidence_digest`` vouches for ``evidence.json``
 itself, and its metrics agree with the surrogate where they can be recomputed.
+:func:`linked_surrogate` follows an ensemble version's link to its surrogate version.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +27,21 @@ from miret_governance.flavors.errors import GateError, GovernanceError
 from miret_governance.flavors.evidence import EVIDENCE_FILE, TamperedModelError
 from miret_governance.flavors.registry import (
     EVIDENCE_PARAM,
+    SURROGATE_OF_TAG,
+    SURROGATE_TAG,
     download_model,
     model_id_of,
+    resolve_model_version,
     version_uri,
 )
-from miret_governance.governance.gates import GATES, Evaluation, GateResult, Policy
+from miret_governance.governance.gates import Evaluation, GateResult
+from miret_governance.governance.policy import DRIFT_GATES, GATES, Policy
 from miret_governance.governance.signing import SignatureError, Signer, TrustedKeys
 
 UNVERIFIED = "unverified"
 """The digest a gate records for evidence whose signature does not verify."""
+LEVEL_FREQUENCY_FILE = "vite/level_frequency.json"
+"""The VITE level frequencies in a surrogate's model directory (pandas ``orient="split"``)."""
 
 
 class EvidenceError(GovernanceError):
@@ -121,6 +129,9 @@ class CheckedEvidence:
     surrogate : MiretSurrogate or SurrogateTree
         The surrogate read from that verified directory (what ``features`` counts and
         ``gate --data`` measures again).
+    level_frequency : dict or None
+        :data:`LEVEL_FREQUENCY_FILE` of that directory (``columns``, ``index``, ``data``),
+        digest-verified; None when the manifest lists no such file.
     """
 
     evidence: dict
@@ -129,6 +140,7 @@ class CheckedEvidence:
     provenance: dict
     signer: Signer
     surrogate: object = None
+    level_frequency: dict | None = None
 
 
 def checked_evidence(
@@ -156,6 +168,9 @@ def checked_evidence(
         try:
             model = surrogate_evidence(local, trusted, f"the evidence of {surrogate_uri}")
             evidence = evidence_view(model.manifest)
+            levels = None
+            if LEVEL_FREQUENCY_FILE in evidence["files"]:  # verified with every other file
+                levels = json.loads(Path(local, LEVEL_FREQUENCY_FILE).read_text())
         except (EvidenceError, ValueError, OSError, KeyError, TypeError, MlflowException) as error:
             flavors = sorted(Model.load(local).flavors) if Path(local, "MLmodel").is_file() else []
             if miret_flavor.FLAVOR_NAME not in flavors:
@@ -184,7 +199,37 @@ def checked_evidence(
         model.manifest["provenance"],
         model.signer,
         model.surrogate,
+        levels,
     )
+
+
+def linked_surrogate(client: MlflowClient, version):
+    """The surrogate ModelVersion linked to an ensemble version by tag.
+
+    Raises
+    ------
+    GateError
+        No ``governance.surrogate`` tag, a dangling link, or a link that does not point
+        back (``governance.surrogate_of``).
+    """
+    ensemble_uri = version_uri(version)
+    link = version.tags.get(SURROGATE_TAG)
+    if not link:
+        raise GateError(
+            f"{ensemble_uri} has no linked surrogate (tag {SURROGATE_TAG}); explain it "
+            f"first: govern explain --model-uri {ensemble_uri} --data <file>"
+        )
+    try:
+        surrogate = resolve_model_version(client, link)
+    except Exception as error:
+        raise GateError(f"{ensemble_uri} links to {link}, which cannot be read: {error}") from error
+    back = surrogate.tags.get(SURROGATE_OF_TAG)
+    if back != ensemble_uri:
+        raise GateError(
+            f"{link} is tagged {SURROGATE_OF_TAG}={back!r}, not {ensemble_uri}: the link is "
+            "inconsistent; explain the ensemble version again"
+        )
+    return surrogate
 
 
 def refused_evaluation(policy: Policy, error: SignatureError) -> tuple[CheckedEvidence, Evaluation]:
@@ -192,8 +237,9 @@ def refused_evaluation(policy: Policy, error: SignatureError) -> tuple[CheckedEv
     evidence is believed (no metrics, no validation, no features) and every gate of
     ``policy`` fails with the reason."""
     reason = f"unverified evidence: {error}"
+    specs = {**GATES, **DRIFT_GATES}
     results = [
-        GateResult(name, GATES[name].metric, threshold, None, False, reason)
+        GateResult(name, specs[name].metric, threshold, None, False, reason)
         for name, threshold in policy.gates.items()
     ]
     evaluation = Evaluation(False, results, policy.digest, dict(policy.gates), None)

@@ -21,7 +21,10 @@ The policy (:mod:`governance.gates`) is then evaluated on the evidence's metrics
 stored validation result, never on tags or run metrics. Numeric gates are also decided
 by MLflow's model-validation machinery (``mlflow.validate_evaluation_results`` with one
 ``MetricThreshold`` per gate: inclusive thresholds, a missing metric fails), and the two
-verdicts must agree (tested at, above and below every threshold).
+verdicts must agree (tested at, above and below every threshold). A policy's drift gates
+(``max_explanation_drift``, ``min_cross_fidelity``) compare the candidate with the
+version holding its ``drift_against`` alias (:func:`flavors.diff.drift_results`); their
+figures go into the gate report, the run and the signed decision record.
 
 Every evaluation is a run of the ``governance-gates`` experiment named with its result,
 policy and ensemble version (``PASS lenient v1a2b3c4d · wisconsin-rf v1``), tagged
@@ -43,6 +46,7 @@ from mlflow import MlflowClient
 from mlflow.entities import LoggedModelInput
 from mlflow.utils.mlflow_tags import MLFLOW_USER
 
+from miret_governance.flavors.context import file_name
 from miret_governance.flavors.decisions import (
     decided_by,
     experiment_id,
@@ -51,11 +55,13 @@ from miret_governance.flavors.decisions import (
     new_record,
 )
 from miret_governance.flavors.descriptions import describe_versions
+from miret_governance.flavors.diff import drift_results, log_drift
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.evidence import EVIDENCE_FILE
 from miret_governance.flavors.gate_evidence import (
     CheckedEvidence,
     checked_evidence,
+    linked_surrogate,
     refused_evaluation,
 )
 from miret_governance.flavors.inputs import load_ensemble, read_table
@@ -66,14 +72,15 @@ from miret_governance.flavors.registry import (
     GATE_TAG,
     POLICY_RUN_TAG,
     RESULT_RUN_TAG,
-    SURROGATE_OF_TAG,
     SURROGATE_TAG,
     model_id_of,
     resolve_model_version,
     version_uri,
 )
 from miret_governance.flavors.trust import trusted_keys
-from miret_governance.governance.gates import GATES, Evaluation, Policy, evaluate
+from miret_governance.governance.gates import Evaluation, evaluate
+from miret_governance.governance.policy import GATES, Policy
+from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.signing import SignatureError, SigningKey
 
 GATE_EXPERIMENT = "governance-gates"
@@ -137,35 +144,6 @@ def evaluate_gates(policy: Policy, evidence: dict) -> Evaluation:
 
 
 # ---------------------------------------------------------------------- registry
-def linked_surrogate(client: MlflowClient, version):
-    """The surrogate ModelVersion linked to an ensemble version by tag.
-
-    Raises
-    ------
-    GateError
-        No ``governance.surrogate`` tag, a dangling link, or a link that does not point
-        back (``governance.surrogate_of``).
-    """
-    ensemble_uri = version_uri(version)
-    link = version.tags.get(SURROGATE_TAG)
-    if not link:
-        raise GateError(
-            f"{ensemble_uri} has no linked surrogate (tag {SURROGATE_TAG}); explain it "
-            f"first: govern explain --model-uri {ensemble_uri} --data <file>"
-        )
-    try:
-        surrogate = resolve_model_version(client, link)
-    except Exception as error:
-        raise GateError(f"{ensemble_uri} links to {link}, which cannot be read: {error}") from error
-    back = surrogate.tags.get(SURROGATE_OF_TAG)
-    if back != ensemble_uri:
-        raise GateError(
-            f"{link} is tagged {SURROGATE_OF_TAG}={back!r}, not {ensemble_uri}: the link is "
-            "inconsistent; explain the ensemble version again"
-        )
-    return surrogate
-
-
 @dataclass
 class GateOutcome:
     """Outcome of :func:`gate_model_version`.
@@ -182,6 +160,10 @@ class GateOutcome:
         The policy's label, ``<name> v<digest8>``.
     time : str
         ISO 8601 UTC time of the evaluation.
+    drift : dict or None
+        The drift gates' figures against the version holding the policy's
+        ``drift_against`` alias (:func:`flavors.diff.drift_results`); None when nothing
+        was compared.
     """
 
     ensemble_uri: str
@@ -191,6 +173,7 @@ class GateOutcome:
     experiment_id: str
     policy: str
     time: str
+    drift: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +192,7 @@ def _gate_report(evaluation, policy, checked, version, surrogate, now) -> dict:
         surrogate_uri=version_uri(surrogate),
         policy_name=policy.name,
         policy_label=policy.label,
-        policy_source=policy.source,
+        policy_source=file_name(policy.source),
         evidence={
             "source": f"{EVIDENCE_FILE} inside {version_uri(surrogate)} (digest-verified)",
             "ensemble": evidence.get("ensemble"),
@@ -224,10 +207,19 @@ def _gate_report(evaluation, policy, checked, version, surrogate, now) -> dict:
 
 
 def evaluate_and_record(
-    client: MlflowClient, model_uri: str, policy: Policy, data=None, target=None
+    client: MlflowClient,
+    model_uri: str,
+    policy: Policy,
+    data=None,
+    target=None,
+    decide_drift=None,
 ) -> _Gated:
     """Check the evidence, evaluate the policy (with ``data``, the fidelity recomputed:
-    :mod:`flavors.recompute`), log the gate run, tag the version."""
+    :mod:`flavors.recompute`), log the gate run, tag the version.
+
+    ``decide_drift(version, checked) -> (results, figures)``, when given, decides the drift
+    gates instead of :func:`flavors.diff.drift_results` on ``data`` (``promote`` without
+    data: :func:`flavors.recorded_drift.recorded_drift`)."""
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
     ensemble_uri, surrogate_uri = version_uri(version), version_uri(surrogate)
@@ -237,8 +229,15 @@ def evaluate_and_record(
         if data is not None:
             recomputed = recompute_fidelity(version, checked, data, target)
             evaluation = with_result(evaluation, recomputed)
+        if decide_drift is None:
+            drift_gates, drift = drift_results(client, version, checked, policy, data)
+        else:
+            drift_gates, drift = decide_drift(version, checked)
+        for drift_gate in drift_gates:
+            evaluation = with_result(evaluation, drift_gate)
     except SignatureError as error:  # unsigned, untrusted or altered: every gate fails
         checked, evaluation = refused_evaluation(policy, error)
+        drift = None
     result = "PASS" if evaluation.all_passed else "FAIL"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -250,7 +249,7 @@ def evaluate_and_record(
             RESULT_RUN_TAG: result,
             POLICY_RUN_TAG: policy.label,
             "governance.policy_digest": evaluation.policy_digest,
-            "governance.policy_source": policy.source,
+            "governance.policy_source": file_name(policy.source),
             EVIDENCE_DIGEST_TAG: checked.digest,
             "governance.ensemble_uri": ensemble_uri,
             "governance.surrogate_uri": surrogate_uri,
@@ -266,21 +265,27 @@ def evaluate_and_record(
             client.log_inputs(run_id, models=models)
         for name, threshold in policy.gates.items():
             client.log_param(run_id, f"gate.{name}", threshold)
+        logged = set()
         for r in evaluation.results:
             if isinstance(r.value, (int, float)) and not isinstance(r.value, bool):
                 client.log_metric(run_id, r.metric, float(r.value))
+                logged.add(r.metric)
+        log_drift(client, run_id, drift, logged)
         client.log_metric(run_id, "gates_passed", float(evaluation.all_passed))
         client.log_dict(
             run_id,
-            _gate_report(evaluation, policy, checked, version, surrogate, now),
+            _gate_report(evaluation, policy, checked, version, surrogate, now) | {"drift": drift},
             "gate_report.json",
         )
-        header = (
-            f"Ensemble `{ensemble_uri}`, surrogate `{surrogate_uri}`, policy "
-            f"`{policy.label}` (`{policy.source}`), evaluated {now} on the evidence stored "
-            f"in the surrogate.\n\n"
+        markdown = gate_markdown(
+            evaluation,
+            ensemble_uri=ensemble_uri,
+            surrogate_uri=surrogate_uri,
+            policy=policy.label,
+            source=file_name(policy.source),
+            time=now,
         )
-        client.log_text(run_id, header + evaluation.to_markdown(), "gate_report.md")
+        client.log_text(run_id, markdown, "gate_report.md")
     except Exception:
         client.set_terminated(run_id, "FAILED")
         raise
@@ -295,6 +300,7 @@ def evaluate_and_record(
         experiment_id=experiment,
         policy=policy.label,
         time=now,
+        drift=drift,
     )
     return _Gated(outcome, version, surrogate, checked)
 
@@ -356,6 +362,7 @@ def gate_model_version(
         policy,
         decided_by(policy.keys, key),
         result="PASS" if evaluation.all_passed else "FAIL",
+        **({"drift": gated.outcome.drift} if gated.outcome.drift else {}),
     )
     log_record(client, gated.outcome.run_id, record, key)
     _describe(client, gated)

@@ -255,14 +255,15 @@ def read_data(path, target: str | None) -> pd.DataFrame:
     return frame
 
 
-def dataset(frame: pd.DataFrame, source, target: str | None):
-    """The MLflow dataset of a data file (named after the file, with its digest)."""
+def dataset(frame: pd.DataFrame, source, target: str | None, name: str | None = None):
+    """The MLflow dataset of a data file: named after the file (or ``name``), with its
+    digest; its source is the file's name, never a local folder."""
     with warnings.catch_warnings():  # source-type ambiguity and integer-column hints
         warnings.simplefilter("ignore", UserWarning)
         return mlflow.data.from_pandas(
             frame,
-            source=str(Path(source).resolve()),
-            name=Path(source).stem,
+            source=Path(source).name,
+            name=name or Path(source).stem,
             targets=target or None,
         )
 

@@ -9,12 +9,19 @@ the other records nothing and raises :class:`ConcurrentPromotionError` (exit cod
 A policy's ``[approvals]`` makes the gates necessary but not sufficient: the alias also
 needs that many distinct approver keys whose latest signed decision on the current
 evidence is an approval (one rejection blocks).
+
+A policy's drift gates are decided as ``gate`` decides them
+(:func:`flavors.diff.drift_results`), on the rows of ``data``; without data, a policy with
+``min_cross_fidelity`` is decided on the figures a signed gate record holds
+(:func:`flavors.recorded_drift.recorded_drift`). The figures go into the promotion's own
+signed record (``drift``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
@@ -39,6 +46,7 @@ from miret_governance.flavors.descriptions import describe_versions
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gate_evidence import checked_evidence
 from miret_governance.flavors.gating import GateOutcome, evaluate_and_record, linked_surrogate
+from miret_governance.flavors.recorded_drift import recorded_drift
 from miret_governance.flavors.registry import (
     ENSEMBLE_URI_TAG,
     EVIDENCE_DIGEST_TAG,
@@ -47,7 +55,7 @@ from miret_governance.flavors.registry import (
     resolve_model_version,
     version_uri,
 )
-from miret_governance.governance.gates import Policy
+from miret_governance.governance.policy import Policy
 from miret_governance.governance.signing import SigningKey
 
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -122,6 +130,7 @@ def promote_model_version(
     client: MlflowClient | None = None,
     signing_key: SigningKey | None = None,
     expected_holder: str | None = None,
+    data=None,
 ) -> PromotionOutcome:
     """Run the gates and the approvals, and set ``alias`` on the version only when all
     of them pass, unless the alias moved since the promotion started.
@@ -145,6 +154,11 @@ def promote_model_version(
     expected_holder : str, optional
         The version the caller expects to hold the alias (``"none"``: no version);
         default: the one holding it when the call starts.
+    data : str or path, optional
+        Rows the gates measure on, as ``govern gate --data``: the surrogate's fidelity
+        recomputed and the drift gates' cross-fidelity. Without it, a policy's
+        ``min_cross_fidelity`` is decided on
+        :func:`flavors.recorded_drift.recorded_drift`.
 
     Raises
     ------
@@ -152,7 +166,8 @@ def promote_model_version(
         Another promotion to the alias holds its lock, or the alias is not on
         ``expected_holder`` (nothing recorded).
     DecisionError, governance.signing.SignatureError
-        No signing key, or one the policy does not trust for ``decide`` (nothing
+        No signing key, or one the policy does not trust for ``decide``; or, without
+        ``data``, no recorded cross-fidelity for ``min_cross_fidelity`` (nothing
         recorded).
     GateError
         An alias MLflow would reject (nothing recorded).
@@ -170,7 +185,10 @@ def promote_model_version(
         holder = _alias_version(client, name, alias)
         if holder != expected:
             raise ConcurrentPromotionError(_moved(client, name, alias, expected, holder))
-        gated = evaluate_and_record(client, uri, policy)
+        recorded = None
+        if data is None and "min_cross_fidelity" in policy.gates:
+            recorded = partial(recorded_drift, client, policy)
+        gated = evaluate_and_record(client, uri, policy, data, decide_drift=recorded)
         outcome, checked = gated.outcome, gated.checked
         passed = outcome.evaluation.all_passed
         reason = "every gate passed"
@@ -201,6 +219,7 @@ def promote_model_version(
                 {"run_id": d.run_id, "decision": d.record.get("decision")} | d.signer.to_json()
                 for d in counted
             ],
+            **({"drift": outcome.drift} if outcome.drift else {}),
         )
         log_record(client, outcome.run_id, record, key)
         if passed:

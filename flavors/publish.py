@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
-import numpy as np
 
+from miret_governance.flavors import context as run_context
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.flavors.request import HYPERPARAMETERS, ExplainRequest
 from miret_governance.flavors.search import SearchSummary, search_context
-from miret_governance.flavors.stages import Validation, ViteArtifacts, tree_scaler
+from miret_governance.flavors.stages import Validation, ViteArtifacts
 from miret_governance.governance.environment import environment
-from miret_governance.governance.metrics import peak_memory_bytes
+from miret_governance.governance.metrics import measured_on_test_rows, peak_memory_bytes
 
 REPORT_PARAMETERS = (
     *HYPERPARAMETERS,
@@ -41,11 +41,12 @@ FIGURE_CAPTIONS = {
 
 
 def log_model_metrics(metrics: dict, model_id: str, datasets: dict) -> None:
-    """Log ``metrics`` on the run and the logged model ``model_id``: ``test_*`` metrics
-    linked to the ``testing`` data set (the ``training`` one for a holdout split), the
-    others to the ``training`` data set."""
+    """Log ``metrics`` on the run and the logged model ``model_id``: those measured on
+    the test rows (:func:`governance.metrics.measured_on_test_rows`) linked to the
+    ``testing`` data set (the test file, or the holdout's rows:
+    :func:`flavors.context.record_holdout`), the others to the ``training`` data set."""
     testing = datasets.get("testing", datasets["training"])
-    tested = {k: v for k, v in metrics.items() if k.startswith("test_")}
+    tested = {k: v for k, v in metrics.items() if measured_on_test_rows(k)}
     trained = {k: v for k, v in metrics.items() if k not in tested}
     for values, data in ((trained, datasets["training"]), (tested, testing)):
         if values:
@@ -60,10 +61,6 @@ class Evidence:
     ----------
     validation : Validation
     vite : ViteArtifacts
-    X_train : ndarray
-        Training samples in normalized units.
-    labels : ndarray or None
-        Ground-truth training labels (None: the ensemble's predictions stand in).
     n_train, n_test : int
     metrics : dict
     rules : str
@@ -73,18 +70,20 @@ class Evidence:
     input_range : dict
         Feature -> ``[min, max]`` over the explained data (training and test rows, raw
         units): the domain ``govern validate`` checks new data against.
+    test_rows : pandas.DataFrame or None
+        The test rows (raw units; index: their row numbers in the data file): the
+        report's example rows and disagreements (:func:`holdout_applicants`).
     """
 
     validation: Validation
     vite: ViteArtifacts
-    X_train: np.ndarray
-    labels: np.ndarray | None
     n_train: int
     n_test: int
     metrics: dict
     rules: str
     search: SearchSummary | None = None
     input_range: dict | None = None
+    test_rows: object = None
 
     def params(self, request: ExplainRequest) -> dict:
         """The request's run parameters with the sizes of the training and test sets (and
@@ -113,26 +112,18 @@ def write_report(
     dict
         Artifact name -> path, for :func:`log_surrogate`.
     """
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.report.html import ReportContext, describe_stop
+    from miret_governance.governance.report.html import ReportContext
     from miret_governance.governance.report.html import write_report as render
     from miret_governance.governance.report.tree_figure import save_tree_figure
+    from miret_governance.governance.report.wording import describe_stop
 
     tree, solve, validation = (
         surrogate.tree_,
         surrogate.solve_report_.to_dict(),
         evidence.validation,
     )
-    label_source = "ground truth" if evidence.labels is not None else "ensemble"
-    labels = evidence.labels
-    if labels is None:
-        labels = ensemble.predict(evidence.X_train)
-    to_tree = tree_scaler(ensemble, surrogate)
-    X_tree = evidence.X_train if to_tree is None else to_tree.transform(evidence.X_train)
-    display = display_tree(
-        tree, X_tree, labels, scaler=surrogate.input_scaler_, class_names=request.class_names
-    )
-    save_tree_figure(display, out / "figures", label_source)
+    display = surrogate.display(request.class_names)  # purity by the ensemble's labels
+    save_tree_figure(display, out / "figures")
     provenance = {
         "ensemble_uri": request.ensemble_uri,
         "ensemble_source": request.ensemble_source,
@@ -144,7 +135,7 @@ def write_report(
         "time_limit_s": request.fit.time_limit,
         "seed": request.seed,
         "mlflow_run_id": run_id,
-        "tracking_uri": mlflow.get_tracking_uri(),
+        "tracking_uri": run_context.portable_uri(mlflow.get_tracking_uri()),
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
     if request.trust_pickle:
@@ -154,6 +145,10 @@ def write_report(
         "figures": out / "figures",
         **{path.name: path for path in validation.paths},
     }
+    applicants = holdout_applicants(request, ensemble, surrogate, evidence.test_rows)
+    if applicants is not None:
+        artifacts["disagreements.csv"] = out / "disagreements.csv"
+        applicants.disagreement_table().to_csv(artifacts["disagreements.csv"], index=False)
     params = evidence.params(request)
     context = ReportContext(
         title=request.ensemble_uri,
@@ -166,7 +161,7 @@ def write_report(
         parameters={k: params[k] for k in REPORT_PARAMETERS},
         provenance=provenance,
         validation={"status": validation.status, "summary": validation.summary},
-        label_source=label_source,
+        solve=solve,
         figures={
             FIGURE_CAPTIONS.get(p.stem, p.stem.replace("_", " ")): p
             for p in sorted(evidence.vite.figures)
@@ -174,6 +169,8 @@ def write_report(
         },
         tree_svg=out / "figures" / "surrogate_tree.svg",
         search=search_context(evidence.search),
+        applicants=applicants,
+        applicants_source=Path(request.test_data or request.data).name,
         threshold_ranges=evidence.vite.ranges,
         artifacts=sorted(
             [
@@ -187,6 +184,24 @@ def write_report(
     )
     html, card = render(context, out)
     return {**artifacts, "report.html": html, "model_card.md": card}
+
+
+def holdout_applicants(request: ExplainRequest, ensemble, surrogate, test_rows):
+    """The example rows and every disagreement of the test rows
+    (:func:`governance.miret.paths.applicants`, with the request's class names); None
+    without test rows."""
+    from miret_governance.governance.miret.paths import applicants
+
+    if test_rows is None or not len(test_rows):
+        return None
+    labels = ensemble.predict(ensemble.transform(test_rows))
+    return applicants(
+        surrogate.tree_,
+        test_rows,
+        labels,
+        scaler=surrogate.input_scaler_,
+        class_names=request.class_names,
+    )
 
 
 def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> dict:
@@ -245,7 +260,7 @@ def log_surrogate(
     params = evidence.params(request)
     info = miret_flavor.log_model(
         surrogate,
-        name="surrogate",
+        name=run_context.logged_model_name(request.ensemble_name, request.ensemble_version),
         artifacts=artifacts,
         input_example=input_example,
         evidence=evidence_record(request, surrogate, evidence),
@@ -257,7 +272,14 @@ def log_surrogate(
             "solve": {k: v for k, v in solve.items() if isinstance(v, (str, int, float))},
         },
         params={k: str(v) for k, v in params.items()},
-        tags={VALIDATION_TAG: status, SURROGATE_OF_TAG: request.ensemble_uri},
+        tags={
+            VALIDATION_TAG: status,
+            SURROGATE_OF_TAG: request.ensemble_uri,
+            run_context.DESCRIPTION_TAG: run_context.model_description(
+                request, evidence, solve, ensemble.n_features
+            ),
+            **run_context.source_tags(),
+        },
         signing_key=signing_key,
     )
     mlflow.log_param(EVIDENCE_PARAM, info.flavors[miret_flavor.FLAVOR_NAME]["evidence_digest"])

@@ -304,8 +304,9 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
     -------
     dict
         ``uri``, ``rules`` (raw units), ``metrics`` (of the logged model), ``tags``
-        (of the model version), ``solve`` (from the model's metadata), ``model_id``,
-        ``signer`` (``governance.signing.Signer``).
+        (of the model version), ``solve`` (from the model's metadata), ``parameters``
+        (the explain run's, from the evidence), ``model_id``, ``signer``
+        (``governance.signing.Signer``).
     """
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
@@ -331,6 +332,7 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         "metrics": metrics,
         "tags": dict(version.tags),
         "solve": (mlmodel.metadata or {}).get("solve", {}),
+        "parameters": parameters,
         "model_id": model_id or "",
         "signer": verified.signer,
     }

@@ -282,7 +282,7 @@ class ExplainRequest:
     ensemble_model_id : str
         The ensemble's LoggedModel id ("" when the registry has none).
     data, test_data : str
-        Absolute paths of the data files (``test_data`` "" for a holdout split).
+        The data files' names, never their folders (``test_data`` "" for a holdout split).
     data_digest, test_data_digest : str
         MLflow dataset digests ("" when there is no test file).
     target : str

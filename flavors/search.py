@@ -18,6 +18,7 @@ from pathlib import Path
 import mlflow
 from mlflow.entities import Metric
 
+from miret_governance.flavors.context import candidate_description, source_tags
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.stages import log_params, notify, solve_progress
 
@@ -114,19 +115,28 @@ def log_search(search, out: Path) -> SearchSummary:
     results = search.cv_results_
     client = mlflow.MlflowClient()
     chosen_run_id = ""
+    total = len(results["params"])
+    experiment_id = mlflow.active_run().info.experiment_id  # the parent's, not the default
     for index, params in enumerate(results["params"]):
         chosen = index == search.best_index_
         name = f"candidate {index + 1}: {candidate_label(params)}"
-        with mlflow.start_run(run_name=name, nested=True) as child:
+        values = {
+            "mean_validation_fidelity": results["mean_test_fidelity"][index],
+            "std_validation_fidelity": results["std_test_fidelity"][index],
+            "mean_n_features": results["mean_test_n_features"][index],
+            "std_n_features": results["std_test_n_features"][index],
+            "mean_fit_time_s": results["mean_fit_time"][index],
+            "time_limit_hit_share": results["mean_test_time_limit_hit"][index],
+        }
+        description = candidate_description(index + 1, total, params, values, search.cv)
+        with mlflow.start_run(
+            experiment_id=experiment_id,
+            run_name=name,
+            nested=True,
+            tags=source_tags(),
+            description=description,
+        ) as child:
             mlflow.log_params(params)
-            values = {
-                "mean_validation_fidelity": results["mean_test_fidelity"][index],
-                "std_validation_fidelity": results["std_test_fidelity"][index],
-                "mean_n_features": results["mean_test_n_features"][index],
-                "std_n_features": results["std_test_n_features"][index],
-                "mean_fit_time_s": results["mean_fit_time"][index],
-                "time_limit_hit_share": results["mean_test_time_limit_hit"][index],
-            }
             run_id = child.info.run_id
             client.log_batch(
                 run_id,

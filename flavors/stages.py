@@ -415,14 +415,17 @@ def evaluate(ensemble, surrogate, X_train, X_test, data) -> dict:
 
 def baseline_metrics(surrogate, data) -> dict:
     """Fidelity and feature count of the depth-D CART tree a user would fit instead
-    (on the same ensemble labels), next to the surrogate's; its cross-validated fidelity
-    is the floor of the fidelity guarantee."""
+    (on the same ensemble labels), next to the surrogate's, and the cross-validated
+    fidelity of both (``cv_fidelity``: of the candidate the fit returned,
+    :mod:`governance.miret.selection`; left out when the fit made no folds)."""
     solve = surrogate.solve_report_
     metrics = {
         "baseline_cart_train_fidelity": float(solve.baseline_cart_train_fidelity),
         "baseline_cart_cv_fidelity": float(solve.baseline_cart_cv_fidelity),
         "baseline_cart_n_features": float(solve.baseline_cart_n_features),
     }
+    if solve.chosen in solve.cv_fidelity:
+        metrics["cv_fidelity"] = float(solve.cv_fidelity[solve.chosen])
     if len(data.test):
         metrics["baseline_cart_test_fidelity"] = surrogate.baseline_fidelity(data.test)
     return metrics

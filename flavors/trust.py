@@ -4,7 +4,7 @@
 ``evidence.json``, ``surrogate.json``, the report, ``vite/``, ``figures/``: every file but
 :data:`governance.signing.UNSIGNED_FILES`) for the purpose ``explain``; every reader
 verifies it (:func:`verify_model_signature`) before it reads anything else. Trust comes
-from a policy's ``[keys.<name>]`` tables: a :class:`governance.gates.Policy`, a policy
+from a policy's ``[keys.<name>]`` tables: a :class:`governance.policy.Policy`, a policy
 file, or the file the environment variable :data:`POLICY_ENV` names
 (:func:`trusted_keys`).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from miret_governance.governance.gates import Policy, load_policy
+from miret_governance.governance.policy import Policy, load_policy
 from miret_governance.governance.signing import (
     SIGNATURE_FILE,
     UNSIGNED_FILES,
@@ -49,7 +49,7 @@ def trusted_keys(policy=None) -> TrustedKeys:
     ------
     SignatureError
         No policy given and :data:`POLICY_ENV` unset.
-    governance.gates.PolicyError
+    governance.policy.PolicyError
         The policy file cannot be read.
     """
     if isinstance(policy, TrustedKeys):

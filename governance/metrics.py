@@ -24,6 +24,7 @@ DETAIL_METRICS = (
     "test_fidelity_ci_low",
     "test_fidelity_ci_high",
     "n_test_rows",
+    "cv_fidelity",
     "baseline_cart_train_fidelity",
     "baseline_cart_cv_fidelity",
     "baseline_cart_n_features",
@@ -85,6 +86,47 @@ def wilson_interval(agreeing: int, rows: int, z: float = Z_95) -> tuple[float, f
     half = z / (1 + z * z / rows) * np.sqrt(share * (1 - share) / rows + z * z / (4 * rows**2))
     low = 0.0 if agreeing == 0 else max(0.0, float(center - half))
     return low, 1.0 if agreeing == rows else min(1.0, float(center + half))
+
+
+def fidelity_with_interval(metrics) -> str:
+    """Test fidelity for people, with its 95% Wilson interval and the rows it rests on.
+
+    Percentages are rounded to one decimal (the raw values stay in the metrics).
+
+    Parameters
+    ----------
+    metrics : mapping
+        Metrics of :func:`surrogate_metrics` (``test_fidelity``, ``test_fidelity_ci_low``,
+        ``test_fidelity_ci_high``, ``n_test_rows``).
+
+    Returns
+    -------
+    str
+        ``""`` without a finite test fidelity; the bare percentage when the interval
+        is not recorded.
+
+    Examples
+    --------
+    >>> low, high = wilson_interval(84, 86)
+    >>> fidelity_with_interval(
+    ...     {"test_fidelity": 84 / 86, "test_fidelity_ci_low": low,
+    ...      "test_fidelity_ci_high": high, "n_test_rows": 86.0})
+    '97.7% (95% CI 91.9-99.4%, n=86)'
+    """
+    value = metrics.get("test_fidelity")
+    if value is None or not np.isfinite(value):
+        return ""
+    text = f"{100 * value:.1f}%"
+    if "test_fidelity_ci_low" not in metrics or "n_test_rows" not in metrics:
+        return text
+    low, high = metrics["test_fidelity_ci_low"], metrics["test_fidelity_ci_high"]
+    return f"{text} (95% CI {100 * low:.1f}-{100 * high:.1f}%, n={int(metrics['n_test_rows'])})"
+
+
+def measured_on_test_rows(name: str) -> bool:
+    """Whether metric ``name`` is computed on the test rows (``test_*``,
+    ``baseline_cart_test_fidelity``, ``n_test_rows``), not on the training rows."""
+    return "test" in name.replace(".", "_").split("_")
 
 
 def fidelity(ensemble_labels, surrogate_labels) -> float:

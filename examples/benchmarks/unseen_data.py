@@ -51,8 +51,10 @@ def main() -> None:
     for name in TASKS:
         frame = task_frame(name)
         frame.to_csv(OUT / f"{name}.csv", index=False)
-        print(f"{name}: {frame.shape[0]} rows, {frame.shape[1] - 1} features, "
-              f"{frame['label'].mean():.2f} positive")
+        print(
+            f"{name}: {frame.shape[0]} rows, {frame.shape[1] - 1} features, "
+            f"{frame['label'].mean():.2f} positive"
+        )
 
 
 if __name__ == "__main__":

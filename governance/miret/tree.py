@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from miret_governance.governance.arrays import feature_matrix, read_only_array
-from miret_governance.governance.miret.display import complete_rules, rule_table
 from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign
+from miret_governance.governance.miret.tree_rules import complete_rules, rule_table
 
 FORMAT = "miret-surrogate-tree"
 FORMAT_VERSION = 1
@@ -193,11 +193,11 @@ class SurrogateTree:
 
     # ------------------------------------------------------------------ rules
     def rule_table(self, feature_names=None, scaler=None) -> list:
-        """Every branch node's split as records: :func:`governance.miret.display.rule_table`."""
+        """Every branch node's split as records: :func:`governance.miret.tree_rules.rule_table`."""
         return rule_table(self, feature_names, scaler)
 
     def rules(self, feature_names=None, scaler=None) -> str:
-        """Rules of the complete tree: :func:`governance.miret.display.complete_rules`."""
+        """Rules of the complete tree: :func:`governance.miret.tree_rules.complete_rules`."""
         return complete_rules(self, feature_names, scaler)
 
     # ------------------------------------------------------------------ JSON

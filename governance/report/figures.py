@@ -4,8 +4,12 @@
   where a feature is used more, annotated in percent (paper, Figure "heatmap").
 - :func:`plot_vite_tree`: the representative tree of depth ``D``; each branch position
   shows the node frequency of the features used there, each with the range ``[l, u]``
-  of its split thresholds (one value when ``l == u``). Leaves are omitted.
+  of its split thresholds (one value when ``l == u``). Leaves are omitted. The tree is
+  folded into rows of at most two nodes, so its text stays legible on a narrow page.
 - :func:`save_vite_figures`: both figures as PNG and SVG for an ensemble.
+
+Colour scales run from 0 to the data's maximum (a labelled colour bar says so), so the
+most used feature is the darkest cell, however small its share.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
 from miret_governance.governance import vite
 
@@ -27,10 +30,15 @@ OTHER = "other"
 MAX_LEVELS = 4
 """Levels of the representative tree drawn by default (8 nodes on the last one)."""
 
+NODE_FONT = 9
+"""Point size of the representative tree's text: 12 px at the figure's own size."""
+
 _NAME_CHARS = 26
-_ROW_IN = 0.26  # height of one heatmap row, inches
-_CELL_IN = 0.45  # width of a node's heatmap column, inches
-_CHAR_IN = 0.064  # mean width of one 8-point character, inches
+_ROW_IN = 0.25  # height of one heatmap row, inches
+_CELL_IN = 0.42  # width of a node's heatmap column, inches
+_TITLE_IN = 0.42  # a node's two-line title, inches
+_PANEL_GAP_IN = 0.35  # between the two children on a row, inches
+_BAR_IN = 0.8  # the colour bar and its label, inches
 
 
 def format_percent(value: float) -> str:
@@ -68,6 +76,7 @@ def format_interval(low: float, high: float) -> str:
 
 
 def _text_color(value: float) -> str:
+    """Text colour on a cell whose colour is at ``value`` of the scale (0 to 1)."""
     return "white" if value > 0.55 else "black"
 
 
@@ -92,7 +101,8 @@ def plot_level_frequency(frequency: pd.DataFrame, ax=None, title=None) -> Figure
         fig = Figure(figsize=(0.6 + 0.075 * longest + 0.5 * n_levels, 1.9 + 0.24 * n_features))
         ax = fig.add_subplot()
     values = frequency.to_numpy(dtype=float)
-    image = ax.imshow(values, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto")
+    vmax = float(values.max(initial=0.0)) or 1.0  # the scale ends at the data's maximum
+    image = ax.imshow(values, cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto")
     for (row, col), value in np.ndenumerate(values):
         ax.text(
             col,
@@ -101,7 +111,7 @@ def plot_level_frequency(frequency: pd.DataFrame, ax=None, title=None) -> Figure
             ha="center",
             va="center",
             fontsize=9,
-            color=_text_color(value),
+            color=_text_color(value / vmax),
         )
     ax.set_xticks(range(n_levels), [f"level {d}" for d in frequency.columns], fontsize=9)
     ax.set_yticks(range(n_features), [_short(str(n)) for n in frequency.index], fontsize=9)
@@ -121,7 +131,7 @@ def plot_level_frequency(frequency: pd.DataFrame, ax=None, title=None) -> Figure
         fraction=0.6 / ax.figure.get_figheight(),
         pad=0.02,
         aspect=30,
-        label="share of splits",
+        label=f"share of the level's splits (darkest: {format_percent(vmax)}, the largest)",
         format=lambda v, _: f"{100 * v:.0f}%",
     )
     return ax.figure
@@ -149,6 +159,12 @@ def plot_vite_tree(
 ) -> Figure:
     """Representative tree with a node-frequency heatmap at every branch position.
 
+    The tree is folded to stay legible on a narrow page: the root on the first row,
+    then each node's two children side by side on a row of their own (left child, the
+    ``<=`` side, on the left), in breadth-first order. Text is 9 points; names are cut
+    to 26 characters, so two nodes fit in about 7.5 inches (720 px) and the text keeps
+    about 11 px in the MLflow artifact viewer's 870 px.
+
     Parameters
     ----------
     frequency : DataFrame
@@ -162,8 +178,8 @@ def plot_vite_tree(
         Most rows per node; when more features are used, the least used are summed
         into one "other" row.
     max_levels : int
-        Levels drawn from the root; deeper branch nodes are left out (the figure
-        doubles in width with every level) and the title says so.
+        Levels drawn from the root; deeper branch nodes are left out and the title
+        says so.
     title : str, optional
 
     Returns
@@ -186,12 +202,15 @@ def plot_vite_tree(
         intervals[position][row.feature] = format_interval(getattr(row, low), getattr(row, high))
         splits[position] += int(row.count)
     rows = [_node_rows(frequency.iloc[t], intervals[t], max_rows) for t in range(n_positions)]
-    tallest = max(max((len(r) for r in rows), default=1), 1)
-    longest = max((len(label) for node in rows for label, _ in node), default=20)
-    panel_in = _CELL_IN + 0.1 + longest * _CHAR_IN  # a node: heatmap column and labels
-    level_in = tallest * _ROW_IN + 1.0
-    width_in = (panel_in + 0.5) * 2 ** max(depth - 1, 0)
-    height_in = depth * level_in + 0.9
+    # The root, then each splitting node's two children on a row of their own.
+    lines = [[0]] + [[2 * p + 1, 2 * p + 2] for p in range(n_positions // 2) if splits[p]]
+    labels = [label for node in rows for label, _ in node] or ["no split"]
+    label_in = max(w for w, _ in text_size(labels, NODE_FONT))
+    panel_in = _CELL_IN + 0.1 + label_in
+    width_in = max(4.5, 2 * panel_in + _PANEL_GAP_IN)
+    heights = [_TITLE_IN + max(len(rows[t]) for t in line) * _ROW_IN + 0.3 for line in lines]
+    top_in = 0.95
+    height_in = top_in + sum(heights) + _BAR_IN
     fig = Figure(figsize=(width_in, height_in))
     units = "raw input units" if raw else "the ensemble's input units"
     trees = f", {n_trees} trees" if n_trees is not None else ""
@@ -199,48 +218,46 @@ def plot_vite_tree(
     fig.suptitle(
         title
         or f"VITE representative tree (depth {full_depth}{trees}{shown})\n"
-        f"share of the trees' splits on each feature at each node; "
-        f"split thresholds [l, u] in {units}",
-        fontsize=10,
-        y=1 - 0.2 / height_in,
+        "share of the trees' splits on each feature at each node; thresholds [l, u]\n"
+        f"in {units}; a node's left child (<= threshold) is drawn left",
+        fontsize=NODE_FONT + 0.5,
+        y=1 - 0.1 / height_in,
         va="top",
     )
-    anchors = {}
-    for t in range(n_positions):
-        level = int(np.log2(t + 1))
-        if t and not splits[(t - 1) // 2]:
-            continue  # the parent never splits: nothing reaches this position
-        center = (t - (2**level - 1) + 0.5) / 2**level
-        cell_left = center - panel_in / 2 / width_in
-        top = 1 - (0.9 + level * level_in + 0.35) / height_in
-        n_rows = max(len(rows[t]), 1)
-        ax = fig.add_axes(
-            (
-                cell_left,
-                top - n_rows * _ROW_IN / height_in,
-                _CELL_IN / width_in,
-                n_rows * _ROW_IN / height_in,
-            )
-        )
-        anchors[t] = (cell_left + _CELL_IN / 2 / width_in, top, top - n_rows * _ROW_IN / height_in)
-        _draw_node(ax, t, rows[t], splits[t], n_trees)
-        if t:
-            parent = anchors[(t - 1) // 2]
-            fig.add_artist(
-                Line2D(
-                    [parent[0], anchors[t][0]],
-                    [parent[2] - 0.02 / height_in, top + 0.28 / height_in],
-                    color="0.6",
-                    linewidth=1,
-                    transform=fig.transFigure,
+    shares = [v for node in rows for label, v in node if not label.startswith(OTHER)]
+    vmax = max(shares, default=1.0) or 1.0
+    y = height_in - top_in
+    for line, line_in in zip(lines, heights, strict=True):
+        for k, t in enumerate(line):
+            n_rows = max(len(rows[t]), 1)
+            left = (width_in - panel_in) / 2 if len(line) == 1 else k * (panel_in + _PANEL_GAP_IN)
+            left += (width_in - 2 * panel_in - _PANEL_GAP_IN) / 2 if len(line) == 2 else 0
+            bottom = y - _TITLE_IN - n_rows * _ROW_IN
+            ax = fig.add_axes(
+                (
+                    left / width_in,
+                    bottom / height_in,
+                    _CELL_IN / width_in,
+                    n_rows * _ROW_IN / height_in,
                 )
             )
+            _draw_node(ax, t, rows[t], splits[t], n_trees, vmax)
+        y -= line_in
+    bar = fig.add_axes((0.25, 0.35 / height_in, 0.5, 0.12 / height_in))
+    _colour_bar(fig, bar, vmax, "share of the node's splits (grey: several features)")
     return fig
 
 
-def _draw_node(ax, position: int, rows: list, n_splits: int, n_trees: int | None):
+def _draw_node(ax, position: int, rows: list, n_splits: int, n_trees, vmax: float):
     trees = f" of {n_trees}" if n_trees is not None else ""
-    ax.set_title(f"node {position}: {n_splits}{trees} trees split", fontsize=8, loc="left", pad=3)
+    parent = (position - 1) // 2
+    where = "root" if position == 0 else (f"{'<=' if position % 2 else '>'} side of node {parent}")
+    ax.set_title(
+        f"node {position}: {where}\n{n_splits}{trees} trees split here",
+        fontsize=NODE_FONT,
+        loc="left",
+        pad=4,
+    )
     ax.set_xticks([])
     if not rows:
         ax.set_yticks([])
@@ -248,7 +265,7 @@ def _draw_node(ax, position: int, rows: list, n_splits: int, n_trees: int | None
             0.5,
             0.5,
             "no split (a leaf in every tree)",
-            fontsize=8,
+            fontsize=NODE_FONT,
             va="center",
             ha="left",
             transform=ax.transAxes,
@@ -260,13 +277,44 @@ def _draw_node(ax, position: int, rows: list, n_splits: int, n_trees: int | None
         [[np.nan if folded and i == len(rows) - 1 else value] for i, (_, value) in enumerate(rows)]
     )
     cmap = colormaps[CMAP].with_extremes(bad="0.88")
-    ax.imshow(values, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+    ax.imshow(values, cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
     for i, (_, value) in enumerate(rows):
-        color = "black" if np.isnan(values[i, 0]) else _text_color(value)
-        ax.text(0, i, format_percent(value), ha="center", va="center", fontsize=8, color=color)
+        color = "black" if np.isnan(values[i, 0]) else _text_color(value / vmax)
+        ax.text(
+            0, i, format_percent(value), ha="center", va="center", fontsize=NODE_FONT, color=color
+        )
     ax.yaxis.tick_right()
-    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=NODE_FONT)
     ax.tick_params(length=0, pad=3)
+
+
+def _colour_bar(fig, ax, vmax: float, label: str) -> None:
+    """A horizontal colour bar in ``ax`` from 0 to ``vmax`` (the data's maximum)."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    bar = fig.colorbar(
+        ScalarMappable(Normalize(0.0, vmax), CMAP),
+        cax=ax,
+        orientation="horizontal",
+        format=lambda v, _: f"{100 * v:.0f}%",
+    )
+    bar.set_label(label, fontsize=NODE_FONT)
+    bar.ax.tick_params(labelsize=NODE_FONT)
+
+
+def text_size(texts: list, fontsize: float, weight: str = "normal") -> list:
+    """(width, height) in inches of each text as matplotlib draws it (never mathtext)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = Figure(dpi=72)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    sizes = []
+    for text in texts:
+        artist = fig.text(0, 0, text, fontsize=fontsize, weight=weight, parse_math=False)
+        box = artist.get_window_extent(renderer)
+        sizes.append((box.width / 72, box.height / 72))
+    return sizes
 
 
 def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]:

@@ -15,8 +15,11 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from miret_governance.governance.metrics import fidelity_with_interval
+from miret_governance.governance.miret.conditions import glued
 from miret_governance.governance.miret.display import leaf_rules
 from miret_governance.governance.report.figures import MAX_ROWS, OTHER, format_interval
+from miret_governance.governance.report.wording import CHOSEN, glossary, solver_outcome
 
 METRIC_ROWS = (
     ("Fidelity to the ensemble", "fidelity"),
@@ -36,9 +39,6 @@ SOLVER_ROWS = (
     ("Solve time (s)", "solver.time_s"),
     ("Proved optimal", "solver.optimal"),
 )
-SHRINKING_FIGURES = {"vite_tree"}
-"""Figures drawn as wide as the page allows, however small their text gets: the page
-lists their numbers node by node (:func:`vite_nodes`)."""
 _SHOWN_AS = {
     "solver.gap": lambda v: f"{100 * v:.2f}%",
     "solver.optimal": lambda v: "yes" if v == 1 else "no",
@@ -66,8 +66,8 @@ class ReportContext:
         Ensemble URI, data digest, solver and version, time, run id, ...
     validation : dict
         ``status`` ("passed"/"failed"/"not run") and ``summary`` (text).
-    label_source : str
-        Whose labels the node counts use ("ground truth" or "ensemble").
+    solve : dict
+        The solve report (``SolveReport.to_dict()``): what the fit proved, in words.
     figures : dict
         Caption -> path of an SVG file to inline.
     tree_svg : pathlib.Path or None
@@ -86,6 +86,9 @@ class ReportContext:
         A hyperparameter search, when one chose the parameters: ``rule`` (text),
         ``chosen`` (name -> value), ``n_candidates`` and ``figure`` (an SVG path of
         validation fidelity against features, the chosen point marked).
+    applicants : governance.miret.paths.Applicants or None
+        Example rows (one per leaf) and every disagreement of the holdout, each with its
+        path in raw units; ``applicants_source`` names their data file.
     """
 
     title: str
@@ -95,7 +98,7 @@ class ReportContext:
     parameters: dict
     provenance: dict
     validation: dict
-    label_source: str = "ground truth"
+    solve: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
     tree_svg: Path | None = None
     threshold_ranges: object = None
@@ -104,6 +107,8 @@ class ReportContext:
     baseline: dict = field(default_factory=dict)
     allowed_features: list = field(default_factory=list)
     search: dict = field(default_factory=dict)
+    applicants: object = None
+    applicants_source: str = ""
 
 
 def _environment() -> Environment:
@@ -117,6 +122,8 @@ def _environment() -> Environment:
     env.filters["num"] = format_number
     env.filters["md"] = markdown_text
     env.filters["pct"] = format_percent
+    env.filters["glued"] = glued
+    env.filters["fidelity"] = fidelity_with_interval
     return env
 
 
@@ -134,36 +141,6 @@ def markdown_text(value) -> str:
     text = " ".join(text.split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-
-
-STOP_WORDING = {
-    "optimal": "proved optimal",
-    "gap_limit": "reached the requested gap",
-    "stalled": "stalled",
-    "work_limit": "used its work budget",
-    "time_limit": "hit the time limit",
-}
-
-
-def describe_stop(solve: dict) -> str:
-    """Why the fit ended, for people, e.g. ``solver stopped: stalled after 6.3 s (gap
-    91%)``, from a solve report's ``to_dict()`` (or the subset a model's metadata keeps).
-    """
-    reason = solve.get("stop_reason") or solve.get("status") or "unknown"
-    seconds = solve.get("wall_time")
-    after = f" after {float(seconds):.1f} s" if seconds is not None else ""
-    if reason == "trivial":
-        text = "no solve needed: the ensemble predicts one class"
-    else:
-        gap = solve.get("gap")
-        shown = f" (gap {format_percent(gap)})" if gap is not None and reason != "optimal" else ""
-        text = f"solver stopped: {STOP_WORDING.get(reason, reason)}{after}{shown}"
-        if solve.get("time_limit_hit"):  # the only stop on seconds, not on counted work
-            cut = "" if reason == "time_limit" else "; the time limit cut the warm start short"
-            text += f"{cut}, so a re-run may give another tree"
-    if solve.get("fallback"):
-        text += f"; the CART tree replaced it ({solve['fallback']})"
-    return text
 
 
 def format_percent(value) -> str:
@@ -192,18 +169,17 @@ def format_number(value, digits: int = 4) -> str:
 _XML_PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 _SVG_WIDTH = re.compile(r'\s*<svg\b[^>]*?\swidth="([0-9.]+)pt"')
-SVG_SCALE = (0.8, 1.2)
+SVG_SCALE = (0.85, 1.2)
 """Narrowest and widest an inlined figure is drawn, relative to its own size: text never
-shrinks below 80% of its point size (a narrow page scrolls the figure sideways instead)
-nor grows beyond 120% on a wide one."""
+shrinks below 85% of its point size, 10 px for the figures' 9-point text (a narrow page
+scrolls the figure sideways instead), nor grows beyond 120% on a wide one."""
 
 
-def inline_svg(path, shrink: bool = False) -> Markup:
+def inline_svg(path) -> Markup:
     """An SVG file as markup to embed in HTML (prolog, doctype and metadata removed).
 
     A matplotlib SVG (width in points) gets a ``style`` that lets it follow the page's
-    width within :data:`SVG_SCALE` of its own size; with ``shrink`` it may get as narrow
-    as the page (for an overview whose numbers the page also gives as text).
+    width within :data:`SVG_SCALE` of its own size.
     """
     text = Path(path).read_text(encoding="utf-8")
     text = _METADATA.sub("", _XML_PROLOG.sub("", text, count=1))
@@ -213,12 +189,7 @@ def inline_svg(path, shrink: bool = False) -> Markup:
     if width:
         pixels = float(width.group(1)) * 4 / 3
         low, high = (round(pixels * scale) for scale in SVG_SCALE)
-        style = (
-            f' style="max-width:{high}px"'
-            if shrink
-            else (f' style="min-width:{low}px;max-width:{high}px"')
-        )
-        text = text.replace("<svg", f"<svg{style}", 1)
+        text = text.replace("<svg", f'<svg style="min-width:{low}px;max-width:{high}px"', 1)
     return Markup(text)
 
 
@@ -261,7 +232,26 @@ def _template_values(context: ReportContext) -> dict:
         "rule_lines": [line for line in context.rules.splitlines() if line.strip()],
         "leaf_rules": leaf_rules(context.display) if context.display is not None else [],
         "baseline_rows": _baseline_rows(context),
+        "candidates": _candidate_rows(context.solve),
+        "outcome": solver_outcome(context.solve) if context.solve else None,
+        "glossary": glossary(_sections(context)),
     }
+
+
+def _sections(context: ReportContext) -> set:
+    """The sections of :func:`governance.report.wording.glossary` the outputs show."""
+    shown = {"fidelity", "solver", "parameters"}
+    if "test_fidelity_ci_low" in context.metrics:
+        shown.add("interval")
+    if (context.display is not None and context.display.scores) or getattr(
+        context.applicants, "scores", ()
+    ):
+        shown.add("scores")
+    if context.baseline or context.allowed_features:
+        shown.add("baseline")
+    if context.threshold_ranges is not None or context.figures:
+        shown.add("vite")
+    return shown
 
 
 def vite_nodes(ranges, depth: int, max_rows: int = MAX_ROWS) -> list[dict]:
@@ -313,11 +303,27 @@ def vite_nodes(ranges, depth: int, max_rows: int = MAX_ROWS) -> list[dict]:
     return nodes
 
 
+def _candidate_rows(solve: dict) -> list[dict]:
+    """The three candidate trees with their held-out fidelity and features, the returned
+    one marked (empty when the fit chose none: paper mode or a tiny sample)."""
+    held_out = solve.get("cv_fidelity") or {}
+    features = solve.get("candidate_features") or {}
+    return [
+        {
+            "name": CHOSEN[name],
+            "held_out": value,
+            "features": features.get(name),
+            "returned": name == solve.get("chosen"),
+        }
+        for name, value in held_out.items()
+    ]
+
+
 def _baseline_rows(context: ReportContext) -> list[dict]:
     """MIRET next to the depth-D CART baseline, metric by metric."""
     keys = (
         ("Train fidelity", "train_fidelity"),
-        ("Cross-validated fidelity (guarantee floor)", "cv_fidelity"),
+        ("Cross-validated fidelity (decides which tree is returned)", "cv_fidelity"),
         ("Test fidelity", "test_fidelity"),
         ("Distinct features used", "n_features_used"),
     )
@@ -332,11 +338,7 @@ def render_report(context: ReportContext) -> str:
     """The self-contained HTML page (inline CSS and SVG, no script, no external link)."""
     values = _template_values(context)
     values["tree_svg"] = inline_svg(context.tree_svg) if context.tree_svg else None
-    values["figures"] = [
-        (caption, inline_svg(path, shrink=shrinks), shrinks)
-        for caption, path in context.figures.items()
-        for shrinks in [Path(path).stem in SHRINKING_FIGURES]
-    ]
+    values["figures"] = [(caption, inline_svg(path)) for caption, path in context.figures.items()]
     figure = context.search.get("figure")
     values["search_svg"] = inline_svg(figure) if figure else None
     return _environment().get_template("report.html.j2").render(**values)

@@ -1,10 +1,16 @@
 """The surrogate tree as a reader sees it (see :mod:`governance.miret.display`).
 
 Only reached nodes and real splits are drawn; the title gives the effective depth. Each
-split box holds its condition and how many samples reach it; its left edge is ``yes``
-(the condition holds) and its right edge ``no``. Leaves show the class name, the share
-of samples and the purity. User text (feature and class names) is never parsed as
-mathtext.
+split box holds its condition (``value <= threshold``) and how many samples reach it;
+its left edge is ``yes`` (the condition holds, lower values) and its right edge ``no``.
+Leaves show the class name, in one colour per class, the share of samples and the
+purity by the ensemble's labels. A split of more than three terms reads ``S0 <= t`` and
+its score table (term, weight, contribution over the data) is drawn below the tree.
+
+Every box is measured from its text, then placed: subtrees side by side, each row of
+boxes aligned at the top, the ``yes``/``no`` labels in the free band between two rows,
+so no box covers a label. A feature name is never broken across lines. User text
+(feature and class names) is never parsed as mathtext.
 """
 
 from __future__ import annotations
@@ -12,34 +18,28 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from miret_governance.governance.miret.conditions import NO_BREAK, glued
+from miret_governance.governance.report.figures import text_size
+
 FONT_SIZE = 9.5
-_LEAF_IN = 1.8  # horizontal room per leaf, inches (a leaf box is about 1.5)
-_MIN_WIDTH_IN = 4.2  # the figure's narrowest width, inches (about 400 px)
-_LEVEL_IN = 1.25  # vertical room per level, inches
-_HEADER_IN = 0.75  # title and legend, inches
-_CHAR_IN = 0.072  # mean width of one 9.5-point character, inches
+_PAD = 0.4  # box padding, in font sizes
+_GAP_IN = 0.3  # horizontal room between two subtrees, inches
+_BAND_IN = 0.6  # vertical band between two rows of boxes (edges and labels), inches
+_MARGIN_IN = 0.15
+_MIN_WIDTH_IN = 4.6  # the figure's narrowest width, inches (about 440 px)
+_LINE_CHARS = 34  # a condition is wrapped (between terms) beyond this many characters
+SPLIT_STYLE = {"fc": "#f2f4f7", "ec": "#44505c"}
+CLASS_STYLES = ({"fc": "#fde8d4", "ec": "#b35900"}, {"fc": "#dcebf7", "ec": "#1f5f99"})
+"""Leaf colours of ``classes[0]`` (orange) and ``classes[1]`` (blue)."""
+EDGE_COLOURS = {"yes": "#1b5e20", "no": "#8a3a3a"}
 
 
-def _layout(display) -> dict:
-    """(x, y) of every node: leaves left to right in yes-first order, parents centred."""
-    xy = {}
-    leaves = iter(range(len(display.leaves())))
-
-    def place(node):
-        if node.is_leaf:
-            x = next(leaves) + 0.5
-        else:
-            x = (place(node.yes) + place(node.no)) / 2
-        xy[id(node)] = (x, -float(node.depth))
-        return x
-
-    place(display.root)
-    return xy
-
-
-def _wrap(condition: str, width: int) -> str:
-    glued = condition.replace("+ ", "+\u00a0").replace("- ", "-\u00a0")
-    return "\n".join(textwrap.wrap(glued, width=max(width, 14), break_long_words=False))
+def _wrap(condition: str) -> str:
+    """The condition on lines of about :data:`_LINE_CHARS`, broken only between terms."""
+    lines = textwrap.wrap(
+        glued(condition), width=_LINE_CHARS, break_long_words=False, break_on_hyphens=False
+    )
+    return "\n".join(line.replace(NO_BREAK, " ") for line in lines)
 
 
 def _text(ax, x, y, text, **kwargs):
@@ -47,84 +47,196 @@ def _text(ax, x, y, text, **kwargs):
     return ax.text(x, y, text, parse_math=False, usetex=False, **kwargs)
 
 
-def draw_display_tree(display, label_source: str = "ensemble"):
-    """A matplotlib figure of a :class:`~governance.miret.display.DisplayTree`.
+def _node_text(node, percent) -> str:
+    reach = f"{node.n_samples} samples ({percent(node.share)})"
+    if node.is_leaf:
+        return f"{node.class_name}\n{reach}\npurity {percent(node.purity)}"
+    return f"{_wrap(node.condition)}\n{reach}"
 
-    Parameters
-    ----------
-    display : governance.miret.display.DisplayTree
-    label_source : str
-        Whose labels define the leaves' purity, named in the subtitle.
-    """
+
+def _layout(display, boxes: dict) -> tuple[dict, float, list]:
+    """Centre x of every node (inches from the left), the tree's width and the height
+    of each row of boxes."""
+    nodes = display.nodes()
+    rows = [0.0] * (display.effective_depth + 1)
+    for node in nodes:
+        rows[node.depth] = max(rows[node.depth], boxes[id(node)][1])
+    widths = {}
+
+    def width(node) -> float:
+        own = boxes[id(node)][0]
+        if not node.is_leaf:
+            own = max(own, width(node.yes) + _GAP_IN + width(node.no))
+        widths[id(node)] = own
+        return own
+
+    xs = {}
+
+    def place(node, left: float) -> float:
+        span, own = widths[id(node)], boxes[id(node)][0]
+        if node.is_leaf:
+            x = left + span / 2
+        else:
+            inner = widths[id(node.yes)] + _GAP_IN + widths[id(node.no)]
+            start = left + (span - inner) / 2
+            yes = place(node.yes, start)
+            no = place(node.no, start + widths[id(node.yes)] + _GAP_IN)
+            x = min(max((yes + no) / 2, left + own / 2), left + span - own / 2)
+        xs[id(node)] = x
+        return x
+
+    total = width(display.root)
+    place(display.root, 0.0)
+    return xs, total, rows
+
+
+def _score_blocks(scores) -> list:
+    """Per score: its heading and its rows of (term, weight, contribution) text."""
+    blocks = []
+    for score in scores:
+        rows = [("term", "weight", "contribution over the data")]
+        rows += [(r["feature"], r["weight"], r["contribution"]) for r in score.rows()]
+        blocks.append((score.heading, rows))
+    return blocks
+
+
+def _score_width(blocks) -> tuple[list, float]:
+    """Column widths (inches) over every score table and the widest table or heading."""
+    if not blocks:
+        return [0.0, 0.0, 0.0], 0.0
+    columns = [
+        max(w for w, _ in text_size([row[k] for _, rows in blocks for row in rows], FONT_SIZE))
+        for k in range(3)
+    ]
+    headings = max(w for w, _ in text_size([h for h, _ in blocks], FONT_SIZE, "bold"))
+    return columns, max(sum(columns) + 0.5, headings)
+
+
+def draw_display_tree(display):
+    """A matplotlib figure of a :class:`~governance.miret.display.DisplayTree`, sized
+    to its text (inches of the figure are the inches of the layout)."""
     from matplotlib.figure import Figure
 
     from miret_governance.governance.miret.display import format_percent
 
-    n_leaves = len(display.leaves())
-    levels = display.effective_depth
-    width = max(_MIN_WIDTH_IN, _LEAF_IN * n_leaves)
-    height = _LEVEL_IN * (levels + 1) + _HEADER_IN
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0.01, 0.02, 0.98, 0.98 - _HEADER_IN / height))
-    ax.set_xlim(-0.06, n_leaves + 0.06)
-    ax.set_ylim(-levels - 0.5, 0.5)
-    ax.axis("off")
-    xy = _layout(display)
-    for node in display.nodes():
-        if node.is_leaf:
-            continue
-        x, y = xy[id(node)]
-        for word, child in (("yes", node.yes), ("no", node.no)):
-            cx, cy = xy[id(child)]
-            ax.plot([x, cx], [y, cy], color="#5b6b7b", lw=1.2, zorder=1)
-            _text(
-                ax,
-                (x + cx) / 2,
-                (y + cy) / 2,
-                word,
-                ha="center",
-                va="center",
-                fontsize=FONT_SIZE,
-                color="#1f4e89" if word == "yes" else "#8a3a3a",
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
-                zorder=2,
-            )
-    for node in display.nodes():
-        x, y = xy[id(node)]
-        reach = f"{node.n_samples} samples ({format_percent(node.share)})"
-        if node.is_leaf:
-            text = f"{node.class_name}\n{reach}\npurity {format_percent(node.purity)}"
-            style = {"boxstyle": "round,pad=0.35", "fc": "#eef8ef", "ec": "#3a8a47", "lw": 1.3}
-        else:
-            span = width / n_leaves * len(list(_leaves_under(node)))
-            text = f"{_wrap(node.condition, int(0.9 * span / _CHAR_IN))}\n{reach}"
-            style = {"boxstyle": "round,pad=0.4", "fc": "#eef3fb", "ec": "#1f4e89", "lw": 1.5}
-        _text(ax, x, y, text, ha="center", va="center", fontsize=FONT_SIZE, bbox=style, zorder=3)
+    nodes = display.nodes()
+    texts = [_node_text(node, format_percent) for node in nodes]
+    pad = 2 * _PAD * FONT_SIZE / 72
+    boxes = {
+        id(node): (w + pad, h + pad)
+        for node, (w, h) in zip(nodes, text_size(texts, FONT_SIZE), strict=True)
+    }
+    xs, tree_width, rows = _layout(display, boxes)
+    blocks = _score_blocks(display.scores)
+    columns, table_width = _score_width(blocks)
+    width = max(_MIN_WIDTH_IN, tree_width, table_width) + 2 * _MARGIN_IN
     title = (
         f"MIRET surrogate tree, effective depth {display.effective_depth} "
         f"(MILP depth {display.depth})"
     )
-    fig.suptitle(title, fontsize=FONT_SIZE + 1, y=1 - 0.05 / height, va="top")
+    note = textwrap.fill(
+        f"{display.n_samples} training samples. Each condition reads value <= threshold: "
+        "samples that meet it follow 'yes' (left). Purity: share of a leaf's samples to "
+        "which the ensemble gives the leaf's class.",
+        width=max(40, int((width - 2 * _MARGIN_IN) / (0.55 * (FONT_SIZE - 0.5) / 72))),
+    )
+    (_, title_h), (_, note_h) = text_size([title], FONT_SIZE + 1.5, "bold") + text_size(
+        [note], FONT_SIZE - 0.5
+    )
+    line = 1.45 * FONT_SIZE / 72
+    header = _MARGIN_IN + title_h + 0.08 + note_h + 0.25
+    tree_height = sum(rows) + _BAND_IN * (len(rows) - 1)
+    tables = sum(0.3 + line * (len(rows_) + 1) for _, rows_ in blocks)
+    height = header + tree_height + tables + _MARGIN_IN
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.axis("off")
     _text(
-        fig,
-        0.5,
-        1 - 0.3 / height,
-        f"{display.n_samples} training samples; 'yes': the condition holds;\n"
-        f"purity by {label_source} labels",
+        ax,
+        width / 2,
+        height - _MARGIN_IN,
+        title,
         ha="center",
         va="top",
-        fontsize=FONT_SIZE - 1,
-        color="#44505c",
-        transform=fig.transFigure,
+        fontsize=FONT_SIZE + 1.5,
+        weight="bold",
     )
+    _text(
+        ax,
+        width / 2,
+        height - _MARGIN_IN - title_h - 0.08,
+        note,
+        ha="center",
+        va="top",
+        fontsize=FONT_SIZE - 0.5,
+        color="#44505c",
+    )
+    tops = [height - header - sum(rows[:d]) - _BAND_IN * d for d in range(len(rows))]
+    shift = (width - tree_width) / 2
+    for node in nodes:
+        if node.is_leaf:
+            continue
+        x, bottom = xs[id(node)] + shift, tops[node.depth] - boxes[id(node)][1]
+        band = (tops[node.depth] - rows[node.depth] + tops[node.depth + 1]) / 2
+        for word, child in (("yes", node.yes), ("no", node.no)):
+            cx, top = xs[id(child)] + shift, tops[child.depth]
+            ax.plot([x, cx], [bottom, top], color="#5b6b7b", lw=1.2, zorder=1)
+            at = x + (cx - x) * (bottom - band) / (bottom - top)
+            _text(
+                ax,
+                at,
+                band,
+                word,
+                ha="center",
+                va="center",
+                fontsize=FONT_SIZE,
+                color=EDGE_COLOURS[word],
+                weight="bold",
+                zorder=2,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
+            )
+    for node, text in zip(nodes, texts, strict=True):
+        if node.is_leaf:
+            style = CLASS_STYLES[display.class_names.index(node.class_name)]
+        else:
+            style = SPLIT_STYLE
+        x, y = xs[id(node)] + shift, tops[node.depth] - boxes[id(node)][1] / 2
+        _text(
+            ax,
+            x,
+            y,
+            text,
+            ha="center",
+            va="center",
+            multialignment="center",
+            fontsize=FONT_SIZE,
+            zorder=3,
+            bbox={"boxstyle": f"round,pad={_PAD}", "lw": 1.4, **style},
+        )
+    _draw_scores(ax, blocks, columns, (width - table_width) / 2, tops[-1] - rows[-1] - 0.1, line)
     return fig
 
 
-def _leaves_under(node):
-    return (n for n in node.walk() if n.is_leaf)
+def _draw_scores(ax, blocks, columns, left: float, y: float, line: float) -> None:
+    """The score tables, one under the other: heading, column names, one row per term."""
+    for heading, rows in blocks:
+        y -= 0.3
+        _text(ax, left, y, heading, va="bottom", fontsize=FONT_SIZE, weight="bold")
+        for k, row in enumerate(rows):
+            y -= line
+            style = {
+                "fontsize": FONT_SIZE,
+                "va": "bottom",
+                "color": "#44505c" if k == 0 else "black",
+            }
+            _text(ax, left, y, row[0], ha="left", **style)
+            _text(ax, left + columns[0] + 0.25 + columns[1], y, row[1], ha="right", **style)
+            _text(ax, left + columns[0] + columns[1] + 0.5, y, row[2], ha="left", **style)
 
 
-def save_tree_figure(display, out_dir, label_source: str = "ensemble") -> list[Path]:
+def save_tree_figure(display, out_dir) -> list[Path]:
     """Write ``surrogate_tree.png`` and ``surrogate_tree.svg`` (text as text) into ``out_dir``.
 
     Returns
@@ -135,7 +247,7 @@ def save_tree_figure(display, out_dir, label_source: str = "ensemble") -> list[P
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig = draw_display_tree(display, label_source)
+    fig = draw_display_tree(display)
     paths = [out_dir / "surrogate_tree.png", out_dir / "surrogate_tree.svg"]
     fig.savefig(paths[0], dpi=110)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "surrogate-tree"}):

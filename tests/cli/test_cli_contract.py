@@ -193,7 +193,7 @@ def _exception_classes():
 def test_one_exception_root_and_each_class_names_its_exit_code():
     classes = _exception_classes()
     assert {
-        "miret_governance.governance.gates.PolicyError",
+        "miret_governance.governance.policy.PolicyError",
         "miret_governance.governance.trees.UnsupportedModelError",
         "miret_governance.governance.trees.MalformedModelError",
         "miret_governance.governance.tables.TableError",

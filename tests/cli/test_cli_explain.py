@@ -117,7 +117,7 @@ def test_show_from_the_ensemble_follows_the_link(app, registered):
     assert "aliases: @champion" in out
     assert "governance.last_gate.status = passed" in out
     assert "governance.promotion.champion = promoted" in out
-    assert f"after {result.solve['wall_time']:.1f} s" in out and "solver stopped:" in out
+    assert f"after {result.solve['wall_time']:.1f} s" in out and "(solver: " in out
     assert "MIRET vs the CART baseline" in out and "baseline_cart_test_fidelity" in out
     assert "solve_optimal" not in out and "solver.gap" in out
     from_surrogate = CliRunner().invoke(app, ["show", "--model-uri", result.surrogate_uri])

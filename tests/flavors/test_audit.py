@@ -14,7 +14,7 @@ from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.promotion import promote_model_version
 from miret_governance.flavors.registry import link_surrogate
-from miret_governance.governance.gates import load_policy
+from miret_governance.governance.policy import load_policy
 
 pytest_plugins = ["mlflow_store"]
 

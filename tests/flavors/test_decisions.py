@@ -24,7 +24,7 @@ from miret_governance.flavors.decisions import (
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.promotion import approve_model_version, promote_model_version
 from miret_governance.flavors.registry import link_surrogate
-from miret_governance.governance.gates import load_policy
+from miret_governance.governance.policy import load_policy
 from miret_governance.governance.signing import SignatureError, SigningKey
 
 pytest_plugins = ["mlflow_store"]

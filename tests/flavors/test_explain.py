@@ -25,7 +25,7 @@ from miret_governance.flavors.registry import (
     VALIDATION_TAG,
     model_id_of,
 )
-from miret_governance.governance.report.html import format_number
+from miret_governance.governance.metrics import fidelity_with_interval
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 CONTRACT_METRICS = {
@@ -169,10 +169,15 @@ def test_rf_headline_metrics_and_solver_prefix(rf):
 def test_rf_datasets_linked_to_logged_model(rf):
     client = MlflowClient()
     result = rf["result"]
-    digest = client.get_run(result.run_id).data.params["data_digest"]
+    run = client.get_run(result.run_id)
+    digest = run.data.params["data_digest"]
+    (holdout,) = [i.dataset for i in run.inputs.dataset_inputs if i.dataset.name == "data-holdout"]
     logged = client.get_logged_model(result.model_id).metrics
     assert {m.key for m in logged} == set(result.metrics)
-    assert {(m.dataset_name, m.dataset_digest) for m in logged} == {("data", digest)}
+    assert {(m.dataset_name, m.dataset_digest) for m in logged} == {
+        ("data", digest),
+        ("data-holdout", holdout.digest),
+    }
 
 
 def test_rf_run_records_reproducibility(rf):
@@ -193,8 +198,9 @@ def test_rf_run_records_reproducibility(rf):
     ):
         assert tags[key]
     assert tags[VALIDATION_TAG] == "passed"
-    (dataset,) = run.inputs.dataset_inputs
-    assert dataset.dataset.digest == params["data_digest"] == tags["governance.data_digest"]
+    inputs = {i.tags[0].value: i.dataset for i in run.inputs.dataset_inputs}
+    assert sorted(inputs) == ["testing", "training"]  # the file, and its holdout's rows
+    assert inputs["training"].digest == params["data_digest"] == tags["governance.data_digest"]
     ensemble_id = model_id_of(MlflowClient().get_model_version("credit-rf", "1"))
     assert [m.model_id for m in run.inputs.model_inputs] == [ensemble_id]
     assert run.info.status == "FINISHED"
@@ -211,12 +217,12 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
     html = Path(local, "report.html").read_text()
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
     assert html.count("<svg") >= 3 and "models:/credit-rf/1" in html
-    assert "MIRET vs the depth-2 CART baseline" in html and "solver stopped: " in html
+    assert "MIRET vs the depth-2 CART baseline" in html and "What the solver proved: " in html
+    assert "<h2>Glossary</h2>" in html and "Technical status: solver: " in html
     metrics = rf["result"].metrics
     assert metrics["test_fidelity_ci_low"] <= metrics["test_fidelity"]
     assert metrics["test_fidelity"] <= metrics["test_fidelity_ci_high"]
-    low, high = (format_number(metrics[f"test_fidelity_ci_{end}"], 3) for end in ("low", "high"))
-    assert f"95% interval {low}&ndash;{high}, {int(metrics['n_test_rows'])} test rows)" in html
+    assert f"test fidelity {fidelity_with_interval(metrics)}</span>" in html
     cart = rf["result"].metrics["baseline_cart_test_fidelity"]
     card = Path(local, "model_card.md").read_text()
     assert "CART baseline" in card and "| Test fidelity | " in card

@@ -21,15 +21,16 @@ from miret_governance.flavors.gating import (
     mlflow_verdict,
 )
 from miret_governance.flavors.registry import model_id_of, version_uri
-from miret_governance.governance.gates import (
+from miret_governance.governance.gates import evaluate
+from miret_governance.governance.policy import (
     DEFAULTS,
     GATES,
     Policy,
     PolicyError,
-    evaluate,
     load_policy,
     parse_policy,
 )
+from miret_governance.governance.report.gate_markdown import gate_markdown
 
 pytest_plugins = ["mlflow_store"]
 
@@ -243,7 +244,7 @@ def test_gates_on_stored_evidence_ignore_tags_and_record_its_digest():
     )
     assert passed.evidence_digest == hashlib.sha256(canonical).hexdigest()
     assert passed.to_json()["evidence_digest"] == passed.evidence_digest
-    assert f"Evidence digest: `{passed.evidence_digest}`" in passed.to_markdown()
+    assert f"Evidence digest: `{passed.evidence_digest}`" in gate_markdown(passed)
     # Only success: true passes; a string or a missing record does not.
     for validation in ({"success": False}, {"success": "true"}, None):
         failed = evaluate(policy, dict(evidence, validation=validation))
@@ -258,9 +259,9 @@ def test_report_formats():
     assert data["all_passed"] is True and data["policy"] == {"min_fidelity": 0.9}
     assert data["results"][0]["comparison"] == ">="
     json.dumps(data)
-    markdown = evaluation.to_markdown()
-    assert "# Promotion gates: PASSED" in markdown
-    assert "| min_fidelity | `test_fidelity` | >= 0.9 | 0.95 | pass |" in markdown
+    markdown = gate_markdown(evaluation)
+    assert markdown.startswith("# Gates PASSED: all 1 gates pass\n")
+    assert "| min_fidelity | pass | 0.95 (needs &gt;= 0.9) |" in markdown
 
 
 # ---------------------------------------------------------------------- registry
@@ -299,6 +300,9 @@ def test_gate_reads_stored_evidence_records_run_tags_and_descriptions(store, tmp
     assert report["evidence"]["features_used"] == ["x0", "x1"]
     assert report["evidence_digest"] == outcome.evaluation.evidence_digest
     assert len(report["results"]) == len(ALL_GATES) + 1  # and require_validation_pass
+    markdown = mlflow.artifacts.load_text(f"runs:/{outcome.run_id}/gate_report.md")
+    assert markdown.startswith(f"# Gates PASSED: all {len(ALL_GATES) + 1} gates pass\n")
+    assert "policy all v" in markdown.splitlines()[2]
 
     ensemble_text = client.get_model_version("credit-rf", "1").description
     surrogate_text = client.get_model_version("credit-rf-surrogate", "1").description

@@ -14,7 +14,8 @@ from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES, load_ensemble
 from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.governance.gates import load_policy
+from miret_governance.governance.policy import load_policy
+from miret_governance.governance.report.gate_markdown import gate_markdown
 
 pytest_plugins = ["mlflow_store"]
 
@@ -26,7 +27,7 @@ def gated_and_promoted(ensemble_uri: str, data_path, tmp_path) -> None:
     policy_path.write_text("[gates]\nmin_fidelity = 0.8\nmax_features = 5\n" + keys_toml())
     policy = load_policy(policy_path)
     gated = gate_model_version(ensemble_uri, policy, data=data_path, target="label")
-    assert gated.evaluation.all_passed, gated.evaluation.to_markdown()
+    assert gated.evaluation.all_passed, gate_markdown(gated.evaluation)
     assert "recomputed_fidelity" in [r.name for r in gated.evaluation.results]
     assert promote_model_version(ensemble_uri, "champion", policy).promoted
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.governance.gates import load_policy, parse_policy
+from miret_governance.governance.policy import load_policy, parse_policy
 
 pytest_plugins = ["mlflow_store"]
 

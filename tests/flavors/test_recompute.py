@@ -17,8 +17,8 @@ from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.miret import load_model
 from miret_governance.flavors.recompute import EXACT, GATE_NAME, OVERLAP
-from miret_governance.governance.gates import load_policy
 from miret_governance.governance.metrics import wilson_interval
+from miret_governance.governance.policy import load_policy
 
 pytest_plugins = ["mlflow_store"]
 POLICY = "[gates]\nmin_fidelity = 0.9\nmax_features = 5\n"

@@ -30,8 +30,8 @@ from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.registry import EXPLAIN_DIGEST_TAG, model_id_of, register_surrogate
 from miret_governance.flavors.trust import UnsignedEvidenceWarning, sign_model_dir
-from miret_governance.governance.gates import load_policy
 from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.policy import load_policy
 from miret_governance.governance.signing import SignatureError, SigningKey
 
 pytest_plugins = ["mlflow_store"]

@@ -10,6 +10,8 @@ from miret_governance.governance.metrics import (
     effective_depth,
     feature_counts,
     fidelity,
+    fidelity_with_interval,
+    measured_on_test_rows,
     proximity_agreement,
     surrogate_metrics,
     wilson_interval,
@@ -102,6 +104,36 @@ def test_wilson_interval_matches_scipy(agreeing, rows):
     assert low == pytest.approx(expected.low, abs=1e-12)
     assert high == pytest.approx(expected.high, abs=1e-12)
     assert 0.0 <= low <= agreeing / rows <= high <= 1.0
+
+
+def _tested(agreeing, rows):
+    low, high = wilson_interval(agreeing, rows)
+    return {
+        "test_fidelity": agreeing / rows,
+        "test_fidelity_ci_low": low,
+        "test_fidelity_ci_high": high,
+        "n_test_rows": float(rows),
+    }
+
+
+def test_fidelity_with_interval_rounds_for_people():
+    # 84 of 86: 0.97674, Wilson (0.91912, 0.99360); 86 of 86: (0.95724, 1)
+    assert fidelity_with_interval(_tested(84, 86)) == "97.7% (95% CI 91.9-99.4%, n=86)"
+    assert fidelity_with_interval(_tested(86, 86)) == "100.0% (95% CI 95.7-100.0%, n=86)"
+    # 1 of 2: 50%, the interval symmetric about it (0.0945, 0.9055)
+    assert fidelity_with_interval(_tested(1, 2)) == "50.0% (95% CI 9.5-90.5%, n=2)"
+    assert fidelity_with_interval({"test_fidelity": 84 / 86}) == "97.7%"
+    assert fidelity_with_interval({"test_fidelity": float("nan")}) == ""
+    assert fidelity_with_interval({"train_fidelity": 1.0}) == ""
+
+
+def test_metrics_measured_on_test_rows():
+    on_test = ["test_fidelity", "test_fidelity_ci_low", "n_test_rows"]
+    on_test += ["baseline_cart_test_fidelity", "test_proximity_rows"]
+    assert all(measured_on_test_rows(name) for name in on_test)
+    on_train = ["train_fidelity", "baseline_cart_cv_fidelity", "n_features_used"]
+    on_train += ["solver.time_s", "effective_depth", "contested_rows"]
+    assert not any(measured_on_test_rows(name) for name in on_train)
 
 
 def test_wilson_interval_refuses_impossible_counts():

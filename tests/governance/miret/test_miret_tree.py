@@ -227,8 +227,9 @@ def test_display_tree_prunes_unreached_nodes_and_dummy_splits():
     from miret_governance.governance.miret.display import display_tree, rules_text
 
     # Depth 3. Root: x0 <= 0.5 (yes = left). Node 1: no coefficients, all go right (to 4).
-    # Node 2: x1 >= 0.3 written as -x1 + 0.3 <= 0; every sample reaching it has x1 > 0.3
-    # except one. Node 4: x1 <= 0.9 never separates (all samples left): collapsed.
+    # Node 2: -x1 + 0.3 <= 0 sends x1 >= 0.3 left; it reads "b < 0.3" with yes = its right
+    # child (lower values on the yes side). Node 4: x1 <= 0.9 never separates (all
+    # samples left): collapsed; so is node 6, which one sample reaches.
     coef = np.zeros((7, 2))
     intercept = np.zeros(7)
     coef[0], intercept[0] = [1.0, 0.0], -0.5
@@ -243,15 +244,15 @@ def test_display_tree_prunes_unreached_nodes_and_dummy_splits():
     labels[0] = 1  # one leaf becomes impure
     shown = display_tree(tree, X, labels, class_names=("benign", "malignant"))
     conditions = [(n.node, n.condition) for n in shown.nodes() if not n.is_leaf]
-    assert conditions == [(0, "a <= 0.5"), (2, "b >= 0.3"), (5, "a + b <= 1.5")]
+    assert conditions == [(0, "a <= 0.5"), (2, "b < 0.3"), (5, "a + b <= 1.5")]
     # Left of the root everything goes through node 1 (dummy) and node 4 (not
     # separating) to leaf 9 (odd: classes[0]); node 6 sees one sample (leaf 13).
     leaves = [(n.node, n.class_name, n.n_samples, n.purity) for n in shown.leaves()]
     assert leaves == [
         (9, "benign", 2, 0.5),
+        (13, "benign", 1, 1.0),
         (11, "benign", 1, 1.0),
         (12, "malignant", 1, 1.0),
-        (13, "benign", 1, 1.0),
     ]
     assert shown.effective_depth == 3 and shown.depth == 3
     assert sum(n.n_samples for n in shown.leaves()) == 5
@@ -259,10 +260,12 @@ def test_display_tree_prunes_unreached_nodes_and_dummy_splits():
     assert all(n.n_samples > 0 for n in shown.nodes())
     text = rules_text(shown).splitlines()
     assert text[0] == "if a <= 0.5 then benign (40.0% of samples, purity 50.0%)"
-    assert text[1] == (
+    assert text[1] == "if a > 0.5 and b < 0.3 then benign (20.0% of samples, purity 100.0%)"
+    assert text[2] == (
         "if a > 0.5 and b >= 0.3 and a + b <= 1.5 then benign (20.0% of samples, purity 100.0%)"
     )
-    assert text[3] == "if a > 0.5 and b < 0.3 then benign (20.0% of samples, purity 100.0%)"
+    assert text[4].startswith("(purity: share of a leaf's rows to which the ensemble gives")
+    assert len(text) == 5 and shown.scores == ()
 
 
 def test_display_conditions_in_raw_units_and_single_leaf():
@@ -275,9 +278,9 @@ def test_display_conditions_in_raw_units_and_single_leaf():
     tree = SurrogateTree([[0.0, -1.0]], [0.5], 1, feature_names=("r", "perimeter"))
     X = np.array([[0.1, 0.9], [0.2, 0.1]])
     shown = display_tree(tree, X, tree.predict(X), scaler=scaler)
-    assert shown.root.condition == "perimeter >= 200"
-    assert (shown.root.yes.class_name, shown.root.no.class_name) == ("-1", "1")
-    assert shown.root.yes.n_samples == 1  # the sample with perimeter 280
+    assert shown.root.condition == "perimeter < 200"  # yes: the tree's right child
+    assert (shown.root.yes.class_name, shown.root.no.class_name) == ("1", "-1")
+    assert shown.root.yes.n_samples == 1  # the sample with perimeter 120
     constant = display_tree(tree, X[:1], tree.predict(X[:1]), scaler=scaler)
     assert constant.effective_depth == 0
-    assert rules_text(constant) == "always -1 (100.0% of samples, purity 100.0%)"
+    assert rules_text(constant).splitlines()[0] == "always -1 (100.0% of samples, purity 100.0%)"

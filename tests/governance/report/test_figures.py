@@ -104,6 +104,13 @@ def test_deep_tree_draws_the_top_levels_only(breast_cancer):
 
 
 # --------------------------------------------------------------------------- surrogate tree
+def _boxes(fig):
+    """The node boxes' texts (every boxed text but the edge labels) and the edge labels."""
+    texts = [t for t in fig.axes[0].texts if t.get_bbox_patch() is not None]
+    labels = [t for t in texts if t.get_text() in ("yes", "no")]
+    return [t for t in texts if t not in labels], labels
+
+
 def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
     from miret_governance.governance.miret.display import display_tree
     from miret_governance.governance.miret.tree import SurrogateTree
@@ -116,16 +123,100 @@ def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
     X = np.array([[0.2, 0.0], [0.7, 1.0], [0.9, 0.3]])
     shown = display_tree(tree, X, tree.predict(X), class_names=(names[1], "yes"))
     fig = draw_display_tree(shown)
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    boxes = [t for t in texts if "samples" in t]
+    boxes, labels = _boxes(fig)
     assert len(boxes) == len(shown.nodes()) == 3  # root and two leaves, no dummy node
-    assert boxes[0].startswith("$\\frac{a$ <= 0.5\n3 samples (100.0%)")
-    assert sorted(t for t in texts if t in ("yes", "no")) == ["no", "yes"]
-    assert "effective depth 1 (MILP depth 2)" in fig._suptitle.get_text()
+    assert boxes[0].get_text() == "$\\frac{a$ <= 0.5\n3 samples (100.0%)"
+    assert sorted(t.get_text() for t in labels) == ["no", "yes"]
+    assert fig.axes[0].texts[0].get_text() == (
+        "MIRET surrogate tree, effective depth 1 (MILP depth 2)"
+    )
+    # One colour per class: the two leaves differ.
+    leaf_colours = {b.get_bbox_patch().get_facecolor() for b in boxes[1:]}
+    assert len(leaf_colours) == 2
     paths = save_tree_figure(shown, tmp_path)  # renders: the name is not mathtext
     svg = paths[1].read_text()
     assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
     assert "$\\frac{a$ &lt;= 0.5" in svg
+
+
+def _long_tree():
+    """Depth 2 on five long-named features: a 3-term split (wrapped between terms) at
+    the root, a 5-term score at node 1, a one-feature split at node 2."""
+    from sklearn.preprocessing import MinMaxScaler
+
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.miret.tree import SurrogateTree
+
+    names = [f"worst concave points {k} of the cell nucleus" for k in range(5)]
+    coef = np.zeros((3, 5))
+    coef[0, :3] = [1.0, 1.0, 1.0]
+    coef[1] = [1.0, -0.5, 0.25, 2.0, 1.0]
+    coef[2, 4] = -1.0
+    tree = SurrogateTree(coef, [-1.5, -1.0, 0.5], 2, feature_names=names, classes=(0, 1))
+    X = np.random.default_rng(0).random((200, 5))
+    scaler = MinMaxScaler().fit(X * 1000)
+    return names, display_tree(tree, X, tree.predict(X), scaler=scaler, class_names=("a", "b"))
+
+
+def test_tree_figure_boxes_hold_their_text_and_never_cover_the_edge_labels():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from miret_governance.governance.report.tree_figure import draw_display_tree
+
+    names, shown = _long_tree()
+    fig = draw_display_tree(shown)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # places the boxes around their texts
+    renderer = canvas.get_renderer()
+    boxes, labels = _boxes(fig)
+    assert len(boxes) == len(shown.nodes()) == 7 and len(labels) == 6
+    frames = [b.get_bbox_patch().get_window_extent(renderer) for b in boxes]
+    for box, frame in zip(boxes, frames, strict=True):
+        text = box.get_window_extent(renderer)
+        assert frame.x0 < text.x0 and text.x1 < frame.x1  # the box is sized to its text
+        assert frame.y0 < text.y0 and text.y1 < frame.y1
+    for k, frame in enumerate(frames):
+        assert not any(frame.overlaps(other) for other in frames[k + 1 :])
+        for label in labels:
+            assert not frame.overlaps(label.get_bbox_patch().get_window_extent(renderer))
+    # The root's three terms are wrapped between terms: every name stays on one line.
+    root = boxes[0].get_text().splitlines()
+    assert len(root) == 5 and [sum(name in line for line in root) for name in names[:3]] == [1] * 3
+    # The 5-term split is the score S1, its table drawn under the tree.
+    assert boxes[1].get_text().startswith("S1 <= ")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert shown.scores[0].heading in texts
+    assert all(name in texts for name in names)
+
+
+# --------------------------------------------------------------------------- VITE legibility
+def test_vite_tree_is_folded_to_two_nodes_a_row_with_readable_text(wide_ensemble):
+    frequency = vite.node_frequency(wide_ensemble)
+    fig = figures.plot_vite_tree(frequency, vite.threshold_ranges(wide_ensemble), 40)
+    width, _ = fig.get_size_inches()
+    # Two nodes a row and text of 9 points: at most 8 inches, 768 px, so the text keeps
+    # at least 10 px in the 870 px artifact viewer (about 800 px of content).
+    assert width <= 8.0
+    nodes = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("node ")]
+    sizes = {t.get_fontsize() for ax in nodes for t in ax.get_yticklabels()}
+    assert sizes == {figures.NODE_FONT} and figures.NODE_FONT * 96 / 72 * 768 / (96 * width) >= 10
+    lefts = {round(ax.get_position().x0, 3) for ax in nodes}
+    assert len(lefts) == 3  # the root centred, then left and right children
+    assert nodes[1].get_title(loc="left").startswith("node 1: <= side of node 0\n")
+    # One colour scale from 0 to the largest share shown.
+    top = max(ax.images[0].get_array().max() for ax in nodes if ax.images)
+    assert all(ax.images[0].norm.vmax == top for ax in nodes if ax.images)
+
+
+def test_level_heatmap_scales_to_the_data_maximum(breast_cancer):
+    X, y = breast_cancer
+    model = RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0).fit(X, y)
+    frequency = vite.level_frequency(read_ensemble(model))
+    fig = figures.plot_level_frequency(frequency)
+    image = fig.axes[0].images[0]
+    assert image.norm.vmax == frequency.to_numpy().max() < 1
+    bar = fig.axes[1]
+    assert bar.get_xlabel().startswith("share of the level's splits (darkest: ")
 
 
 def test_vite_figures_render_feature_names_with_dollars(tmp_path):
@@ -142,160 +233,3 @@ def test_vite_figures_render_feature_names_with_dollars(tmp_path):
     fig = figures.plot_level_frequency(vite.level_frequency(read_ensemble(model)))
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "\\$\\frac{a\\$" in labels
-
-
-# --------------------------------------------------------------------------- report and card
-def _table_rows_have_header_width(markdown: str):
-    """Every row of every Markdown table has as many cells as its header."""
-    import re
-
-    def cells(line):
-        return len(re.split(r"(?<!\\)\|", line.strip())[1:-1])
-
-    lines = markdown.splitlines()
-    tables = 0
-    for i, line in enumerate(lines):
-        if line.startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
-            tables += 1
-            width = cells(line)
-            k = i + 1
-            while k < len(lines) and lines[k].startswith("|"):
-                assert cells(lines[k]) == width, lines[k]
-                k += 1
-    return tables
-
-
-def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.miret.tree import SurrogateTree
-    from miret_governance.governance.report.html import ReportContext, write_report
-    from miret_governance.governance.report.tree_figure import save_tree_figure
-
-    evil = "<script>alert(1)</script>"
-    names = (evil, "$\\frac{a$", "a|b")
-    coef = np.zeros((3, 3))
-    coef[0] = [1.0, 0.0, 0.0]
-    coef[2] = [0.0, 2.0, -1.0]
-    tree = SurrogateTree(coef, [-0.5, 0.0, -0.2], 2, feature_names=names, classes=(0, 1))
-    rng = np.random.default_rng(0)
-    X = rng.random((40, 3))
-    shown = display_tree(tree, X, tree.predict(X), class_names=("benign", "malig|nant"))
-    tree_svg = save_tree_figure(shown, tmp_path / "figures")[1]
-    context = ReportContext(
-        title="models:/credit-rf/3",
-        depth=2,
-        rules="",
-        metrics={
-            "train_fidelity": 0.95321987654,
-            "test_fidelity": 0.9,
-            "solver.gap": 0.0123,
-            "train_proximity_pairs": 12.0,
-            "n_features_used": 3.0,
-        },
-        parameters={"alpha": 0.5, "formulation": "miret"},
-        provenance={"ensemble_version_digest": "sha256:" + "ab" * 32, "feature|note": evil},
-        validation={"status": "passed", "summary": f"Input validation passed\n  - {evil}"},
-        label_source="ensemble",
-        tree_svg=tree_svg,
-        display=shown,
-        baseline={"train_fidelity": 0.91, "test_fidelity": 0.88, "n_features_used": 2},
-        allowed_features=[[evil, "a|b"], ["$\\frac{a$"]],
-    )
-    html_path, card_path = write_report(context, tmp_path)
-    html, card = html_path.read_text(), card_path.read_text()
-    assert evil not in html and evil not in card
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in card
-    assert "<script" not in html.lower() and "http" not in html.replace("http://www.w3.org", "")
-    assert _table_rows_have_header_width(card) >= 6
-    for section in (
-        "## Model details",
-        "## Intended use",
-        "## Metrics",
-        "## Evidence",
-        "## Caveats",
-        "### Comparison with the depth-2 CART baseline",
-        "### Features allowed per level (VITE)",
-    ):
-        assert section in card
-    assert "| Train fidelity | 0.9532 | 0.91 |" in card
-    assert "0.95321987654" not in html and "0.953" in html
-    # The rules of the display tree, with yes-branch wording, in both outputs.
-    root = shown.root.condition
-    assert root.startswith("&lt;script&gt;") is False and "<= 0.5" in root
-    assert "malig\\|nant" in card and "malig|nant" in html
-    assert 'viewBox="' in html and "width:100%" in html
-
-
-# --------------------------------------------------------------------------- report layout
-def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
-    import pandas as pd
-
-    from miret_governance.governance.report.html import vite_nodes
-
-    ranges = pd.DataFrame(
-        {
-            "position": [0, 0, 1, 1, 1, 3],
-            "feature": ["a", "b", "a", "b", "c", "a"],
-            "low": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
-            "high": [0.1, 0.25, 0.35, 0.4, 0.5, 0.6],
-            "low_raw": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-            "high_raw": [1.0, 2.5, 3.5, 4.0, 5.0, 6.0],
-            "count": [3, 1, 1, 2, 1, 4],
-        }
-    )
-    nodes = vite_nodes(ranges, depth=2, max_rows=2)  # position 3 is on level 2: left out
-    assert [n["position"] for n in nodes] == [0, 1]
-    root, left = nodes
-    assert (root["parent"], root["trees"]) == (None, 4)
-    assert [(r["feature"], r["trees"], r["share"], r["thresholds"]) for r in root["rows"]] == [
-        ("a", 3, 0.75, "1"),
-        ("b", 1, 0.25, "[2, 2.5]"),
-    ]
-    assert (left["parent"], left["side"], left["level"]) == (0, "left", 1)
-    assert [(r["feature"], r["trees"]) for r in left["rows"]] == [
-        ("b", 2),
-        ("other (2 features)", 2),
-    ]
-
-
-def test_inlined_figure_keeps_its_text_readable(tmp_path):
-    from miret_governance.governance.report.html import inline_svg
-
-    svg = tmp_path / "f.svg"
-    svg.write_text('<?xml version="1.0"?>\n<svg width="300pt" height="10pt"><g/></svg>')
-    assert str(inline_svg(svg)).startswith('<svg style="min-width:320px;max-width:480px" width=')
-    assert str(inline_svg(svg, shrink=True)).startswith('<svg style="max-width:480px" width=')
-
-
-@pytest.mark.parametrize(
-    ("solve", "expected"),
-    [
-        (
-            {"stop_reason": "stalled", "wall_time": 4.21, "gap": 0.864},
-            "solver stopped: stalled after 4.2 s (gap 86.4%)",
-        ),
-        (
-            {"stop_reason": "work_limit", "wall_time": 9.9, "gap": 0.5},
-            "solver stopped: used its work budget after 9.9 s (gap 50.0%)",
-        ),
-        (
-            {"stop_reason": "time_limit", "wall_time": 20.1, "gap": 0.5, "time_limit_hit": True},
-            (
-                "solver stopped: hit the time limit after 20.1 s (gap 50.0%), so a re-run may "
-                "give another tree"
-            ),
-        ),
-        (
-            {"stop_reason": "optimal", "wall_time": 1.0, "gap": 0.0, "time_limit_hit": True},
-            (
-                "solver stopped: proved optimal after 1.0 s; the time limit cut the warm start "
-                "short, so a re-run may give another tree"
-            ),
-        ),
-    ],
-)
-def test_the_stop_is_told_with_whether_a_rerun_can_differ(solve, expected):
-    from miret_governance.governance.report.html import describe_stop
-
-    assert describe_stop(solve) == expected

@@ -1,0 +1,121 @@
+"""Given rows followed through an explained ensemble's surrogate (``govern explain-row``).
+
+The model URI names an explained ensemble version (its ``governance.surrogate`` link is
+followed) or a surrogate version (its ``governance.surrogate_of`` link names the
+ensemble). The surrogate is read only once its signature verifies with a key the policy
+trusts for ``explain`` (:func:`flavors.miret.open_model_dir`); the ensemble is loaded
+without executing code (:func:`flavors.inputs.load_explainable_ensemble`). Each row's
+path comes from :func:`governance.miret.paths.row_paths`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.inputs import load_explainable_ensemble, read_table
+from miret_governance.flavors.registry import (
+    SURROGATE_OF_TAG,
+    SURROGATE_TAG,
+    download_model,
+    resolve_model_version,
+    version_uri,
+)
+from miret_governance.flavors.trust import trusted_keys
+from miret_governance.governance.miret.paths import feature_rows, row_paths
+
+
+@dataclass(frozen=True)
+class ExplainedRows:
+    """The rows of a file followed through a surrogate.
+
+    Attributes
+    ----------
+    surrogate_uri, ensemble_uri : str
+        ``models:/name/version`` of both.
+    signer : governance.signing.Signer
+        The trusted key that signed the surrogate.
+    paths : list of governance.miret.paths.RowPath
+        One per row of the file, in file order.
+    """
+
+    surrogate_uri: str
+    ensemble_uri: str
+    signer: object
+    paths: list
+
+    @property
+    def n_disagree(self) -> int:
+        """Rows where surrogate and ensemble disagree."""
+        return sum(not p.agrees for p in self.paths)
+
+
+def linked_versions(client: MlflowClient, model_uri: str) -> tuple:
+    """The ensemble version and its surrogate's URI, from either version's link.
+
+    Raises
+    ------
+    ExplainError
+        The version is neither a surrogate nor an explained ensemble.
+    """
+    version = resolve_model_version(client, model_uri)
+    if SURROGATE_OF_TAG in version.tags:
+        return resolve_model_version(client, version.tags[SURROGATE_OF_TAG]), version_uri(version)
+    if SURROGATE_TAG in version.tags:
+        return version, version.tags[SURROGATE_TAG]
+    raise ExplainError(
+        f"{version_uri(version)} is not a surrogate and has no linked surrogate (no "
+        f"{SURROGATE_TAG} tag): explain it first with `govern explain --model-uri "
+        f"{version_uri(version)} --data <file>`"
+    )
+
+
+def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None = None):
+    """Follow every row of ``data`` through the surrogate of ``model_uri``.
+
+    Parameters
+    ----------
+    model_uri : str
+        An explained ensemble version or a surrogate version (``models:/...``).
+    data : str or path
+        CSV or Parquet file with the ensemble's feature columns in raw units (other
+        columns, such as the label, are ignored).
+    policy : Policy, TrustedKeys or path, optional
+        Whose keys to trust for ``explain`` (default: the policy ``GOVERN_POLICY`` names).
+    client : MlflowClient, optional
+
+    Returns
+    -------
+    ExplainedRows
+
+    Raises
+    ------
+    governance.signing.SignatureError
+        No trust configured, or the surrogate is unsigned, signed by an untrusted key or
+        altered since it was signed.
+    governance.miret.paths.RowsError
+        The file lacks feature columns or holds values that are not finite numbers.
+    ExplainError
+        Unreadable file, unexplained version, or an ensemble that cannot be loaded safely.
+    """
+    trusted = trusted_keys(policy)
+    client = client or MlflowClient()
+    ensemble_version, surrogate_uri = linked_versions(client, model_uri)
+    with tempfile.TemporaryDirectory(prefix="surrogate-") as tmp:
+        local = download_model(surrogate_uri, tmp)
+        verified = miret_flavor.open_model_dir(local, trusted, surrogate_uri)
+    tree = getattr(verified.surrogate, "tree_", verified.surrogate)
+    rows = feature_rows(read_table(data), tree.feature_names, Path(data).name)
+    ensemble_uri = version_uri(ensemble_version)
+    ensemble = load_explainable_ensemble(ensemble_uri)
+    labels = ensemble.predict(ensemble.transform(rows))
+    record = verified.manifest["provenance"].get("request") or {}
+    paths = row_paths(
+        tree, rows, labels, scaler=verified.scaler, class_names=record.get("class_names")
+    )
+    return ExplainedRows(surrogate_uri, ensemble_uri, verified.signer, paths)

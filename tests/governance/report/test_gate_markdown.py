@@ -1,0 +1,51 @@
+"""gate_report.md: the verdict first, a three-column table, the reasons as a list."""
+
+from miret_governance.governance.gates import evaluate
+from miret_governance.governance.policy import Policy
+from miret_governance.governance.report.gate_markdown import gate_markdown, verdict
+
+
+def test_gate_report_puts_the_verdict_first_and_the_reasons_below_a_narrow_table():
+    evaluation = evaluate(
+        Policy(gates={"min_fidelity": 0.99, "max_features": 3}),
+        {"metrics": {"test_fidelity": 0.9767441860465116, "n_features_used": 2}},
+    )
+    text = gate_markdown(
+        evaluation,
+        ensemble_uri="models:/rf/1",
+        surrogate_uri="models:/rf-surrogate/1",
+        policy="strict v1a2b3c4d",
+        source="strict.toml",
+        time="2026-11-24T06:35:30+00:00",
+    )
+    lines = text.splitlines()
+    assert lines[0] == "# Gates FAILED: 1 of 2 gates fail"
+    assert lines[2] == "Failed: min_fidelity."
+    assert lines[4] == (
+        "Ensemble models:/rf/1; surrogate models:/rf-surrogate/1 (its stored evidence); "
+        "policy strict v1a2b3c4d (strict.toml); evaluated 2026-11-24T06:35:30+00:00."
+    )
+    assert lines[6:10] == [
+        "| Gate | Result | Value (threshold) |",
+        "|---|---|---|",
+        "| min_fidelity | **FAIL** | 0.9767 (needs &gt;= 0.99) |",
+        "| max_features | pass | 2 (needs &lt;= 3) |",
+    ]
+    assert max(len(line) for line in lines[6:10]) < 60  # no long reason inside the table
+    assert lines[11:15] == [
+        "## Reasons",
+        "",
+        (
+            "- FAIL **min_fidelity** (test_fidelity): test\\_fidelity = 0.976744186 does not meet "
+            "&gt;= 0.99"
+        ),
+        "- pass **max_features** (n_features_used): n\\_features\\_used = 2 meets &lt;= 3",
+    ]
+    assert f"Policy digest: `{evaluation.policy_digest}`" in lines
+    assert f"Evidence digest: `{evaluation.evidence_digest}`" in lines
+
+
+def test_verdict_of_a_passing_evaluation():
+    evaluation = evaluate(Policy(gates={"min_fidelity": 0.9}), {"metrics": {"test_fidelity": 0.95}})
+    assert verdict(evaluation) == "PASSED: all 1 gates pass"
+    assert gate_markdown(evaluation).startswith("# Gates PASSED: all 1 gates pass\n\n| Gate |")

@@ -1,0 +1,213 @@
+"""The reviewer's page and model card: escaping, valid tables, score tables, the
+solver's outcome in words, the glossary, the VITE node tables."""
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- report and card
+def _table_rows_have_header_width(markdown: str):
+    """Every row of every Markdown table has as many cells as its header."""
+    import re
+
+    def cells(line):
+        return len(re.split(r"(?<!\\)\|", line.strip())[1:-1])
+
+    lines = markdown.splitlines()
+    tables = 0
+    for i, line in enumerate(lines):
+        if line.startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            tables += 1
+            width = cells(line)
+            k = i + 1
+            while k < len(lines) and lines[k].startswith("|"):
+                assert cells(lines[k]) == width, lines[k]
+                k += 1
+    return tables
+
+
+def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.report.html import ReportContext, write_report
+    from miret_governance.governance.report.tree_figure import save_tree_figure
+
+    evil = "<script>alert(1)</script>"
+    names = (evil, "$\\frac{a$", "a|b")
+    coef = np.zeros((3, 3))
+    coef[0] = [1.0, 0.0, 0.0]
+    coef[2] = [0.0, 2.0, -1.0]
+    tree = SurrogateTree(coef, [-0.5, 0.0, -0.2], 2, feature_names=names, classes=(0, 1))
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 3))
+    shown = display_tree(tree, X, tree.predict(X), class_names=("benign", "malig|nant"))
+    tree_svg = save_tree_figure(shown, tmp_path / "figures")[1]
+    context = ReportContext(
+        title="models:/credit-rf/3",
+        depth=2,
+        rules="",
+        metrics={
+            "train_fidelity": 0.95321987654,
+            "test_fidelity": 0.9,
+            "solver.gap": 0.0123,
+            "train_proximity_pairs": 12.0,
+            "n_features_used": 3.0,
+        },
+        parameters={"alpha": 0.5, "formulation": "miret"},
+        provenance={"ensemble_version_digest": "sha256:" + "ab" * 32, "feature|note": evil},
+        validation={"status": "passed", "summary": f"Input validation passed\n  - {evil}"},
+        solve={
+            "stop_reason": "stalled",
+            "wall_time": 4.2,
+            "gap": 0.864,
+            "objective": 8.5,
+            "bound": 1.16,
+        },
+        tree_svg=tree_svg,
+        display=shown,
+        baseline={"train_fidelity": 0.91, "test_fidelity": 0.88, "n_features_used": 2},
+        allowed_features=[[evil, "a|b"], ["$\\frac{a$"]],
+    )
+    html_path, card_path = write_report(context, tmp_path)
+    html, card = html_path.read_text(), card_path.read_text()
+    assert evil not in html and evil not in card
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in card
+    assert "<script" not in html.lower() and "http" not in html.replace("http://www.w3.org", "")
+    assert _table_rows_have_header_width(card) >= 6
+    for section in (
+        "## Model details",
+        "## Intended use",
+        "## Metrics",
+        "## Evidence",
+        "## Caveats",
+        "### Comparison with the depth-2 CART baseline",
+        "### Features allowed per level (VITE)",
+    ):
+        assert section in card
+    assert "| Train fidelity | 0.9532 | 0.91 |" in card
+    assert "0.95321987654" not in html and "0.953" in html
+    # The rules of the display tree, with yes-branch wording, in both outputs.
+    root = shown.root.condition
+    assert root.startswith("&lt;script&gt;") is False and "<= 0.5" in root
+    assert "malig\\|nant" in card and "malig|nant" in html
+    assert 'viewBox="' in html and "width:100%" in html
+
+
+# --------------------------------------------------------------------------- report layout
+def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
+    import pandas as pd
+
+    from miret_governance.governance.report.html import vite_nodes
+
+    ranges = pd.DataFrame(
+        {
+            "position": [0, 0, 1, 1, 1, 3],
+            "feature": ["a", "b", "a", "b", "c", "a"],
+            "low": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+            "high": [0.1, 0.25, 0.35, 0.4, 0.5, 0.6],
+            "low_raw": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "high_raw": [1.0, 2.5, 3.5, 4.0, 5.0, 6.0],
+            "count": [3, 1, 1, 2, 1, 4],
+        }
+    )
+    nodes = vite_nodes(ranges, depth=2, max_rows=2)  # position 3 is on level 2: left out
+    assert [n["position"] for n in nodes] == [0, 1]
+    root, left = nodes
+    assert (root["parent"], root["trees"]) == (None, 4)
+    assert [(r["feature"], r["trees"], r["share"], r["thresholds"]) for r in root["rows"]] == [
+        ("a", 3, 0.75, "1"),
+        ("b", 1, 0.25, "[2, 2.5]"),
+    ]
+    assert (left["parent"], left["side"], left["level"]) == (0, "left", 1)
+    assert [(r["feature"], r["trees"]) for r in left["rows"]] == [
+        ("b", 2),
+        ("other (2 features)", 2),
+    ]
+
+
+def test_inlined_figure_keeps_its_text_readable(tmp_path):
+    from miret_governance.governance.report.html import inline_svg
+
+    svg = tmp_path / "f.svg"
+    svg.write_text('<?xml version="1.0"?>\n<svg width="300pt" height="10pt"><g/></svg>')
+    assert str(inline_svg(svg)).startswith('<svg style="min-width:340px;max-width:480px" width=')
+
+
+def _scored_context(tmp_path, solve):
+    """A report context whose root is the score S0 of four raw-unit terms."""
+    from sklearn.preprocessing import MinMaxScaler
+
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.report.html import ReportContext
+
+    # a in [0, 10], b in [100, 300], c in [0, 1], d in [-5, 5]
+    scaler = MinMaxScaler().fit(np.array([[0.0, 100.0, 0.0, -5.0], [10.0, 300.0, 1.0, 5.0]]))
+    tree = SurrogateTree([[1.0, 1.0, 2.0, 0.5]], [-2.0], 1, feature_names=list("abcd"))
+    X = np.random.default_rng(0).random((50, 4))
+    shown = display_tree(tree, X, tree.predict(X), scaler=scaler, class_names=("no", "yes"))
+    return ReportContext(
+        title="models:/m/1",
+        depth=1,
+        rules="",
+        metrics={"test_fidelity": 0.9, "test_fidelity_ci_low": 0.8, "test_fidelity_ci_high": 0.95},
+        parameters={},
+        provenance={},
+        validation={"status": "passed"},
+        display=shown,
+        solve=solve,
+    )
+
+
+def test_page_and_card_show_score_tables_the_solver_outcome_and_a_glossary(tmp_path):
+    from miret_governance.governance.report.html import write_report
+
+    solve = {
+        "stop_reason": "stalled",
+        "wall_time": 3.6,
+        "gap": 0.864,
+        "objective": 8.542,
+        "bound": 1.163,
+    }
+    html_path, card_path = write_report(_scored_context(tmp_path, solve), tmp_path)
+    html, card = html_path.read_text(), card_path.read_text()
+    # 0.1 a + 0.005 b + 2 c + 0.05 d <= 2.25, the widest contribution first.
+    heading = "S0 (node 0) = sum of 4 terms; yes when S0 &lt;= 2.25"
+    assert heading in html
+    assert "if <code>S0 &lt;=\u00a02.25</code> then <strong>no</strong>" in html
+    assert '<td>c</td><td class="num">2</td><td class="num">0 to 2</td>' in html
+    assert "| d | 0.05 | -0.25 to 0.25 |" in card
+    for text in (html, card):
+        assert "best tree found, optimality not proven" in text
+        assert "stalled after 3.6 s, gap 86.4%" in text
+        assert "can score below 1.163" in text and "scores 8.542" in text
+        assert "stalled (gap" not in text  # the old badge wording
+        assert "MIP gap" in text and "Proximity agreement" in text
+        assert "Score S&lt;node&gt;" in text  # a score is shown: its term is explained
+    assert '<span class="badge " title="solver: stalled after 3.6 s, gap 86.4%">' in html
+    assert "<h2>Glossary</h2>" in html and "## Glossary" in card
+    assert "- **Purity**: Share of a leaf's fit rows to which the ensemble gives" in card
+    assert _table_rows_have_header_width(card) >= 2
+
+
+def test_page_and_card_show_how_the_tree_was_chosen(tmp_path):
+    from miret_governance.governance.report.html import write_report
+
+    solve = {
+        "stop_reason": "node_milps",
+        "cv_fidelity": {"miret": 0.9, "univariate": 0.85, "cart": 0.8},
+        "candidate_features": {"miret": 2, "univariate": 3, "cart": 4},
+        "chosen": "miret",
+        "node_statuses": {"0": "optimal"},
+    }
+    html_path, card_path = write_report(_scored_context(tmp_path, solve), tmp_path)
+    html, card = html_path.read_text(), card_path.read_text()
+    assert "<h2>How the tree was chosen</h2>" in html and "### How the tree was chosen" in card
+    row = '<tr><td>MIRET tree</td><td class="num">0.9</td><td class="num">2</td><td>yes</td>'
+    assert row in html
+    assert "| optimal univariate tree | 0.85 | 3 |  |" in card
+    assert "1 of 1 splits are proven the best at their node" in html
+    paper = write_report(
+        _scored_context(tmp_path / "paper", {"stop_reason": "optimal"}), tmp_path / "paper"
+    )
+    assert "How the tree was chosen" not in paper[0].read_text()
