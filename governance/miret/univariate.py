@@ -2,7 +2,8 @@
 
 What a user gets from GOSDT or STreeD with threshold guessing: the ensemble's labels
 pick candidate thresholds (:func:`guessed_thresholds`, the stumps of a 40-round
-gradient-boosted reference, GOSDT's documented guessing), and among the trees of depth
+gradient-boosted reference and GOSDT's column elimination, its documented guessing),
+and among the trees of depth
 at most D that split on ``x_j <= theta`` for those thresholds, :func:`optimal_tree` finds
 one with the fewest misfit rows (ties: fewest splits). The tree has the plain-array form
 of :func:`governance.miret.cart.cart_arrays`, so it seeds the heuristic
@@ -31,20 +32,47 @@ MISFIT_COST = 1 << 8  # > number of splits of any tree of depth <= 7
 
 
 def guessed_thresholds(X, labels, random_state=0) -> tuple[np.ndarray, np.ndarray]:
-    """``(features, thresholds)`` of the stumps of a gradient-boosted reference fitted
-    on ``labels`` (unique pairs, sorted), GOSDT's threshold guessing."""
+    """``(features, thresholds)`` of GOSDT's threshold guessing: the stumps of a
+    gradient-boosted reference fitted on ``labels`` give candidate splits (unique, sorted),
+    then column elimination drops the least important split while a reference refitted
+    on the remaining splits scores no worse on ``labels`` (the last one dropped comes
+    back), as ``gosdt.ThresholdGuessBinarizer`` does."""
     if np.unique(labels).size < 2:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    booster = GradientBoostingClassifier(
-        n_estimators=GUESS_ROUNDS, max_depth=GUESS_DEPTH, random_state=random_state
-    ).fit(X, labels)
-    pairs = {
-        (int(stump.tree_.feature[0]), float(stump.tree_.threshold[0]))
-        for stump in booster.estimators_[:, 0]
-        if stump.tree_.node_count > 1
-    }
-    features, thresholds = (np.array(side) for side in zip(*sorted(pairs))) if pairs else ([], [])
-    return np.asarray(features, dtype=np.int64), np.asarray(thresholds, dtype=np.float64)
+
+    def reference():
+        return GradientBoostingClassifier(
+            n_estimators=GUESS_ROUNDS, max_depth=GUESS_DEPTH, random_state=random_state
+        )
+
+    booster = reference().fit(X, labels)
+    pairs = sorted(
+        {
+            (int(stump.tree_.feature[0]), float(stump.tree_.threshold[0]))
+            for stump in booster.estimators_[:, 0]
+            if stump.tree_.node_count > 1
+        }
+    )
+    if not pairs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    features = np.array([j for j, _ in pairs], dtype=np.int64)
+    thresholds = np.array([t for _, t in pairs])
+    keep = list(range(len(pairs)))
+    Z = (X[:, features] <= thresholds).astype(np.float64)
+    model = reference().fit(Z, labels)
+    base, score, last = model.score(Z, labels), np.inf, None
+    for _ in range(len(pairs) - 1):
+        if score < base:
+            break
+        weakest = int(np.argmin(model.feature_importances_))
+        last = keep.pop(weakest)
+        Z = np.delete(Z, weakest, axis=1)
+        model = reference().fit(Z, labels)
+        score = model.score(Z, labels)
+    if last is not None:
+        keep.append(last)
+    keep.sort()
+    return features[keep], thresholds[keep]
 
 
 class _Solver:
