@@ -6,9 +6,12 @@ root). Everything is stored locally: the tracking and registry store is
 ``model_card.md`` are copied to ``demo-output/``. The demo makes a local key pair in
 ``demo-output/keys/`` (a demo key: in production the private key is the CI job's secret),
 signs the explanation and the gate decisions with it, and writes the policies the README
-uses, ``demo-output/policies/lenient.toml`` and ``strict.toml``: those of
-``examples/policies/`` plus a ``[keys.demo]`` table trusting that key. The demo ends with
-what happened and where to look (``make ui`` opens the MLflow UI on the store).
+uses, ``demo-output/policies/lenient.toml``, ``strict.toml`` and ``drift.toml``: those of
+``examples/policies/`` plus a ``[keys.demo]`` table trusting that key. After the champion
+is promoted, a retrained forest is registered as version 2, explained, and gated under
+``drift.toml`` against the champion, so that its version page shows what changed since the
+champion. The demo ends with what happened and where to look (``make ui`` opens the MLflow
+UI on the store).
 
 Each step is a small function called from :func:`main`; a step takes and returns a
 :class:`DemoState` so that further steps can be appended to ``STEPS``.
@@ -45,11 +48,17 @@ OUTPUT = ROOT / "demo-output"
 KEY = OUTPUT / "keys" / "demo"
 """The demo key pair: ``demo.pem`` (private) and ``demo.pub``, kept across demo runs so
 that earlier surrogates in ``mlflow.db`` still verify."""
+TRAIN = OUTPUT / "train.csv"
+"""The training rows with their label column ``target``: what every explain reads."""
+ROWS = OUTPUT / "rows.csv"
+"""Three test rows (label column ``target``, ignored) for ``govern explain-row``."""
 DEMO_TRUST = (
     "\n[keys.demo]  # the local demo key pair of demo-output/keys/\n"
     'public_key = "../keys/demo.pub"  # relative to the policy file\n'
     'may_sign = ["explain", "decide"]\n'
 )
+POLICIES = ("lenient", "strict", "drift")
+"""The policies of ``examples/policies/`` the demo writes to ``demo-output/policies/``."""
 MODEL_NAME = "wisconsin-rf"
 EXPERIMENT = "wisconsin-demo"
 # skops refuses to load types it does not know; the forest's fitted trees are the only
@@ -68,6 +77,8 @@ class DemoState:
     model: Pipeline | None = None
     model_uri: str | None = None
     explained: object = None
+    candidate_uri: str | None = None
+    candidate: object = None
     signing_key: object = None
     promotions: list[str] = field(default_factory=list)
     outputs: dict[str, list[Path]] = field(default_factory=dict)
@@ -97,10 +108,14 @@ def make_demo_key(state: DemoState) -> DemoState:
         )
     state.signing_key = SigningKey.load(private)
     (OUTPUT / "policies").mkdir(parents=True, exist_ok=True)
-    for name in ("lenient", "strict"):
+    for name in POLICIES:
         text = (ROOT / "examples" / "policies" / f"{name}.toml").read_text()
         (OUTPUT / "policies" / f"{name}.toml").write_text(text + DEMO_TRUST)
-    print("wrote demo-output/policies/lenient.toml and strict.toml (trusting the demo key)")
+    print(
+        "wrote demo-output/policies/"
+        + ", ".join(f"{name}.toml" for name in POLICIES)
+        + " (trusting the demo key)"
+    )
     return state
 
 
@@ -113,15 +128,13 @@ def load_data(state: DemoState) -> DemoState:
     return state
 
 
-def train_and_register(state: DemoState) -> DemoState:
-    """Fit MinMaxScaler + random forest (depth 3, as in the paper) and register it."""
-    forest = RandomForestClassifier(
-        max_depth=3, n_estimators=100, max_features=None, random_state=0
-    )
-    model = Pipeline([("scale", MinMaxScaler()), ("forest", forest)])
+def _register_forest(state: DemoState, run_name: str, **forest_params) -> tuple[Pipeline, str]:
+    """Fit MinMaxScaler + a depth-3 random forest, log it with skops and register it."""
+    params = {"max_depth": 3, "n_estimators": 100, "max_features": None} | forest_params
+    model = Pipeline([("scale", MinMaxScaler()), ("forest", RandomForestClassifier(**params))])
     model.fit(state.X_train, state.y_train)
-    with mlflow.start_run(run_name="train-wisconsin-rf"):
-        mlflow.log_params({"max_depth": 3, "n_estimators": 100, "max_features": "None"})
+    with mlflow.start_run(run_name=run_name):
+        mlflow.log_params({k: str(v) for k, v in params.items()})
         info = mlflow.sklearn.log_model(
             model,
             name="model",
@@ -138,9 +151,14 @@ def train_and_register(state: DemoState) -> DemoState:
             },
             model_id=info.model_id,
         )
-    state.model = model
-    state.model_uri = f"models:/{MODEL_NAME}/{info.registered_model_version}"
-    print(f"registered {state.model_uri} (run {info.run_id})")
+    uri = f"models:/{MODEL_NAME}/{info.registered_model_version}"
+    print(f"registered {uri} (run {info.run_id})")
+    return model, uri
+
+
+def train_and_register(state: DemoState) -> DemoState:
+    """Fit MinMaxScaler + random forest (depth 3, as in the paper) and register it."""
+    state.model, state.model_uri = _register_forest(state, "train-wisconsin-rf", random_state=0)
     return state
 
 
@@ -151,23 +169,20 @@ def explain_vite(state: DemoState) -> DemoState:
     return state
 
 
-def explain_surrogate(state: DemoState) -> DemoState:
-    """Explain the registered forest with default settings: a linked surrogate version,
-    with the same live progress as ``govern explain`` (stage, elapsed, incumbent, bound)."""
+def _explain(state: DemoState, model_uri: str):
+    """``govern explain`` of ``model_uri`` on ``demo-output/train.csv`` with default
+    settings and the same live progress (stage, elapsed, incumbent, bound)."""
     from miret_governance.cli.explain import live_progress
     from miret_governance.flavors.explain import explain_model_version
     from miret_governance.flavors.request import estimator_defaults
 
-    OUTPUT.mkdir(exist_ok=True)
-    data = OUTPUT / "train.csv"
-    state.X_train.assign(target=state.y_train).to_csv(data, index=False)
     print(
-        f"govern explain --model-uri {state.model_uri} --data {data.relative_to(ROOT)} --target target"
+        f"govern explain --model-uri {model_uri} --data {TRAIN.relative_to(ROOT)} --target target"
     )
     with live_progress(estimator_defaults()["time_limit"]) as progress:
         result = explain_model_version(
-            state.model_uri,
-            data,
+            model_uri,
+            TRAIN,
             target="target",
             class_names=["malignant", "benign"],
             progress=progress,
@@ -180,16 +195,29 @@ def explain_surrogate(state: DemoState) -> DemoState:
     )
     print("rules (raw units):")
     print(result.rules)
-    state.explained = result
-    state.outputs["reviewer's report and model card"] = copy_report(result.surrogate_uri)
+    return result
+
+
+def explain_surrogate(state: DemoState) -> DemoState:
+    """Explain the registered forest: a linked surrogate version. Writes the training
+    rows (``demo-output/train.csv``) and three test rows for ``govern explain-row``
+    (``demo-output/rows.csv``)."""
+    OUTPUT.mkdir(exist_ok=True)
+    state.X_train.assign(target=state.y_train).to_csv(TRAIN, index=False)
+    state.X_test.head(3).assign(target=state.y_test.head(3)).to_csv(ROWS, index=False)
+    state.explained = _explain(state, state.model_uri)
+    state.outputs["reviewer's report and model card"] = copy_report(
+        state.explained.surrogate_uri, OUTPUT
+    )
     return state
 
 
-def copy_report(surrogate_uri: str) -> list[Path]:
-    """Copy the surrogate's report.html and model_card.md into ``demo-output/``."""
+def copy_report(surrogate_uri: str, folder: Path) -> list[Path]:
+    """Copy the surrogate's report.html and model_card.md into ``folder``."""
     with tempfile.TemporaryDirectory(prefix="demo-") as tmp:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=surrogate_uri, dst_path=tmp))
-        copies = [OUTPUT / name for name in ("report.html", "model_card.md")]
+        folder.mkdir(parents=True, exist_ok=True)
+        copies = [folder / name for name in ("report.html", "model_card.md")]
         for path in copies:
             shutil.copyfile(local / path.name, path)
     return copies
@@ -198,7 +226,7 @@ def copy_report(surrogate_uri: str) -> list[Path]:
 def _promote(state: DemoState, alias: str, policy: str) -> None:
     from miret_governance.cli.gates import print_gates
     from miret_governance.flavors.promotion import promote_model_version
-    from miret_governance.governance.gates import load_policy
+    from miret_governance.governance.policy import load_policy
 
     print(f"govern promote --model-uri {state.model_uri} --alias {alias} --policy {policy}")
     outcome = promote_model_version(
@@ -227,6 +255,56 @@ def promote_lenient(state: DemoState) -> DemoState:
 def promote_strict(state: DemoState) -> DemoState:
     """Gates of the strict policy fail: @production is refused."""
     _promote(state, "production", "demo-output/policies/strict.toml")
+    return state
+
+
+def retrain_and_register(state: DemoState) -> DemoState:
+    """A retrained forest (another seed, 5 random features of 30 at each split)
+    registered as the next version: the candidate to compare with the champion."""
+    _, state.candidate_uri = _register_forest(
+        state, "retrain-wisconsin-rf", max_features="sqrt", random_state=1
+    )
+    return state
+
+
+def explain_candidate(state: DemoState) -> DemoState:
+    """Explain the candidate as the champion was explained."""
+    state.candidate = _explain(state, state.candidate_uri)
+    state.outputs["the candidate's report and model card"] = copy_report(
+        state.candidate.surrogate_uri, OUTPUT / "candidate"
+    )
+    return state
+
+
+def gate_candidate(state: DemoState) -> DemoState:
+    """Gates of the drift policy on the candidate, against the champion, with the
+    training rows for cross-fidelity: the figures land on the candidate's page."""
+    from miret_governance.cli.gates import print_gates
+    from miret_governance.flavors.gating import gate_model_version
+    from miret_governance.governance.policy import load_policy
+
+    policy = "demo-output/policies/drift.toml"
+    print(
+        f"govern gate --model-uri {state.candidate_uri} --policy {policy} "
+        f"--data {TRAIN.relative_to(ROOT)} --target target"
+    )
+    outcome = gate_model_version(
+        state.candidate_uri,
+        load_policy(ROOT / policy),
+        data=TRAIN,
+        target="target",
+        signing_key=state.signing_key,
+    )
+    print_gates(outcome)
+    verdict = "passed" if outcome.evaluation.all_passed else "failed"
+    drift, cross = outcome.drift or {}, (outcome.drift or {}).get("cross_fidelity")
+    state.promotions.append(
+        f"drift.toml on the retrained {state.candidate_uri} (explained as "
+        f"{state.candidate.surrogate_uri}): {verdict}; since the champion: explanation drift "
+        f"{drift.get('explanation_drift', float('nan')):.3f}, feature overlap "
+        f"{drift.get('feature_overlap', float('nan')):.3f}, cross-fidelity "
+        + ("not measured" if cross is None else f"{cross['value']:.3f}")
+    )
     return state
 
 
@@ -260,10 +338,21 @@ def report(state: DemoState) -> DemoState:
         f"  report in the UI:  Models -> {name} -> Version {result.version} -> logged model "
         "-> Artifacts -> report.html"
     )
+    policy = "--policy demo-output/policies/lenient.toml"
+    print(f"  in the terminal:   .venv/bin/govern show --model-uri {state.model_uri} {policy}")
     print(
-        f"  in the terminal:   .venv/bin/govern show --model-uri {state.model_uri} "
-        "--policy demo-output/policies/lenient.toml"
+        f"  one applicant's path:  .venv/bin/govern explain-row --model-uri "
+        f"models:/{MODEL_NAME}@champion --data {ROWS.relative_to(ROOT)} {policy}"
     )
+    if state.candidate_uri:
+        print(
+            f"  what changed since the champion, in the UI:  Models -> {MODEL_NAME} -> "
+            f'Version {state.candidate_uri.rsplit("/", 1)[1]} -> "Since the champion"'
+        )
+        print(
+            f"    in the terminal:  .venv/bin/govern diff --from models:/{MODEL_NAME}@champion "
+            f"--to {state.candidate_uri} --data {TRAIN.relative_to(ROOT)} {policy}"
+        )
     return state
 
 
@@ -276,6 +365,9 @@ STEPS = [
     explain_surrogate,
     promote_lenient,
     promote_strict,
+    retrain_and_register,
+    explain_candidate,
+    gate_candidate,
     report,
 ]
 

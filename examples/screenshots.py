@@ -1,27 +1,34 @@
 """Screenshots of the reviewer's path in MLflow's UI, taken with headless Chromium.
 
 Starts ``mlflow ui`` on the given store (the venv's ``mlflow``, a free localhost port),
-follows the ensemble version's link to its surrogate (tag ``governance.surrogate``) and
+follows each ensemble version's link to its surrogate (tag ``governance.surrogate``) and
 captures, at each width (default 1400 px for a desktop and 870 px, about what MLflow's
-artifact viewer leaves a report on a laptop):
+artifact viewer leaves a report on a laptop), screen after screen down to the end
+(mouse-wheel scrolls, until the screen stops changing or ``--screens`` is reached):
 
-- ``ensemble_version``: the ensemble version page (description first),
-- ``surrogate_version``: the surrogate version page,
-- ``report_in_viewer``: the surrogate's logged model, Artifacts tab, ``report.html``
-  clicked, as MLflow shows it in its sandboxed viewer; then ``report_in_viewer_2``,
-  ``_3``, ... further down the report (mouse-wheel scrolls over the viewer),
-- ``model_card_in_viewer`` (and ``_2``, ...): ``model_card.md`` in the same viewer,
-- ``report``: ``report.html`` opened directly in the browser (a local copy fetched from
-  the logged model's artifact endpoint: MLflow sends artifacts as attachments),
-- ``tree``: the tree figure (PNG) from the same endpoint.
+- ``ensemble_v<N>`` (``_2``, ``_3``, ...): each ensemble version page (description
+  first: decisions, who made them, "Since the champion" after a drift gate),
+- ``surrogate_v<N>``: its surrogate version page,
+- ``gate_report_v<N>``: ``gate_report.md`` of the version's last gate run, in the run's
+  artifact viewer,
+
+and of the last version given:
+
+- ``report_in_viewer`` (``_2``, ...): the surrogate's logged model, Artifacts tab,
+  ``report.html`` clicked, as MLflow shows it in its sandboxed viewer,
+- ``model_card_in_viewer`` (``_2``, ...): ``model_card.md`` in the same viewer,
+- ``report``, ``tree``, ``vite_tree``: ``report.html`` and the two figures (SVG, else
+  PNG) opened directly, as one full-page image each (local copies fetched from the
+  logged model's artifact endpoint: MLflow sends artifacts as attachments).
 
 MLflow's "Assistant" side panel is closed when it is open, so the page shows the
-content. Chromium is driven through its DevTools protocol over ``--remote-debugging-pipe``
+content. Scrollbars stay visible, as a reader sees them (a figure wider than the viewer
+scrolls sideways). Chromium is driven through its DevTools protocol over ``--remote-debugging-pipe``
 (the standard library only: no Selenium, no WebSocket package).
 
 Run after ``make demo`` (Chromium: ``apt-get install chromium``)::
 
-    .venv/bin/python examples/screenshots.py --name wisconsin-rf --version 1
+    .venv/bin/python examples/screenshots.py --name wisconsin-rf --versions 1 2
 
 PNG paths are printed, one per line.
 """
@@ -46,11 +53,15 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from miret_governance.flavors.registry import SURROGATE_TAG
+from miret_governance.flavors.registry import GATE_RUN_TAG, SURROGATE_TAG
 
 REPORT = "report.html"
 MODEL_CARD = "model_card.md"
-TREE_FIGURES = ("figures/surrogate_tree.png", "surrogate_tree.png")
+GATE_REPORT = "gate_report.md"
+FIGURES = {
+    "tree": ("figures/surrogate_tree.svg", "figures/surrogate_tree.png", "surrogate_tree.png"),
+    "vite_tree": ("figures/vite_tree.svg", "figures/vite_tree.png"),
+}
 
 # Runs in the page: closes MLflow's Assistant side panel when it is open (its header reads
 # "MLflow Assistant"; the nearest enclosing block with a "Close" button is the panel).
@@ -75,6 +86,9 @@ CLICK_ARTIFACT = """(() => {
   node.firstElementChild.click();
   return true;
 })()"""
+
+# Runs in the page: true once the artifact tree shows.
+ARTIFACT_TREE = "!!document.querySelector('[data-testid=\"artifact-tree-node\"]')"
 
 # Runs in the page: [x, y, height] of the preview pane of the file %s: its iframe for
 # HTML (null until it exists), the area right of the artifact tree otherwise.
@@ -138,6 +152,7 @@ def linked_surrogate(client: MlflowClient, name: str, version: str):
 
 def fetch_artifact(base: str, model_id: str, paths: tuple[str, ...], folder: Path) -> Path:
     """Download the first of ``paths`` that the logged model has, through MLflow's server."""
+    folder.mkdir(parents=True, exist_ok=True)
     for path in paths:
         query = urllib.parse.urlencode({"artifact_file_path": path})
         url = f"{base}/ajax-api/2.0/mlflow/logged-models/{model_id}/artifacts/files?{query}"
@@ -175,7 +190,6 @@ class Chromium:
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--hide-scrollbars",
             "--remote-debugging-pipe",
             f"--user-data-dir={self._profile.name}",
             f"--window-size={width},{height}",
@@ -254,10 +268,18 @@ class Chromium:
         """A mouse-wheel scroll at (x, y), e.g. over an iframe the page cannot script."""
         self.call("Input.dispatchMouseEvent", type="mouseWheel", x=x, y=y, deltaX=0, deltaY=delta_y)
 
-    def screenshot(self, png: Path) -> Path:
-        """The viewport as a PNG file."""
-        png.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
-        return png
+    def screenshot(self, png: Path, full_page: bool = False) -> bytes:
+        """The viewport (``full_page``: the whole document) as a PNG file; its bytes."""
+        options = {}
+        if full_page:
+            size = self.call("Page.getLayoutMetrics")["cssContentSize"]
+            clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+            options = {"clip": clip, "captureBeyondViewport": True}
+        data = base64.b64decode(
+            self.call("Page.captureScreenshot", format="png", **options)["data"]
+        )
+        png.write_bytes(data)
+        return data
 
     def close(self) -> None:
         """Stop the browser and remove its profile."""
@@ -275,51 +297,92 @@ def settle(browser: Chromium, seconds: float) -> None:
         time.sleep(0.5)
 
 
-def capture_width(browser, base, pages, args, width) -> list[Path]:
+def capture_width(browser, pages, args, width) -> list[Path]:
     """Every screenshot at one window width."""
     browser.resize(width, args.height)
     shots = []
 
-    def shoot(name: str) -> None:
-        shots.append(browser.screenshot((args.output / f"{name}_{width}.png").resolve()))
+    def shoot(name: str, full_page: bool = False) -> bytes:
+        png = (args.output / f"{name}_{width}.png").resolve()
+        data = browser.screenshot(png, full_page)
+        shots.append(png)
+        return data
 
-    for name in ("ensemble_version", "surrogate_version"):
-        browser.open(pages[name], "document.body.innerText.includes('Version')", args.timeout)
-        settle(browser, args.settle)
-        shoot(name)
+    def screens(name: str, x: float, y: float, height: float) -> None:
+        """The first screen, then one per wheel scroll until the screen stops changing."""
+        last = shoot(name)
+        for part in range(2, args.screens + 1):
+            browser.wheel(x, y, 0.9 * height)
+            time.sleep(0.7)
+            current = shoot(f"{name}_{part}")
+            if current == last:
+                shots.pop().unlink()
+                return
+            last = current
 
-    for name, file in (("report_in_viewer", REPORT), ("model_card_in_viewer", MODEL_CARD)):
-        browser.open(
-            pages["artifacts"], "document.body.innerText.includes('MLmodel')", args.timeout
-        )
+    def open_artifact(page: str, file: str) -> tuple:
+        browser.open(page, ARTIFACT_TREE, args.timeout)
         settle(browser, args.settle)
         quoted = json.dumps(file)
         browser.wait_for(CLICK_ARTIFACT % quoted, args.timeout, f"no {file} in the artifact tree")
-        x, y, height = browser.wait_for(VIEWER % quoted, args.timeout, f"no viewer for {file}")
+        found = browser.wait_for(VIEWER % quoted, args.timeout, f"no viewer for {file}")
         settle(browser, args.settle)
-        shoot(name)
-        for part in range(2, args.viewer_pages + 1):
-            browser.wheel(x, y, 0.9 * height)
-            time.sleep(0.5)
-            shoot(f"{name}_{part}")
+        return found
 
-    for name in ("report", "tree"):
-        browser.open(pages[name], "document.readyState === 'complete'", args.timeout)
-        shoot(name)
+    middle = (width / 2, args.height / 2, args.height - 150)
+    for name, page in pages["versions"].items():
+        browser.open(page, "document.body.innerText.includes('Version')", args.timeout)
+        settle(browser, args.settle)
+        screens(name, *middle)
+    for name, page in pages["gate_runs"].items():
+        screens(name, *open_artifact(page, GATE_REPORT))
+    for name, file in (("report_in_viewer", REPORT), ("model_card_in_viewer", MODEL_CARD)):
+        screens(name, *open_artifact(pages["artifacts"], file))
+    for name, url in pages["files"].items():
+        browser.open(url, "document.readyState === 'complete'", args.timeout)
+        time.sleep(0.5)
+        shoot(name, full_page=True)
     return shots
+
+
+def version_pages(client, base: str, name: str, version: str, files: Path) -> dict:
+    """The pages of one ensemble version: its page, its surrogate's, the artifacts of
+    the surrogate's logged model and of the last gate run, local copies of the files."""
+    surrogate = linked_surrogate(client, name, version)
+    # The registry leaves model_id empty for versions registered from a logged model's
+    # URI; their source is then ``models:/<model_id>``.
+    model = client.get_logged_model(surrogate.model_id or surrogate.source.removeprefix("models:/"))
+    pages = {
+        "versions": {
+            f"ensemble_v{version}": f"{base}/#/models/{name}/versions/{version}",
+            f"surrogate_v{version}": f"{base}/#/models/{surrogate.name}/versions/{surrogate.version}",
+        },
+        "gate_runs": {},
+        "artifacts": f"{base}/#/experiments/{model.experiment_id}/models/{model.model_id}/artifacts",
+        "files": {"report": fetch_artifact(base, model.model_id, (REPORT,), files).as_uri()},
+    }
+    for figure, paths in FIGURES.items():
+        pages["files"][figure] = fetch_artifact(base, model.model_id, paths, files).as_uri()
+    gate_run = client.get_model_version(name, version).tags.get(GATE_RUN_TAG)
+    if gate_run:
+        experiment = client.get_run(gate_run).info.experiment_id
+        pages["gate_runs"][f"gate_report_v{version}"] = (
+            f"{base}/#/experiments/{experiment}/runs/{gate_run}/artifacts"
+        )
+    return pages
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
     parser.add_argument("--name", default="wisconsin-rf", help="registered ensemble name")
-    parser.add_argument("--version", default="1", help="ensemble version")
+    parser.add_argument(
+        "--versions", nargs="+", default=["1"], help="ensemble versions (report: the last)"
+    )
     parser.add_argument("--output", type=Path, default=Path("demo-output/screenshots"))
     parser.add_argument("--widths", nargs="+", type=int, default=[1400, 870])
     parser.add_argument("--height", type=int, default=1100)
-    parser.add_argument(
-        "--viewer-pages", type=int, default=8, help="screens of report.html in the viewer"
-    )
+    parser.add_argument("--screens", type=int, default=30, help="most screens of one page")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for a page")
     parser.add_argument(
         "--settle", type=float, default=2.0, help="seconds for the UI to finish rendering"
@@ -336,28 +399,17 @@ def main(argv=None) -> None:
     try:
         wait_until_up(base, server, log, timeout=120)
         client = MlflowClient(tracking_uri=base, registry_uri=base)
-        surrogate = linked_surrogate(client, args.name, args.version)
-        # The registry leaves model_id empty for versions registered from a logged model's
-        # URI; their source is then ``models:/<model_id>``.
-        model = client.get_logged_model(
-            surrogate.model_id or surrogate.source.removeprefix("models:/")
-        )
-        files = args.output / "artifacts"
+        files = (args.output / "artifacts").resolve()
         files.mkdir(exist_ok=True)
-        report = fetch_artifact(base, model.model_id, (REPORT,), files)
-        tree = fetch_artifact(base, model.model_id, TREE_FIGURES, files)
-        pages = {
-            "ensemble_version": f"{base}/#/models/{args.name}/versions/{args.version}",
-            "surrogate_version": f"{base}/#/models/{surrogate.name}/versions/{surrogate.version}",
-            "artifacts": (
-                f"{base}/#/experiments/{model.experiment_id}/models/{model.model_id}/artifacts"
-            ),
-            "report": report.resolve().as_uri(),
-            "tree": tree.resolve().as_uri(),
-        }
+        pages = {"versions": {}, "gate_runs": {}}
+        for version in args.versions:
+            found = version_pages(client, base, args.name, version, files / version)
+            pages["versions"] |= found["versions"]
+            pages["gate_runs"] |= found["gate_runs"]
+        pages |= {"artifacts": found["artifacts"], "files": found["files"]}
         browser = Chromium(args.chromium, args.widths[0], args.height)
         for width in args.widths:
-            for png in capture_width(browser, base, pages, args, width):
+            for png in capture_width(browser, pages, args, width):
                 print(png, flush=True)
     finally:
         if browser is not None:

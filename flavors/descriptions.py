@@ -254,8 +254,9 @@ def version_descriptions(
         f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{since}{report}{proof}\n"
     )
     surrogate_text = (
-        f"**MIRET surrogate of** {ensemble}: one shallow oblique tree that reproduces the "
-        f"ensemble's predictions.\n\n{table}\n\n{report}{proof}\n"
+        f"**MIRET surrogate of** {ensemble}: one shallow tree (oblique splits only where they "
+        f"were clearly more faithful on held-out rows) that reproduces the ensemble's "
+        f"predictions.\n\n{table}\n\n{report}{proof}\n"
     )
     return ensemble_text, surrogate_text
 

@@ -51,6 +51,7 @@ from miret_governance.flavors.request import (
 from miret_governance.flavors.search import log_search, search_surrogate
 from miret_governance.flavors.trust import UnsignedEvidenceWarning
 from miret_governance.flavors.validation_worker import ValidationWorker
+from miret_governance.governance.encoding import surrogate_rules
 from miret_governance.governance.signing import SigningKey
 
 BACKGROUND_FIT_CELLS = 2_000_000
@@ -337,8 +338,11 @@ def _explain_in_run(
         worker = None
     elif request.search is None:
         background = stages.BackgroundFit(request, ensemble, frame, test_frame, progress)
-    with faults.temporary_folder() as tmp:
+    with faults.temporary_folder() as tmp, ThreadPoolExecutor(max_workers=1) as figures:
         out = Path(tmp)
+        vite_done = None
+        if background is not None:  # drawn as soon as the data is prepared, not after validation
+            vite_done = figures.submit(_vite_when_prepared, background, out)
         stages.notify(progress, "validate")
         frames = {"validation.json": frame}
         if test_frame is not None:
@@ -354,19 +358,19 @@ def _explain_in_run(
         datasets = context.record_holdout(request, data, datasets)
 
         # the VITE figures are drawn while the solver runs (it releases the GIL)
-        with ThreadPoolExecutor(max_workers=1) as figures:
+        if vite_done is None:
             vite_done = figures.submit(stages.vite_artifacts, ensemble, out)
-            search = None
-            if background is not None:
-                surrogate = background.surrogate()
-            elif request.search is None:
-                stages.notify(progress, "solve")
-                surrogate = stages.fit_surrogate(request, ensemble, prepared.raw_train, progress)
-            else:
-                fitted = search_surrogate(request, ensemble, prepared.raw_train, progress)
-                surrogate, search = fitted.best_estimator_, log_search(fitted, out)
-            stages.notify(progress, "VITE")
-            vite = vite_done.result()
+        search = None
+        if background is not None:
+            surrogate = background.surrogate()
+        elif request.search is None:
+            stages.notify(progress, "solve")
+            surrogate = stages.fit_surrogate(request, ensemble, prepared.raw_train, progress)
+        else:
+            fitted = search_surrogate(request, ensemble, prepared.raw_train, progress)
+            surrogate, search = fitted.best_estimator_, log_search(fitted, out)
+        stages.notify(progress, "VITE")
+        vite = vite_done.result()
 
         stages.notify(progress, "metrics")
         evidence = publish.Evidence(
@@ -375,7 +379,7 @@ def _explain_in_run(
             n_train=len(data.train),
             n_test=len(data.test),
             metrics=stages.evaluate(ensemble, surrogate, prepared.X_train, prepared.X_test, data),
-            rules=surrogate.rules(request.class_names),
+            rules=surrogate_rules(surrogate, request.class_names, ensemble.encoding),
             search=search,
             input_range=_input_range(data, ensemble.feature_names),
             test_rows=data.test,
@@ -396,6 +400,12 @@ def _explain_in_run(
             signing_key,
         )
     return info, evidence, surrogate.solve_report_.to_dict()
+
+
+def _vite_when_prepared(background, out: Path):
+    """The VITE artifacts of the prepared ensemble (boosted trees are weighed by the
+    training split, so the figures wait for :meth:`stages.BackgroundFit.prepared`)."""
+    return stages.vite_artifacts(background.prepared().ensemble, out)
 
 
 def _input_range(data, names) -> dict:

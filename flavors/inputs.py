@@ -55,7 +55,8 @@ def _pickle_refusal(fmt: str) -> ExplainError:
         "mlflow.sklearn.log_model(model, name='model', serialization_format='skops', "
         f"skops_trusted_types={list(SKOPS_TRUSTED_TYPES)!r}) to explain it safely (the fitted "
         "trees' types are the only ones a forest, extra trees, gradient boosting, histogram "
-        "gradient boosting or a Pipeline with MinMaxScaler needs beyond skops' defaults), "
+        "gradient boosting or a Pipeline with MinMaxScaler or a ColumnTransformer of encoders "
+        "needs beyond skops' defaults), "
         "or, if you trust whoever wrote this artifact, pass --trust-pickle "
         "(trust_pickle=True); that choice is recorded on the surrogate and in its report."
     )
@@ -216,14 +217,20 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
 
 
 def load_explainable_ensemble(model_uri: str, trust_pickle: bool = False):
-    """:func:`load_ensemble`, refusing preprocessing the surrogate cannot store as JSON."""
+    """:func:`load_ensemble`, refusing preprocessing the surrogate cannot store as JSON
+    or explain in its encoded space (a single MinMaxScaler, or a ColumnTransformer of
+    :mod:`governance.encoding`)."""
+    from miret_governance.governance.encoding import encoding_of
+
     ensemble, _ = load_ensemble(model_uri, trust_pickle)
-    if ensemble.preprocessor is not None and (
-        ensemble.scaler is None or len(ensemble.preprocessor.steps) != 1
-    ):
+    single_scaler = ensemble.scaler is not None and len(ensemble.preprocessor.steps) == 1
+    encodes = ensemble.preprocessor is not None and encoding_of(ensemble.preprocessor)
+    if ensemble.preprocessor is not None and not (single_scaler or encodes):
         raise ExplainError(
             f"{model_uri} preprocesses its input with {ensemble.preprocessor}; only a "
-            "single MinMaxScaler in front of the ensemble can be stored without pickle"
+            "single MinMaxScaler, or one ColumnTransformer of OneHotEncoder, "
+            "OrdinalEncoder, MinMaxScaler and passthrough columns, in front of the "
+            "ensemble can be explained without pickle"
         )
     return ensemble
 
@@ -288,6 +295,58 @@ def split_features(frame: pd.DataFrame, ensemble, target, source) -> tuple:
             "trained on"
         )
     return frame[names], y
+
+
+def encoded_inputs(request, ensemble, frame, test_frame) -> tuple:
+    """``(ensemble, frame, test_frame)`` in the encoded space of an ensemble behind a
+    ``ColumnTransformer`` (:func:`governance.encoding.encoded_view`; the label column
+    kept as it is); unchanged otherwise.
+
+    Raises
+    ------
+    ExplainError
+        A category not seen in training (named, never mapped), or a missing column.
+    """
+    from miret_governance.governance.encoding import EncodingError, encoded_view
+
+    view = encoded_view(ensemble)
+    if view.encoding is None:
+        return ensemble, frame, test_frame
+
+    def encode(table, source):
+        if table is None:
+            return None
+        try:
+            encoded = view.encoding.encode(ensemble.preprocessor, table)
+        except (EncodingError, KeyError) as exc:
+            raise ExplainError(f"{source}: {exc}") from None
+        if request.target and request.target in table.columns:
+            encoded[request.target] = table[request.target].to_numpy()
+        return encoded
+
+    return view, encode(frame, request.data), encode(test_frame, request.test_data)
+
+
+def feature_inputs(ensemble, frame: pd.DataFrame, source) -> np.ndarray:
+    """A file's rows as the ensemble takes them: its feature columns through its
+    preprocessing; behind a ``ColumnTransformer`` a category not seen in training is
+    refused by name (:meth:`governance.encoding.Encoding.encode`).
+
+    Raises
+    ------
+    ExplainError
+        A missing feature column or an unseen category.
+    """
+    from miret_governance.governance.encoding import EncodingError, encoding_of
+
+    encoding = encoding_of(ensemble.preprocessor)
+    if encoding is None:
+        X, _ = split_features(frame, ensemble, None, source)
+        return ensemble.transform(X)
+    try:
+        return encoding.encode(ensemble.preprocessor, frame).to_numpy()
+    except (EncodingError, KeyError) as exc:
+        raise ExplainError(f"{source}: {exc}") from None
 
 
 @dataclass(frozen=True)

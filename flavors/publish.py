@@ -37,6 +37,8 @@ REPORT_PARAMETERS = (
 FIGURE_CAPTIONS = {
     "level_frequency": "VITE: level frequency of each feature in the ensemble",
     "vite_tree": "VITE: node frequency and threshold ranges of the ensemble",
+    "level_frequency_by_column": "VITE: level frequency of each original column "
+    "(a one-hot group summed)",
 }
 
 
@@ -112,6 +114,7 @@ def write_report(
     dict
         Artifact name -> path, for :func:`log_surrogate`.
     """
+    from miret_governance.governance.encoding import surrogate_display
     from miret_governance.governance.report.html import ReportContext
     from miret_governance.governance.report.html import write_report as render
     from miret_governance.governance.report.tree_figure import save_tree_figure
@@ -122,7 +125,8 @@ def write_report(
         surrogate.solve_report_.to_dict(),
         evidence.validation,
     )
-    display = surrogate.display(request.class_names)  # purity by the ensemble's labels
+    # purity by the ensemble's labels; conditions in original columns and categories
+    display = surrogate_display(surrogate, request.class_names, ensemble.encoding)
     save_tree_figure(display, out / "figures")
     provenance = {
         "ensemble_uri": request.ensemble_uri,
@@ -201,6 +205,7 @@ def holdout_applicants(request: ExplainRequest, ensemble, surrogate, test_rows):
         labels,
         scaler=surrogate.input_scaler_,
         class_names=request.class_names,
+        encoding=ensemble.encoding,
     )
 
 

@@ -33,9 +33,9 @@ import numpy as np
 from miret_governance.flavors import stages
 from miret_governance.flavors.inputs import (
     dataset,
+    feature_inputs,
     load_explainable_ensemble,
     read_table,
-    split_features,
 )
 from miret_governance.flavors.registry import version_uri
 from miret_governance.flavors.request import ExplainRequest
@@ -122,8 +122,8 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
         record["target"] or None
     ):
         return _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored)
-    X, _ = split_features(frame, ensemble, None, data)
-    return _overlap(_agreeing(ensemble, tree, tree_scaler, ensemble.transform(X)), len(X), stored)
+    X = feature_inputs(ensemble, frame, data)
+    return _overlap(_agreeing(ensemble, tree, tree_scaler, X), len(X), stored)
 
 
 def _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored) -> GateResult:
@@ -134,8 +134,7 @@ def _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored) -> 
 
     recomputed = {}
     if digest == record["test_data_digest"]:  # the explanation's test file
-        X, _ = split_features(frame, ensemble, None, data)
-        recomputed["test_fidelity"] = share(ensemble.transform(X))
+        recomputed["test_fidelity"] = share(feature_inputs(ensemble, frame, data))
     else:
         request = ExplainRequest.from_record(record, data=str(Path(data).resolve()))
         test_frame = frame if record["test_data_digest"] else None

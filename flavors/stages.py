@@ -125,7 +125,7 @@ def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: 
     ------
     ValidationFailedError
         A file failed and ``allow_invalid`` is False, or it failed in a way that
-        explaining anyway cannot survive (missing columns, nulls, infinities).
+        explaining anyway cannot survive (missing columns, infinities).
     """
     outcomes = worker.validate(frames, ensemble, request.target) if worker else None
     if outcomes is None:
@@ -151,7 +151,7 @@ def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: 
                 ""
                 if sound
                 else (
-                    " (columns are missing or mistyped, or values are null or infinite, so "
+                    " (columns are missing or mistyped, or values are infinite, so "
                     "--allow-invalid cannot help)"
                 )
             )
@@ -175,7 +175,8 @@ class ViteArtifacts:
 
 
 def vite_artifacts(ensemble, out: Path) -> ViteArtifacts:
-    """Write the VITE tables to ``out/vite`` and the heatmaps to ``out/figures``."""
+    """Write the VITE tables to ``out/vite`` and the heatmaps to ``out/figures`` (for an
+    ensemble on a pipeline's encoded columns, also the ``*_by_column`` tables)."""
     from miret_governance.governance import vite
     from miret_governance.governance.report.figures import save_vite_figures
 
@@ -185,6 +186,13 @@ def vite_artifacts(ensemble, out: Path) -> ViteArtifacts:
     levels.to_csv(vite_dir / "level_frequency.csv", index_label="feature")
     levels.to_json(vite_dir / "level_frequency.json", orient="split", indent=1)
     vite.node_frequency(ensemble).to_csv(vite_dir / "node_frequency.csv", index_label="position")
+    if ensemble.encoding is not None:  # per original column too: a one-hot group summed
+        by_column = vite.level_frequency_by_column(ensemble)
+        by_column.to_csv(vite_dir / "level_frequency_by_column.csv", index_label="feature")
+        by_column.to_json(vite_dir / "level_frequency_by_column.json", orient="split", indent=1)
+        vite.node_frequency_by_column(ensemble).to_csv(
+            vite_dir / "node_frequency_by_column.csv", index_label="position"
+        )
     ranges = vite.threshold_ranges(ensemble)
     ranges.to_csv(vite_dir / "threshold_ranges.csv", index=False)
     figures = save_vite_figures(ensemble, out / "figures")
@@ -198,7 +206,9 @@ class Prepared:
     ``data`` is the :class:`flavors.inputs.Holdout` (raw units); ``raw_train`` its
     training rows as fitted (clipped to the ensemble scaler's range, see
     :func:`prepare`); ``X_train``/``X_test`` the normalized rows (``X_test`` None
-    without test rows); ``ensemble`` the ensemble weighted by ``X_train``.
+    without test rows); ``ensemble`` the ensemble weighted by ``X_train``. Behind a
+    pipeline's ``ColumnTransformer`` all of them are in the encoded space
+    (``ensemble.encoding`` set, :mod:`governance.encoding`).
     """
 
     data: object
@@ -215,14 +225,18 @@ def prepare(request: ExplainRequest, ensemble, frame, test_frame) -> Prepared:
     Training rows outside the range of the ensemble's MinMaxScaler are clipped to it:
     validated inputs lie in that range (up to the validation's round-off tolerance), and
     out-of-range inputs explained with ``allow_invalid`` act like the range's bounds.
+    An ensemble behind a ``ColumnTransformer`` is explained in its encoded space: the
+    frames are encoded first and the ensemble becomes its encoded view.
 
     Raises
     ------
     ExplainError
-        Fewer test rows of a class than ``request.min_test_rows`` (:func:`check_test_rows`).
+        Fewer test rows of a class than ``request.min_test_rows`` (:func:`check_test_rows`),
+        or a category not seen in training.
     """
-    from miret_governance.flavors.inputs import holdout
+    from miret_governance.flavors.inputs import encoded_inputs, holdout
 
+    ensemble, frame, test_frame = encoded_inputs(request, ensemble, frame, test_frame)
     data = holdout(request, ensemble, frame, test_frame)
     check_test_rows(request, ensemble, data.test)
     raw_train, scaler = data.train, ensemble.scaler

@@ -28,6 +28,10 @@ LOG = logging.getLogger(__name__)
 def validate_frames(frames: dict, ensemble, label: str | None) -> dict:
     """Validate each frame's feature (and ``label``) columns against ``ensemble``.
 
+    The first frame is the training data: every frame's missing values are checked
+    against its share of missing values per column
+    (:func:`governance.validation.missing_shares`).
+
     Returns
     -------
     dict
@@ -35,13 +39,22 @@ def validate_frames(frames: dict, ensemble, label: str | None) -> dict:
         ``summary`` (for people) and ``sound`` (columns, types and values allow the
         ensemble's normalization, so ``allow_invalid`` can explain anyway).
     """
-    from miret_governance.governance.validation import raw_columns, validate_inputs
+    from miret_governance.governance.validation import (
+        missing_shares,
+        raw_columns,
+        validate_inputs,
+    )
 
     wanted = raw_columns(ensemble) + ([label] if label else [])
+    training = next(iter(frames.values()))
+    reference = missing_shares(training, [c for c in raw_columns(ensemble) if c in training])
     outcomes = {}
     for name, frame in frames.items():
         report = validate_inputs(
-            frame[[c for c in wanted if c in frame.columns]], ensemble, label=label or None
+            frame[[c for c in wanted if c in frame.columns]],
+            ensemble,
+            label=label or None,
+            training_missing=reference,
         )
         outcomes[name] = {
             "success": bool(report.success),
@@ -49,7 +62,7 @@ def validate_frames(frames: dict, ensemble, label: str | None) -> dict:
             "summary": report.summary(),
             "sound": report.frame is not None
             and report.normalized is not None
-            and bool(np.isfinite(report.normalized).all()),
+            and not bool(np.isinf(report.normalized).any()),
         }
     return outcomes
 

@@ -16,7 +16,9 @@ def read_only_array(array, dtype) -> np.ndarray:
     return out
 
 
-def feature_matrix(X, feature_names, *, finite: bool = True, min_rows: int = 1) -> np.ndarray:
+def feature_matrix(
+    X, feature_names, *, finite: bool = True, min_rows: int = 1, allow_nan: bool = False
+) -> np.ndarray:
     """``X`` as a 2-D float array with one column per name of ``feature_names``.
 
     A DataFrame holding every name is reordered to that order; one without them is
@@ -29,6 +31,8 @@ def feature_matrix(X, feature_names, *, finite: bool = True, min_rows: int = 1) 
     feature_names : sequence of str
     finite : bool
         Refuse NaN and infinite values.
+    allow_nan : bool
+        With ``finite``, accept NaN (a missing value) and refuse only infinite values.
     min_rows : int
         Fewest rows accepted.
 
@@ -56,7 +60,13 @@ def feature_matrix(X, feature_names, *, finite: bool = True, min_rows: int = 1) 
         )
     if X.shape[0] < min_rows:
         raise ValueError(f"X has {X.shape[0]} rows; pass at least {min_rows}")
-    if finite and not np.all(np.isfinite(X)):
+    if finite and allow_nan and np.isinf(X).any():
+        rows = np.flatnonzero(np.isinf(X).any(axis=1))
+        raise ValueError(
+            f"X has infinite values (rows {rows[:5].tolist()}); replace them by finite "
+            "values (or by NaN for a missing value)"
+        )
+    if finite and not allow_nan and not np.all(np.isfinite(X)):
         rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
         raise ValueError(
             f"X has NaN or infinite values (rows {rows[:5].tolist()}); impute or drop them first"
@@ -65,9 +75,10 @@ def feature_matrix(X, feature_names, *, finite: bool = True, min_rows: int = 1) 
 
 
 def scaled(transformer, X) -> np.ndarray:
-    """``transformer.transform(X)`` as float64; a matrix is given the column names the
-    transformer was fitted with (no scikit-learn feature-name warning)."""
+    """``transformer.transform(X)`` as a dense float64 array; a matrix is given the column
+    names the transformer was fitted with (no scikit-learn feature-name warning)."""
     names = getattr(transformer, "feature_names_in_", None)
     if names is not None and not hasattr(X, "columns"):
         X = pd.DataFrame(X, columns=names)
-    return np.asarray(transformer.transform(X), dtype=np.float64)
+    out = transformer.transform(X)
+    return np.asarray(out.toarray() if hasattr(out, "toarray") else out, dtype=np.float64)

@@ -37,7 +37,7 @@ import pandas as pd
 
 from miret_governance.governance.arrays import feature_matrix
 from miret_governance.governance.errors import GovernanceError
-from miret_governance.governance.gates import GateResult
+from miret_governance.governance.gates import GateResult, readable_pair
 from miret_governance.governance.policy import DRIFT_GATES
 
 SUM_TOLERANCE = 1e-6
@@ -362,9 +362,7 @@ def drift_gates(gates: dict, drift: Drift | None, against: str) -> list:
         else:
             value, passed, op = drift.distance, drift.distance <= threshold, "<="
         verdict = "meets" if passed else "does not meet"
-        reason = (
-            f"{metric} = {value:.10g} against {drift.source} (@{against}) {verdict} {op} "
-            f"{threshold:.10g}"
-        )
+        shown, limit = readable_pair(value, threshold)
+        reason = f"{metric} = {shown} against {drift.source} (@{against}) {verdict} {op} {limit}"
         results.append(GateResult(name, metric, threshold, value, passed, reason))
     return results

@@ -61,6 +61,10 @@ class Ensemble:
     scaler : MinMaxScaler or None
         The MinMaxScaler right before the ensemble, if any: thresholds are in its output
         (normalized) units and can be mapped back to raw units with it.
+    encoding : governance.encoding.Encoding or None
+        Set on the view of a pipeline's encoded space
+        (:func:`~governance.encoding.encoded_view`): the original column and category
+        of each feature.
     source : str
         Qualified class name of the model that was read.
     input_precision : {"float32", "float64"}
@@ -77,6 +81,7 @@ class Ensemble:
     classes: np.ndarray
     preprocessor: object = None
     scaler: object = None
+    encoding: object = None
     source: str = "arrays"
     input_precision: str = "float32"
 
@@ -298,6 +303,7 @@ class Ensemble:
             classes=self.classes,
             preprocessor=self.preprocessor,
             scaler=self.scaler,
+            encoding=self.encoding,
             source=self.source,
             input_precision=self.input_precision,
         )

@@ -166,5 +166,16 @@ def _gate(name: str, threshold, metrics: dict, validation: str | None) -> GateRe
     op = ">=" if spec.greater_is_better else "<="
     passed = value >= threshold if spec.greater_is_better else value <= threshold
     verdict = "meets" if passed else "does not meet"
-    reason = f"{spec.metric} = {value:.10g} {verdict} {op} {threshold:.10g}"
+    shown, limit = readable_pair(value, threshold)
+    reason = f"{spec.metric} = {shown} {verdict} {op} {limit}"
     return GateResult(name, spec.metric, threshold, value, passed, reason)
+
+
+def readable_pair(value: float, threshold: float) -> tuple[str, str]:
+    """``value`` and ``threshold`` for people: 4 significant digits, or 10 where 4 would
+    show them equal (the raw values stay in the gate report's JSON and the metrics)."""
+    for digits in (4, 10):
+        shown, limit = f"{value:.{digits}g}", f"{threshold:.{digits}g}"
+        if shown != limit or value == threshold:
+            break
+    return shown, limit

@@ -24,6 +24,8 @@ DETAIL_METRICS = (
     "test_fidelity_ci_low",
     "test_fidelity_ci_high",
     "n_test_rows",
+    "test_fidelity_missing_rows",
+    "n_test_missing_rows",
     "cv_fidelity",
     "baseline_cart_train_fidelity",
     "baseline_cart_cv_fidelity",
@@ -269,8 +271,10 @@ def surrogate_metrics(
         ``test_fidelity`` with its 95% Wilson interval ``test_fidelity_ci_low`` /
         ``test_fidelity_ci_high`` and ``n_test_rows``, ``test_proximity_pairs``,
         ``test_proximity_rows`` and (when
-        pairs exist) ``test_proximity_agreement``; with labels the
-        ``*_accuracy_surrogate`` and ``*_accuracy_ensemble`` keys.
+        pairs exist) ``test_proximity_agreement``; with test rows that miss a value (at
+        least one NaN) ``test_fidelity_missing_rows``, the fidelity on those rows alone,
+        and ``n_test_missing_rows``; with labels the ``*_accuracy_surrogate`` and
+        ``*_accuracy_ensemble`` keys.
     """
     from miret_governance.governance.vite import proximity_pairs
 
@@ -291,11 +295,14 @@ def surrogate_metrics(
         y = None if y is None else np.asarray(y)
         if y is not None and y.shape != (X.shape[0],):
             raise ValueError(f"y_{split} has shape {y.shape}; expected ({X.shape[0]},)")
-        agree = correct_surrogate = correct_ensemble = 0
+        agree = correct_surrogate = correct_ensemble = agree_missing = n_missing = 0
         for rows in _chunks(X.shape[0], int(chunk_rows)):
             ensemble_labels = ensemble.predict(X[rows])
             surrogate_labels = tree.predict(to_tree(X[rows]))
             agree += int(np.sum(ensemble_labels == surrogate_labels))
+            incomplete = np.isnan(X[rows]).any(axis=1)
+            agree_missing += int(np.sum((ensemble_labels == surrogate_labels) & incomplete))
+            n_missing += int(incomplete.sum())
             if y is not None:
                 correct_surrogate += int(np.sum(y[rows] == surrogate_labels))
                 correct_ensemble += int(np.sum(y[rows] == ensemble_labels))
@@ -305,6 +312,9 @@ def surrogate_metrics(
             metrics.update(
                 test_fidelity_ci_low=low, test_fidelity_ci_high=high, n_test_rows=float(X.shape[0])
             )
+            if n_missing:
+                metrics["test_fidelity_missing_rows"] = agree_missing / n_missing
+                metrics["n_test_missing_rows"] = float(n_missing)
         if y is not None:
             metrics[f"{split}_accuracy_surrogate"] = correct_surrogate / X.shape[0]
             metrics[f"{split}_accuracy_ensemble"] = correct_ensemble / X.shape[0]

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from miret_governance.governance.encoding import EncodingError, encoding_of
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.lightgbm_text import LightGBMText, read_lightgbm_text
 from miret_governance.governance.trees import (
@@ -356,7 +357,9 @@ def read_ensemble(model) -> Ensemble:
         A fitted RandomForestClassifier, ExtraTreesClassifier,
         GradientBoostingClassifier, XGBClassifier, ``xgboost.Booster`` with
         ``objective='binary:logistic'``, or a scikit-learn Pipeline whose last step is
-        one of these.
+        one of these. Behind a ``ColumnTransformer`` (:mod:`governance.encoding`) the
+        view's features are the encoded columns; :meth:`Ensemble.transform` encodes raw
+        rows as the pipeline does.
 
     Returns
     -------
@@ -384,6 +387,17 @@ def read_ensemble(model) -> Ensemble:
     keeps_columns = preprocessor is None or (scaler is not None and len(model.steps) == 2)
     if getattr(model, "feature_names_in_", None) is not None and keeps_columns:
         read["feature_names"] = [str(n) for n in model.feature_names_in_]
+    try:
+        encoding = None if preprocessor is None else encoding_of(preprocessor)
+    except EncodingError as exc:
+        raise UnsupportedModelError(model, str(exc)) from None
+    if encoding is not None:  # the ensemble's inputs are the encoded columns
+        if len(encoding.names) != len(read["feature_names"]):
+            raise MalformedModelError(
+                f"the ColumnTransformer makes {len(encoding.names)} columns, the ensemble "
+                f"takes {len(read['feature_names'])}"
+            )
+        read["feature_names"] = list(encoding.names)
     weights = read.pop("tree_weights")
     return Ensemble(
         tree_weights=np.ones(len(read["trees"])) if weights is None else weights,

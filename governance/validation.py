@@ -8,11 +8,16 @@ ensemble's own scaler, the normalized values must lie in ``[0, 1]``.
 Validation runs in two stages, both as Great Expectations suites in an ephemeral context:
 
 1. *structure*, on the frame as given: at least one row, the exact column set (the
-   features, plus the label column when one is named), numeric feature types, no nulls,
-   and a label with exactly the ensemble's two classes;
+   features, plus the label column when one is named), numeric feature types, missing
+   values (null/NaN) no more often than in the training data, and a label with exactly
+   the ensemble's two classes;
 2. *range*, only when the structure is sound (a frame with missing or string columns
    cannot be normalized): every normalized feature in ``[0, 1]``. Infinite raw values
    are carried through the normalization as infinities and reported as such.
+
+Missing values: ``expect_column_values_to_not_be_null`` with ``mostly`` one minus the
+share allowed (the training share in its ``meta``, see ``training_missing``); the range
+expectations skip them.
 
 Great Expectations is imported inside the functions: importing it takes seconds.
 """
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from miret_governance.governance.encoding import encoding_of
 from miret_governance.governance.tables import check_labels
 from miret_governance.governance.validation_messages import EXAMPLES, Failure, describe
 
@@ -36,6 +42,8 @@ NUMERIC_TYPES = [
     "Float64",
 ]
 SUITE_NAME = "governance-inputs"
+MISSING_TOLERANCE = 0.05
+"""How much larger than in training a column's share of missing values may be."""
 _ROUND_OFF = 1e-9
 
 
@@ -88,8 +96,8 @@ class ValidationReport:
         if not self.success:
             lines.append(
                 "Fix the data (or the model's feature schema): the columns must be the "
-                "ensemble's numeric features, complete, finite and within the range the "
-                "ensemble was fitted on."
+                "ensemble's numeric features, finite, within the range the ensemble was "
+                "fitted on, and missing values no more often than in the training data."
             )
         return "\n".join(lines)
 
@@ -100,8 +108,21 @@ def raw_columns(ensemble) -> list[str]:
     return [str(n) for n in (names if names is not None else ensemble.feature_names)]
 
 
+def missing_shares(frame: pd.DataFrame, columns) -> dict:
+    """Share of the rows of ``frame`` missing each of ``columns`` (null or NaN), the
+    ``training_missing`` reference of :func:`validate_inputs`."""
+    return {str(c): float(frame[c].isna().mean()) if len(frame) else 0.0 for c in columns}
+
+
 def validate_inputs(
-    frame, ensemble, label: str | None = None, mostly: float = 1.0, *, training_range=None
+    frame,
+    ensemble,
+    label: str | None = None,
+    mostly: float = 1.0,
+    *,
+    training_range=None,
+    training_missing=None,
+    missing_tolerance: float = MISSING_TOLERANCE,
 ):
     """Validate a frame of inputs against an ensemble's feature schema.
 
@@ -123,6 +144,13 @@ def validate_inputs(
         ``input_scaler_``. Raw features must lie within it. Without it, the
         ensemble's own MinMaxScaler defines the range (normalized values in
         ``[0, 1]``); without either, features must only be finite.
+    training_missing : mapping of str to float, optional
+        Share of the training rows missing each column (:func:`missing_shares` of the
+        training frame). A column may miss at most that share plus
+        ``missing_tolerance`` of its rows; one complete in training (or absent from the
+        mapping) must be complete. None: every column must be complete.
+    missing_tolerance : float
+        Allowed excess of a column's missing share over its training share.
 
     Returns
     -------
@@ -135,6 +163,8 @@ def validate_inputs(
         )
     if not 0.0 < float(mostly) <= 1.0:
         raise ValueError(f"mostly must be in (0, 1], got {mostly}")
+    if not 0.0 <= float(missing_tolerance) <= 1.0:
+        raise ValueError(f"missing_tolerance must be in [0, 1], got {missing_tolerance}")
     mostly = float(mostly)
     frame = frame.reset_index(drop=True)
     frame.columns = [str(c) for c in frame.columns]
@@ -145,13 +175,22 @@ def validate_inputs(
             "rename or drop the duplicates"
         )
     features = raw_columns(ensemble)
-    bounds = _training_bounds(training_range, features)
+    encoding = encoding_of(ensemble.preprocessor)
+    numeric = [c for c in features if encoding is None or c not in encoding.seen]
+    if encoding is not None and training_range is not None:
+        training_range = encoding.numeric_range(training_range)
+    bounds = _training_bounds(training_range, numeric)
     context = _context()
 
     expected = features + ([label] if label is not None else [])
-    structure = _run(
-        context, "raw", frame, _structure_suite(frame, features, label, ensemble, mostly)
+    reference = {
+        c: float((training_missing or {}).get(c, 0.0)) for c in features if c in frame.columns
+    }
+    suite = _structure_suite(frame, features, label, ensemble, mostly)
+    suite += _missing_suite(
+        reference, float(missing_tolerance), mostly, known=training_missing is not None
     )
+    structure = _run(context, "raw", frame, suite)
     results = [structure]
     failures = describe(structure, frame, None)
     sound = not any(
@@ -170,8 +209,8 @@ def validate_inputs(
         if problem is not None:
             failures.append(Failure("preprocessing", None, problem))
         elif bounds is not None or ensemble.scaler is None:
-            raw = frame[features]
-            range_result = _run(context, "range", raw, _raw_range_suite(features, bounds, mostly))
+            raw = frame[numeric]  # categories are checked against the training ones
+            range_result = _run(context, "range", raw, _raw_range_suite(numeric, bounds, mostly))
             results.append(range_result)
             failures += describe(range_result, raw, raw)
         else:
@@ -196,7 +235,7 @@ def validate_inputs(
         low, high = bounds
         merged["meta"] = {
             **merged.get("meta", {}),
-            "training_range": {f: [lo, hi] for f, lo, hi in zip(features, low, high)},
+            "training_range": {f: [lo, hi] for f, lo, hi in zip(numeric, low, high)},
         }
     success = merged["success"] and not broken
     merged["success"] = success
@@ -228,20 +267,34 @@ def _context():
     return gx.get_context(mode="ephemeral", project_config=config)
 
 
+def _seen_categories(ensemble) -> dict:
+    """Categorical input column -> categories seen in training, for an ensemble behind a
+    ``ColumnTransformer`` (:mod:`governance.encoding`); empty otherwise."""
+    encoding = encoding_of(ensemble.preprocessor)
+    return {} if encoding is None else dict(encoding.seen)
+
+
 def _structure_suite(frame, features, label, ensemble, mostly):
     import great_expectations.expectations as gxe
 
     expected = features + ([label] if label is not None else [])
     present = [c for c in features if c in frame.columns]
+    categorical = _seen_categories(ensemble)
     suite = [
         gxe.ExpectTableRowCountToBeBetween(min_value=1),
         gxe.ExpectTableColumnsToMatchSet(column_set=expected, exact_match=True),
     ]
     if len(frame):
         suite += [
-            gxe.ExpectColumnValuesToBeInTypeList(column=c, type_list=NUMERIC_TYPES) for c in present
+            gxe.ExpectColumnValuesToBeInTypeList(column=c, type_list=NUMERIC_TYPES)
+            for c in present
+            if c not in categorical
         ]
-    suite += [gxe.ExpectColumnValuesToNotBeNull(column=c, mostly=mostly) for c in present]
+    suite += [  # an unseen category is reported by name, never mapped
+        gxe.ExpectColumnValuesToBeInSet(column=c, value_set=list(categorical[c]), mostly=mostly)
+        for c in present
+        if c in categorical
+    ]
     if label is not None and label in frame.columns:
         suite += [
             gxe.ExpectColumnUniqueValueCountToBeBetween(column=label, min_value=2, max_value=2),
@@ -250,6 +303,24 @@ def _structure_suite(frame, features, label, ensemble, mostly):
             ),
         ]
     return suite
+
+
+def _missing_suite(reference: dict, tolerance: float, mostly: float, known: bool) -> list:
+    """Per column: missing values at most as often as in training plus ``tolerance``
+    (none when the column was complete in training), and no more than ``mostly`` lets;
+    the training share goes into the expectation's ``meta`` when ``known``."""
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(
+            column=column,
+            mostly=max(0.0, min(mostly, 1.0 - (min(1.0, share + tolerance) if share else 0.0))),
+            meta={"training_missing_share": share, "missing_tolerance": tolerance}
+            if known
+            else None,
+        )
+        for column, share in reference.items()
+    ]
 
 
 def _duplicate_names(names) -> list[str]:
@@ -359,9 +430,13 @@ def _normalize(raw: pd.DataFrame, ensemble):
 
     Returns ``(array, None)`` or ``(None, message)`` when the preprocessing fails.
     """
-    values = raw.to_numpy(dtype=np.float64, na_value=np.nan)
+    numbers = raw.select_dtypes("number")  # categorical columns hold text
+    values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
     infinite = np.isinf(values)
-    finite_input = raw.mask(infinite) if infinite.any() else raw
+    finite_input = raw
+    if infinite.any():
+        finite_input = raw.copy()
+        finite_input[numbers.columns] = numbers.mask(infinite)
     if getattr(ensemble.preprocessor, "feature_names_in_", None) is None:
         finite_input = finite_input.to_numpy(dtype=np.float64, na_value=np.nan)
     try:

@@ -71,11 +71,7 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
                 f"(e.g. {frame[column].head(3).tolist()})"
             )
         elif kind == "expect_column_values_to_not_be_null":
-            n = result.get("unexpected_count", 0)
-            message = (
-                f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) "
-                f"with missing values (null/NaN); {_rows(result)}"
-            )
+            message = _missing_message(column, result, config.get("meta") or {})
         elif kind == "expect_column_unique_value_count_to_be_between":
             classes = sorted(frame[column].dropna().unique().tolist(), key=str)
             message = (
@@ -88,6 +84,16 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
                 f"{_plain(result.get('partial_unexpected_list'))} outside the ensemble's "
                 f"classes {_plain(kwargs['value_set'])}"
             )
+        elif kind == "expect_column_values_to_be_in_set":
+            seen = kwargs["value_set"]
+            unseen = sorted(set(frame[column].dropna().tolist()) - set(seen), key=str)
+            message = (
+                f"column {column!r} has categories not seen in training: "
+                f"{', '.join(map(str, unseen[:10]))} ({_count(result.get('unexpected_count', 0))}"
+                f"{', ' + _rows(result) if _rows(result) else ''}); seen in training: "
+                f"{', '.join(map(str, seen))}. The model has no branch for them: map them to "
+                "a trained category or re-train with them"
+            )
         elif kind == "expect_column_values_to_be_between" and frame is raw:
             message = _raw_range_message(column, result, raw, kwargs)
         elif kind == "expect_column_values_to_be_between":
@@ -96,6 +102,26 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
             message = f"{kind} failed on {column!r}: {result}"
         failures.append(Failure(kind, column, message))
     return failures
+
+
+def _missing_message(column, result, meta: dict) -> str:
+    """Missing values in words, against the training data's share when it is known."""
+    n = result.get("unexpected_count", 0)
+    head = (
+        f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) with "
+        "missing values (null/NaN)"
+    )
+    share = meta.get("training_missing_share")
+    if share is None:
+        return f"{head}; {_rows(result)}"
+    if share == 0:
+        return f"{head}, but the training data had none in this column; {_rows(result)}"
+    tolerance = meta.get("missing_tolerance", 0.0)
+    return (
+        f"{head}, more than the training data's {100 * share:.3g}% plus the tolerance of "
+        f"{100 * tolerance:.3g} points (at most {100 * min(1.0, share + tolerance):.3g}%); "
+        f"{_rows(result)}"
+    )
 
 
 def _range_message(column, result, scaled, raw) -> str:

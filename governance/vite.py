@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from miret_governance.governance.encoding import aggregate
 from miret_governance.governance.ensemble import Ensemble
 
 DENOMINATORS = ("splits", "nodes")
@@ -118,6 +119,24 @@ def level_frequency(
         index=pd.Index(ensemble.feature_names, name="feature"),
         columns=pd.Index(range(depth), name="level"),
     )
+
+
+def level_frequency_by_column(
+    ensemble: Ensemble, denominator: str = "splits", depth: int | None = None
+) -> pd.DataFrame:
+    """:func:`level_frequency` per original column: the rows of a pipeline's encoded
+    columns (``ensemble.encoding``) summed, a one-hot group into one row; the
+    per-encoded-column table when the ensemble does not encode its inputs."""
+    frequency = level_frequency(ensemble, denominator, depth)
+    return frequency if ensemble.encoding is None else aggregate(frequency, ensemble.encoding)
+
+
+def node_frequency_by_column(ensemble: Ensemble, depth: int | None = None) -> pd.DataFrame:
+    """:func:`node_frequency` per original column (as :func:`level_frequency_by_column`)."""
+    frequency = node_frequency(ensemble, depth)
+    if ensemble.encoding is None:
+        return frequency
+    return aggregate(frequency.T, ensemble.encoding).T
 
 
 def _node_levels(ensemble: Ensemble, depth) -> int:

@@ -154,8 +154,6 @@ CASES = (
          prepare=_csv(_duplicated)),
     Case("duplicated column (validate)", "data", _validate(), 2,
          r"duplicate column.*mean radius", prepare=_csv(_duplicated)),
-    Case("NaN feature", "data", _explain(), 1, r"mean perimeter.*(null|missing|NaN)",
-         "runs", _csv(_set("mean perimeter", [3, 7], np.nan))),
     Case("inf feature", "data", _explain(), 1, r"mean smoothness.*(inf|finite)",
          "runs", _csv(_set("mean smoothness", [5], np.inf))),
     Case("3 classes", "data", _explain(), 1, r"label.*3 classes",

@@ -133,8 +133,11 @@ def _start_ray(line: str, demo: dict, env: dict) -> None:
 
 def test_the_section_has_the_commands_it_documents():
     bash = [code for language, code in STEPS if language == "bash"]
-    for command in ("explain", "show", "validate", "gate", "promote", "reproduce"):
+    for command in ("explain", "show", "validate", "gate", "promote", "reproduce", "diff"):
         assert any(f"govern {command} " in line for line in bash), command
+    assert any("govern explain-row " in line for line in bash)
+    assert any("drift.toml" in line for line in bash)
+    assert any('"miret": {"enabled": True' in code for lang, code in STEPS if lang == "python")
     assert any("--backend ray" in line for line in bash)
     assert any("mlflow run . -e pipeline" in line and "--env-manager" not in line for line in bash)
     assert "skops_trusted_types" in next(code for lang, code in STEPS if lang == "python")

@@ -91,6 +91,10 @@ def glued(condition: str) -> str:
 def negation(condition: str) -> str:
     """The condition of the ``no`` branch (``x <= c`` becomes ``x > c``, ``x < c``
     becomes ``x >= c``)."""
+    for toggle in ((" not in {", " in {"), (" in {", " not in {")):
+        head, sep, tail = condition.partition(toggle[0])
+        if sep and tail.endswith("}"):  # a category set (governance.encoding)
+            return f"{head}{toggle[1]}{tail}"
     for op, negated in _NEGATED.items():
         head, sep, tail = condition.rpartition(f" {op} ")
         if sep:
@@ -187,7 +191,9 @@ def _data_range(scaler, data_range, n_features: int):
     return low, high
 
 
-def split_table(tree, feature_names=None, scaler=None, data_range=None) -> list[dict]:
+def split_table(
+    tree, feature_names=None, scaler=None, data_range=None, encoding=None
+) -> list[dict]:
     """The split of every branch node of the complete tree, breadth-first.
 
     Parameters
@@ -199,6 +205,9 @@ def split_table(tree, feature_names=None, scaler=None, data_range=None) -> list[
         of the score tables unless ``data_range`` is given.
     data_range : (array-like, array-like), optional
         Minimum and maximum of every feature in the conditions' units.
+    encoding : governance.encoding.Encoding, optional
+        The tree's features are these encoded columns: conditions name the original
+        columns and categories (``purpose in {car}``), scaled numeric columns in raw units.
 
     Returns
     -------
@@ -207,7 +216,9 @@ def split_table(tree, feature_names=None, scaler=None, data_range=None) -> list[
         precision), ``intercept`` (raw), ``condition`` (plain text of the ``yes``
         branch, or None without coefficients), ``yes`` (``"left"`` or ``"right"``: the
         child the ``yes`` branch is) and ``score`` (a :class:`Score`, or None when the
-        split has at most :data:`MAX_INLINE_TERMS` terms).
+        split has at most :data:`MAX_INLINE_TERMS` terms), ``missing`` (where a row
+        missing one of the split's features goes, e.g. ``missing income -> yes branch``;
+        None without coefficients or for a tree without a rule for missing values).
     """
     names = tree.feature_names if feature_names is None else tuple(map(str, feature_names))
     if len(names) != tree.n_features:
@@ -216,6 +227,11 @@ def split_table(tree, feature_names=None, scaler=None, data_range=None) -> list[
         )
     coef, intercept = raw_hyperplanes(tree, scaler)
     span = _data_range(scaler, data_range, tree.n_features)
+    if encoding is not None:
+        coef, intercept = coef.copy(), np.array(intercept, dtype=np.float64)
+        for t in range(tree.n_branch_nodes):
+            coef[t], intercept[t] = encoding.raw_terms(coef[t], intercept[t])
+        span = None if span is None else encoding.raw_range(*span)
     normalized = np.asarray(tree.coef)
     table = []
     for t in range(tree.n_branch_nodes):
@@ -225,16 +241,17 @@ def split_table(tree, feature_names=None, scaler=None, data_range=None) -> list[
         condition, yes, score = None, "left", None
         if len(terms) == 1:  # solved for the feature: lower values on the yes side
             name, weight = terms[0]
-            threshold = format_number(rhs / weight + 0.0)
-            condition, yes = (
-                (f"{name} <= {threshold}", "left")
-                if weight > 0
-                else (f"{name} < {threshold}", "right")
-            )
-        elif len(terms) > MAX_INLINE_TERMS:
+            op, yes = ("<=", "left") if weight > 0 else ("<", "right")
+            if encoding is not None:
+                condition = encoding.condition(name, rhs / weight + 0.0, op)
+            else:
+                condition = f"{name} {op} {format_number(rhs / weight + 0.0)}"
+        elif encoding is not None:
+            terms = [(encoding.term(name), weight) for name, weight in terms]
+        if len(terms) > MAX_INLINE_TERMS:
             score = _score(t, [(*term, j) for term, j in zip(terms, used, strict=True)], rhs, span)
             condition = score.condition
-        elif terms:
+        elif len(terms) > 1:
             condition = linear_text(terms, rhs)
         table.append(
             {
@@ -244,6 +261,16 @@ def split_table(tree, feature_names=None, scaler=None, data_range=None) -> list[
                 "condition": condition,
                 "yes": yes,
                 "score": score,
+                "missing": missing_text(tree, t, [names[j] for j in used], yes),
             }
         )
     return table
+
+
+def missing_text(tree, node: int, features, yes: str) -> str | None:
+    """Where node ``node`` sends a row missing one of ``features`` (its features with
+    a nonzero coefficient): ``missing a or b -> no branch``; None without a rule."""
+    if tree.missing_left is None or not features:
+        return None
+    side = "left" if tree.missing_left[node] else "right"
+    return f"missing {' or '.join(features)} -> {'yes' if side == yes else 'no'} branch"

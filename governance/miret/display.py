@@ -54,6 +54,9 @@ class DisplayNode:
         Predicted class of a leaf.
     purity : float or None
         Share of a leaf's samples whose label is the leaf's class (nan when empty).
+    missing : str or None
+        Where a split sends a row missing one of its features
+        (``missing income -> yes branch``); None at leaves or without a rule.
     """
 
     node: int
@@ -65,6 +68,7 @@ class DisplayNode:
     no: DisplayNode | None = None
     class_name: str | None = None
     purity: float | None = None
+    missing: str | None = None
 
     @property
     def is_leaf(self) -> bool:
@@ -108,6 +112,11 @@ class DisplayTree:
 
     def leaves(self) -> list:
         return [node for node in self.root.walk() if node.is_leaf]
+
+    def missing_rules(self) -> list[str]:
+        """Where each split shown sends a row missing one of its features:
+        ``income <= 4.2e+04: missing income -> yes branch`` (none without a rule)."""
+        return [f"{node.condition}: {node.missing}" for node in self.nodes() if node.missing]
 
 
 def _class_names(tree, class_names) -> tuple:
@@ -158,7 +167,14 @@ def display_tree(tree, X, labels, *, scaler=None, class_names=None, feature_name
 
 
 def display_from_counts(
-    tree, leaf_counts, *, scaler=None, class_names=None, feature_names=None, data_range=None
+    tree,
+    leaf_counts,
+    *,
+    scaler=None,
+    class_names=None,
+    feature_names=None,
+    data_range=None,
+    encoding=None,
 ) -> DisplayTree:
     """The pruned display tree of ``tree`` from its samples' counts per leaf.
 
@@ -181,12 +197,15 @@ def display_from_counts(
     data_range : (array-like, array-like), optional
         Minimum and maximum of every feature in the conditions' units (default: the
         scaler's; without either, score tables give no contribution range).
+    encoding : governance.encoding.Encoding, optional
+        The tree's features are a pipeline's encoded columns: conditions name the
+        original columns and categories (:func:`~governance.miret.conditions.split_table`).
     """
     leaf_counts = np.asarray(leaf_counts, dtype=np.int64)
     if leaf_counts.shape != (tree.n_leaves, 2) or leaf_counts.sum() == 0:
         raise ValueError(f"leaf_counts must have shape ({tree.n_leaves}, 2) and count a sample")
     names = _class_names(tree, class_names)
-    splits = split_table(tree, feature_names, scaler, data_range)
+    splits = split_table(tree, feature_names, scaler, data_range, encoding)
     n_branch = tree.n_branch_nodes
     reached = np.zeros(n_branch + tree.n_leaves, dtype=np.int64)
     reached[n_branch:] = leaf_counts.sum(axis=1)
@@ -216,6 +235,7 @@ def display_from_counts(
             condition=split["condition"],
             yes=build(yes, depth + 1),
             no=build(no, depth + 1),
+            missing=split["missing"],
         )
 
     root = build(0, 0)
@@ -265,7 +285,8 @@ def rules_text(display: DisplayTree) -> str:
     and the conditions mean.
 
     ``if <c1> and <c2> then <class> (<share> of samples, purity <p>)``; a tree with no
-    real split reads ``always <class> (...)``.
+    real split reads ``always <class> (...)``. A tree with a rule for missing values
+    adds one line: ``missing values: <condition>: missing <feature> -> yes branch; ...``.
     """
     lines = []
     for rule in leaf_rules(display):
@@ -276,6 +297,8 @@ def rules_text(display: DisplayTree) -> str:
             lines.append(f"if {' and '.join(rule['conditions'])} then {rule['class_name']} {stats}")
         else:
             lines.append(f"always {rule['class_name']} {stats}")
+    if display.missing_rules():
+        lines.append(f"missing values: {'; '.join(display.missing_rules())}")
     lines += [score.text() for score in display.scores]
     lines.append(f"({PURITY_NOTE}; {CONVENTION_NOTE})")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret import selection
 from miret_governance.governance.miret.cart import cart_predict
 from miret_governance.governance.miret.engine import fit_problem, fit_trivial
+from miret_governance.governance.miret.missing import with_missing_rule
 from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS, build_problem
 from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.sampling import sample_rows
@@ -210,12 +211,13 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     def _ensemble_labels(self, X) -> np.ndarray:
         """The ensemble's predictions on ``X`` (the fit's input units)."""
         ensemble = self._read_ensemble()
-        return ensemble.predict(ensemble.transform(feature_matrix(X, self.feature_names_in_)))
+        X = feature_matrix(X, self.feature_names_in_, allow_nan=True)
+        return ensemble.predict(ensemble.transform(X))
 
     def _normalized(self, X) -> np.ndarray:
         """Predict-time input: the fit's units mapped by ``input_scaler_``."""
         check_is_fitted(self, "tree_")
-        return scaled(self.input_scaler_, feature_matrix(X, self.feature_names_in_))
+        return scaled(self.input_scaler_, feature_matrix(X, self.feature_names_in_, allow_nan=True))
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
@@ -244,10 +246,15 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         fidelity on held-out folds of the sample, never chosen on training fidelity
         (rule in :mod:`governance.miret.selection`; ``solve_report_.chosen``,
         ``.cv_fidelity`` and ``.fallback`` say what was chosen and why).
+
+        ``X`` may hold missing values (NaN): the ensemble labels every row, the MILP and
+        the candidates are fitted on a sample of the complete rows, the tree's rule for
+        a missing value (:mod:`governance.miret.missing`) is learned from all rows, and
+        ``solve_report_.train_fidelity`` is measured on all rows.
         """
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
-        X = feature_matrix(X, ensemble.feature_names)
+        X = feature_matrix(X, ensemble.feature_names, allow_nan=True)
         if ensemble.scaler is not None:
             # rows outside the pipeline scaler's training range act like its bounds, as
             # in govern explain (the MILP works in [0, 1])
@@ -266,7 +273,14 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
                     f"the ensemble, not the ground truth): {int(np.sum(y != labels))} of "
                     f"{labels.size} labels differ; pass y=None"
                 )
-        rows = sample_rows(ensemble, tree_inputs, labels, self.max_rows, self.random_state)
+        complete = np.flatnonzero(~np.isnan(tree_inputs).any(axis=1))  # the MILP's rows
+        if not complete.size:
+            raise ValueError("every row of X has a missing value; the fit needs complete rows")
+        rows = complete[
+            sample_rows(
+                ensemble, tree_inputs[complete], labels[complete], self.max_rows, self.random_state
+            )
+        ]
         self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
 
         def problem_of(sample):
@@ -306,7 +320,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         }
         chosen = selection.choose(right, used, on_sample)
         cv = {name: float(hits.mean()) for name, hits in right.items()}
-        tree = candidates[chosen]
+        tree = with_missing_rule(candidates[chosen], tree_inputs, labels, scaler, ensemble)
         own, cart = selection.fidelities(
             [tree.predict, partial(cart_predict, self.baseline_)], labels, tree_inputs, scaler
         )
@@ -408,9 +422,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
     def tree_digest(self) -> str:
         """sha256 of the canonical JSON of what decides the predictions and the rules:
-        the tree's depth, coefficients, intercepts, leaf classes and feature names, and
-        the normalization of ``input_scaler_``. Two fits with one digest are the same
-        tree, bit for bit.
+        the tree's depth, coefficients, intercepts, leaf classes, feature names and
+        ``missing_left``, and the normalization of ``input_scaler_``. Two fits with one
+        digest are the same tree, bit for bit.
         """
         check_is_fitted(self, "tree_")
         tree = {k: v for k, v in self.tree_.to_dict().items() if not k.startswith("format")}

@@ -75,7 +75,10 @@ class Step:
 
     @property
     def text(self) -> str:
-        """``worst radius > 15.2 (row: 16.3)``."""
+        """``worst radius > 15.2 (row: 16.3)``; a value left undefined by a missing
+        feature reads ``(row: missing, by the rule for missing values)``."""
+        if np.isnan(self.value):
+            return f"{self.holds} (row: missing, by the rule for missing values)"
         return f"{self.holds} (row: {format_number(self.value)})"
 
 
@@ -198,14 +201,14 @@ def path_scores(paths) -> tuple:
 
 
 def feature_rows(frame: pd.DataFrame, feature_names, source="the rows") -> pd.DataFrame:
-    """The feature columns of ``frame`` as finite numbers, in ``feature_names`` order.
+    """The feature columns of ``frame`` as numbers (NaN where missing), in
+    ``feature_names`` order.
 
     Raises
     ------
     RowsError
         Naming the missing columns, the columns that hold something other than numbers
-        (with the first such value), the columns with missing or infinite values, or an
-        empty file.
+        (with the first such value), the columns with infinite values, or an empty file.
     """
     names = [str(n) for n in feature_names]
     missing = [n for n in names if n not in frame.columns]
@@ -225,9 +228,9 @@ def feature_rows(frame: pd.DataFrame, feature_names, source="the rows") -> pd.Da
         if wrong.any():
             row = wrong.idxmax()
             problems.append(f"{name!r} holds text (row {row}: {column[row]!r})")
-        elif not np.isfinite(numbers.to_numpy(dtype=np.float64)).all():
-            bad = numbers.index[~np.isfinite(numbers.to_numpy(dtype=np.float64))]
-            problems.append(f"{name!r} has missing or infinite values (rows {bad[:5].tolist()})")
+        elif np.isinf(numbers.to_numpy(dtype=np.float64)).any():
+            bad = numbers.index[np.isinf(numbers.to_numpy(dtype=np.float64))]
+            problems.append(f"{name!r} has infinite values (rows {bad[:5].tolist()})")
     if problems:
         raise RowsError(
             f"{source}: the columns must hold numbers in raw units: {'; '.join(problems)}"
@@ -245,10 +248,12 @@ def _names(tree, class_names) -> tuple:
 class _Router:
     """The tree, its splits in raw units and the class names, ready to follow rows."""
 
-    def __init__(self, tree, scaler, class_names):
-        self.tree, self.scaler = tree, scaler
-        self.splits = split_table(tree, scaler=scaler)
+    def __init__(self, tree, scaler, class_names, encoding=None):
+        self.tree, self.scaler, self.encoding = tree, scaler, encoding
+        self.splits = split_table(tree, scaler=scaler, encoding=encoding)
         self.coef = raw_hyperplanes(tree, scaler)[0]
+        if encoding is not None:  # scaled numeric columns of the pipeline in raw units
+            self.coef = np.array([encoding.raw_terms(row, 0.0)[0] for row in self.coef])
         self.names = _names(tree, class_names)
 
     def yes_first(self) -> list:
@@ -270,6 +275,8 @@ class _Router:
 
     def path(self, row, raw: np.ndarray, x_tree: np.ndarray, ensemble_label) -> RowPath:
         steps = []
+        if self.encoding is not None:
+            raw = self.encoding.raw_values(raw)
         for node, _, side in self.tree.decision_path(x_tree):
             split = self.splits[node]
             if split["condition"] is None:
@@ -311,7 +318,7 @@ def _prepared(tree, rows, ensemble_labels):
     return rows, labels
 
 
-def row_paths(tree, rows, ensemble_labels, *, scaler=None, class_names=None) -> list:
+def row_paths(tree, rows, ensemble_labels, *, scaler=None, class_names=None, encoding=None) -> list:
     """The path of every row of ``rows`` through ``tree``.
 
     Parameters
@@ -326,26 +333,31 @@ def row_paths(tree, rows, ensemble_labels, *, scaler=None, class_names=None) -> 
         Raw units to the tree's normalized space (the surrogate's ``input_scaler_``).
     class_names : sequence of two str, optional
         Names of ``tree.classes`` (default: the classes as text).
+    encoding : governance.encoding.Encoding, optional
+        The tree's features are a pipeline's encoded columns: conditions name the
+        original columns and categories, and values are in raw units.
 
     Returns
     -------
     list of RowPath
     """
     rows, labels = _prepared(tree, rows, ensemble_labels)
-    router = _Router(tree, scaler, class_names)
+    router = _Router(tree, scaler, class_names, encoding)
     raw = rows.to_numpy()
     X = router.to_tree(raw)
     return [router.path(row, raw[i], X[i], labels[i]) for i, row in enumerate(rows.index.tolist())]
 
 
-def applicants(tree, rows, ensemble_labels, *, scaler=None, class_names=None) -> Applicants:
+def applicants(
+    tree, rows, ensemble_labels, *, scaler=None, class_names=None, encoding=None
+) -> Applicants:
     """The example rows (one per reached leaf) and every disagreement of ``rows``.
 
     Parameters are those of :func:`row_paths` (``rows`` normally the holdout); only the
     rows shown are followed one by one.
     """
     rows, labels = _prepared(tree, rows, ensemble_labels)
-    router = _Router(tree, scaler, class_names)
+    router = _Router(tree, scaler, class_names, encoding)
     raw = rows.to_numpy()
     X = router.to_tree(raw)
     leaves = tree.apply(X)

@@ -6,6 +6,12 @@ Nodes are numbered breadth-first as in the paper: branch nodes ``0 .. 2^D-2`` (l
 (``classes[0]``), an even leaf ``+1`` (``classes[1]``). A sample goes left at node ``t``
 exactly when ``a_t . x + b_t <= 0``.
 
+Missing values: a row's value at node ``t`` is *undefined* when a feature with a nonzero
+coefficient ``a_{t,j}`` is missing (NaN); a missing feature whose coefficient is zero is
+ignored. Such a row goes left exactly when ``missing_left[t]``. The fit learns
+``missing_left`` (:func:`governance.miret.missing.missing_directions`); a tree without it
+(format version 1, written before missing values were supported) refuses NaN.
+
 All hyperplane values are computed the same way everywhere (elementwise products summed
 along the contiguous feature axis), so :meth:`SurrogateTree.apply`,
 :meth:`SurrogateTree.branch_sides`, :meth:`SurrogateTree.decision_path` and the feasibility
@@ -21,7 +27,8 @@ from miret_governance.governance.miret.layout import hyperplane_values, leaf_sig
 from miret_governance.governance.miret.tree_rules import complete_rules, rule_table
 
 FORMAT = "miret-surrogate-tree"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1 has no missing_left (it refuses NaN)
 
 
 class SurrogateTree:
@@ -39,6 +46,9 @@ class SurrogateTree:
         Defaults to ``x0, x1, ...``.
     classes : sequence of two labels, optional
         The ensemble's labels; ``classes[1]`` is the class of even leaves (``+1``).
+    missing_left : array-like of bool of shape (2**depth - 1,), optional
+        Side of a row whose value at a branch node is undefined (a NaN in a feature
+        with a nonzero coefficient): left when True. None: NaN is refused.
 
     Attributes
     ----------
@@ -46,9 +56,12 @@ class SurrogateTree:
     depth : int
     feature_names : tuple of str
     classes : ndarray (read-only)
+    missing_left : ndarray of bool (read-only) or None
     """
 
-    def __init__(self, coef, intercept, depth, feature_names=None, classes=(-1, 1)):
+    def __init__(
+        self, coef, intercept, depth, feature_names=None, classes=(-1, 1), missing_left=None
+    ):
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
         depth = int(depth)
@@ -78,6 +91,15 @@ class SurrogateTree:
         if classes.shape != (2,):
             raise ValueError(f"classes must hold exactly two labels, got {classes.tolist()!r}")
         classes.setflags(write=False)
+        if missing_left is not None:
+            missing_left = np.asarray(missing_left)
+            if missing_left.shape != (n_branch,) or missing_left.dtype != bool:
+                raise ValueError(
+                    f"missing_left must hold {n_branch} booleans (one per branch node), got "
+                    f"{missing_left.tolist()!r}"
+                )
+            missing_left = read_only_array(missing_left, bool)
+        self._missing_left = missing_left
         self._coef = read_only_array(coef, np.float64)
         self._intercept = read_only_array(intercept, np.float64)
         self._depth = depth
@@ -106,6 +128,21 @@ class SurrogateTree:
         return self._classes
 
     @property
+    def missing_left(self) -> np.ndarray | None:
+        return self._missing_left
+
+    def with_missing_left(self, missing_left) -> SurrogateTree:
+        """The same tree with the given rule for undefined values (see the module)."""
+        return SurrogateTree(
+            self._coef,
+            self._intercept,
+            self._depth,
+            self._feature_names,
+            self._classes,
+            missing_left,
+        )
+
+    @property
     def n_features(self) -> int:
         return self._coef.shape[1]
 
@@ -125,23 +162,46 @@ class SurrogateTree:
 
     # ------------------------------------------------------------------ routing
     def walk(self, X):
-        """Nodes visited and hyperplane values, level by level: two (n, D) arrays."""
-        X = np.ascontiguousarray(feature_matrix(X, self.feature_names, min_rows=0))
+        """Nodes visited and hyperplane values (NaN where undefined), level by level:
+        two (n, D) arrays."""
+        nodes, values, _ = self.route(X)
+        return nodes, values
+
+    def route(self, X):
+        """Nodes visited, hyperplane values (NaN where undefined) and sides taken (True:
+        right), level by level: three (n, D) arrays."""
+        X = feature_matrix(X, self.feature_names, min_rows=0, allow_nan=True)
+        missing = np.isnan(X)
+        has_missing = bool(missing.any())
+        if has_missing:
+            if self._missing_left is None:
+                raise ValueError(
+                    "X has missing values (NaN) but this surrogate has no rule for them (it "
+                    "was written before missing values were supported); impute them, or "
+                    "explain the ensemble again"
+                )
+            X = np.where(missing, 0.0, X)
+        X = np.ascontiguousarray(X)
         n = X.shape[0]
         nodes = np.zeros((n, self.depth), dtype=np.int64)
         values = np.zeros((n, self.depth))
+        right = np.zeros((n, self.depth), dtype=bool)
         node = np.zeros(n, dtype=np.int64)
         for level in range(self.depth):
             value = hyperplane_values(X, self._coef[node], self._intercept[node])
-            nodes[:, level] = node
-            values[:, level] = value
-            node = 2 * node + 1 + (value > 0)
-        return nodes, values
+            goes_right = value > 0
+            if has_missing:
+                undefined = (missing & (self._coef[node] != 0)).any(axis=1)
+                value[undefined] = np.nan
+                goes_right[undefined] = ~self._missing_left[node[undefined]]
+            nodes[:, level], values[:, level], right[:, level] = node, value, goes_right
+            node = 2 * node + 1 + goes_right
+        return nodes, values, right
 
     def apply(self, X) -> np.ndarray:
         """Breadth-first leaf position (``2^D-1 .. 2^{D+1}-2``) reached by each row of ``X``."""
-        nodes, values = self.walk(X)
-        return 2 * nodes[:, -1] + 1 + (values[:, -1] > 0)
+        nodes, _, right = self.route(X)
+        return 2 * nodes[:, -1] + 1 + right[:, -1]
 
     def leaf_sign(self, positions) -> np.ndarray:
         """Class sign of leaf positions: ``-1`` for odd leaves, ``+1`` for even ones."""
@@ -157,21 +217,22 @@ class SurrogateTree:
 
     def branch_sides(self, X) -> np.ndarray:
         """Side taken at every branch node: (n, 2^D-1) int8, -1 not reached, 0 left, 1 right."""
-        nodes, values = self.walk(X)
+        nodes, _, right = self.route(X)
         sides = np.full((nodes.shape[0], self.n_branch_nodes), -1, dtype=np.int8)
         rows = np.arange(nodes.shape[0])[:, None]
-        sides[rows, nodes] = (values > 0).astype(np.int8)
+        sides[rows, nodes] = right.astype(np.int8)
         return sides
 
     def decision_path(self, x) -> list:
-        """Path of one sample: list of ``(node, a.x + b, "left"|"right")``, root first."""
+        """Path of one sample: list of ``(node, a.x + b, "left"|"right")``, root first;
+        the value is NaN where a missing feature leaves it undefined."""
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 1:
             raise ValueError(f"decision_path takes one sample (1-D array), got shape {x.shape}")
-        nodes, values = self.walk(x[None, :])
+        nodes, values, right = self.route(x[None, :])
         return [
-            (int(t), float(v), "right" if v > 0 else "left")
-            for t, v in zip(nodes[0], values[0], strict=True)
+            (int(t), float(v), "right" if r else "left")
+            for t, v, r in zip(nodes[0], values[0], right[0], strict=True)
         ]
 
     # ------------------------------------------------------------------ sparsity
@@ -202,16 +263,20 @@ class SurrogateTree:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
-        """Plain-JSON representation (lists, floats at full precision, strings)."""
-        return {
+        """Plain-JSON representation (lists, floats at full precision, strings); a tree
+        without ``missing_left`` is written as format version 1, as before."""
+        data = {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": 1 if self._missing_left is None else FORMAT_VERSION,
             "depth": self.depth,
             "feature_names": list(self.feature_names),
             "classes": self._classes.tolist(),
             "coef": [[float(v) for v in row] for row in self._coef],
             "intercept": [float(v) for v in self._intercept],
         }
+        if self._missing_left is not None:
+            data["missing_left"] = [bool(v) for v in self._missing_left]
+        return data
 
     @classmethod
     def from_dict(cls, data) -> SurrogateTree:
@@ -235,10 +300,17 @@ class SurrogateTree:
             raise ValueError(f"surrogate tree dict is missing keys {missing}")
         if data["format"] != FORMAT:
             raise ValueError(f"not a surrogate tree: format is {data['format']!r}, not {FORMAT!r}")
-        if data["format_version"] != FORMAT_VERSION:
+        if data["format_version"] not in READABLE_VERSIONS:
             raise ValueError(
                 f"unsupported surrogate tree format_version {data['format_version']!r}; this "
-                f"version of the package reads version {FORMAT_VERSION}"
+                f"version of the package reads versions {READABLE_VERSIONS}"
+            )
+        missing_left = data.get("missing_left") if data["format_version"] >= 2 else None
+        if data["format_version"] >= 2 and (
+            not isinstance(missing_left, list) or any(not isinstance(v, bool) for v in missing_left)
+        ):
+            raise ValueError(
+                "missing_left must be a list of booleans (one per branch node) in format version 2"
             )
         depth = data["depth"]
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
@@ -261,4 +333,13 @@ class SurrogateTree:
             intercept_array = np.array(data["intercept"], dtype=np.float64)
         except (TypeError, ValueError) as error:
             raise ValueError(f"coef and intercept must hold numbers only: {error}") from None
-        return cls(coef_array, intercept_array, depth, data["feature_names"], data["classes"])
+        if missing_left is not None and len(missing_left) != n_branch:
+            raise ValueError(f"missing_left must hold {n_branch} booleans for depth {depth}")
+        return cls(
+            coef_array,
+            intercept_array,
+            depth,
+            data["feature_names"],
+            data["classes"],
+            None if missing_left is None else np.array(missing_left, dtype=bool),
+        )

@@ -321,8 +321,10 @@ def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]
     """Write the VITE figures of an ensemble as PNG and SVG.
 
     Files: ``level_frequency.png/.svg`` (features x levels heatmap) and
-    ``vite_tree.png/.svg`` (representative tree). Threshold intervals are in raw input
-    units when the ensemble has a MinMaxScaler, in its input units otherwise.
+    ``vite_tree.png/.svg`` (representative tree); for an ensemble on a pipeline's
+    encoded columns also ``level_frequency_by_column.png/.svg`` (one row per original
+    column). Threshold intervals are in raw input units when the ensemble has a
+    MinMaxScaler, in its input units otherwise.
 
     Parameters
     ----------
@@ -336,7 +338,7 @@ def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]
     Returns
     -------
     list of Path
-        The four files written.
+        The files written.
     """
     if ensemble.max_depth == 0:
         raise ValueError("the ensemble has no split (every tree is a single leaf): no VITE figure")
@@ -356,6 +358,12 @@ def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]
             ensemble.n_trees,
         ),
     }
+    if ensemble.encoding is not None:  # a pipeline's encoded columns: one row per original
+        figures["level_frequency_by_column"] = plot_level_frequency(
+            vite.level_frequency_by_column(ensemble, depth=depth),
+            title=f"VITE level frequency per original column ({ensemble.n_trees} trees)\n"
+            "share of the splits at each level, a one-hot group summed",
+        )
     written = []
     for name, fig in figures.items():
         for suffix in (".png", ".svg"):

@@ -143,7 +143,7 @@ def test_promote_without_data_decides_on_the_signed_gate_record(pair, store, tmp
     (gate,) = [r for r in refused.gate.evaluation.results if r.name == "min_cross_fidelity"]
     assert (gate.passed, gate.value) == (False, cross)
     assert gate.reason == (
-        f"cross_fidelity = {cross:.10g} against models:/credit-rf/1 (@champion) does not meet >= 1"
+        f"cross_fidelity = {cross:.4g} against models:/credit-rf/1 (@champion) does not meet >= 1"
     )
     assert refused.gate.drift == recorded
 

@@ -13,7 +13,7 @@ from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.readers import read_ensemble
 from miret_governance.governance.signing import SignatureError
-from miret_governance.governance.validation import validate_inputs
+from miret_governance.governance.validation import missing_shares, validate_inputs
 
 pytest_plugins = ["mlflow_store"]
 
@@ -98,6 +98,72 @@ def test_nan_is_reported_with_rows(normalized):
     assert failure.expectation == "expect_column_values_to_not_be_null"
     assert failure.message == (
         "column 'debt': 2 rows (3.33%) with missing values (null/NaN); rows 3, 7"
+    )
+
+
+def test_missing_values_are_checked_against_the_training_share(normalized):
+    ensemble, X = normalized
+    training = X.copy()
+    training.loc[[0, 1, 2, 3, 4, 5], "income"] = np.nan  # 6 of 60: 10%
+    reference = missing_shares(training, FEATURES)
+    assert reference == {"age": 0.0, "income": 0.1, "debt": 0.0, "score": 0.0}
+    assert validate_inputs(training, ensemble, training_missing=reference).success
+    within = X.copy()
+    within.loc[range(9), "income"] = np.nan  # 15%: the training 10% plus 5 points
+    assert validate_inputs(within, ensemble, training_missing=reference).success
+    above = X.copy()
+    above.loc[range(10), "income"] = np.nan  # 16.7%
+    above.loc[[20], "age"] = np.nan  # age was complete in training
+    report = validate_inputs(above, ensemble, training_missing=reference)
+    assert not report.success
+    assert [f.message for f in report.failures] == [
+        (
+            "column 'age': 1 row (1.67%) with missing values (null/NaN), but the training "
+            "data had none in this column; rows 20"
+        ),
+        (
+            "column 'income': 10 rows (16.7%) with missing values (null/NaN), more than the "
+            "training data's 10% plus the tolerance of 5 points (at most 15%); rows 0, 1, "
+            "2, 3, 4, ..."
+        ),
+    ]
+    null_checks = [
+        r
+        for r in report.to_json()["results"]
+        if r["expectation_config"]["type"] == "expect_column_values_to_not_be_null"
+    ]
+    assert [r["expectation_config"]["kwargs"].get("mostly", 1.0) for r in null_checks] == [
+        1.0,
+        pytest.approx(0.85),
+        1.0,
+        1.0,
+    ]
+    assert null_checks[1]["expectation_config"]["meta"] == {
+        "training_missing_share": 0.1,
+        "missing_tolerance": 0.05,
+    }
+    strict = validate_inputs(above, ensemble, training_missing=reference, missing_tolerance=0)
+    assert "at most 10%" in strict.failures[1].message
+    with pytest.raises(ValueError, match=r"missing_tolerance must be in \[0, 1\]"):
+        validate_inputs(X, ensemble, training_missing=reference, missing_tolerance=2)
+
+
+def test_explain_validates_the_test_file_against_the_training_file(normalized):
+    from miret_governance.flavors.validation_worker import validate_frames
+
+    ensemble, X = normalized
+    training, test = X.iloc[:40].copy(), X.iloc[40:].reset_index(drop=True)
+    training.loc[[0, 1, 2, 3], "score"] = np.nan  # 10% of the training rows
+    test.loc[[0, 1, 2, 3], "score"] = np.nan  # 20% of the test rows: above 15%
+    outcomes = validate_frames(
+        {"validation.json": training, "validation_test.json": test}, ensemble, None
+    )
+    assert outcomes["validation.json"]["success"] and outcomes["validation.json"]["sound"]
+    assert not outcomes["validation_test.json"]["success"]
+    assert outcomes["validation_test.json"]["sound"]  # NaN alone: --allow-invalid can explain
+    assert (
+        "column 'score': 4 rows (20%) with missing values (null/NaN), more than the "
+        in (outcomes["validation_test.json"]["summary"])
     )
 
 
@@ -364,7 +430,7 @@ def test_worker_process_validates_like_this_process(data, raw_ensemble, monkeypa
     assert _without_ids_and_times(remote) == _without_ids_and_times(local)
     assert remote["validation.json"]["success"] and remote["validation.json"]["sound"]
     failed = remote["validation_test.json"]
-    assert not failed["success"] and not failed["sound"]  # a null cannot be normalized
+    assert not failed["success"] and failed["sound"]  # a null is normalized as a null
     assert "income" in failed["summary"] and "debt" in failed["summary"]
 
 

@@ -163,7 +163,8 @@ def test_sklearn_conventions(small_forest):
 @pytest.mark.parametrize(
     "bad, message",
     [
-        (lambda X: np.where(np.eye(*X.shape, dtype=bool), np.nan, X), "NaN"),
+        (lambda X: np.where(np.eye(*X.shape, dtype=bool), np.inf, X), "infinite"),
+        (lambda X: np.full_like(X, np.nan), "every row of X has a missing value"),
         (lambda X: np.hstack([X, X]), "3 columns"),
     ],
 )

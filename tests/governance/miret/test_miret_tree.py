@@ -83,8 +83,10 @@ def test_constructor_errors(args, message):
 def test_input_errors(tree):
     with pytest.raises(ValueError, match="2 columns"):
         tree.apply(np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="NaN or infinite"):
+    with pytest.raises(ValueError, match="no rule for them"):
         tree.predict(np.array([[np.nan, 0.0]]))
+    with pytest.raises(ValueError, match="infinite values"):
+        tree.predict(np.array([[np.inf, 0.0]]))
     with pytest.raises(ValueError, match="one sample"):
         tree.decision_path(X)
     with pytest.raises(ValueError, match="3..6"):
@@ -165,7 +167,8 @@ def test_json_round_trip_full_precision(tree):
     [
         (lambda d: d.pop("coef"), r"missing keys \['coef'\]"),
         (lambda d: d.update(format="other"), "not a surrogate tree"),
-        (lambda d: d.update(format_version=2), "unsupported surrogate tree format_version 2"),
+        (lambda d: d.update(format_version=3), "unsupported surrogate tree format_version 3"),
+        (lambda d: d.update(format_version=2), "missing_left must be a list of booleans"),
         (lambda d: d.update(depth=0), "depth must be an integer >= 1"),
         (lambda d: d.update(depth=3), r"coef must be 7 lists .* of 2 numbers"),
         (lambda d: d["coef"][1].append(0.0), r"coef must be 3 lists .* of 2 numbers"),

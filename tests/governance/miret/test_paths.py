@@ -169,7 +169,7 @@ def test_bad_rows_are_refused_by_column():
         feature_rows(text, names, "rows.csv")
     assert str(refused.value) == (
         "rows.csv: the columns must hold numbers in raw units: 'x1' holds text (row 1: "
-        "'high'); 'x2' has missing or infinite values (rows [1])"
+        "'high'); 'x2' has infinite values (rows [1])"
     )
     with pytest.raises(RowsError, match="has no rows"):
         feature_rows(pd.DataFrame(columns=names), names, "rows.csv")

@@ -36,7 +36,7 @@ def test_gate_report_puts_the_verdict_first_and_the_reasons_below_a_narrow_table
         "## Reasons",
         "",
         (
-            "- FAIL **min_fidelity** (test_fidelity): test\\_fidelity = 0.976744186 does not meet "
+            "- FAIL **min_fidelity** (test_fidelity): test\\_fidelity = 0.9767 does not meet "
             "&gt;= 0.99"
         ),
         "- pass **max_features** (n_features_used): n\\_features\\_used = 2 meets &lt;= 3",
@@ -49,3 +49,11 @@ def test_verdict_of_a_passing_evaluation():
     evaluation = evaluate(Policy(gates={"min_fidelity": 0.9}), {"metrics": {"test_fidelity": 0.95}})
     assert verdict(evaluation) == "PASSED: all 1 gates pass"
     assert gate_markdown(evaluation).startswith("# Gates PASSED: all 1 gates pass\n\n| Gate |")
+
+
+def test_reasons_round_for_people_unless_rounding_hides_the_difference():
+    from miret_governance.governance.gates import readable_pair
+
+    assert readable_pair(0.9883720930232558, 0.99) == ("0.9884", "0.99")
+    assert readable_pair(0.99996, 0.99997) == ("0.99996", "0.99997")
+    assert readable_pair(2.0, 2.0) == ("2", "2")
