@@ -1,9 +1,11 @@
-"""Array helpers shared by the ensemble view and the surrogate tree."""
+"""Array helpers shared by the ensemble view and the surrogate tree, and a MinMaxScaler as
+plain numbers (the surrogate's JSON)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from sklearn.preprocessing import MinMaxScaler
 
 PREDICT_CHUNK_ROWS = 50_000
 """Rows routed at once when an ensemble's trees are evaluated on data."""
@@ -82,3 +84,24 @@ def scaled(transformer, X) -> np.ndarray:
         X = pd.DataFrame(X, columns=names)
     out = transformer.transform(X)
     return np.asarray(out.toarray() if hasattr(out, "toarray") else out, dtype=np.float64)
+
+
+_SCALER_FIELDS = ("min_", "scale_", "data_min_", "data_max_", "data_range_")
+
+
+def scaler_to_dict(scaler: MinMaxScaler) -> dict:
+    """A fitted MinMaxScaler as plain numbers."""
+    out = {name: np.asarray(getattr(scaler, name)).tolist() for name in _SCALER_FIELDS}
+    out["feature_range"] = list(scaler.feature_range)
+    out["n_samples_seen_"] = int(scaler.n_samples_seen_)
+    return out
+
+
+def scaler_from_dict(data: dict) -> MinMaxScaler:
+    """The MinMaxScaler written by :func:`scaler_to_dict` (no refit)."""
+    scaler = MinMaxScaler(feature_range=tuple(data["feature_range"]))
+    for name in _SCALER_FIELDS:
+        setattr(scaler, name, np.asarray(data[name], dtype=np.float64))
+    scaler.n_features_in_ = scaler.min_.size
+    scaler.n_samples_seen_ = int(data["n_samples_seen_"])
+    return scaler

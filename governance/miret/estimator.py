@@ -15,7 +15,12 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from miret_governance.governance.arrays import feature_matrix, scaled
+from miret_governance.governance.arrays import (
+    feature_matrix,
+    scaled,
+    scaler_from_dict,
+    scaler_to_dict,
+)
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret import selection
 from miret_governance.governance.miret.cart import cart_predict
@@ -32,25 +37,6 @@ FORMAT = "miret-surrogate"
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (2, 3)  # version 2 stalled on seconds (stall_time) with solver threads
 DEFAULT_MAX_ROWS = 2000
-_SCALER_FIELDS = ("min_", "scale_", "data_min_", "data_max_", "data_range_")
-
-
-def scaler_to_dict(scaler: MinMaxScaler) -> dict:
-    """A fitted MinMaxScaler as plain numbers."""
-    out = {name: np.asarray(getattr(scaler, name)).tolist() for name in _SCALER_FIELDS}
-    out["feature_range"] = list(scaler.feature_range)
-    out["n_samples_seen_"] = int(scaler.n_samples_seen_)
-    return out
-
-
-def scaler_from_dict(data: dict) -> MinMaxScaler:
-    """The MinMaxScaler written by :func:`scaler_to_dict` (no refit)."""
-    scaler = MinMaxScaler(feature_range=tuple(data["feature_range"]))
-    for name in _SCALER_FIELDS:
-        setattr(scaler, name, np.asarray(data[name], dtype=np.float64))
-    scaler.n_features_in_ = scaler.min_.size
-    scaler.n_samples_seen_ = int(data["n_samples_seen_"])
-    return scaler
 
 
 class MiretSurrogate(ClassifierMixin, BaseEstimator):
