@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from miret_governance.governance.miret.layout import leaf_sign, node_level
+from miret_governance.governance.miret.layout import hyperplane_values
+from miret_governance.governance.miret.local_search import TreeSearch
 from miret_governance.governance.miret.solvers import solve
 from miret_governance.governance.miret.tree import SurrogateTree
 
@@ -84,48 +85,25 @@ class NodeModel:
         return coef, float(x[2 * k])
 
 
-def descend(coef, intercept, X, nodes) -> np.ndarray:
-    """Leaf positions reached from ``nodes`` (one per row of ``X``) by the splits."""
-    n_branch = coef.shape[0]
-    nodes = np.asarray(nodes, dtype=np.int64).copy()
-    while True:
-        inner = nodes < n_branch
-        if not inner.any():
-            return nodes
-        at = nodes[inner]
-        values = np.einsum("ij,ij->i", X[inner], coef[at]) + intercept[at]
-        nodes[inner] = 2 * at + 1 + (values > 0)
-
-
-def node_model(problem, coef, intercept, t, include=None) -> NodeModel | None:
-    """The MILP of node ``t`` with the other nodes of ``(coef, intercept)`` fixed
-    (None when no row's side matters); ``include`` (boolean over the sample) adds the
-    groups of rows whose side does not matter but whose routing must keep them out of
-    the epsilon gap."""
-    X, eps = problem.X, problem.epsilon
-    level = int(node_level(np.array([t]))[0])
-    reach = _reaching(coef, intercept, X, t)
-    rows = np.flatnonzero(reach)
+def node_model(search, t, include=None) -> NodeModel | None:
+    """The MILP of node ``t`` of the tree held by ``search`` (a
+    :class:`governance.miret.local_search.TreeSearch`), the other nodes fixed (None when
+    no row's side matters); ``include`` (boolean over the sample) adds the groups of rows
+    whose side does not matter but whose routing must keep them out of the epsilon gap."""
+    rows = search.reaching()[t]
     if rows.size == 0:
         return None
-    leaf_left = descend(coef, intercept, X[rows], np.full(rows.size, 2 * t + 1))
-    leaf_right = descend(coef, intercept, X[rows], np.full(rows.size, 2 * t + 2))
-    weight, y = problem.weight[rows], problem.y[rows]
-    cost_left = weight * (leaf_sign(leaf_left) != y)
-    cost_right = weight * (leaf_sign(leaf_right) != y)
-    # groups: the proximity components among the rows (cons: prox); a side is closed to a
-    # group whose members its subtree would send to different leaves
-    groups, member = np.unique(problem.component[rows], return_inverse=True)
-    n_groups = groups.size
-
-    def split_by(leaves):
-        low = np.full(n_groups, np.iinfo(np.int64).max)
-        high = np.full(n_groups, -1)
-        np.minimum.at(low, member, leaves)
-        np.maximum.at(high, member, leaves)
-        return low != high
-
-    closed_left, closed_right = split_by(leaf_left), split_by(leaf_right)
+    X, eps, level = search.X, search.eps, int(search.level[t])
+    # each row's misfit weight on either side, through the fixed subtree there; a side is
+    # closed to a proximity group (cons: prox) its subtree would split or put in a gap
+    cost_left, cost_right, member = search.child_costs(t, rows)
+    n_groups = int(member.max()) + 1
+    closed = []
+    for cost in (cost_left, cost_right):
+        broken = cost >= search.big  # child_costs adds ``big`` to the rows of such groups
+        cost -= search.big * broken
+        closed.append(np.bincount(member, broken, n_groups) > 0)
+    closed_left, closed_right = closed
     group_left = np.bincount(member, cost_left, n_groups)
     group_right = np.bincount(member, cost_right, n_groups)
     fixed = closed_left | closed_right
@@ -140,7 +118,7 @@ def node_model(problem, coef, intercept, t, include=None) -> NodeModel | None:
     position = np.full(n_groups, -1)
     position[kept_groups] = np.arange(kept_groups.size)
     z_of_row = position[member_kept]
-    columns = np.flatnonzero(problem.allowed[level])
+    columns = np.flatnonzero(search.allowed[level])
     k, g, m = columns.size, kept_groups.size, rows.size
     # variable layout: a (k), s (k), b, z (g)
     a_index, s_index, b_index = np.arange(k), k + np.arange(k), 2 * k
@@ -182,32 +160,25 @@ def node_model(problem, coef, intercept, t, include=None) -> NodeModel | None:
         blocks.append(block)
         lower.append(np.full(k, low_bound))
         upper.append(np.full(k, high_bound))
-    improved = problem.formulation == "miret"
-    others = np.delete(coef, t, axis=0)
-    if improved and not others.any():  # (cons trivial): the tree uses some feature
+    others = np.delete(search.coef, t, axis=0)
+    if search.need_split and not others.any():  # (cons trivial): the tree uses some feature
         blocks.append(sp.coo_matrix((np.ones(k), (np.zeros(k), s_index)), shape=(1, n_vars)))
         lower.append(np.ones(1))
         upper.append(np.full(1, np.inf))
     c = np.zeros(n_vars)
-    c[s_index] = problem.penalty[level, columns]
+    c[s_index] = search.penalty[level, columns]
     c[z_index] = group_right[kept_groups] - group_left[kept_groups]
-    col_lower = np.concatenate([-np.ones(k), np.zeros(k), [-1.0], np.zeros(g)])
+    # b >= 0 above the last level in improved MIRET (symmetry breaking), else b >= -1
+    col_lower = np.concatenate([-np.ones(k), np.zeros(k), [search.bmin[level]], np.zeros(g)])
     col_upper = np.concatenate([np.ones(k), np.ones(k), [1.0], np.ones(g)])
-    if improved and level < problem.depth - 1:  # symmetry breaking: b_t >= 0 above the last level
-        col_lower[b_index] = 0.0
     col_lower[z_index[closed_left[kept_groups]]] = 1.0  # left closed: must go right
     col_upper[z_index[closed_right[kept_groups]]] = 0.0
     integrality = np.concatenate([np.zeros(k), np.ones(k), [0], np.ones(g)]).astype(np.int8)
+    a_now = search.coef[t, columns]
     current = np.concatenate(
-        [
-            coef[t, columns],
-            (coef[t, columns] != 0).astype(float),
-            [intercept[t]],
-            np.zeros(g),
-        ]
+        [a_now, (a_now != 0).astype(float), [search.intercept[t]], np.zeros(g)]
     )
-    went_right = (x_rows @ coef[t, columns] + intercept[t]) > 0
-    current[z_index[z_of_row]] = went_right.astype(float)
+    current[z_index[z_of_row]] = (search.V[rows, t] > 0).astype(float)
     return NodeModel(
         c,
         col_lower,
@@ -222,15 +193,6 @@ def node_model(problem, coef, intercept, t, include=None) -> NodeModel | None:
     )
 
 
-def _reaching(coef, intercept, X, t) -> np.ndarray:
-    """Rows of ``X`` whose path passes node ``t``."""
-    nodes = np.zeros(X.shape[0], dtype=np.int64)
-    for _ in range(int(node_level(np.array([t]))[0])):
-        values = np.einsum("ij,ij->i", X, coef[nodes]) + intercept[nodes]
-        nodes = 2 * nodes + 1 + (values > 0)
-    return nodes == t
-
-
 def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
     """``(tree, statuses)``: ``tree`` after one top-down pass re-optimizing each node,
     and each node's solver status (``"optimal"``: that split is optimal given the rest
@@ -238,13 +200,15 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
     unimproved, so there is one. ``progress(elapsed, objective, -inf, nan)`` follows
     each node (the tree's objective; there is no bound)."""
     begin = time.perf_counter()
-    coef, intercept = tree.coef.copy(), tree.intercept.copy()
-    objective = problem.objective(coef, _apply(coef, intercept, problem.X))
+    search = TreeSearch(problem, np.random.default_rng(params["random_state"]), math.inf)
+    search.set_tree(tree.coef, tree.intercept)
+    objective = search.objective()
     statuses = {}
     for t in range(problem.n_branch):
         include = np.zeros(problem.n_samples, dtype=bool)
+        reach = search.reaching()[t]
         for _ in range(GAP_ROUNDS):
-            model = node_model(problem, coef, intercept, t, include)
+            model = node_model(search, t, include)
             if model is None:
                 statuses[t] = "nothing_to_decide"
                 break
@@ -262,24 +226,25 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
             statuses[t] = result.status
             if result.x is None:
                 break
-            new_coef, new_intercept = coef.copy(), intercept.copy()
-            new_coef[t], new_intercept[t] = model.decode(result.x, problem.n_features)
+            a, b = model.decode(result.x, search.p)
             # rows left out of the model (their side did not matter) may fall in the gap
-            values = problem.X @ new_coef[t] + new_intercept[t]
-            reach = _reaching(new_coef, new_intercept, problem.X, t)
-            in_gap = reach & (values > GAP_TOLERANCE) & (values < problem.epsilon - GAP_TOLERANCE)
+            values = hyperplane_values(search.X[reach], a, b)
+            in_gap = (values > GAP_TOLERANCE) & (values < search.eps - GAP_TOLERANCE)
             if in_gap.any():
-                include |= in_gap
+                include[reach[in_gap]] = True
                 continue
-            value = problem.objective(new_coef, _apply(new_coef, new_intercept, problem.X))
+            saved = (search.coef.copy(), search.intercept.copy(), search.V.copy())
+            search.coef[t], search.intercept[t] = a, b
+            search.V[:, t] = hyperplane_values(search.X, a, b)
+            value = search.objective()
             if value < objective - IMPROVEMENT:
-                coef, intercept, objective = new_coef, new_intercept, value
+                objective = value
+            else:
+                search.coef, search.intercept, search.V = saved
             break
         if progress is not None:
             progress(time.perf_counter() - begin, objective, -math.inf, math.nan)
-    improved = SurrogateTree(coef, intercept, tree.depth, tree.feature_names, tree.classes)
+    improved = SurrogateTree(
+        search.coef, search.intercept, tree.depth, tree.feature_names, tree.classes
+    )
     return improved, statuses
-
-
-def _apply(coef, intercept, X) -> np.ndarray:
-    return descend(coef, intercept, X, np.zeros(X.shape[0], dtype=np.int64))

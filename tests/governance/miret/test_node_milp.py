@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
@@ -10,6 +12,7 @@ from miret_governance.governance.miret.engine import constant_tree, heuristic_tr
 from miret_governance.governance.miret.estimator import MiretSurrogate
 from miret_governance.governance.miret.feasibility import check_feasible
 from miret_governance.governance.miret.formulation import build_model
+from miret_governance.governance.miret.local_search import TreeSearch
 from miret_governance.governance.miret.node_milp import node_model, reoptimize
 from miret_governance.governance.miret.problem import build_problem
 from miret_governance.governance.miret.solvers import solve
@@ -56,8 +59,10 @@ def test_node_model_prices_the_current_split(data):
     problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
     _, _, seeds = seed_trees(problem, random_state=0)
     tree = seeds[0]
+    search = TreeSearch(problem, np.random.default_rng(0), math.inf)
+    search.set_tree(tree.coef, tree.intercept)
     for t in range(problem.n_branch):
-        model = node_model(problem, tree.coef, tree.intercept, t)
+        model = node_model(search, t)
         if model is None:
             continue
         # the current split is a feasible solution whose misfit part is the weight of the
