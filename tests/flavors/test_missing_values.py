@@ -38,8 +38,9 @@ def missing_data(tmp_path):
     return frame, path
 
 
-def test_model_trained_with_missing_values_is_explained(store, missing_data, tmp_path):
-    frame, path = missing_data
+def register_model(store, frame):
+    """A HistGradientBoosting model fitted on ``frame`` (NaN in income), registered as
+    credit-nan the documented safe way (skops)."""
     X, y = frame[["income", "age"]], frame["label"]
     model = HistGradientBoostingClassifier(max_iter=10, max_depth=2, random_state=0).fit(X, y)
     with mlflow.start_run(experiment_id=store):
@@ -51,6 +52,12 @@ def test_model_trained_with_missing_values_is_explained(store, missing_data, tmp
             skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
             pip_requirements=["scikit-learn"],
         )
+
+
+def test_model_trained_with_missing_values_is_explained(store, missing_data, tmp_path):
+    frame, path = missing_data
+    register_model(store, frame)
+    X = frame[["income", "age"]]
     result = explain_model_version(
         "models:/credit-nan/1", path, target="label", depth=1, time_limit=10
     )
@@ -95,17 +102,7 @@ def test_a_test_file_missing_a_column_complete_in_training_fails_validation(
     store, missing_data, tmp_path
 ):
     frame, path = missing_data
-    X, y = frame[["income", "age"]], frame["label"]
-    model = HistGradientBoostingClassifier(max_iter=10, max_depth=2, random_state=0).fit(X, y)
-    with mlflow.start_run(experiment_id=store):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            registered_model_name="credit-nan",
-            serialization_format="skops",
-            skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
-            pip_requirements=["scikit-learn"],
-        )
+    register_model(store, frame)
     test = frame.iloc[:100].reset_index(drop=True)
     test.loc[[3, 4], "age"] = np.nan
     test_path = tmp_path / "test.csv"
