@@ -17,13 +17,11 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from miret_governance.flavors import miret as miret_flavor
-from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.inputs import load_explainable_ensemble, read_table
 from miret_governance.flavors.registry import (
-    SURROGATE_OF_TAG,
-    SURROGATE_TAG,
+    EXPLAIN_FIRST,
     download_model,
-    resolve_model_version,
+    linked_versions,
     version_uri,
 )
 from miret_governance.flavors.trust import trusted_keys
@@ -53,26 +51,6 @@ class ExplainedRows:
     def n_disagree(self) -> int:
         """Rows where surrogate and ensemble disagree."""
         return sum(not p.agrees for p in self.paths)
-
-
-def linked_versions(client: MlflowClient, model_uri: str) -> tuple:
-    """The ensemble version and its surrogate's URI, from either version's link.
-
-    Raises
-    ------
-    ExplainError
-        The version is neither a surrogate nor an explained ensemble.
-    """
-    version = resolve_model_version(client, model_uri)
-    if SURROGATE_OF_TAG in version.tags:
-        return resolve_model_version(client, version.tags[SURROGATE_OF_TAG]), version_uri(version)
-    if SURROGATE_TAG in version.tags:
-        return version, version.tags[SURROGATE_TAG]
-    raise ExplainError(
-        f"{version_uri(version)} is not a surrogate and has no linked surrogate (no "
-        f"{SURROGATE_TAG} tag): explain it first with `govern explain --model-uri "
-        f"{version_uri(version)} --data <file>`"
-    )
 
 
 def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None = None):
@@ -105,7 +83,7 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
     """
     trusted = trusted_keys(policy)
     client = client or MlflowClient()
-    ensemble_version, surrogate_uri = linked_versions(client, model_uri)
+    ensemble_version, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
     with tempfile.TemporaryDirectory(prefix="surrogate-") as tmp:
         local = download_model(surrogate_uri, tmp)
         verified = miret_flavor.open_model_dir(local, trusted, surrogate_uri)

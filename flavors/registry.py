@@ -108,6 +108,33 @@ def resolve_model_version(client: MlflowClient, model_uri: str):
         ) from exc
 
 
+EXPLAIN_FIRST = "explain it first with `govern explain --model-uri {uri} --data <file>`"
+"""The advice of :func:`linked_versions` for commands that read an explanation."""
+
+
+def linked_versions(client: MlflowClient, model_uri: str, advice: str) -> tuple:
+    """``(ensemble version, surrogate URI)`` of ``model_uri``, which names either an
+    explained ensemble version (its ``governance.surrogate`` link is followed) or a
+    surrogate version.
+
+    Raises
+    ------
+    ExplainError
+        The version is neither; the message ends with ``advice`` (``{uri}`` stands for
+        the version's URI).
+    """
+    version = resolve_model_version(client, model_uri)
+    if SURROGATE_OF_TAG in version.tags:
+        return resolve_model_version(client, version.tags[SURROGATE_OF_TAG]), version_uri(version)
+    if SURROGATE_TAG in version.tags:
+        return version, version.tags[SURROGATE_TAG]
+    uri = version_uri(version)
+    raise ExplainError(
+        f"{uri} is not a surrogate and has no linked surrogate (no {SURROGATE_TAG} tag): "
+        + advice.format(uri=uri)
+    )
+
+
 def registry_unavailable(exc: MlflowException) -> GovernanceError:
     """The error for a registry that did not answer (or failed), never "not found"."""
     uri = mlflow.get_registry_uri()

@@ -26,8 +26,7 @@ from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import checked_evidence
 from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
 from miret_governance.flavors.registry import (
-    SURROGATE_OF_TAG,
-    SURROGATE_TAG,
+    linked_versions,
     resolve_model_version,
     version_uri,
 )
@@ -100,27 +99,6 @@ def _equal(recorded, reproduced) -> bool:
     """Exactly equal (both NaN counts as equal: the metric is undefined in both)."""
     both_nan = all(isinstance(v, float) and math.isnan(v) for v in (recorded, reproduced))
     return both_nan or recorded == reproduced
-
-
-def linked_versions(client: MlflowClient, model_uri: str) -> tuple:
-    """The (ensemble, surrogate) registry versions of ``model_uri``, which names either
-    one (an ensemble's ``governance.surrogate`` link is followed).
-
-    Raises
-    ------
-    ExplainError
-        The version is neither a surrogate nor an explained ensemble.
-    """
-    version = resolve_model_version(client, model_uri)
-    if SURROGATE_OF_TAG in version.tags:
-        return resolve_model_version(client, version.tags[SURROGATE_OF_TAG]), version
-    if SURROGATE_TAG in version.tags:
-        return version, resolve_model_version(client, version.tags[SURROGATE_TAG])
-    raise ExplainError(
-        f"{version_uri(version)} is not a surrogate and has no linked surrogate (no "
-        f"{SURROGATE_TAG} tag): there is no explanation to reproduce; explain it with "
-        f"`govern explain --model-uri {version_uri(version)} --data <file>`"
-    )
 
 
 def _checked(client: MlflowClient, ensemble, surrogate, trusted):
@@ -206,7 +184,13 @@ def reproduce_explanation(
     """
     trusted = trusted_keys(policy)
     client = client or MlflowClient()
-    ensemble_version, surrogate_version = linked_versions(client, model_uri)
+    ensemble_version, surrogate_uri = linked_versions(
+        client,
+        model_uri,
+        "there is no explanation to reproduce; explain it with "
+        "`govern explain --model-uri {uri} --data <file>`",
+    )
+    surrogate_version = resolve_model_version(client, surrogate_uri)
     checked = _checked(client, ensemble_version, surrogate_version, trusted)
     provenance = checked.provenance
     record = provenance["request"]

@@ -6,12 +6,10 @@ from __future__ import annotations
 from mlflow import MlflowClient
 
 from miret_governance.flavors.decisions import approvals_of
-from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.registry import (
-    SURROGATE_OF_TAG,
-    SURROGATE_TAG,
+    EXPLAIN_FIRST,
     describe_surrogate,
-    resolve_model_version,
+    linked_versions,
     version_uri,
 )
 from miret_governance.flavors.trust import trusted_keys
@@ -51,19 +49,8 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     """
     trusted = trusted_keys(policy)
     client = client or MlflowClient()
-    version = resolve_model_version(client, model_uri)
-    if SURROGATE_OF_TAG in version.tags:
-        summary = describe_surrogate(version_uri(version), trusted, client)
-        ensemble = resolve_model_version(client, version.tags[SURROGATE_OF_TAG])
-    elif SURROGATE_TAG in version.tags:
-        ensemble = version
-        summary = describe_surrogate(version.tags[SURROGATE_TAG], trusted, client)
-    else:
-        raise ExplainError(
-            f"{version_uri(version)} is not a surrogate and has no linked surrogate (no "
-            f"{SURROGATE_TAG} tag): explain it first with `govern explain --model-uri "
-            f"{version_uri(version)} --data <file>`"
-        )
+    ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
+    summary = describe_surrogate(surrogate_uri, trusted, client)
     summary["ensemble"] = {
         "uri": version_uri(ensemble),
         "aliases": sorted(ensemble.aliases or []),
