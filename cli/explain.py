@@ -191,7 +191,7 @@ def explain(
         str,
         typer.Option(
             "--class-names",
-            help="Names of the two classes, comma-separated in the ensemble's class order "
+            help="Names of the classes, one per class, comma-separated in the ensemble's class order "
             "(e.g. malignant,benign), for the reviewer's tree and rules.",
         ),
     ] = "",

@@ -19,7 +19,7 @@ the evaluator was named or is merely installed (``mlflow.models.evaluation.base`
 and the config key is the one switch. Give the config nested under ``"miret"``: a flat
 ``evaluator_config`` is handed to every evaluator.
 
-Config keys: ``enabled`` (True to run), ``class_names`` (two names, display only) and
+Config keys: ``enabled`` (True to run), ``class_names`` (one name per class, display only) and
 any :class:`~governance.miret.estimator.MiretSurrogate` parameter (``depth``,
 ``time_limit``, ``alpha``, ...; checked as :class:`flavors.request.FitParams`, defaults
 the estimator's).
@@ -107,11 +107,11 @@ def read_config(evaluator_config) -> tuple[FitParams, list | None]:
 
 
 def check_model_type(model_type) -> None:
-    """Refuse a model type other than ``"classifier"`` (MIRET explains binary
+    """Refuse a model type other than ``"classifier"`` (MIRET explains tree-ensemble
     classifiers)."""
     if model_type != "classifier":
         raise ExplainError(
-            f"the {EVALUATOR_NAME} evaluator explains binary tree-ensemble classifiers; "
+            f"the {EVALUATOR_NAME} evaluator explains tree-ensemble classifiers; "
             f"model_type is {model_type!r}: pass model_type='classifier' or leave the "
             f"evaluator disabled"
         )
@@ -177,7 +177,7 @@ def load_tree_ensemble(model_uri: str):
         supported = "\n  - ".join(SUPPORTED_MODELS)
         raise ExplainError(
             f"the {EVALUATOR_NAME} evaluator cannot read {model_uri} as a tree ensemble: "
-            f"{exc}\nSupported models (fitted, binary classification):\n  - {supported}"
+            f"{exc}\nSupported models (fitted classifiers):\n  - {supported}"
         ) from exc
 
 

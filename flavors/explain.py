@@ -51,6 +51,7 @@ from miret_governance.flavors.request import (
 from miret_governance.flavors.search import log_search, search_surrogate
 from miret_governance.flavors.trust import UnsignedEvidenceWarning
 from miret_governance.flavors.validation_worker import ValidationWorker
+from miret_governance.flavors.vite_artifacts import vite_artifacts
 from miret_governance.governance.encoding import surrogate_rules
 from miret_governance.governance.signing import SigningKey
 
@@ -93,7 +94,7 @@ def explain_model_version(
     ----------
     model_uri : str
         ``models:/<name>/<version>`` or ``models:/<name>@<alias>`` of a scikit-learn or
-        XGBoost binary tree ensemble (or a Pipeline ending in one).
+        XGBoost or LightGBM tree-ensemble classifier (or a Pipeline ending in one).
     data : str or path
         CSV or Parquet file with the ensemble's feature columns (raw units).
     target : str, optional
@@ -116,7 +117,7 @@ def explain_model_version(
         Solve again even if an identical request was already registered.
     allow_invalid : bool
         Go on when validation fails (tagged ``governance.validation=failed``).
-    class_names : sequence of two str, optional
+    class_names : sequence of str, optional
         Names of the ensemble's classes (in ``classes_`` order) for the reviewer's tree.
     test_size : float
     min_test_rows : int
@@ -359,7 +360,7 @@ def _explain_in_run(
 
         # the VITE figures are drawn while the solver runs (it releases the GIL)
         if vite_done is None:
-            vite_done = figures.submit(stages.vite_artifacts, ensemble, out)
+            vite_done = figures.submit(vite_artifacts, ensemble, out)
         search = None
         if background is not None:
             surrogate = background.surrogate()
@@ -383,6 +384,7 @@ def _explain_in_run(
             search=search,
             input_range=_input_range(data, ensemble.feature_names),
             test_rows=data.test,
+            confusion=stages.test_confusion(ensemble, surrogate, prepared.X_test),
         )
 
         stages.notify(progress, "report")
@@ -405,7 +407,7 @@ def _explain_in_run(
 def _vite_when_prepared(background, out: Path):
     """The VITE artifacts of the prepared ensemble (boosted trees are weighed by the
     training split, so the figures wait for :meth:`stages.BackgroundFit.prepared`)."""
-    return stages.vite_artifacts(background.prepared().ensemble, out)
+    return vite_artifacts(background.prepared().ensemble, out)
 
 
 def _input_range(data, names) -> dict:

@@ -132,8 +132,8 @@ def evaluate_gates(policy: Policy, evidence: dict) -> Evaluation:
         spec = GATES[result.name]
         if spec.kind is bool:
             continue
-        passed, message = mlflow_verdict(
-            spec.metric, result.threshold, spec.greater_is_better, metrics.get(spec.metric)
+        passed, message = mlflow_verdict(  # the metric that decided (min_class_fidelity: the worst)
+            result.metric, result.threshold, spec.greater_is_better, metrics.get(result.metric)
         )
         if passed != result.passed:
             raise GateError(

@@ -21,7 +21,8 @@ from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.flavors.request import HYPERPARAMETERS, ExplainRequest
 from miret_governance.flavors.search import SearchSummary, search_context
-from miret_governance.flavors.stages import Validation, ViteArtifacts
+from miret_governance.flavors.stages import Validation
+from miret_governance.flavors.vite_artifacts import CLASS_FOLDER_PREFIX, ViteArtifacts
 from miret_governance.governance.environment import environment
 from miret_governance.governance.metrics import measured_on_test_rows, peak_memory_bytes
 
@@ -75,6 +76,9 @@ class Evidence:
     test_rows : pandas.DataFrame or None
         The test rows (raw units; index: their row numbers in the data file): the
         report's example rows and disagreements (:func:`holdout_applicants`).
+    confusion : pandas.DataFrame or None
+        Test rows by the ensemble's class (index) and the surrogate's (columns): the
+        report's fidelity per class and, for more than two classes, confusion matrix.
     """
 
     validation: Validation
@@ -86,6 +90,7 @@ class Evidence:
     search: SearchSummary | None = None
     input_range: dict | None = None
     test_rows: object = None
+    confusion: object = None
 
     def params(self, request: ExplainRequest) -> dict:
         """The request's run parameters with the sizes of the training and test sets (and
@@ -167,7 +172,7 @@ def write_report(
         validation={"status": validation.status, "summary": validation.summary},
         solve=solve,
         figures={
-            FIGURE_CAPTIONS.get(p.stem, p.stem.replace("_", " ")): p
+            _figure_caption(p): p
             for p in sorted(evidence.vite.figures)
             if p.suffix == ".svg" and p.stem != "surrogate_tree"
         },
@@ -176,6 +181,7 @@ def write_report(
         applicants=applicants,
         applicants_source=Path(request.test_data or request.data).name,
         threshold_ranges=evidence.vite.ranges,
+        confusion=evidence.confusion,
         artifacts=sorted(
             [
                 "surrogate.json",
@@ -188,6 +194,14 @@ def write_report(
     )
     html, card = render(context, out)
     return {**artifacts, "report.html": html, "model_card.md": card}
+
+
+def _figure_caption(path: Path) -> str:
+    """A figure's caption; one class's VITE figures (``figures/class_<label>/``) say so."""
+    caption = FIGURE_CAPTIONS.get(path.stem, path.stem.replace("_", " "))
+    if path.parent.name.startswith(CLASS_FOLDER_PREFIX):
+        return f"{caption}, trees of class {path.parent.name[len(CLASS_FOLDER_PREFIX) :]}"
+    return caption
 
 
 def holdout_applicants(request: ExplainRequest, ensemble, surrogate, test_rows):

@@ -296,8 +296,9 @@ class ExplainRequest:
         the budget of the whole fit, ``max_rows`` the largest sample the MILP works on,
         ``random_state`` (:attr:`seed`) also seeds the holdout split.
     allow_invalid : bool
-    class_names : tuple of two str, optional
-        Names of the ensemble's two classes for the reviewer's tree (display only).
+    class_names : tuple of str, optional
+        Names of the ensemble's classes, one per class, for the reviewer's tree (display
+        only).
     search : SearchSettings, optional
         Choose alpha, h and m by cross-validation (the request's values are the
         starting point the grid overrides).

@@ -1,6 +1,6 @@
 """The stages of one explain run, in order; each takes the frozen :class:`ExplainRequest`.
 
-:func:`record_request` -> :func:`validate` -> :func:`prepare` -> :func:`vite_artifacts` ->
+:func:`record_request` -> :func:`validate` -> :func:`prepare` -> :func:`~flavors.vite_artifacts.vite_artifacts` ->
 :func:`fit_surrogate` -> :func:`evaluate`, then :mod:`flavors.publish`'s
 :func:`~flavors.publish.write_report` -> :func:`~flavors.publish.log_surrogate`.
 :func:`prepare` and :func:`fit_surrogate` usually run while :func:`validate` does
@@ -164,39 +164,6 @@ def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: 
                 summary=summary,
             )
     return Validation(status, summary, tuple(paths))
-
-
-@dataclass(frozen=True)
-class ViteArtifacts:
-    """Threshold ranges (a frame) and the figure files of :func:`vite_artifacts`."""
-
-    ranges: object
-    figures: tuple
-
-
-def vite_artifacts(ensemble, out: Path) -> ViteArtifacts:
-    """Write the VITE tables to ``out/vite`` and the heatmaps to ``out/figures`` (for an
-    ensemble on a pipeline's encoded columns, also the ``*_by_column`` tables)."""
-    from miret_governance.governance import vite
-    from miret_governance.governance.report.figures import save_vite_figures
-
-    vite_dir = out / "vite"
-    vite_dir.mkdir(parents=True)
-    levels = vite.level_frequency(ensemble)
-    levels.to_csv(vite_dir / "level_frequency.csv", index_label="feature")
-    levels.to_json(vite_dir / "level_frequency.json", orient="split", indent=1)
-    vite.node_frequency(ensemble).to_csv(vite_dir / "node_frequency.csv", index_label="position")
-    if ensemble.encoding is not None:  # per original column too: a one-hot group summed
-        by_column = vite.level_frequency_by_column(ensemble)
-        by_column.to_csv(vite_dir / "level_frequency_by_column.csv", index_label="feature")
-        by_column.to_json(vite_dir / "level_frequency_by_column.json", orient="split", indent=1)
-        vite.node_frequency_by_column(ensemble).to_csv(
-            vite_dir / "node_frequency_by_column.csv", index_label="position"
-        )
-    ranges = vite.threshold_ranges(ensemble)
-    ranges.to_csv(vite_dir / "threshold_ranges.csv", index=False)
-    figures = save_vite_figures(ensemble, out / "figures")
-    return ViteArtifacts(ranges, tuple(Path(p) for p in figures))
 
 
 @dataclass
@@ -425,6 +392,18 @@ def evaluate(ensemble, surrogate, X_train, X_test, data) -> dict:
     metrics.update(solver_metrics(surrogate.solve_report_.to_dict()))
     metrics.update(baseline_metrics(surrogate, data))
     return metrics
+
+
+def test_confusion(ensemble, surrogate, X_test):
+    """Test rows counted by the ensemble's class against the surrogate's
+    (:func:`governance.metrics.surrogate_confusion`); None without test rows."""
+    from miret_governance.governance.metrics import surrogate_confusion
+
+    if X_test is None or not len(X_test):
+        return None
+    return surrogate_confusion(
+        ensemble, surrogate.tree_, X_test, tree_scaler=tree_scaler(ensemble, surrogate)
+    )
 
 
 def baseline_metrics(surrogate, data) -> dict:

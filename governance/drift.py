@@ -19,7 +19,8 @@ e.g. the champion) to version B (``to``, the candidate):
   the two surrogates use (1 when neither uses any);
 - **rules side by side**, line by line;
 - **cross-fidelity** on rows the caller gives: the share of rows where A's surrogate
-  agrees with B's ensemble, and where B's surrogate agrees with A's ensemble. The
+  agrees with B's ensemble, and where B's surrogate agrees with A's ensemble (labels
+  compared as they are, for any number of classes the two versions share). The
   figure a policy gates on is the smaller of the two: each explanation must still
   describe the other version's model.
 

@@ -1,7 +1,16 @@
-"""One uniform, immutable view of a fitted binary tree ensemble.
+"""One uniform, immutable view of a fitted tree-ensemble classifier of ``k >= 2`` classes.
 
-Every supported library (scikit-learn forests and gradient boosting, XGBoost) is read
-into the same arrays per tree, so that VITE and MIRET never look at library objects.
+Every supported library (scikit-learn forests and gradient boosting, XGBoost, LightGBM)
+is read into the same arrays per tree, so that VITE and MIRET never look at library
+objects.
+
+Two classes: a forest's trees hold the positive-class fraction of each node, a boosted
+ensemble's trees add to one margin (probability ``sigmoid(margin)``). ``k > 2`` classes:
+a forest's trees hold the ``k`` class fractions of each node (``Tree.value`` of shape
+``(n_nodes, k)``), and a boosted ensemble has one tree per class per iteration, each
+adding to its class's margin (``tree_class``), probabilities the softmax of the ``k``
+margins, as scikit-learn, XGBoost (``multi:softprob``) and LightGBM (``multiclass``)
+compute them.
 
 Each tree is a :class:`governance.trees.Tree` (node arrays, checked when built).
 Routing follows each library's own threshold convention: scikit-learn sends
@@ -11,10 +20,10 @@ precision, so :meth:`Ensemble.apply` reproduces the library's ``apply`` exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, softmax
 
 from miret_governance.governance.arrays import (
     PREDICT_CHUNK_ROWS,
@@ -34,7 +43,7 @@ from miret_governance.governance.trees import (
 
 @dataclass(frozen=True)
 class Ensemble:
-    """Uniform view of a fitted binary tree ensemble.
+    """Uniform view of a fitted tree-ensemble classifier of ``k >= 2`` classes.
 
     Attributes
     ----------
@@ -46,16 +55,21 @@ class Ensemble:
         (summing to 1) after :meth:`weighted_by_data`. Every weighted quantity in
         :mod:`governance.vite` is invariant to the scale of the weights.
     aggregation : {"average", "margin"}
-        ``"average"``: positive-class probability is the mean of the trees' leaf values.
-        ``"margin"``: it is ``sigmoid(base_margin + sum of leaf values)``.
-    base_margin : float
-        Initial margin of a boosted ensemble (0 for averaging ensembles).
+        ``"average"``: class probabilities are the mean of the trees' leaf values (the
+        positive-class fraction for two classes, the ``k`` fractions otherwise).
+        ``"margin"``: the positive-class probability is ``sigmoid(base_margin + sum of
+        leaf values)`` for two classes; for ``k > 2`` the probabilities are the softmax
+        of the margins ``base_margin[c] + sum of the leaf values of class c's trees``.
+    base_margin : float or ndarray of shape (k,)
+        Initial margin of a boosted ensemble (0 for averaging ensembles); one per class
+        (an array) for a margin ensemble of ``k > 2`` classes.
     left_if : {"<=", "<"}
         Threshold convention: a sample goes left when ``x <= threshold`` (scikit-learn)
         or ``x < threshold`` (XGBoost).
     feature_names : tuple of str
-    classes : ndarray
-        The two class labels; ``classes[1]`` is the positive class.
+    classes : ndarray of shape (k,)
+        The class labels, ``k >= 2``, in the order of :meth:`predict_proba`'s columns;
+        for two classes ``classes[1]`` is the positive class.
     preprocessor : object or None
         The fitted Pipeline steps before the ensemble (a scikit-learn transformer).
     scaler : MinMaxScaler or None
@@ -70,6 +84,10 @@ class Ensemble:
     input_precision : {"float32", "float64"}
         The precision the library compares inputs in: scikit-learn's trees and XGBoost
         round inputs to float32 first; HistGradientBoosting and LightGBM compare float64.
+    tree_class : ndarray of int, shape (n_trees,), optional
+        Index (into ``classes``) of the class whose margin each tree adds to: iteration by
+        iteration ``0, 1, ..., k-1`` for a margin ensemble of ``k > 2`` classes; all 0
+        (the default) for two classes and for averaging ensembles.
     """
 
     trees: tuple
@@ -84,6 +102,7 @@ class Ensemble:
     encoding: object = None
     source: str = "arrays"
     input_precision: str = "float32"
+    tree_class: np.ndarray | None = None
 
     def __post_init__(self):
         if not self.trees:
@@ -98,11 +117,23 @@ class Ensemble:
         if weights.shape != (len(self.trees),) or np.any(weights < 0) or weights.sum() <= 0:
             raise ValueError("tree_weights must be one non-negative weight per tree, not all 0")
         classes = np.asarray(self.classes)
-        if classes.shape != (2,):
-            raise ValueError("an ensemble here is a binary classifier: give two classes")
+        if classes.ndim != 1 or len(set(classes.tolist())) != classes.size or classes.size < 2:
+            raise ValueError(
+                f"classes must be k >= 2 distinct labels, one per class; got {classes.tolist()}"
+            )
         check_split_features(self.trees, len(self.feature_names))
-        if not np.isfinite(self.base_margin):
-            raise MalformedModelError(f"the initial margin is {self.base_margin}")
+        k = classes.size
+        multi_margin = self.aggregation == "margin" and k > 2
+        object.__setattr__(self, "base_margin", _base_margin(self.base_margin, k, multi_margin))
+        object.__setattr__(self, "tree_class", _tree_class(self.tree_class, self, k, multi_margin))
+        value_width = k if self.aggregation == "average" and k > 2 else None
+        for number, tree in enumerate(self.trees):
+            if (tree.value.shape[1:] or (None,))[0] != value_width:
+                needed = "(n_nodes,)" if value_width is None else f"(n_nodes, {k})"
+                raise MalformedModelError(
+                    f"tree {number} stores node values of shape {tree.value.shape}; this "
+                    f"{self.aggregation} ensemble of {k} classes needs {needed}"
+                )
         object.__setattr__(self, "trees", tuple(self.trees))
         object.__setattr__(self, "tree_weights", weights)
         object.__setattr__(self, "feature_names", tuple(str(n) for n in self.feature_names))
@@ -122,6 +153,7 @@ class Ensemble:
         base_margin=0.0,
         left_if=LEFT_IF_LESS_EQUAL,
         classes=(0, 1),
+        tree_class=None,
     ) -> Ensemble:
         """Build an ensemble from plain arrays (for tests and hand-made examples).
 
@@ -129,9 +161,13 @@ class Ensemble:
         ----------
         trees : sequence of Tree or of dict
             Each dict has ``feature``, ``threshold``, ``left``, ``right`` and optionally
-            ``value`` (default 0 everywhere).
+            ``value`` (default 0 everywhere; rows of ``k`` class fractions for an
+            averaging ensemble of ``k > 2`` classes).
         n_features : int, optional
             Needed when ``feature_names`` is not given.
+        base_margin : float or sequence of k floats
+        tree_class : sequence of int, optional
+            The class index of each tree of a margin ensemble of ``k > 2`` classes.
         """
         built = []
         for tree in trees:
@@ -154,16 +190,22 @@ class Ensemble:
             trees=tuple(built),
             tree_weights=weights,
             aggregation=aggregation,
-            base_margin=float(base_margin),
+            base_margin=base_margin,
             left_if=left_if,
             feature_names=tuple(feature_names),
             classes=np.asarray(classes),
+            tree_class=tree_class,
         )
 
     # ------------------------------------------------------------------ properties
     @property
     def n_trees(self) -> int:
         return len(self.trees)
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes ``k``."""
+        return int(self.classes.size)
 
     @property
     def n_features(self) -> int:
@@ -191,7 +233,7 @@ class Ensemble:
         threshold = np.zeros((self.n_trees, width))
         left = np.zeros((self.n_trees, width), dtype=np.int64)
         right = np.zeros((self.n_trees, width), dtype=np.int64)
-        value = np.zeros((self.n_trees, width))
+        value = np.zeros((self.n_trees, width) + self.trees[0].value.shape[1:])
         position = np.zeros((self.n_trees, width), dtype=np.int64)
         missing_left = np.zeros((self.n_trees, width), dtype=bool)
         for e, tree in enumerate(self.trees):
@@ -256,29 +298,86 @@ class Ensemble:
         return position[np.arange(self.n_trees)[None, :], node]
 
     def leaf_values(self, X) -> np.ndarray:
-        """Value of the leaf reached by each sample in each tree, shape (n, n_trees)."""
+        """Value of the leaf reached by each sample in each tree: shape (n, n_trees), or
+        (n, n_trees, k) for an averaging ensemble of ``k > 2`` classes."""
         return self._padded()[4][np.arange(self.n_trees)[None, :], self.apply(X)]
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities, shape (n_samples, 2), columns in ``classes`` order.
+    def margins(self, leaf_value) -> np.ndarray:
+        """Margins of a ``k > 2`` margin ensemble from :meth:`leaf_values`: shape (n, k),
+        ``base_margin[c]`` plus the leaf values of class ``c``'s trees."""
+        margin = np.tile(self.base_margin, (leaf_value.shape[0], 1))
+        for c in range(self.n_classes):
+            margin[:, c] += leaf_value[:, self.tree_class == c].sum(axis=1)
+        return margin
 
-        Rows are routed in chunks of :data:`PREDICT_CHUNK_ROWS`, so memory stays bounded
-        by one chunk's ``rows x trees`` leaves however many rows there are.
-        """
-        X = feature_matrix(X, self.feature_names, finite=False, min_rows=0)
-        positive = np.empty(X.shape[0], dtype=np.float64)
-        for start in range(0, X.shape[0], PREDICT_CHUNK_ROWS):
-            leaf_value = self.leaf_values(X[start : start + PREDICT_CHUNK_ROWS])
-            if self.aggregation == "average":
-                positive[start : start + PREDICT_CHUNK_ROWS] = leaf_value.mean(axis=1)
-            else:
-                margin = self.base_margin + leaf_value.sum(axis=1)
-                positive[start : start + PREDICT_CHUNK_ROWS] = expit(margin)
+    def _probabilities(self, X) -> np.ndarray:
+        """Class probabilities of one chunk of rows."""
+        if self.aggregation == "average" and self.n_classes > 2:
+            # tree by tree, then divided, as scikit-learn's forests sum (so the same ties),
+            # holding one tree's (n, k) fractions at a time
+            value, node = self._padded()[4], self.apply(X)
+            total = np.zeros((X.shape[0], self.n_classes))
+            for e in range(self.n_trees):
+                total += value[e, node[:, e]]
+            return total / self.n_trees
+        leaf_value = self.leaf_values(X)
+        if self.n_classes > 2:
+            return softmax(self.margins(leaf_value), axis=1)
+        if self.aggregation == "average":
+            positive = leaf_value.mean(axis=1)
+        else:
+            positive = expit(self.base_margin + leaf_value.sum(axis=1))
         return np.column_stack([1.0 - positive, positive])
 
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, shape (n_samples, k), columns in ``classes`` order.
+
+        Rows are routed in chunks of :data:`PREDICT_CHUNK_ROWS`, so memory stays bounded
+        by one chunk's ``rows x trees`` leaves however many rows there are (a forest of
+        ``k > 2`` classes adds one tree's ``rows x k`` fractions at a time).
+        """
+        X = feature_matrix(X, self.feature_names, finite=False, min_rows=0)
+        proba = np.empty((X.shape[0], self.n_classes), dtype=np.float64)
+        for start in range(0, X.shape[0], PREDICT_CHUNK_ROWS):
+            rows = X[start : start + PREDICT_CHUNK_ROWS]
+            proba[start : start + PREDICT_CHUNK_ROWS] = self._probabilities(rows)
+        return proba
+
     def predict(self, X) -> np.ndarray:
-        """Class labels; ties (probability exactly 0.5) go to ``classes[0]``."""
-        return self.classes[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
+        """Class labels, ``classes[argmax of predict_proba]``; a tie goes to the first
+        of the tied classes (two classes: probability exactly 0.5 goes to ``classes[0]``)."""
+        return self.classes[self.predict_proba(X).argmax(axis=1)]
+
+    def for_class(self, c: int) -> Ensemble | None:
+        """The trees that build class ``c``'s margin, as an ensemble view (for VITE per
+        class) of a margin ensemble of ``k > 2`` classes; None for any other ensemble,
+        whose every tree serves all classes.
+
+        Parameters
+        ----------
+        c : int
+            Class index into ``classes``.
+
+        Returns
+        -------
+        Ensemble or None
+            The same view restricted to the trees with ``tree_class == c`` and their
+            weights (uniform when all of them are 0).
+        """
+        if self.aggregation != "margin" or self.n_classes == 2:
+            return None
+        if not 0 <= int(c) < self.n_classes:
+            raise ValueError(f"class index {c} is not in 0..{self.n_classes - 1}")
+        kept = np.flatnonzero(self.tree_class == int(c))
+        if kept.size == 0:
+            raise ValueError(f"no tree builds the margin of class {self.classes[int(c)]!r}")
+        weights = self.tree_weights[kept]
+        return replace(
+            self,
+            trees=tuple(self.trees[e] for e in kept),
+            tree_weights=weights if weights.sum() > 0 else np.ones(kept.size),
+            tree_class=self.tree_class[kept],
+        )
 
     def weighted_by_data(self, X) -> Ensemble:
         """A copy whose boosted-tree weights come from data
@@ -293,17 +392,40 @@ class Ensemble:
 
     def with_tree_weights(self, tree_weights) -> Ensemble:
         """A copy of this view with other tree weights ``w^e``."""
-        return Ensemble(
-            trees=self.trees,
-            tree_weights=tree_weights,
-            aggregation=self.aggregation,
-            base_margin=self.base_margin,
-            left_if=self.left_if,
-            feature_names=self.feature_names,
-            classes=self.classes,
-            preprocessor=self.preprocessor,
-            scaler=self.scaler,
-            encoding=self.encoding,
-            source=self.source,
-            input_precision=self.input_precision,
+        return replace(self, tree_weights=tree_weights)
+
+
+def _base_margin(base_margin, k: int, multi_margin: bool):
+    """The initial margin checked: k finite numbers (read-only) for a margin ensemble of
+    ``k > 2`` classes (one number is taken for every class), else one float."""
+    margin = np.asarray(base_margin, dtype=np.float64)
+    if multi_margin:
+        margin = np.broadcast_to(margin, (k,)) if margin.ndim == 0 else margin
+        if margin.shape != (k,):
+            raise ValueError(f"base_margin has shape {margin.shape}; give one per class ({k})")
+    elif margin.ndim != 0:
+        raise ValueError("base_margin is one number unless the ensemble has k > 2 margins")
+    if not np.isfinite(margin).all():
+        raise MalformedModelError(f"the initial margin is {margin.tolist()}")
+    return read_only_array(margin, np.float64) if multi_margin else float(margin)
+
+
+def _tree_class(tree_class, ensemble: Ensemble, k: int, multi_margin: bool) -> np.ndarray:
+    """Each tree's class index checked: ``0..k-1`` for a margin ensemble of ``k > 2``
+    classes, all 0 otherwise."""
+    n_trees = len(ensemble.trees)
+    if tree_class is None:
+        if multi_margin:
+            raise ValueError(f"a margin ensemble of {k} classes needs tree_class")
+        tree_class = np.zeros(n_trees, dtype=np.int64)
+    tree_class = np.asarray(tree_class)
+    if tree_class.shape != (n_trees,) or tree_class.dtype.kind not in "iu":
+        raise ValueError(f"tree_class must be one integer per tree ({n_trees})")
+    highest = k - 1 if multi_margin else 0
+    outside = (tree_class < 0) | (tree_class > highest)
+    if outside.any():
+        raise MalformedModelError(
+            f"tree {int(np.argmax(outside))} builds class index {int(tree_class[outside][0])}; "
+            f"this ensemble's trees build class indices 0..{highest}"
         )
+    return read_only_array(tree_class, np.int64)

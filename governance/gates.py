@@ -5,7 +5,9 @@ Gates are best evaluated on *evidence*: the metrics and validation result stored
 the surrogate artifact (see :func:`evaluate`), not on tags anyone with write access can
 set. Each evaluation records the sha256 digest of that evidence. A value exactly at its
 threshold passes (``>=`` for ``min_*``, ``<=`` for ``max_*``), as MLflow's
-``MetricThreshold`` does. A missing or NaN metric fails its gate.
+``MetricThreshold`` does. A missing or NaN metric fails its gate. ``min_class_fidelity``
+reads every per-class test fidelity (``test_fidelity_class_*``): the worst class decides,
+and its metric is the one the result names.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from miret_governance.governance.policy import DRIFT_GATES, GATES, Policy, canonical_digest
+from miret_governance.governance.policy import (
+    CLASS_FIDELITY_METRICS,
+    DRIFT_GATES,
+    GATES,
+    Policy,
+    canonical_digest,
+)
 
 
 @dataclass
@@ -155,6 +163,8 @@ def _gate(name: str, threshold, metrics: dict, validation: str | None) -> GateRe
             else "no validation result in the evidence (was the surrogate validated?)"
         )
         return GateResult(name, spec.metric, "passed", validation, passed, reason)
+    if spec.metric == CLASS_FIDELITY_METRICS:
+        return _class_gate(name, threshold, metrics)
     value = metrics.get(spec.metric)
     if value is None:
         return GateResult(
@@ -169,6 +179,30 @@ def _gate(name: str, threshold, metrics: dict, validation: str | None) -> GateRe
     shown, limit = readable_pair(value, threshold)
     reason = f"{spec.metric} = {shown} {verdict} {op} {limit}"
     return GateResult(name, spec.metric, threshold, value, passed, reason)
+
+
+def _class_gate(name: str, threshold: float, metrics: dict) -> GateResult:
+    """``min_class_fidelity``: the worst class's test fidelity decides; its metric and
+    value are the result's (a NaN counts as the worst)."""
+    prefix = CLASS_FIDELITY_METRICS.rstrip("*")
+    values = {key: float(value) for key, value in metrics.items() if key.startswith(prefix)}
+    if not values:
+        reason = (
+            f"the evidence has no per-class fidelity ({CLASS_FIDELITY_METRICS}): it predates "
+            "per-class fidelity; re-run `govern explain` to record it"
+        )
+        return GateResult(name, CLASS_FIDELITY_METRICS, threshold, None, False, reason)
+    worst = min(values, key=lambda key: -math.inf if math.isnan(values[key]) else values[key])
+    value, label = values[worst], worst[len(prefix) :]
+    if math.isnan(value):
+        return GateResult(name, worst, threshold, value, False, f"{worst} (class {label}) is NaN")
+    passed = value >= threshold
+    shown, limit = readable_pair(value, threshold)
+    reason = (
+        f"worst of {len(values)} classes: {label}, {worst} = {shown} "
+        f"{'meets' if passed else 'does not meet'} >= {limit}"
+    )
+    return GateResult(name, worst, threshold, value, passed, reason)
 
 
 def readable_pair(value: float, threshold: float) -> tuple[str, str]:

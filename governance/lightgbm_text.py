@@ -8,14 +8,16 @@ format is plain ``key=value`` lines, read here with every count and index bounde
 refused with :class:`~governance.trees.MalformedModelError` otherwise. LightGBM is not
 needed to explain a LightGBM model.
 
-Read: binary models (``objective=binary``, one tree per iteration), numerical splits
+Read: binary models (``objective=binary``, one tree per iteration) and multiclass models
+(``objective=multiclass``, ``num_class = num_tree_per_iteration = k > 2`` trees per
+iteration, tree ``i`` adding to class ``i mod k``'s margin, softmax), numerical splits
 (``x <= threshold`` goes left, compared in float64; a NaN takes the node's default
 direction, or is read as 0.0 where the feature had no missing values in training, as
 LightGBM does), leaf values that already carry the learning rate; the ``sigmoid``
 factor of the objective is folded into the leaf values.
 Refused with a reason: categorical splits, linear trees, ``zero_as_missing`` (zeros
-would follow each node's default direction), averaged output (``boosting=rf``), and more
-than one tree per iteration (multiclass).
+would follow each node's default direction), averaged output (``boosting=rf``), one
+sigmoid per class (``multiclassova``) and any other objective.
 """
 
 from __future__ import annotations
@@ -47,16 +49,16 @@ class LightGBMText:
     text : str
         The model file's content.
     classes : sequence, optional
-        The two class labels (default ``(0, 1)``, as a Booster predicts).
+        The ``k`` class labels (default ``0 .. k-1``, as a Booster predicts).
     feature_names : sequence of str, optional
         The columns' own names (LightGBM writes spaces as ``_``); taken when each, with
         whitespace written as ``_``, is the model's name, or the model's names are
         LightGBM's defaults ``Column_<j>``.
     """
 
-    def __init__(self, text: str, classes=(0, 1), feature_names=None):
+    def __init__(self, text: str, classes=None, feature_names=None):
         self.text = text
-        self.classes = tuple(classes)
+        self.classes = None if classes is None else tuple(classes)
         self.feature_names = None if feature_names is None else [str(n) for n in feature_names]
 
     def __repr__(self) -> str:
@@ -146,13 +148,44 @@ def _tree(values: dict, what: str, sigmoid: float) -> Tree:
     )
 
 
-def _sigmoid(objective: str) -> float:
-    """The ``sigmoid:<x>`` factor of a binary objective."""
-    words = objective.split()
-    if not words or words[0] != "binary":
+def _classes(header: dict) -> int:
+    """The number of classes ``k`` the header's objective and counts declare."""
+    words = header.get("objective", "").split()
+    if words[:1] == ["binary"]:
+        for key in ("num_class", "num_tree_per_iteration"):
+            if header.get(key, "1") != "1":
+                raise MalformedModelError(f"a binary model has {key}={header[key]}")
+        return 2
+    if words[:1] != ["multiclass"]:
         raise UnsupportedModelError(
-            LIGHTGBM, f"its objective is {objective!r}; only objective=binary (two classes) is read"
+            LIGHTGBM,
+            f"its objective is {header.get('objective', '')!r}; only objective=binary (two "
+            "classes) and objective=multiclass (softmax) are read",
         )
+    try:
+        k = int(header.get("num_class", ""))
+    except ValueError:
+        raise MalformedModelError("num_class is not a whole number") from None
+    if header.get("num_tree_per_iteration") != str(k) or f"num_class:{k}" not in words:
+        raise MalformedModelError(
+            f"num_class={k} disagrees with num_tree_per_iteration or the objective"
+        )
+    if k == 2:
+        raise UnsupportedModelError(
+            LIGHTGBM,
+            "it is objective=multiclass with 2 classes (two softmax margins); re-train it "
+            "with objective=binary, which is the same model for two classes",
+        )
+    if k < 2:
+        raise MalformedModelError(f"a multiclass model has num_class={k}")
+    return k
+
+
+def _sigmoid(objective: str) -> float:
+    """The ``sigmoid:<x>`` factor of a binary objective (1 for multiclass)."""
+    words = objective.split()
+    if words[:1] == ["multiclass"]:
+        return 1.0
     factors = [w.split(":", 1)[1] for w in words[1:] if w.startswith("sigmoid:")]
     try:
         factor = float(factors[0]) if factors else 1.0
@@ -189,11 +222,7 @@ def read_lightgbm_text(model: LightGBMText) -> dict:
     header = _key_values(head.splitlines())
     if head.splitlines()[:1] != ["tree"] or "max_feature_idx" not in header:
         raise MalformedModelError("it is not a LightGBM text model (no 'tree' header)")
-    for key in ("num_class", "num_tree_per_iteration"):
-        if header.get(key, "1") != "1":
-            raise UnsupportedModelError(
-                LIGHTGBM, f"it has {key}={header[key]}; only binary models are read"
-            )
+    k = _classes(header)
     if "average_output" in header or "average_output" in head.splitlines():
         raise UnsupportedModelError(LIGHTGBM, "it averages its trees (boosting=rf), not read yet")
     sigmoid = _sigmoid(header.get("objective", ""))
@@ -210,20 +239,27 @@ def read_lightgbm_text(model: LightGBMText) -> dict:
     body = rest.partition("\nend of trees")[0]
     blocks = [b.strip().splitlines() for b in ("Tree=" + body).split("\n\n") if b.strip()]
     trees = []
-    for k, block in enumerate(blocks):
-        if block[0].strip() != f"Tree={k}":
-            raise MalformedModelError(f"tree block {k} starts with {block[0][:40]!r}")
-        trees.append(_tree(_key_values(block[1:]), f"tree {k}", sigmoid))
+    for number, block in enumerate(blocks):
+        if block[0].strip() != f"Tree={number}":
+            raise MalformedModelError(f"tree block {number} starts with {block[0][:40]!r}")
+        trees.append(_tree(_key_values(block[1:]), f"tree {number}", sigmoid))
     if not trees or not rest:
         raise MalformedModelError("the LightGBM model has no trees")
+    width = 1 if k == 2 else k
+    if len(trees) % width:
+        raise MalformedModelError(f"{len(trees)} trees are no whole number of iterations of {k}")
     check_split_features(trees, n_features)
+    classes = tuple(range(k)) if model.classes is None else model.classes
+    if len(classes) != k:
+        raise MalformedModelError(f"{len(classes)} class labels given for a model of {k} classes")
     return {
         "trees": tuple(trees),
+        "tree_class": np.arange(len(trees)) % width,
         "tree_weights": None,
         "aggregation": "margin",
-        "base_margin": 0.0,
+        "base_margin": 0.0 if k == 2 else np.zeros(k),
         "left_if": LEFT_IF_LESS_EQUAL,
-        "classes": np.asarray(model.classes),
+        "classes": np.asarray(classes),
         "feature_names": names,
         "input_precision": "float64",
     }

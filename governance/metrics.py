@@ -8,8 +8,40 @@ the ensemble's proximity pairs ``U_TE(m)`` that the surrogate puts in the same l
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from miret_governance.governance.arrays import scaled
+from miret_governance.governance.confusion import (
+    class_fidelity,
+    class_fidelity_metrics,
+    class_metric_name,
+    confusion,
+    confusion_counts,
+    confusion_frame,
+)
+
+__all__ = [  # the per-class figures of governance.confusion are re-exported
+    "CHUNK_ROWS",
+    "DETAIL_METRICS",
+    "HEADLINE_METRICS",
+    "PROXIMITY_ROWS",
+    "Z_95",
+    "accuracy",
+    "class_fidelity",
+    "class_fidelity_metrics",
+    "class_metric_name",
+    "confusion",
+    "effective_depth",
+    "feature_counts",
+    "fidelity",
+    "fidelity_with_interval",
+    "measured_on_test_rows",
+    "peak_memory_bytes",
+    "proximity_agreement",
+    "surrogate_confusion",
+    "surrogate_metrics",
+    "wilson_interval",
+]
 
 HEADLINE_METRICS = (
     "test_fidelity",
@@ -129,6 +161,22 @@ def measured_on_test_rows(name: str) -> bool:
     """Whether metric ``name`` is computed on the test rows (``test_*``,
     ``baseline_cart_test_fidelity``, ``n_test_rows``), not on the training rows."""
     return "test" in name.replace(".", "_").split("_")
+
+
+def surrogate_confusion(
+    ensemble, tree, X, *, tree_scaler=None, chunk_rows: int = CHUNK_ROWS
+) -> pd.DataFrame:
+    """The :func:`confusion` table of the surrogate against the ensemble on rows ``X``
+    (the ensemble's working space, as in :func:`surrogate_metrics`), counted in chunks
+    of ``chunk_rows`` rows, over ``ensemble.classes``."""
+    X = np.asarray(X, dtype=np.float64)
+    classes = np.asarray(ensemble.classes)
+    counts = np.zeros((len(classes), len(classes)), dtype=np.int64)
+    for rows in _chunks(X.shape[0], int(chunk_rows)):
+        part = X[rows]
+        labels = tree.predict(part if tree_scaler is None else scaled(tree_scaler, part))
+        counts += confusion_counts(ensemble.predict(part), labels, classes)
+    return confusion_frame(counts, classes)
 
 
 def fidelity(ensemble_labels, surrogate_labels) -> float:
@@ -273,8 +321,10 @@ def surrogate_metrics(
         ``test_proximity_rows`` and (when
         pairs exist) ``test_proximity_agreement``; with test rows that miss a value (at
         least one NaN) ``test_fidelity_missing_rows``, the fidelity on those rows alone,
-        and ``n_test_missing_rows``; with labels the ``*_accuracy_surrogate`` and
-        ``*_accuracy_ensemble`` keys.
+        and ``n_test_missing_rows``; with test data, for every class the ensemble gives
+        to a test row, its fidelity (the share of those rows the surrogate gives the
+        same class) under :func:`class_metric_name` ``("test_fidelity", class)``; with
+        labels the ``*_accuracy_surrogate`` and ``*_accuracy_ensemble`` keys.
     """
     from miret_governance.governance.vite import proximity_pairs
 
@@ -284,6 +334,7 @@ def surrogate_metrics(
     def to_tree(X):
         return X if tree_scaler is None else scaled(tree_scaler, X)
 
+    classes = np.asarray(ensemble.classes)
     metrics: dict[str, float] = {}
     splits = {"train": (X_train, y_train), "test": (X_test, y_test)}
     for split, (X, y) in splits.items():
@@ -296,9 +347,12 @@ def surrogate_metrics(
         if y is not None and y.shape != (X.shape[0],):
             raise ValueError(f"y_{split} has shape {y.shape}; expected ({X.shape[0]},)")
         agree = correct_surrogate = correct_ensemble = agree_missing = n_missing = 0
+        counts = np.zeros((len(classes), len(classes)), dtype=np.int64)
         for rows in _chunks(X.shape[0], int(chunk_rows)):
             ensemble_labels = ensemble.predict(X[rows])
             surrogate_labels = tree.predict(to_tree(X[rows]))
+            if split == "test":
+                counts += confusion_counts(ensemble_labels, surrogate_labels, classes)
             agree += int(np.sum(ensemble_labels == surrogate_labels))
             incomplete = np.isnan(X[rows]).any(axis=1)
             agree_missing += int(np.sum((ensemble_labels == surrogate_labels) & incomplete))
@@ -315,6 +369,7 @@ def surrogate_metrics(
             if n_missing:
                 metrics["test_fidelity_missing_rows"] = agree_missing / n_missing
                 metrics["n_test_missing_rows"] = float(n_missing)
+            metrics.update(class_fidelity_metrics(confusion_frame(counts, classes)))
         if y is not None:
             metrics[f"{split}_accuracy_surrogate"] = correct_surrogate / X.shape[0]
             metrics[f"{split}_accuracy_ensemble"] = correct_ensemble / X.shape[0]

@@ -247,10 +247,15 @@ def check_xgboost_model(document: dict) -> None:
         return  # gblinear, dart, ...: refused by name when read, never routed here
     n_features = _int(param.get("num_feature"), "num_feature", 1)
     n_classes = _int(param.get("num_class", 0), "num_class")
+    # one base score, or (XGBoost >= 3) one per class of a softmax model
     try:
-        float(str(param.get("base_score", "0.5")).strip("[]").split(",")[0])
+        scores = [float(v) for v in str(param.get("base_score", "0.5")).strip("[]").split(",")]
     except ValueError:
         raise MalformedModelError(f"base_score is {param.get('base_score')!r}") from None
+    if not np.isfinite(scores).all() or len(scores) not in (1, max(n_classes, 1)):
+        raise MalformedModelError(
+            f"base_score has {len(scores)} values for {n_classes} classes, or one not finite"
+        )
     trees = model.get("trees") if isinstance(model, dict) else None
     if not isinstance(trees, list):
         raise MalformedModelError("the XGBoost model has no list of trees")

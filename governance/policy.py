@@ -11,6 +11,7 @@ level::
     max_features = 5               # distinct features used by the surrogate
     min_train_fidelity = 0.95      # optional
     min_proximity_agreement = 0.8  # optional
+    min_class_fidelity = 0.8       # optional: test fidelity of every class
     max_gap = 0.05                 # optional: MIP gap of the solve
     require_validation_pass = true # the inputs passed validation (default true)
     max_explanation_drift = 0.2    # optional: DRIFT_GATES, against the version holding
@@ -56,6 +57,9 @@ from miret_governance.governance.signing import SignatureError, TrustedKeys, par
 
 VALIDATION_KEY = "validation"
 """The evidence's validation record, which ``require_validation_pass`` reads."""
+CLASS_FIDELITY_METRICS = "test_fidelity_class_*"
+"""The metrics ``min_class_fidelity`` reads: one per class,
+:func:`governance.metrics.class_metric_name` ``("test_fidelity", class)``."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,12 @@ GATES = {
     "min_proximity_agreement": GateSpec(
         "test_proximity_agreement", True, float, "test proximity agreement, in [0, 1]"
     ),
+    "min_class_fidelity": GateSpec(
+        CLASS_FIDELITY_METRICS,
+        True,
+        float,
+        "test-set fidelity of every class (the worst one decides), in [0, 1]",
+    ),
     "max_gap": GateSpec("solver.gap", False, float, "relative MIP gap, >= 0"),
     "require_validation_pass": GateSpec(VALIDATION_KEY, True, bool, "true or false"),
 }
@@ -104,6 +114,7 @@ _UNIT_INTERVAL = (
     "min_fidelity_lower_bound",
     "min_train_fidelity",
     "min_proximity_agreement",
+    "min_class_fidelity",
     *DRIFT_GATES,
 )
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")

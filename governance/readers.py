@@ -1,11 +1,9 @@
 """Readers of each supported library's fitted trees into :class:`~governance.trees.Tree`
 arrays: scikit-learn forests, gradient boosting and histogram gradient boosting, XGBoost
-models and boosters, LightGBM models and boosters (through their text model,
-:mod:`governance.model_files`)."""
+models and boosters (:mod:`governance.xgboost_booster`), LightGBM models and boosters
+(through their text model, :mod:`governance.lightgbm_text`)."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 
@@ -13,29 +11,41 @@ from miret_governance.governance.encoding import EncodingError, encoding_of
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.lightgbm_text import LightGBMText, read_lightgbm_text
 from miret_governance.governance.trees import (
-    LEFT_IF_LESS,
     LEFT_IF_LESS_EQUAL,
     MalformedModelError,
     Tree,
     UnsupportedModelError,
     check_split_features,
 )
+from miret_governance.governance.xgboost_booster import read_xgboost_booster
 
 
 def qualified_name(model) -> str:
     return f"{type(model).__module__}.{type(model).__qualname__}"
 
 
-def _sklearn_tree(estimator, value) -> Tree:
+def _sklearn_tree(estimator, value, n_classes: int = 2) -> Tree:
+    """A scikit-learn tree: a forest's (``value`` None: class fractions of
+    ``n_classes`` classes) or a gradient-boosting regression tree's (``value`` given)."""
     t = estimator.tree_
-    n_classes = 2 if value is None else 1
+    n_classes = n_classes if value is None else 1
     if t.value.shape != (t.node_count, 1, n_classes) or list(t.n_classes) != [n_classes]:
         raise MalformedModelError(
             f"a tree stores values of shape {t.value.shape} for {t.node_count} nodes "
             f"(n_classes {list(t.n_classes)}); a single-output tree has ({t.node_count}, 1, "
             f"{n_classes})"
         )
-    if value is None:
+    if value is None and n_classes > 2:
+        # DecisionTreeClassifier.predict_proba divides each node's values by their sum
+        fractions = t.value[:, 0, :]
+        if not (np.isfinite(fractions).all() and (fractions >= 0).all()):
+            raise MalformedModelError(
+                "a tree stores class fractions that are negative or not finite"
+            )
+        normalizer = fractions.sum(axis=1)[:, None]
+        normalizer[normalizer == 0.0] = 1.0
+        value = fractions / normalizer
+    elif value is None:
         # tree_.value holds per-node class fractions (weighted by bootstrap counts);
         # their mean over trees is RandomForestClassifier.predict_proba (scikit-learn
         # >= 1.4 no longer normalizes them, so they must sum to 1 for the binary view).
@@ -60,13 +70,38 @@ def _sklearn_tree(estimator, value) -> Tree:
     )
 
 
-def _check_binary(model, classes):
+def _check_classes(model, classes):
+    """A fitted classifier of one output and at least two classes."""
     if classes is None:
         raise UnsupportedModelError(model, "it is not fitted (call fit first)")
-    if len(classes) != 2:
+    outputs = getattr(model, "n_outputs_", 1)
+    if outputs != 1:
         raise UnsupportedModelError(
-            model, f"it has {len(classes)} classes; only binary classifiers are supported"
+            model,
+            f"it predicts {outputs} outputs (multi-output); only classifiers of one output "
+            "are supported",
         )
+    labels = np.asarray(classes)
+    if labels.ndim != 1 or len(set(labels.tolist())) != labels.size:
+        raise MalformedModelError(f"the class labels {labels.tolist()[:10]} are not distinct")
+    if labels.size < 2:
+        raise UnsupportedModelError(
+            model, f"it has {labels.size} class; a classifier needs at least two"
+        )
+
+
+def _by_iteration(per_iteration: list, k: int) -> tuple:
+    """Trees and their class indices from one list of trees per iteration (one tree for
+    two classes, ``k`` otherwise), iteration by iteration."""
+    width = 1 if k == 2 else k
+    for trees in per_iteration:
+        if len(trees) != width:
+            raise MalformedModelError(
+                f"an iteration of the model has {len(trees)} trees; a model of {k} classes has "
+                f"{width} per iteration"
+            )
+    trees = tuple(tree for iteration in per_iteration for tree in iteration)
+    return trees, np.tile(np.arange(width), len(per_iteration))
 
 
 def _n_features(model) -> int:
@@ -85,16 +120,17 @@ def _feature_names(model, n_features):
 
 def _read_sklearn_forest(model) -> dict:
     classes = getattr(model, "classes_", None)
-    _check_binary(model, classes)
+    _check_classes(model, classes)
+    k = len(classes)
     n_features = _n_features(model)
     trees = []
     for est in model.estimators_:
-        if est.n_outputs_ != 1 or list(np.atleast_1d(est.n_classes_)) != [2]:
+        if est.n_outputs_ != 1 or list(np.atleast_1d(est.n_classes_)) != [k]:
             raise MalformedModelError(
                 f"a tree of the forest has {est.n_outputs_} outputs and "
-                f"{est.n_classes_} classes; the forest has one output and 2 classes"
+                f"{est.n_classes_} classes; the forest has one output and {k} classes"
             )
-        trees.append(_sklearn_tree(est, None))
+        trees.append(_sklearn_tree(est, None, k))
     check_split_features(trees, n_features)
     return {
         "trees": tuple(trees),
@@ -126,33 +162,43 @@ def _check_constant_init(model) -> None:
 
 
 def _read_sklearn_boosting(model) -> dict:
+    """GradientBoostingClassifier: ``estimators_`` of shape (n_iter, 1) for two classes,
+    (n_iter, k) otherwise; the initial margin(s) are the model's own decision function
+    less its trees' sum, on one row (the init estimator predicts one margin for all)."""
     classes = getattr(model, "classes_", None)
-    _check_binary(model, classes)
+    _check_classes(model, classes)
+    k = len(classes)
     n_features = _n_features(model)
     lr = float(model.learning_rate)
     if not np.isfinite(lr):
         raise MalformedModelError(f"the learning rate is {lr}")
-    if np.shape(model.estimators_) != (model.n_estimators_, 1):
+    width = 1 if k == 2 else k
+    if np.shape(model.estimators_) != (model.n_estimators_, width):
         raise MalformedModelError(
-            f"estimators_ has shape {np.shape(model.estimators_)}; a binary model has "
-            f"({model.n_estimators_}, 1)"
+            f"estimators_ has shape {np.shape(model.estimators_)}; a model of {k} classes has "
+            f"({model.n_estimators_}, {width})"
         )
-    trees = [_sklearn_tree(est, lr * est.tree_.value[:, 0, 0]) for est in model.estimators_[:, 0]]
+    per_iteration = [
+        [_sklearn_tree(est, lr * est.tree_.value[:, 0, 0]) for est in row]
+        for row in model.estimators_
+    ]
+    trees, tree_class = _by_iteration(per_iteration, k)
     # every tree is checked before scikit-learn's own predict runs on it
     check_split_features(trees, n_features)
     _check_constant_init(model)
     probe = np.zeros((1, n_features))
-    tree_sum = sum(est[0].predict(probe)[0] for est in model.estimators_)
+    tree_sum = sum(np.array([est.predict(probe)[0] for est in row]) for row in model.estimators_)
     if getattr(model, "feature_names_in_", None) is not None:
         import pandas as pd
 
         probe = pd.DataFrame(probe, columns=model.feature_names_in_)
-    base_margin = float(model.decision_function(probe)[0] - lr * tree_sum)
+    base_margin = np.ravel(model.decision_function(probe)) - lr * tree_sum
     return {
-        "trees": tuple(trees),
+        "trees": trees,
+        "tree_class": tree_class,
         "tree_weights": None,
         "aggregation": "margin",
-        "base_margin": base_margin,
+        "base_margin": float(base_margin[0]) if k == 2 else base_margin,
         "left_if": LEFT_IF_LESS_EQUAL,
         "classes": np.asarray(classes),
         "feature_names": _feature_names(model, n_features),
@@ -164,10 +210,11 @@ def _read_sklearn_hist_boosting(model) -> dict:
     the learning rate already) and the constant ``_baseline_prediction``; nothing of
     scikit-learn predicts here, so a crafted node never reaches its Cython code."""
     classes = getattr(model, "classes_", None)
-    _check_binary(model, classes)
+    _check_classes(model, classes)
+    k = len(classes)
     n_features = _n_features(model)
     if getattr(model, "_preprocessor", None) is not None or any(
-        bool(np.any(p.nodes["is_categorical"])) for (p,) in model._predictors
+        bool(np.any(p.nodes["is_categorical"])) for row in model._predictors for p in row
     ):
         raise UnsupportedModelError(
             model,
@@ -175,35 +222,24 @@ def _read_sklearn_hist_boosting(model) -> dict:
             "ensemble view does not read yet; one-hot or ordinal encode them in a Pipeline "
             "before the model instead",
         )
+    width = 1 if k == 2 else k
     baseline = np.asarray(model._baseline_prediction, dtype=np.float64)
-    if baseline.shape != (1, 1) or not np.isfinite(baseline).all():
+    if baseline.shape != (1, width) or not np.isfinite(baseline).all():
         raise MalformedModelError(
-            f"_baseline_prediction has shape {baseline.shape}; a binary model has one finite value"
+            f"_baseline_prediction has shape {baseline.shape}; a model of {k} classes has "
+            f"{width} finite value(s)"
         )
-    trees = []
-    for predictors in model._predictors:
-        if len(predictors) != 1:
-            raise MalformedModelError(
-                f"an iteration has {len(predictors)} trees; a binary model has one"
-            )
-        nodes = predictors[0].nodes
-        leaf = nodes["is_leaf"].astype(bool)
-        trees.append(
-            Tree(
-                feature=np.where(leaf, -1, nodes["feature_idx"].astype(np.int64)),
-                threshold=np.where(leaf, np.nan, nodes["num_threshold"]),
-                left=np.where(leaf, -1, nodes["left"].astype(np.int64)),
-                right=np.where(leaf, -1, nodes["right"].astype(np.int64)),
-                value=np.where(leaf, nodes["value"], 0.0),
-                missing_left=nodes["missing_go_to_left"],
-            )
-        )
+    trees, tree_class = _by_iteration(
+        [[_hist_tree(predictor.nodes) for predictor in row] for row in model._predictors],
+        k,
+    )
     check_split_features(trees, n_features)
     return {
-        "trees": tuple(trees),
+        "trees": trees,
+        "tree_class": tree_class,
         "tree_weights": None,
         "aggregation": "margin",
-        "base_margin": float(baseline[0, 0]),
+        "base_margin": float(baseline[0, 0]) if k == 2 else baseline[0],
         "left_if": LEFT_IF_LESS_EQUAL,
         "classes": np.asarray(classes),
         "feature_names": _feature_names(model, n_features),
@@ -211,58 +247,16 @@ def _read_sklearn_hist_boosting(model) -> dict:
     }
 
 
-def _logit(p: float) -> float:
-    if not 0.0 < p < 1.0:
-        raise MalformedModelError(f"base_score {p} of a logistic model is not in (0, 1)")
-    return float(np.log(p / (1.0 - p)))
-
-
-def _read_xgboost_booster(booster, model=None, classes=None) -> dict:
-    owner = model if model is not None else booster
-    config = json.loads(booster.save_config())
-    learner = config["learner"]
-    objective = learner["objective"]["name"]
-    if objective != "binary:logistic":
-        raise UnsupportedModelError(
-            owner, f"objective is {objective!r}; only 'binary:logistic' is supported"
-        )
-    booster_kind = learner["gradient_booster"]["name"]
-    if booster_kind != "gbtree":
-        raise UnsupportedModelError(owner, f"booster is {booster_kind!r}; only 'gbtree' is")
-    raw = json.loads(bytes(booster.save_raw(raw_format="json")))
-    dump = raw["learner"]["gradient_booster"]["model"]
-    base_score = raw["learner"]["learner_model_param"]["base_score"]
-    base_score = float(str(base_score).strip("[]").split(",")[0])
-    trees = []
-    for t in dump["trees"]:
-        left = np.asarray(t["left_children"], dtype=np.int64)
-        right = np.asarray(t["right_children"], dtype=np.int64)
-        leaf = left == -1  # XGBoost's kInvalidNodeId
-        conditions = np.asarray(t["split_conditions"], dtype=np.float32).astype(np.float64)
-        trees.append(
-            Tree(
-                feature=np.where(leaf, -1, np.asarray(t["split_indices"], dtype=np.int64)),
-                threshold=np.where(leaf, np.nan, conditions),
-                left=left,
-                right=right,
-                value=np.where(leaf, conditions, 0.0),  # a leaf's value sits in split_conditions
-                missing_left=np.asarray(t["default_left"], dtype=np.int64),
-            )
-        )
-    n_features = int(raw["learner"]["learner_model_param"]["num_feature"])
-    if n_features < 1:
-        raise MalformedModelError(f"num_feature is {n_features}")
-    check_split_features(trees, n_features)
-    names = booster.feature_names or [f"x{j}" for j in range(n_features)]
-    return {
-        "trees": tuple(trees),
-        "tree_weights": None,
-        "aggregation": "margin",
-        "base_margin": _logit(base_score),
-        "left_if": LEFT_IF_LESS,
-        "classes": np.asarray(classes if classes is not None else (0, 1)),
-        "feature_names": list(names),
-    }
+def _hist_tree(nodes) -> Tree:
+    leaf = nodes["is_leaf"].astype(bool)
+    return Tree(
+        feature=np.where(leaf, -1, nodes["feature_idx"].astype(np.int64)),
+        threshold=np.where(leaf, np.nan, nodes["num_threshold"]),
+        left=np.where(leaf, -1, nodes["left"].astype(np.int64)),
+        right=np.where(leaf, -1, nodes["right"].astype(np.int64)),
+        value=np.where(leaf, nodes["value"], 0.0),
+        missing_left=nodes["missing_go_to_left"],
+    )
 
 
 def read_estimator(model) -> dict:
@@ -317,13 +311,13 @@ def _read_estimator(model) -> dict:
             except (xgboost.core.XGBoostError, ValueError):  # NotFittedError is a ValueError
                 raise UnsupportedModelError(model, "it is not fitted (call fit first)") from None
             classes = getattr(model, "classes_", None)
-            _check_binary(model, classes)
-            read = _read_xgboost_booster(booster, model, classes)
+            _check_classes(model, classes)
+            read = read_xgboost_booster(booster, model, classes)
             if getattr(model, "feature_names_in_", None) is not None:
                 read["feature_names"] = [str(n) for n in model.feature_names_in_]
             return read
         if isinstance(model, xgboost.Booster):
-            return _read_xgboost_booster(model)
+            return read_xgboost_booster(model)
     if isinstance(model, LightGBMText):
         return read_lightgbm_text(model)
     if type(model).__module__.startswith("lightgbm."):
@@ -338,7 +332,7 @@ def _read_lightgbm(model) -> dict:
 
     if isinstance(model, lightgbm.LGBMClassifier):
         classes = getattr(model, "classes_", None) if model.__sklearn_is_fitted__() else None
-        _check_binary(model, classes)
+        _check_classes(model, classes)
         read = read_lightgbm_text(LightGBMText(model.booster_.model_to_string(), classes))
         if getattr(model, "feature_names_in_", None) is not None:
             read["feature_names"] = [str(n) for n in model.feature_names_in_]
@@ -349,15 +343,18 @@ def _read_lightgbm(model) -> dict:
 
 
 def read_ensemble(model) -> Ensemble:
-    """Read a fitted binary tree-ensemble classifier into an :class:`Ensemble`.
+    """Read a fitted tree-ensemble classifier of ``k >= 2`` classes into an
+    :class:`Ensemble`.
 
     Parameters
     ----------
     model : estimator
         A fitted RandomForestClassifier, ExtraTreesClassifier,
-        GradientBoostingClassifier, XGBClassifier, ``xgboost.Booster`` with
-        ``objective='binary:logistic'``, or a scikit-learn Pipeline whose last step is
-        one of these. Behind a ``ColumnTransformer`` (:mod:`governance.encoding`) the
+        GradientBoostingClassifier, HistGradientBoostingClassifier, XGBClassifier,
+        ``xgboost.Booster`` (``binary:logistic``, ``multi:softprob``, ``multi:softmax``),
+        LGBMClassifier or ``lightgbm.Booster`` (``binary``, ``multiclass``), a LightGBM
+        text model (:class:`~governance.lightgbm_text.LightGBMText`), or a scikit-learn
+        Pipeline whose last step is one of these. Behind a ``ColumnTransformer`` (:mod:`governance.encoding`) the
         view's features are the encoded columns; :meth:`Ensemble.transform` encodes raw
         rows as the pipeline does.
 
@@ -368,7 +365,7 @@ def read_ensemble(model) -> Ensemble:
     Raises
     ------
     UnsupportedModelError
-        For any other model (regressor, multiclass, linear, unfitted, ...).
+        For any other model (regressor, multi-output, one-vs-rest, linear, unfitted, ...).
     """
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import MinMaxScaler

@@ -142,13 +142,13 @@ def check_labels(labels, classes, name: str = "label") -> np.ndarray:
     A label matches a class when they are equal as values of one type: strings equal to
     string classes, numbers numerically equal to numeric classes (so ``0.0``/``1.0``
     match classes ``0``/``1``). Mixed types (numbers and strings in one column), missing
-    values and values outside the two classes are refused.
+    values and values outside the ensemble's classes are refused (by name).
 
     Parameters
     ----------
     labels : array-like of shape (n,)
-    classes : array-like of shape (2,)
-        The ensemble's classes.
+    classes : array-like of shape (k,)
+        The ensemble's classes, ``k >= 2``.
     name : str
         Column name used in messages.
 
@@ -184,7 +184,7 @@ def check_labels(labels, classes, name: str = "label") -> np.ndarray:
     elif kinds == {"text"} and not numeric_classes:
         match = values.to_numpy(dtype=str)[:, None] == classes.astype(str)[None, :]
     else:  # text labels for numeric classes, or numbers for text classes
-        match = np.zeros((len(values), 2), dtype=bool)
+        match = np.zeros((len(values), len(classes)), dtype=bool)
     unknown = ~match.any(axis=1)
     if unknown.any():
         outside = pd.unique(values[unknown])[:5].tolist()

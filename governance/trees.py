@@ -28,10 +28,14 @@ SUPPORTED_MODELS = (
     "sklearn.ensemble.GradientBoostingClassifier",
     "sklearn.ensemble.HistGradientBoostingClassifier (numerical features)",
     "xgboost.XGBClassifier",
-    "xgboost.Booster (objective='binary:logistic')",
-    "lightgbm.LGBMClassifier, lightgbm.Booster (objective='binary'; a text model file)",
+    "xgboost.Booster (objective='binary:logistic', 'multi:softprob' or 'multi:softmax')",
+    (
+        "lightgbm.LGBMClassifier, lightgbm.Booster (objective='binary' or 'multiclass'; "
+        "a text model file)"
+    ),
     "sklearn.pipeline.Pipeline ending in one of the above",
 )
+"""Models read, each a classifier of one output with k >= 2 classes."""
 
 POSITION_LEVELS = 62
 """Nodes at levels ``0..POSITION_LEVELS`` get a breadth-first position (< 2**63)."""
@@ -41,7 +45,7 @@ LEFT_IF_LESS = "<"
 
 
 class UnsupportedModelError(GovernanceError, TypeError):
-    """Raised when a model cannot be read as a fitted binary tree ensemble.
+    """Raised when a model cannot be read as a fitted tree-ensemble classifier.
 
     Exit code 2. Also a TypeError, as scikit-learn raises for an estimator argument of
     the wrong kind (``MiretSurrogate.fit(..., ensemble=...)``).
@@ -55,8 +59,8 @@ class UnsupportedModelError(GovernanceError, TypeError):
         )
         supported = "\n  - ".join(SUPPORTED_MODELS)
         super().__init__(
-            f"Unsupported model {name}: {reason}.\nSupported models (fitted, binary "
-            f"classification):\n  - {supported}"
+            f"Unsupported model {name}: {reason}.\nSupported models (fitted, one output, "
+            f"k >= 2 classes):\n  - {supported}"
         )
 
 
@@ -99,9 +103,10 @@ class Tree:
         Split threshold of each node (``nan`` at leaves), in the ensemble's input units.
     left, right : ndarray of int
         Child node ids, ``-1`` at leaves.
-    value : ndarray of float
-        Leaf output: positive-class fraction for averaging ensembles, additive margin
-        for boosted ones (learning rate included). Defined at every node.
+    value : ndarray of float, shape (n_nodes,) or (n_nodes, k)
+        Leaf output: positive-class fraction for binary averaging ensembles, the ``k``
+        class fractions (one row per node) for averaging ensembles of ``k > 2`` classes,
+        additive margin for boosted ones (learning rate included). Defined at every node.
     missing_left : ndarray of bool, optional
         Where a split sends a missing value (NaN): left where True. Default: right at
         every node (what ``x <= threshold`` gives for NaN).
@@ -136,7 +141,8 @@ class Tree:
             if missing_left.dtype != bool and not np.isin(missing_left, (0, 1)).all():
                 raise MalformedModelError("a missing-value direction is not 0 or 1")
             missing_left = missing_left.astype(bool)
-        shapes = {a.shape for a in (feature, left, right, threshold, value, missing_left)}
+        shapes = {a.shape for a in (feature, left, right, threshold, missing_left)}
+        shapes.add(value.shape[:1] if value.ndim == 2 and value.shape[1] > 2 else value.shape)
         if shapes != {(n,)}:
             raise MalformedModelError(
                 f"a tree's node arrays have shapes {sorted(shapes)}; every array needs one "

@@ -9,8 +9,9 @@ Validation runs in two stages, both as Great Expectations suites in an ephemeral
 
 1. *structure*, on the frame as given: at least one row, the exact column set (the
    features, plus the label column when one is named), numeric feature types, missing
-   values (null/NaN) no more often than in the training data, and a label with exactly
-   the ensemble's two classes;
+   values (null/NaN) no more often than in the training data, and a label with values
+   among the ensemble's classes only (both of a binary ensemble's, at least two of
+   ``k > 2``);
 2. *range*, only when the structure is sound (a frame with missing or string columns
    cannot be normalized): every normalized feature in ``[0, 1]``. Infinite raw values
    are carried through the normalization as infinities and reported as such.
@@ -133,8 +134,8 @@ def validate_inputs(
         are accepted and reordered.
     ensemble : governance.ensemble.Ensemble
     label : str, optional
-        Name of a label column allowed in the frame; it must hold exactly the
-        ensemble's two classes.
+        Name of a label column allowed in the frame; its values must be the ensemble's
+        classes: both of a binary ensemble's, at least two of ``k > 2``.
     mostly : float
         Fraction of rows that must meet each null and range expectation (GE's
         ``mostly``): 1.0 (strict, the default) for explaining, lower for scoring data.
@@ -296,11 +297,12 @@ def _structure_suite(frame, features, label, ensemble, mostly):
         if c in categorical
     ]
     if label is not None and label in frame.columns:
-        suite += [
-            gxe.ExpectColumnUniqueValueCountToBeBetween(column=label, min_value=2, max_value=2),
-            gxe.ExpectColumnDistinctValuesToBeInSet(
-                column=label, value_set=np.asarray(ensemble.classes).tolist()
+        classes = np.asarray(ensemble.classes).tolist()
+        suite += [  # binary: both classes; k > 2: at least two of the k
+            gxe.ExpectColumnUniqueValueCountToBeBetween(
+                column=label, min_value=2, max_value=len(classes)
             ),
+            gxe.ExpectColumnDistinctValuesToBeInSet(column=label, value_set=classes),
         ]
     return suite
 

@@ -74,9 +74,16 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
             message = _missing_message(column, result, config.get("meta") or {})
         elif kind == "expect_column_unique_value_count_to_be_between":
             classes = sorted(frame[column].dropna().unique().tolist(), key=str)
+            k = kwargs["max_value"]
+            needs = (
+                "a binary label needs exactly two"
+                if k == 2
+                else f"the ensemble has {k} classes, so the label needs 2 to {k} of them"
+            )
+            found = result.get("observed_value")
             message = (
-                f"label column {column!r} has {result.get('observed_value')} classes "
-                f"{classes[:10]}; a binary label needs exactly two"
+                f"label column {column!r} has {found} class{'' if found == 1 else 'es'} "
+                f"{classes[:10]}; {needs}"
             )
         elif kind == "expect_column_distinct_values_to_be_in_set":
             message = (

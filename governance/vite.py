@@ -19,7 +19,13 @@ with ``w^e = 1`` each quantity is exactly the paper's.
   ``m_ik >= 0.85`` only asks for the same leaves in the first dozen trees, and forcing
   such pairs into one leaf cost the surrogate up to 7 points of test fidelity (Heart
   in ``examples/benchmarks/paper.py --target xgb``).
-- Class probability ``p^i = max_c p^i_c`` of the ensemble's prediction.
+- Class probability ``p^i = max_c p^i_c`` of the ensemble's prediction, over its ``k``
+  classes.
+
+Ensembles of ``k > 2`` classes: every quantity counts the splits (or shares the leaves) of
+all trees, whichever class they serve. A boosted ensemble grows one tree per class per
+iteration; :meth:`Ensemble.for_class` is the view of one class's trees, on which every
+function here gives that class's VITE.
 
 Frequencies and threshold ranges describe the first ``depth`` levels (argument
 ``depth``, default all levels of the ensemble); an ensemble of any depth (``max_depth=None``)
@@ -324,11 +330,12 @@ def class_probability(ensemble: Ensemble, X) -> np.ndarray:
 
     For averaging ensembles ``p^i_c`` is the mean over trees of the class fraction in
     the sample's leaf (the paper's definition, scikit-learn's ``predict_proba``); for
-    boosted ensembles it is the model's own predicted probability.
+    boosted ensembles it is the model's own predicted probability (sigmoid of the margin
+    for two classes, softmax of the ``k`` margins otherwise).
 
     Returns
     -------
     ndarray of shape (n,)
-        Values in ``[0.5, 1]``.
+        Values in ``[1/k, 1]`` for ``k`` classes.
     """
     return ensemble.predict_proba(X).max(axis=1)

@@ -192,8 +192,8 @@ CASES = (
     # ------------------------------------------------------------------ model
     Case("regressor", "model", _explain(model="models:/campaign-regressor/1", data=GOOD), 2,
          r"(?i)regress"),
-    Case("multiclass model", "model", _explain(model="models:/campaign-multiclass/1",
-         data=GOOD, target=""), 2, r"(?i)(binary|two classes|3 classes)"),
+    Case("multi-output model", "model", _explain(model="models:/campaign-multioutput/1",
+         data=GOOD, target=""), 2, r"(?i)outputs?"),
     Case("non-tree model", "model", _explain(model="models:/campaign-logistic/1", data=GOOD),
          2, r"LogisticRegression"),
     Case("pickled model, payload", "model", _explain(model="models:/campaign-pickle/1",

@@ -353,9 +353,11 @@ def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
             )
         regressor = RandomForestRegressor(n_estimators=3, max_depth=2, random_state=0)
         _log_skops(_pipeline(regressor).fit(frame[FEATURES], frame["label"]), "campaign-regressor")
-        three = np.arange(len(frame)) % 3
-        multiclass = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0)
-        _log_skops(_pipeline(multiclass).fit(frame[FEATURES], three), "campaign-multiclass")
+        two_outputs = np.column_stack([frame["label"], np.arange(len(frame)) % 3])
+        multioutput = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0)
+        _log_skops(
+            _pipeline(multioutput).fit(frame[FEATURES], two_outputs), "campaign-multioutput"
+        )
         _log_sklearn(
             _pipeline(LogisticRegression()).fit(frame[FEATURES], frame["label"]),
             "campaign-logistic",

@@ -4,9 +4,14 @@ The baseline is what a user would fit instead: scikit-learn's DecisionTreeClassi
 depth ``D`` on the ensemble's labels (normalized inputs). Its univariate split
 ``x_j <= theta`` becomes the hyperplane ``a_t . x + b_t <= 0`` with ``a_t = +-e_j``
 placed in the middle of the data gap (``b_t >= 0`` above the last level, so the high
-side may go left; the CART children are then swapped). A CART leaf above level ``D``
-becomes dummy splits (``a_t = 0``; ``b_t = 0`` routes left towards an odd, class ``-1``
-leaf, ``b_t = 1`` right towards an even, ``+1`` leaf). A split that the MILP forbids
+side may go left; the CART children are then swapped). Two classes keep the paper's
+fixed leaf classes: a CART leaf above level ``D`` becomes dummy splits (``a_t = 0``;
+``b_t = 0`` routes left towards an odd, class-0 leaf, ``b_t = 1`` right towards an even,
+class-1 leaf), and a last-level split sends its class-0 child left. With more than two
+classes the leaves take the CART's classes: a CART leaf above level ``D`` is padded to
+depth ``D`` by dummy splits that route left (``b_t = 0``), every leaf below it getting
+its class, and the seed is then relabelled to the weighted majority of its leaves
+(:meth:`governance.miret.search_state.SearchState.relabel`). A split that the MILP forbids
 (feature outside ``J_gamma(d)``, gap below epsilon, or a proximity component cut in
 two) is replaced by the heuristic's greedy subtree, so every seed is feasible and equals
 the CART tree's partition wherever the CART tree is feasible itself.
@@ -20,7 +25,7 @@ import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
 from miret_governance.governance.miret.feasibility import components_broken
-from miret_governance.governance.miret.layout import node_level
+from miret_governance.governance.miret.layout import leaves_below, node_level
 from miret_governance.governance.miret.tree import SurrogateTree
 
 
@@ -64,21 +69,29 @@ def cart_predict(arrays: dict, X) -> np.ndarray:
         node = np.where(inner, np.where(go_left, left[node], right[node]), node)
 
 
-def _dummy_subtree(search, t, sign, out):
-    """Route every sample reaching ``t`` to a leaf of class ``sign`` by dummy splits."""
-    b = 1.0 if sign > 0 else 0.0
+def _dummy_subtree(search, t, c, out, leaves):
+    """Route every sample reaching ``t`` to a leaf of class ``c`` by dummy splits: the
+    leftmost (class 0) or rightmost (class 1) leaf below ``t`` with the fixed two-class
+    leaves, else the leftmost, every leaf below ``t`` taking class ``c``."""
+    right = search.fixed_classes and c == 1
+    b = 1.0 if right else 0.0
     node = t
     while node < search.n_branch:
         out[node] = (np.zeros(search.p), b)
-        node = 2 * node + 1 + int(b > 0)
+        node = 2 * node + 1 + int(right)
+    if not search.fixed_classes:
+        leaves[list(leaves_below(t, search.n_branch))] = c
 
 
-def _place(search, arrays, k, t, idx, out):
-    """Write the MIRET nodes of CART node ``k`` placed at node ``t`` into ``out``."""
+def _place(search, arrays, k, t, idx, out, leaves):
+    """Write the MIRET nodes of CART node ``k`` placed at node ``t`` into ``out`` (and,
+    with more than two classes, the classes of the leaves into ``leaves``)."""
     if t >= search.n_branch:
+        if not search.fixed_classes:
+            leaves[t - search.n_branch] = search.label_index[arrays["label"][k]]
         return
     if arrays["left"][k] < 0 or idx.size == 0:
-        _dummy_subtree(search, t, search.label_sign[arrays["label"][k]], out)
+        _dummy_subtree(search, t, search.label_index[arrays["label"][k]], out, leaves)
         return
     j = arrays["feature"][k]
     level = int(search.level[t])
@@ -87,7 +100,11 @@ def _place(search, arrays, k, t, idx, out):
     children = (arrays["left"][k], arrays["right"][k])
     if low.all() or not low.any():  # one side empty: a dummy split, then that child
         out[t] = (np.zeros(search.p), 0.0)
-        _place(search, arrays, children[0] if low.all() else children[1], 2 * t + 1, idx, out)
+        child = children[0] if low.all() else children[1]
+        _place(search, arrays, child, 2 * t + 1, idx, out, leaves)
+        if not search.fixed_classes:  # the empty right side: the class of the left one
+            c = search.label_index[arrays["label"][child]]
+            leaves[list(leaves_below(2 * t + 2, search.n_branch))] = c
         return
     groups = np.unique(search.comp[idx], return_inverse=True)[1]
     cut = components_broken(groups, low.astype(np.int64), np.zeros(idx.size, dtype=bool))
@@ -98,12 +115,12 @@ def _place(search, arrays, k, t, idx, out):
         unit = np.zeros(search.p)
         unit[j] = 1.0
         options = [(unit, lo, hi, low, children), (-unit, -hi, -lo, ~low, children[::-1])]
-        if level == search.depth - 1:  # leaf classes are fixed: class -1 must go left
-            signs = [search.label_sign[arrays["label"][c]] for c in children]
-            if signs[0] == signs[1]:
-                _dummy_subtree(search, t, signs[0], out)
+        if level == search.depth - 1 and search.fixed_classes:  # class 0 must go left
+            labels = [search.label_index[arrays["label"][c]] for c in children]
+            if labels[0] == labels[1]:
+                _dummy_subtree(search, t, labels[0], out, leaves)
                 return
-            options = options[:1] if signs[0] < 0 else options[1:]
+            options = options[:1] if labels[0] == 0 else options[1:]
         for direction, s_left, s_right, left_mask, order in options:
             found = search.realize(direction, s_left, s_right, level, idx, left_mask)
             if found is not None:
@@ -113,20 +130,27 @@ def _place(search, arrays, k, t, idx, out):
         search.grow(t, idx, False, out)
         return
     out[t] = found
-    _place(search, arrays, children[0], 2 * t + 1, idx[low], out)
-    _place(search, arrays, children[1], 2 * t + 2, idx[~low], out)
+    _place(search, arrays, children[0], 2 * t + 1, idx[low], out, leaves)
+    _place(search, arrays, children[1], 2 * t + 2, idx[~low], out, leaves)
 
 
 def seed_tree(search, arrays, problem) -> SurrogateTree:
     """The MIRET-feasible tree of a CART (see the module docstring)."""
     search.X32 = search.X.astype(np.float32)
-    search.label_sign = {problem.classes[0]: -1, problem.classes[1]: 1}
-    out = {}
-    _place(search, arrays, 0, 0, np.arange(search.n), out)
-    search.set_tree(*search.tree_arrays(out))
+    search.label_index = {c: i for i, c in enumerate(problem.classes)}
+    search.fixed_classes = problem.n_classes == 2
+    out, leaves = {}, search.leaf_class.copy()
+    _place(search, arrays, 0, 0, np.arange(search.n), out, leaves)
+    search.set_tree(*search.tree_arrays(out), leaves)
     search.ensure_split()
+    search.relabel()
     return SurrogateTree(
-        search.coef, search.intercept, problem.depth, problem.feature_names, problem.classes
+        search.coef,
+        search.intercept,
+        problem.depth,
+        problem.feature_names,
+        problem.classes,
+        leaf_class=search.leaf_class,
     )
 
 
@@ -136,11 +160,29 @@ def exact_tree(arrays, problem) -> SurrogateTree:
     ``x_j <= theta`` becomes ``a_t = e_j, b_t = -theta`` (or ``-e_j, theta`` with the
     children swapped where the fixed leaf classes need it); CART leaves above level
     ``D`` become dummy splits. The tree ignores ``J_gamma(d)``, the epsilon gap and the
-    proximity components, so it need not be MILP-feasible.
+    proximity components, so it need not be MILP-feasible. With more than two classes
+    the leaves take the CART's classes (a CART leaf above level ``D`` routes left, every
+    leaf below it taking its class).
     """
     n_branch, p = problem.n_branch, problem.n_features
-    sign = {problem.classes[0]: -1, problem.classes[1]: 1}
     coef, intercept = np.zeros((n_branch, p)), np.zeros(n_branch)
+    index = {c: i for i, c in enumerate(problem.classes)}
+    if problem.n_classes > 2:
+        leaf_class = np.zeros(2**problem.depth, dtype=np.int64)
+
+        def place_free(k, t):
+            if t >= n_branch or arrays["left"][k] < 0:
+                leaf_class[list(leaves_below(t, n_branch))] = index[arrays["label"][k]]
+                return
+            coef[t, arrays["feature"][k]], intercept[t] = 1.0, -arrays["threshold"][k]
+            place_free(arrays["left"][k], 2 * t + 1)
+            place_free(arrays["right"][k], 2 * t + 2)
+
+        place_free(0, 0)
+        return SurrogateTree(
+            coef, intercept, problem.depth, problem.feature_names, problem.classes, None, leaf_class
+        )
+    sign = {problem.classes[0]: -1, problem.classes[1]: 1}
     level = node_level(np.arange(n_branch))
 
     def leaf_sign_of(k):

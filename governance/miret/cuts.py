@@ -132,23 +132,25 @@ class CutSearch(SearchState):
         if columns.size == 0 or idx.size < 2:
             return []
         W, extra = self.univariate(level)
-        positive = self.w[idx] * (self.y[idx] == 1)
-        negative = self.w[idx] * (self.y[idx] != 1)
-        # scan's orientation-0 cost with (L, R) = (positive, 0) is the left positive mass
-        cost_pos, sorted_S, order = self.scan(
-            self.X[idx][:, columns], positive, np.zeros_like(positive), groups
+        # weight of each class (rows) among the samples; scan gives the valid cuts
+        mass = self.w[idx][None, :] * (self.y[idx][None, :] == np.arange(self.n_classes)[:, None])
+        cost, sorted_S, order = self.scan(
+            self.X[idx][:, columns], mass[0], np.zeros(idx.size), groups
         )
-        left_pos = cost_pos[0]
-        valid = np.isfinite(left_pos)
-        cum_neg = np.zeros_like(left_pos)
-        cum_neg[1:] = np.cumsum(negative[order], axis=0)
-        left_pos = np.where(valid, left_pos, 0.0)
-        left_neg = cum_neg
-        right_pos, right_neg = positive.sum() - left_pos, negative.sum() - left_neg
+        valid = np.isfinite(cost[0])
+        left = np.zeros((self.n_classes, *cost[0].shape))
+        for c in range(self.n_classes):
+            left[c, 1:] = np.cumsum(mass[c][order], axis=0)
+        right = mass.sum(axis=1)[:, None, None] - left
+        # half the weighted Gini impurity of a side: sum_{c < c'} m_c m_c' / sum_c m_c
+        gini = np.zeros(valid.shape)
         with np.errstate(invalid="ignore", divide="ignore"):
-            gini = np.nan_to_num(left_pos * left_neg / (left_pos + left_neg)) + np.nan_to_num(
-                right_pos * right_neg / (right_pos + right_neg)
-            )
+            for side in (left, right):
+                pairs = np.zeros(valid.shape)
+                for c in range(self.n_classes):
+                    for d in range(c + 1, self.n_classes):
+                        pairs += side[c] * side[d]
+                gini += np.nan_to_num(pairs / side.sum(axis=0))
         gini[~valid] = np.inf
         best_cut = np.argmin(gini, axis=0)
         best_value = gini[best_cut, np.arange(columns.size)]

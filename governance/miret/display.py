@@ -94,7 +94,7 @@ class DisplayTree:
     effective_depth : int
         Depth of the display tree (real splits on the longest path).
     class_names : tuple of str
-        Names of ``classes[0]`` and ``classes[1]``.
+        Names of the tree's classes, in ``classes`` order.
     n_samples : int
     scores : tuple of Score
         The score tables of the splits shown, in display order.
@@ -123,9 +123,10 @@ def _class_names(tree, class_names) -> tuple:
     if class_names is None:
         return tuple(str(c) for c in tree.classes)
     names = tuple(str(c) for c in class_names)
-    if len(names) != 2:
+    if len(names) != tree.classes.size:
         raise ValueError(
-            f"class_names needs two names (for classes {list(tree.classes)}), got {len(names)}"
+            f"class_names needs {tree.classes.size} names (for classes {list(tree.classes)}), "
+            f"got {len(names)}"
         )
     return names
 
@@ -154,8 +155,11 @@ def display_tree(tree, X, labels, *, scaler=None, class_names=None, feature_name
     if X.ndim != 2 or X.shape[0] == 0 or labels.shape != (X.shape[0],):
         raise ValueError("give at least one sample and one label per sample")
     leaves = tree.apply(X) - tree.n_branch_nodes
-    counts = np.zeros((tree.n_leaves, 2), dtype=np.int64)
-    np.add.at(counts, (leaves, (labels == np.asarray(tree.classes)[1]).astype(np.int64)), 1)
+    known = labels[:, None] == np.asarray(tree.classes)[None, :]
+    if not known.any(axis=1).all():
+        raise ValueError(f"labels must be among the tree's classes {tree.classes.tolist()!r}")
+    counts = np.zeros((tree.n_leaves, tree.classes.size), dtype=np.int64)
+    np.add.at(counts, (leaves, np.argmax(known, axis=1)), 1)
     return display_from_counts(
         tree,
         counts,
@@ -184,14 +188,14 @@ def display_from_counts(
     Parameters
     ----------
     tree : governance.miret.tree.SurrogateTree
-    leaf_counts : array-like of shape (2**D, 2)
-        Samples per leaf (leaf ``2^D - 1 + i`` is row ``i``) labelled ``classes[0]``
-        and ``classes[1]``, e.g. a fitted surrogate's ``leaf_counts_``.
+    leaf_counts : array-like of shape (2**D, k)
+        Samples per leaf (leaf ``2^D - 1 + i`` is row ``i``) labelled with each class
+        (``tree.classes`` order), e.g. a fitted surrogate's ``leaf_counts_``.
     scaler : fitted MinMaxScaler, optional
         Conditions are written in raw units when given; its data range bounds the
         contributions of the score tables.
-    class_names : sequence of two str, optional
-        Names of ``tree.classes`` (default: the class values as text).
+    class_names : sequence of str, optional
+        Names of ``tree.classes``, one each (default: the class values as text).
     feature_names : sequence of str, optional
         Default: the tree's feature names.
     data_range : (array-like, array-like), optional
@@ -202,8 +206,9 @@ def display_from_counts(
         original columns and categories (:func:`~governance.miret.conditions.split_table`).
     """
     leaf_counts = np.asarray(leaf_counts, dtype=np.int64)
-    if leaf_counts.shape != (tree.n_leaves, 2) or leaf_counts.sum() == 0:
-        raise ValueError(f"leaf_counts must have shape ({tree.n_leaves}, 2) and count a sample")
+    shape = (tree.n_leaves, tree.classes.size)
+    if leaf_counts.shape != shape or leaf_counts.sum() == 0:
+        raise ValueError(f"leaf_counts must have shape {shape} and count a sample")
     names = _class_names(tree, class_names)
     splits = split_table(tree, feature_names, scaler, data_range, encoding)
     n_branch = tree.n_branch_nodes
@@ -216,8 +221,8 @@ def display_from_counts(
 
     def build(t: int, depth: int) -> DisplayNode:
         count = int(reached[t])
-        if t >= n_branch:  # a leaf: odd positions predict classes[0], even classes[1]
-            k = 0 if t % 2 == 1 else 1
+        if t >= n_branch:  # a leaf predicts classes[leaf_class]
+            k = int(tree.leaf_class[t - n_branch])
             purity = leaf_counts[t - n_branch, k] / count if count else float("nan")
             return DisplayNode(t, depth, count, count / n, class_name=names[k], purity=purity)
         left, right = reached[2 * t + 1], reached[2 * t + 2]

@@ -9,6 +9,11 @@ budget; :func:`fit_problem` keeps the tree with the lowest objective, writes the
 and returns it with the two univariate candidates written exactly
 (:func:`governance.miret.cart.exact_tree`), among which
 :mod:`governance.miret.selection` chooses on held-out rows.
+
+With more than two classes the MILP (:mod:`governance.miret.formulation`) is built with
+the leaf classes of the best starting tree fixed (the heuristic's and node MILPs'
+result, already relabelled to the weighted majority of its leaves), and the solver's
+tree is relabelled the same way (:func:`relabelled`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from miret_governance.governance.miret.cart import (
     seed_tree,
 )
 from miret_governance.governance.miret.heuristic import PAIRS_PER_UNIT, warm_start
+from miret_governance.governance.miret.layout import majority_classes
 from miret_governance.governance.miret.local_search import TreeSearch
 from miret_governance.governance.miret.node_milp import IMPROVEMENT, reoptimize
 from miret_governance.governance.miret.report import SolveReport
@@ -85,25 +91,44 @@ def centered(tree: SurrogateTree, epsilon: float) -> SurrogateTree:
     """The tree with ``b_t -= epsilon / 2``: a MILP-feasible tree keeps its assignment
     (``<= 0`` stays ``<= -eps/2``, ``>= eps`` becomes ``>= eps/2``) with margin eps/2."""
     return SurrogateTree(
-        tree.coef, tree.intercept - epsilon / 2, tree.depth, tree.feature_names, tree.classes
+        tree.coef,
+        tree.intercept - epsilon / 2,
+        tree.depth,
+        tree.feature_names,
+        tree.classes,
+        tree.missing_left,
+        tree.leaf_class,
     )
 
 
-def constant_tree(problem, sign) -> SurrogateTree:
-    """All samples to the leftmost (sign -1) or rightmost (+1) leaf, no feature used."""
+def relabelled(tree: SurrogateTree, problem) -> SurrogateTree:
+    """The tree with its leaves relabelled to the weighted majority of the problem's
+    labels (more than two classes; a two-class tree keeps the paper's classes)."""
+    if problem.n_classes == 2:
+        return tree
+    leaf = tree.apply(problem.X) - problem.n_branch
+    return tree.with_leaf_class(majority_classes(leaf, problem.y, problem.weight, tree.leaf_class))
+
+
+def constant_tree(problem, c) -> SurrogateTree:
+    """Every sample to one leaf of class index ``c``, no feature used: two classes the
+    leftmost (class 0) or rightmost (class 1) leaf, else the leftmost, every leaf ``c``."""
+    two = problem.n_classes == 2
+    sign = (1.0 if c == 1 else -1.0) if two else -1.0
     return SurrogateTree(
         np.zeros((problem.n_branch, problem.n_features)),
-        np.full(problem.n_branch, float(sign) * problem.epsilon / 2),
+        np.full(problem.n_branch, sign * problem.epsilon / 2),
         problem.depth,
         problem.feature_names,
         problem.classes,
+        leaf_class=None if two else np.full(2**problem.depth, c, dtype=np.int64),
     )
 
 
 def seed_trees(problem, random_state):
     """``(cart, univariate, seeds)``: the CART baseline and the optimal univariate tree
     (plain arrays) and the feasible seed trees of both CART fits and of that tree."""
-    labels = problem.classes[(problem.y == 1).astype(np.int64)]
+    labels = problem.classes[problem.y]
     cart, columns = fit_cart(problem.X, labels, problem.depth, random_state=random_state)
     baseline = cart_arrays(cart, columns)
     thresholds = guessed_thresholds(problem.X, labels, random_state)
@@ -136,11 +161,12 @@ def fit_problem(problem, params, begin, progress=None, milp_phase=True):
     time; ``milp_phase=False`` stops after the warm start (the held-out folds' fits).
     """
     baseline, univariate, seeds = seed_trees(problem, params["random_state"])
-    labels = problem.classes[(problem.y == 1).astype(np.int64)]
+    labels = problem.classes[problem.y]
     cart_fidelity = float(np.mean(cart_predict(baseline, problem.X) == labels))
     cart_features = len({j for j in baseline["feature"] if j >= 0})
     seed_objective = min(tree.objective(problem) for tree in seeds)
-    model = milp.build_model(problem, reductions=params["reductions"])
+    fixed = problem.n_classes == 2  # the MILP's leaf classes are known before the search
+    model = milp.build_model(problem, reductions=params["reductions"]) if fixed else None
     build_time = time.perf_counter() - begin
     limit = float(params["time_limit"])
 
@@ -161,6 +187,11 @@ def fit_problem(problem, params, begin, progress=None, milp_phase=True):
             candidates.append(("node_milp", tree))
             best_start = tree
     node_time = time.perf_counter() - t1
+    if not fixed:  # the MILP's leaf classes c_l: the best starting tree's
+        problem = problem.with_leaf_class(best_start.leaf_class)
+        t2 = time.perf_counter()
+        model = milp.build_model(problem, reductions=params["reductions"])
+        build_time += time.perf_counter() - t2
     x0 = milp.encode(best_start.coef, best_start.intercept, best_start.apply(problem.X), model)
     if model.is_feasible(x0):
         start = x0
@@ -187,9 +218,14 @@ def fit_problem(problem, params, begin, progress=None, milp_phase=True):
         if result.x is not None:
             coef, intercept, _ = model.decode(result.x)
             solved = SurrogateTree(
-                coef, intercept, problem.depth, problem.feature_names, problem.classes
+                coef,
+                intercept,
+                problem.depth,
+                problem.feature_names,
+                problem.classes,
+                leaf_class=problem.leaf_classes,
             )
-            candidates.append(("solver", solved))
+            candidates.append(("solver", relabelled(solved, problem)))
     # MILP-feasible trees are centered in the epsilon gap; ties prefer heuristic, seed,
     # then the node MILPs' tree
     scored = []
@@ -256,8 +292,8 @@ def _stop_reason(result, milp_phase) -> str:
 def fit_trivial(problem, params, begin):
     """The constant tree of an ensemble that predicts one class (objective 0, no solver);
     returns ``(tree, report, baseline, candidates)``, every candidate that tree."""
-    tree = constant_tree(problem, problem.y[0])
-    label = problem.classes[int(problem.y[0] == 1)]
+    tree = constant_tree(problem, int(problem.y[0]))
+    label = problem.classes[problem.y[0]]
     baseline = {
         "feature": [-1],
         "threshold": [-2.0],

@@ -102,8 +102,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         The ensemble's own MinMaxScaler, or one fitted on the fit data.
     baseline_ : dict
         The depth-D CART baseline (plain arrays, normalized space).
-    leaf_counts_ : ndarray of shape (2**D, 2)
-        Fit-sample labels (``classes_[0]``, ``classes_[1]``) in each leaf.
+    leaf_counts_ : ndarray of shape (2**D, k)
+        Fit-sample ensemble labels of each class (``classes_`` order) in each leaf.
     selected_features_ : ndarray of int
     problem_ : dict
     n_rows_seen_, n_rows_used_ : int
@@ -291,7 +291,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             return fit_problem(problem, params, begin, **options)
 
         splits = selection.folds(problem.y, self.random_state) if self.cart_guarantee else []
-        sample_labels = problem.classes[(problem.y == 1).astype(np.int64)]
+        sample_labels = problem.classes[problem.y]
         right = selection.cross_validated(
             problem.X,
             sample_labels,
@@ -320,8 +320,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         report.wall_time = time.perf_counter() - begin
         self.tree_, self.solve_report_ = tree, report
         leaves = self.tree_.apply(problem.X) - (2**problem.depth - 1)
-        self.leaf_counts_ = np.zeros((2**problem.depth, 2), dtype=np.int64)
-        np.add.at(self.leaf_counts_, (leaves, (problem.y == 1).astype(np.int64)), 1)
+        self.leaf_counts_ = np.zeros((2**problem.depth, problem.n_classes), dtype=np.int64)
+        np.add.at(self.leaf_counts_, (leaves, problem.y), 1)
         self.n_features_in_ = problem.n_features
         self.feature_names_in_ = np.asarray(problem.feature_names, dtype=object)
         self.classes_ = np.asarray(ensemble.classes)
@@ -337,11 +337,11 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X) -> np.ndarray:
         """Class shares of the fit sample's ensemble labels in each sample's leaf (an
-        empty leaf gives its fixed class probability 1)."""
+        empty leaf gives its class probability 1)."""
         leaves = self.apply(X) - (2**self.tree_.depth - 1)
         counts = self.leaf_counts_.astype(np.float64)
         empty = counts.sum(axis=1) == 0
-        counts[empty, (np.arange(counts.shape[0]) % 2 == 1)[empty].astype(np.int64)] = 1.0
+        counts[empty, self.tree_.leaf_class[empty]] = 1.0
         return (counts / counts.sum(axis=1, keepdims=True))[leaves]
 
     def apply(self, X) -> np.ndarray:
@@ -413,7 +413,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         digest are the same tree, bit for bit.
         """
         check_is_fitted(self, "tree_")
-        tree = {k: v for k, v in self.tree_.to_dict().items() if not k.startswith("format")}
+        tree = self.tree_.identity()
         scaler = scaler_to_dict(self.input_scaler_)
         del scaler["n_samples_seen_"]
         text = json.dumps(

@@ -24,7 +24,8 @@ def check_feasible(tree, problem, epsilon=None, tolerance=1e-9) -> list:
     """Constraint violations of ``tree`` as a solution of the MILP of ``problem``.
 
     Checks the bounds ``|a| <= 1`` and ``|b| <= 1``, ``b_t >= 0`` above the last level
-    and at least one nonzero coefficient (formulation ``"miret"``), the frequency
+    (formulation ``"miret"``, two classes: :attr:`MiretProblem.symmetry_breaking`) and
+    at least one nonzero coefficient (formulation ``"miret"``), the frequency
     constraints (zero coefficients outside ``J_gamma(d)``), the epsilon gap (no sample
     reaching a node has ``0 < a.x + b < epsilon``) and the proximity constraints (one
     leaf per component).
@@ -66,7 +67,7 @@ def check_feasible(tree, problem, epsilon=None, tolerance=1e-9) -> list:
         )
     if problem.formulation == "miret":
         upper = np.flatnonzero((levels < tree.depth - 1) & (intercept < -tolerance))
-        if upper.size:
+        if upper.size and problem.symmetry_breaking:
             issues.append(
                 f"negative intercept above the last level at nodes {upper.tolist()} "
                 "(symmetry breaking b_t >= 0)"

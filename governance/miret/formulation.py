@@ -5,11 +5,23 @@ exist) map the paper's symbols to positions in it. Every constraint block is bui
 numpy index arrays and all blocks are stacked into one ``scipy.sparse`` CSR matrix with
 row bounds ``row_lower <= A x <= row_upper``. Comments cite the paper's equation labels.
 
-Objective (paper): ``1/2 sum_i p^i y^i (y^i - sum_l c_l z_il) + alpha sum penalty s``.
-Because ``(y^i)^2 = 1``, the fidelity term is ``1/2 sum_i p^i - 1/2 sum_i p^i y^i sum_l
-c_l z_il``: a constant ``1/2 sum_i p^i`` plus cost ``-p^i y^i c_l / 2`` on ``z_il``. With
-one leaf per sample it equals ``p^i [c_leaf != y^i]`` (the constant is kept in
-``MilpModel.objective_constant`` so objective values are the paper's).
+Objective, ``k >= 2`` classes: ``sum_i sum_l p^i [c_l != y^i] z_il + alpha sum penalty s``
+with FIXED leaf classes ``c_l`` (``problem.leaf_classes``; ``y^i``, ``c_l`` class
+indices), written as cost ``p^i ([c_l != y^i] - 1/2)`` on ``z_il`` plus the constant
+``1/2 sum_i p^i`` (``MilpModel.objective_constant``): the same value, as ``sum_l z_il = 1``.
+Two classes: the paper's ``1/2 sum_i p^i y^i (y^i - sum_l c_l z_il)`` (``y^i, c_l`` in
+``{-1, +1}``, alternating ``c_l``: odd leaf ``-1`` = index 0, even ``+1`` = index 1) is,
+as ``(y^i)^2 = 1``, the constant ``1/2 sum_i p^i`` plus ``-p^i y^i c_l / 2`` on ``z_il``,
+i.e. ``-p^i / 2`` when ``c_l = y^i`` and ``+p^i / 2`` otherwise: the same objective
+with the same coefficients. More than two classes: the leaf classes are the warm
+start's, the weighted majority of the ensemble's labels in each of its leaves; after
+every improvement (heuristic moves, node MILPs, this MILP's solution) the leaves are
+relabelled to that majority, which is what free leaf-class variables would choose for
+the final routing (a leaf's misfit is its weight minus its class's), so never worse.
+Improved MIRET's symmetry breaking ``b_t >= 0`` above the last level (negate a node's
+hyperplane, exchange its subtrees) maps the alternating classes onto themselves but
+would exchange fixed classes of ``k > 2``, so it applies to two classes only
+(:attr:`MiretProblem.symmetry_breaking`).
 
 Exact reductions (``reductions=True``), each keeping the optimal value:
 
@@ -41,14 +53,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from miret_governance.governance.miret.layout import leaf_sign, node_level
+from miret_governance.governance.miret.layout import node_level
 
 FEASIBILITY_TOLERANCE = 1e-7
-
-
-def leaf_signs(depth: int) -> np.ndarray:
-    """Class ``c_l`` of the leaves ``2^D - 1 .. 2^{D+1} - 2``: odd position -1, even +1."""
-    return leaf_sign(np.arange(2**depth - 1, 2 ** (depth + 1) - 1))
 
 
 def subtree_leaves(depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -242,7 +249,7 @@ def build_model(problem, reductions: bool = True) -> MilpModel:
     integrality = np.zeros(n_vars, dtype=np.int8)
     col_lower[a_index[present]] = -1.0  # -1 <= a_tj <= 1
     col_lower[b_index] = -1.0  # -1 <= b_t <= 1
-    if improved:  # symmetry breaking: b_t >= 0 for t in T_B^f (levels 0..D-2)
+    if problem.symmetry_breaking:  # b_t >= 0 for t in T_B^f (levels 0..D-2), two classes
         col_lower[b_index[level < D - 1]] = 0.0
     if not reductions:  # (cons: freq), (cons: freq2) as bounds a_tj = s_tj = 0
         fixed = ~allowed_tj
@@ -255,10 +262,11 @@ def build_model(problem, reductions: bool = True) -> MilpModel:
 
     # ---------------------------------------------------------------- objective
     c = np.zeros(n_vars)
-    signs = leaf_signs(D)
-    block_cost = np.zeros(n_blocks)  # sum over members of p^i y^i
-    np.add.at(block_cost, blocks, problem.weight * problem.y)
-    c[z_index] = -0.5 * block_cost[:, None] * signs[None, :]
+    # fidelity: p^i ([c_l != y^i] - 1/2) on z_il, summed over the members of a block
+    misfit = problem.leaf_classes[None, :] != problem.y[:, None]  # (n, L)
+    block_cost = np.zeros((n_blocks, L))
+    np.add.at(block_cost, blocks, problem.weight[:, None] * (misfit - 0.5))
+    c[z_index] = block_cost
     penalty = problem.penalty[level]  # alpha / f_{d,j} on s_tj, j in J_gamma(d)
     c[s_index[present]] = penalty[present]
     constant = 0.5 * float(problem.weight.sum())

@@ -19,7 +19,7 @@ class GreedySearch(CutSearch):
         if idx.size == 0:
             return 0.0
         if lookahead and self.work < self.lookahead_work:
-            key = ("greedy", t, digest(idx))
+            key = ("greedy", t, digest(idx, self.leaf_class))
             if key not in self.memo:
                 sub = {}
                 self.memo[key] = (self._grow(t, idx, True, sub), sub)
@@ -32,8 +32,11 @@ class GreedySearch(CutSearch):
         level = int(self.level[t])
         y, w = self.y[idx], self.w[idx]
         groups = np.unique(self.comp[idx], return_inverse=True)[1]
-        if level == self.depth - 1:
-            L, R = w * (y != -1), w * (y != 1)
+        if level == self.depth - 1:  # the two leaves' classes are fixed
+            left_class, right_class = self.leaf_class[
+                2 * t + 1 - self.n_branch : 2 * t + 3 - self.n_branch
+            ]
+            L, R = w * (y != left_class), w * (y != right_class)
             best = (float(L.sum()), np.zeros(self.p), 0.0)
             if R.sum() < L.sum():
                 best = (float(R.sum()), np.zeros(self.p), 1.0)

@@ -19,6 +19,12 @@ took 0.2 to 1.2 s of one quiet core (counting pairs alone, which left the logist
 and the per-scan overhead out, it had taken 0.3 to 3.1 s).
 Every tree produced satisfies the MILP constraints, which
 :func:`governance.miret.feasibility.check_feasible` verifies.
+
+Leaf classes: two classes keep the paper's fixed alternating classes. With more than
+two, every tree carries its own leaf classes: a seed's are the weighted majority of the
+labels in its leaves, the greedy trees start from the best seed's (or from
+:func:`governance.miret.search_state.cycled_classes` without a seed) and are relabelled
+to their majority; local search keeps them fixed during a move and relabels after it.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ DEFAULT_UNITS = 3.0  # default budget in units: the heuristic's of a fit with a 
 def greedy_trees(search):
     """Greedy trees, best first: one per shortlisted root split (look-ahead below).
 
-    Returns a list of ``(objective, coef, intercept)``; every tree is feasible.
+    Returns a list of ``(objective, coef, intercept, leaf_class)``; every tree is feasible.
     """
     idx = np.arange(search.n)
     roots = [None]
@@ -66,28 +72,41 @@ def greedy_trees(search):
             out[0] = (a, b)
         search.set_tree(*search.tree_arrays(out))
         search.ensure_split()
-        starts.append((search.objective(), search.coef.copy(), search.intercept.copy()))
+        search.relabel()
+        starts.append(snapshot(search))
     order = sorted(range(len(starts)), key=lambda k: (starts[k][0], k))
     return [starts[k] for k in order]
 
 
+def snapshot(search):
+    """The current tree as ``(objective, coef, intercept, leaf_class)``."""
+    return (
+        search.objective(),
+        search.coef.copy(),
+        search.intercept.copy(),
+        search.leaf_class.copy(),
+    )
+
+
 def seed_trees(search, seeds):
-    """The feasible ones of the given trees as ``(objective, coef, intercept)``."""
+    """The feasible ones of the given trees as ``(objective, coef, intercept, leaf_class)``,
+    each relabelled to its weighted majority (more than two classes)."""
     out = []
     for tree in seeds:
-        search.set_tree(tree.coef, tree.intercept)
+        search.set_tree(tree.coef, tree.intercept, tree.leaf_class)
         if search.feasible():
-            out.append((search.objective(), search.coef.copy(), search.intercept.copy()))
+            search.relabel()
+            out.append(snapshot(search))
     return out
 
 
 def improve(search, start, best):
     """Local search from ``start``; the better of its result and ``best``."""
-    search.set_tree(start[1], start[2])
+    search.set_tree(start[1], start[2], start[3])
     done = local_search(search)
     objective = search.objective()
     if best is None or (objective < best[0] - IMPROVEMENT and search.feasible()):
-        best = (objective, search.coef.copy(), search.intercept.copy())
+        best = snapshot(search)
     return best, done
 
 
@@ -98,10 +117,11 @@ def kicks(search, best):
     for _ in range(KICKS if upper.size else 0):
         if search.exhausted():
             break
-        search.set_tree(best[1], best[2])
+        search.set_tree(best[1], best[2], best[3])
         if not search.kick(int(search.rng.choice(upper))):
             continue
-        best, done = improve(search, (None, search.coef.copy(), search.intercept.copy()), best)
+        search.relabel()
+        best, done = improve(search, snapshot(search), best)
         passes, improvements = passes + done[0], improvements + done[1]
     return best, passes, improvements
 
@@ -141,8 +161,10 @@ def warm_start(problem, random_state=0, work_budget=None, time_limit=np.inf, see
         problem, np.random.default_rng(random_state), work_budget, start + float(time_limit)
     )
     search.lookahead_work = GREEDY_SHARE * float(work_budget)
-    greedy = greedy_trees(search)
     seeded = seed_trees(search, seeds)
+    if seeded and problem.leaf_class is None and problem.n_classes > 2:
+        search.leaf_class = min(seeded, key=lambda item: item[0])[3].copy()
+    greedy = greedy_trees(search)
     starts = sorted(seeded + greedy[:STARTS], key=lambda item: item[0])
     best = None
     passes = improvements = 0
@@ -154,10 +176,15 @@ def warm_start(problem, random_state=0, work_budget=None, time_limit=np.inf, see
     if seeded and min(s[0] for s in seeded) < best[0] - IMPROVEMENT:
         best = min(seeded, key=lambda item: item[0])  # a seed skipped by the safety cap
     best, more_passes, more_improvements = kicks(search, best)
-    search.set_tree(best[1], best[2])
+    search.set_tree(best[1], best[2], best[3])
 
     tree = SurrogateTree(
-        search.coef, search.intercept, search.depth, problem.feature_names, problem.classes
+        search.coef,
+        search.intercept,
+        search.depth,
+        problem.feature_names,
+        problem.classes,
+        leaf_class=search.leaf_class,
     )
     issues = check_feasible(tree, problem)
     if issues:  # a bug, not a property of the data: every move is checked
@@ -171,7 +198,7 @@ def warm_start(problem, random_state=0, work_budget=None, time_limit=np.inf, see
         "work": int(search.work),
         "time_limit_hit": bool(search.time_limit_hit),
         "time": time.perf_counter() - start,
-        "fidelity": float(np.mean(tree.leaf_sign(tree.apply(problem.X)) == problem.y)),
+        "fidelity": float(np.mean(tree.leaf_class_of(tree.apply(problem.X)) == problem.y)),
         "n_feature_uses": tree.n_feature_uses(),
     }
     return tree, info

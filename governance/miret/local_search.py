@@ -3,7 +3,9 @@
 A node's candidates are univariate cuts, the current direction, directions from an L1
 logistic regression with per-feature penalties ``alpha / f_{d,j}`` (columns rescaled by
 ``f``) and their sparsifications, and a fresh greedy subtree; a move is kept only when
-the objective strictly decreases and the tree stays MILP-feasible.
+the objective strictly decreases and the tree stays MILP-feasible. A move keeps the leaf
+classes fixed; with more than two classes the leaves are relabelled to their weighted
+majority after every kept move (:meth:`SearchState.relabel`, never worse).
 
 A logistic fit counts ``LOGISTIC_WORK`` units of the search's work (scanned sample-
 direction pairs) per row, column and liblinear iteration (a deterministic count): on the
@@ -183,7 +185,8 @@ class TreeSearch(GreedySearch):
 
 
 def local_search(search):
-    """Tree alternating optimization until no node improves; (passes, improvements)."""
+    """Tree alternating optimization until no node improves; (passes, improvements).
+    The leaf classes are relabelled after every kept move (more than two classes)."""
     passes = improvements = 0
     while not search.exhausted():
         passes += 1
@@ -196,8 +199,10 @@ def local_search(search):
                 t = int(t)
                 if search.improve_node(t, search.reaching()[t]):
                     improved, improvements = True, improvements + 1
+                    search.relabel()
                 if search.regrow(t, search.reaching()[t]):
                     improved, improvements = True, improvements + 1
+                    search.relabel()
         search.ensure_split()
         if not improved:
             break

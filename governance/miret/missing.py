@@ -8,13 +8,15 @@ root first, from the fit rows (NaN included) routed through the directions alrea
 
 1. **Rows with an undefined value reach t.** They go to the side where the surrogate's
    answers agree best with the ensemble's labels of these rows. A side's answers are
-   ``q``, the share of ``classes[1]`` the surrogate gives there: the leaf's class (0 or
-   1) when the side is a leaf, else the share among the complete fit rows (no NaN in a
-   feature the tree uses) that take it (0.5 without any). With ``k`` of the ``m``
-   undefined rows labelled ``classes[1]`` by the ensemble, the expected agreement of a
-   side is ``k q + (m - k)(1 - q)``: they go left when ``(q_left - q_right)(2k - m) > 0``,
-   right when it is ``< 0``. At the last level this sends them to the leaf of the class
-   most of them have.
+   the shares ``q_c`` of each class ``c`` the surrogate gives there: the leaf's class
+   (share 1) when the side is a leaf, else the shares among the complete fit rows (no
+   NaN in a feature the tree uses) that take it (``1/k`` each without any). With ``m_c``
+   of the undefined rows labelled ``c`` by the ensemble, the expected agreement of a
+   side is ``sum_c m_c q_c``; they go to the side where it is larger (compared exactly,
+   in integer counts). At the last level this sends them to the leaf whose class most of
+   them have. With two classes (``k`` of ``m`` rows labelled ``classes[1]``, ``q`` the
+   share of ``classes[1]``) the agreement is ``k q + (m - k)(1 - q)``: left when
+   ``(q_left - q_right)(2k - m) > 0``.
 2. **Otherwise (no such row, or a tie): the ensemble's own directions.** A feature
    ``j`` acts as a large value when most of the ensemble's splits on ``j`` send a
    missing value right (``d_j = +1``), as a small one when most send it left
@@ -32,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from miret_governance.governance.arrays import scaled
-from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign
+from miret_governance.governance.miret.layout import hyperplane_values, leaves_below
 
 
 def ensemble_missing_sides(ensemble) -> np.ndarray:
@@ -65,17 +67,21 @@ def missing_directions(tree, X, labels, ensemble_sides) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     missing = np.isnan(X)
     filled = np.ascontiguousarray(np.where(missing, 0.0, X))
-    labelled = np.asarray(labels) == tree.classes[1]
+    k = tree.classes.size
+    labelled = np.argmax(np.asarray(labels)[:, None] == tree.classes[None, :], axis=1)
     coef, intercept = np.asarray(tree.coef), np.asarray(tree.intercept)
     complete = ~missing[:, tree.used_features()].any(axis=1)
-    answers = np.full(tree.n_branch_nodes + tree.n_leaves, 0.5)
-    answers[tree.n_branch_nodes :] = leaf_sign(np.arange(tree.n_branch_nodes, answers.size)) > 0
-    per_leaf = np.bincount(tree.apply(filled[complete]), minlength=answers.size)
-    for t in range(tree.n_branch_nodes):  # share of classes[1] the tree answers below t
-        below = _leaves_below(t, tree.n_branch_nodes)
-        counts = per_leaf[below.start : below.stop]
+    n_branch = tree.n_branch_nodes
+    # answers[node]: how many complete rows below ``node`` the tree answers with each
+    # class (a leaf: its class once; no row: every class once, i.e. shares 1/k)
+    answers = np.ones((n_branch + tree.n_leaves, k), dtype=np.int64)
+    answers[n_branch:] = np.eye(k, dtype=np.int64)[tree.leaf_class]
+    per_leaf = np.bincount(tree.apply(filled[complete]) - n_branch, minlength=tree.n_leaves)
+    for t in range(n_branch):
+        below = list(leaves_below(t, n_branch))
+        counts = np.bincount(tree.leaf_class[below], weights=per_leaf[below], minlength=k)
         if counts.sum():
-            answers[t] = float(counts[leaf_sign(below) > 0].sum() / counts.sum())
+            answers[t] = counts.astype(np.int64)
     missing_left = np.ones(tree.n_branch_nodes, dtype=bool)
     node = np.zeros(X.shape[0], dtype=np.int64)
     for level in range(tree.depth):
@@ -85,8 +91,9 @@ def missing_directions(tree, X, labels, ensemble_sides) -> np.ndarray:
             undefined = missing[rows][:, coef[t] != 0].any(axis=1)
             value = hyperplane_values(filled[rows], coef[t], intercept[t])
             missing_left[t] = _side(
-                answers[2 * t + 1] - answers[2 * t + 2],
-                labelled[rows][undefined],
+                answers[2 * t + 1],
+                answers[2 * t + 2],
+                np.bincount(labelled[rows][undefined], minlength=k),
                 value[~undefined] > 0,
                 float(coef[t] @ ensemble_sides),
             )
@@ -95,19 +102,16 @@ def missing_directions(tree, X, labels, ensemble_sides) -> np.ndarray:
     return missing_left
 
 
-def _leaves_below(t: int, n_branch: int) -> range:
-    """Breadth-first positions of the leaves under node ``t`` of a complete tree."""
-    first = last = t
-    while first < n_branch:
-        first, last = 2 * first + 1, 2 * last + 2
-    return range(first, last + 1)
+def _side(answers_left, answers_right, undefined_counts, defined_right, push) -> bool:
+    """True (left) or False (right) for one node, by the three steps of the module.
 
-
-def _side(answer_gap, undefined_labelled, defined_right, push) -> bool:
-    """True (left) or False (right) for one node, by the three steps of the module."""
-    m, k = undefined_labelled.size, int(undefined_labelled.sum())
-    lean = answer_gap * (2 * k - m)
-    if m and lean != 0:
+    ``answers_*``: the class counts of each side's answers; ``undefined_counts``: the
+    class counts of the rows with an undefined value."""
+    # agreement_left / agreement_right = (m . a_left / |a_left|) / (m . a_right / |a_right|)
+    lean = int(undefined_counts @ answers_left) * int(answers_right.sum()) - int(
+        undefined_counts @ answers_right
+    ) * int(answers_left.sum())
+    if undefined_counts.sum() and lean != 0:
         return bool(lean > 0)
     if push != 0:
         return bool(push < 0)

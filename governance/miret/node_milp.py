@@ -15,14 +15,17 @@ constraints restricted to one node; equation labels as in
   the subtree on the other side would split it;
 * the objective: ``sum_g (cost_right_g - cost_left_g) z_g + sum_j penalty_j s_j`` plus
   the constant ``sum_g cost_left_g``, where a side's cost is the weight ``p^i`` of the
-  rows its leaf misfits; rows equally served by both sides and free to move are left
+  rows its leaf misfits (the leaf classes ``c_l`` fixed, as in
+  :mod:`governance.miret.formulation`); rows equally served by both sides and free to move are left
   out, and added back (up to ``GAP_ROUNDS`` solves) when the new split puts one of
   them inside the epsilon gap ``(0, epsilon)`` that every row must stay out of.
 
 :func:`reoptimize` visits the branch nodes top-down once, solves each node's MILP from
 the current split (so a node never gets worse) within a work budget, and keeps a new
 split when the whole tree's objective goes down. Each node's status says whether that
-split is proven optimal given the rest of the tree: the per-node certificate.
+split is proven optimal given the rest of the tree: the per-node certificate. With more
+than two classes the leaves are relabelled to their weighted majority after every kept
+split (never worse), so the next node is solved with the relabelled classes.
 """
 
 from __future__ import annotations
@@ -201,7 +204,7 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
     each node (the tree's objective; there is no bound)."""
     begin = time.perf_counter()
     search = TreeSearch(problem, np.random.default_rng(params["random_state"]), math.inf)
-    search.set_tree(tree.coef, tree.intercept)
+    search.set_tree(tree.coef, tree.intercept, tree.leaf_class)
     objective = search.objective()
     statuses = {}
     for t in range(problem.n_branch):
@@ -238,13 +241,19 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
             search.V[:, t] = hyperplane_values(search.X, a, b)
             value = search.objective()
             if value < objective - IMPROVEMENT:
-                objective = value
+                search.relabel()
+                objective = search.objective()
             else:
                 search.coef, search.intercept, search.V = saved
             break
         if progress is not None:
             progress(time.perf_counter() - begin, objective, -math.inf, math.nan)
     improved = SurrogateTree(
-        search.coef, search.intercept, tree.depth, tree.feature_names, tree.classes
+        search.coef,
+        search.intercept,
+        tree.depth,
+        tree.feature_names,
+        tree.classes,
+        leaf_class=search.leaf_class,
     )
     return improved, statuses

@@ -240,8 +240,8 @@ def feature_rows(frame: pd.DataFrame, feature_names, source="the rows") -> pd.Da
 
 def _names(tree, class_names) -> tuple:
     names = tuple(str(c) for c in (tree.classes if class_names is None else class_names))
-    if len(names) != 2:
-        raise ValueError(f"class_names needs two names, got {len(names)}")
+    if len(names) != tree.classes.size:
+        raise ValueError(f"class_names needs {tree.classes.size} names, got {len(names)}")
     return names
 
 
@@ -271,7 +271,7 @@ class _Router:
         return raw if self.scaler is None else scaled(self.scaler, raw)
 
     def name(self, label) -> str:
-        return self.names[int(label == self.tree.classes[1])]
+        return self.names[int(np.argmax(label == self.tree.classes))]
 
     def path(self, row, raw: np.ndarray, x_tree: np.ndarray, ensemble_label) -> RowPath:
         steps = []
@@ -297,7 +297,7 @@ class _Router:
                 )
             )
         leaf = int(self.tree.apply(x_tree[None, :])[0])
-        surrogate = self.tree.classes[int(self.tree.leaf_sign([leaf])[0] > 0)]
+        surrogate = self.tree.classes[self.tree.leaf_class_of(leaf)]
         values = dict(zip(self.tree.feature_names, map(float, raw), strict=True))
         return RowPath(
             row,
@@ -331,7 +331,7 @@ def row_paths(tree, rows, ensemble_labels, *, scaler=None, class_names=None, enc
         The ensemble's answers, in ``tree.classes``.
     scaler : fitted MinMaxScaler, optional
         Raw units to the tree's normalized space (the surrogate's ``input_scaler_``).
-    class_names : sequence of two str, optional
+    class_names : sequence of str, optional
         Names of ``tree.classes`` (default: the classes as text).
     encoding : governance.encoding.Encoding, optional
         The tree's features are a pipeline's encoded columns: conditions name the

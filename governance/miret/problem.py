@@ -3,7 +3,8 @@
 Everything the MILP needs is computed once here (paper, section "Incorporating
 TE-driven information"):
 
-* ``y``: the ensemble's labels ``F_TE(x^i)`` in ``{-1, +1}`` (+1 is ``classes[1]``);
+* ``y``: the ensemble's labels ``F_TE(x^i)`` as class indices ``0 .. k-1`` into
+  ``classes`` (two classes: ``0`` is the paper's ``-1``, ``1`` its ``+1``);
 * ``weight``: the class probability ``p^i`` (:func:`governance.vite.class_probability`);
 * ``frequency``: the level frequency ``f_{d,j}`` with the ``|E| 2^d`` denominator
   (eq. ``miret_frequency``);
@@ -16,33 +17,32 @@ TE-driven information"):
   ``f > gamma_d`` would leave the root with no feature at all (a dummy split);
   keeping the level's maximum never empties a level the ensemble uses;
 * ``component``: components of the proximity pairs ``U_TE(m)`` (eq. ``proxiset``),
-  bounded in size (:func:`bounded_components`). The proximity constraints
-  ``z_i = z_k`` (eq. ``cons:prox``) are transitive, so all samples of a component
+  bounded in size (:func:`governance.miret.components.bounded_components`). The
+  proximity constraints ``z_i = z_k`` (eq. ``cons:prox``) are transitive, so all samples
+  of a component
   must share a leaf. Deviation from the paper: its instances had a few hundred rows;
   on a larger sample the pairs chain (``i~k``, ``k~l``, ... each close, the ends not)
   and the closure merges most rows into a few components, which leaves only
   nearly constant trees feasible (2000 rows of a 30-feature forest: 179 components,
   surrogate fidelity 0.50 against CART's 0.82). Pairs are therefore joined in
   decreasing proximity and a join that would make a component larger than
-  :func:`component_cap` rows is refused; those pairs are dropped (counted in
-  :meth:`MiretProblem.summary`). Where no component reaches the cap the components
+  :func:`~governance.miret.components.component_cap` rows is refused; those pairs are
+  dropped (counted in :meth:`MiretProblem.summary`). Where no component reaches the cap the components
   are exactly the paper's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse import csgraph
 
 from miret_governance.governance.arrays import feature_matrix, scaled
-from miret_governance.governance.miret.layout import leaf_sign, node_level
+from miret_governance.governance.miret.components import bounded_components, component_cap
+from miret_governance.governance.miret.layout import alternating_classes, node_level
 
 FORMULATIONS = ("miret", "basic")
 BOUND_TOLERANCE = 1e-9
-MIN_COMPONENT_CAP = 32
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class MiretProblem:
     ----------
     X : ndarray of shape (n, p)
         Normalized samples in ``[0, 1]``.
-    y : ndarray of shape (n,)
-        Ensemble labels in ``{-1, +1}``.
+    y : ndarray of shape (n,), int
+        Ensemble labels as class indices ``0 .. k-1`` into ``classes``.
     weight : ndarray of shape (n,)
         Class probability ``p^i`` (misfit cost of sample ``i``).
     frequency : ndarray of shape (D, p)
@@ -68,14 +68,17 @@ class MiretProblem:
     epsilon : float
     formulation : {"miret", "basic"}
     feature_names : tuple of str
-    classes : ndarray
-        The ensemble's two labels; ``classes[1]`` is ``+1``.
+    classes : ndarray of shape (k,)
+        The ensemble's labels, ``k >= 2``.
     n_pairs : int
         Pairs of ``U_TE(m)`` in the sample.
     n_pairs_dropped : int
         Pairs left out of the components by the size cap (their samples may part).
     component_cap : int
         Largest component size allowed (0: no proximity constraint).
+    leaf_class : ndarray of shape (2^D,), int, optional
+        Fixed class index ``c_l`` of every leaf for the MILP (:attr:`leaf_classes`);
+        None: the paper's alternating classes (two classes only).
     """
 
     X: np.ndarray
@@ -93,6 +96,7 @@ class MiretProblem:
     n_pairs: int = 0
     n_pairs_dropped: int = 0
     component_cap: int = 0
+    leaf_class: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:
@@ -101,6 +105,52 @@ class MiretProblem:
     @property
     def n_features(self) -> int:
         return int(self.X.shape[1])
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def leaf_classes(self) -> np.ndarray:
+        """Class index ``c_l`` of every leaf, left to right: ``leaf_class`` when set, else
+        the paper's alternating classes (odd leaf 0, even leaf 1) of a two-class problem.
+
+        Raises
+        ------
+        ValueError
+            More than two classes and no ``leaf_class`` (set it with
+            :meth:`with_leaf_class`, e.g. from a warm start's tree).
+        """
+        if self.leaf_class is not None:
+            return self.leaf_class
+        if self.n_classes != 2:
+            raise ValueError(
+                f"a problem with {self.n_classes} classes has no default leaf classes; give "
+                "them with problem.with_leaf_class(tree.leaf_class) (e.g. the warm start's)"
+            )
+        return alternating_classes(self.depth)
+
+    @property
+    def symmetry_breaking(self) -> bool:
+        """Whether improved MIRET's ``b_t >= 0`` above the last level applies. It negates
+        a node's hyperplane and exchanges its two subtrees, which maps the alternating
+        two-class leaf classes onto themselves but would exchange fixed leaf classes of
+        more than two classes, so it is used with two classes only."""
+        return self.formulation == "miret" and self.n_classes == 2
+
+    def with_leaf_class(self, leaf_class) -> MiretProblem:
+        """The same problem with the leaf classes ``c_l`` fixed to ``leaf_class``."""
+        leaf_class = np.array(leaf_class, dtype=np.int64)
+        if (
+            leaf_class.shape != (2**self.depth,)
+            or not ((leaf_class >= 0) & (leaf_class < self.n_classes)).all()
+        ):
+            raise ValueError(
+                f"leaf_class must hold {2**self.depth} class indices in 0..{self.n_classes - 1}"
+                f", got {leaf_class.tolist()!r}"
+            )
+        leaf_class.setflags(write=False)
+        return replace(self, leaf_class=leaf_class)
 
     @property
     def n_branch(self) -> int:
@@ -128,7 +178,7 @@ class MiretProblem:
         out[self.allowed] = self.alpha / self.frequency[self.allowed]
         return out
 
-    def objective(self, coef, leaves) -> float:
+    def objective(self, coef, leaves, leaf_class=None) -> float:
         """MIRET objective of a tree given its coefficients and the leaves of the samples.
 
         ``sum_i p^i [c_leaf(i) != y_i] + sum_t sum_j penalty[level(t), j] [a_tj != 0]``.
@@ -139,10 +189,13 @@ class MiretProblem:
             Split coefficients ``a_t``.
         leaves : array of shape (n,)
             Leaf position (``2^D - 1 .. 2^{D+1} - 2``) of every sample.
+        leaf_class : array of shape (2^D,), optional
+            The tree's leaf classes ``c_l``; default :attr:`leaf_classes`.
         """
         coef = np.asarray(coef, dtype=np.float64)
-        sign = leaf_sign(leaves)
-        misfit = float(self.weight[sign != self.y].sum())
+        leaf_class = self.leaf_classes if leaf_class is None else np.asarray(leaf_class)
+        predicted = leaf_class[np.asarray(leaves, dtype=np.int64) - self.n_branch]
+        misfit = float(self.weight[predicted != self.y].sum())
         used = coef != 0
         return misfit + float((self.penalty[self.node_level] * used).sum())
 
@@ -161,6 +214,7 @@ class MiretProblem:
             "n_allowed_per_level": [int(v) for v in self.allowed.sum(axis=1)],
             "allowed_features": self.allowed_features,
             "n_positive": int((self.y == 1).sum()),
+            "class_counts": [int(v) for v in np.bincount(self.y, minlength=self.n_classes)],
         }
 
 
@@ -181,6 +235,18 @@ def default_depth(ensemble) -> int:
     """Surrogate depth when none is given: the ensemble's depth, at most
     :data:`DEFAULT_MAX_DEPTH` (a forest grown with ``max_depth=None`` is explained at 4)."""
     return int(min(ensemble.max_depth, DEFAULT_MAX_DEPTH))
+
+
+def class_index(labels, classes) -> np.ndarray:
+    """Index into ``classes`` of every label (int64); labels outside ``classes`` raise."""
+    labels, classes = np.asarray(labels), np.asarray(classes)
+    match = labels[:, None] == classes[None, :]
+    if not match.any(axis=1).all():
+        raise ValueError(
+            f"labels {np.unique(labels[~match.any(axis=1)]).tolist()!r} are not among the "
+            f"classes {classes.tolist()!r}"
+        )
+    return np.argmax(match, axis=1).astype(np.int64)
 
 
 def check_unit_data(X, n_features: int, feature_names=None) -> np.ndarray:
@@ -230,79 +296,6 @@ def _thresholds(frequency: np.ndarray, gamma_percentile: float) -> np.ndarray:
         if positive.size:
             gamma[d] = np.percentile(positive, gamma_percentile)
     return gamma
-
-
-def component_cap(n_samples: int, depth: int) -> int:
-    """Largest proximity component of a sample of ``n_samples`` rows at depth ``depth``.
-
-    ``max(MIN_COMPONENT_CAP, n / 2^(D+1))``: half the mean number of rows per leaf of a
-    depth-``D`` tree, so even if every component were that large a tree could still
-    balance them over its ``2^D`` leaves; never below ``MIN_COMPONENT_CAP``, so the
-    paper's small instances keep their exact components.
-    """
-    return max(MIN_COMPONENT_CAP, n_samples // 2 ** (depth + 1))
-
-
-def bounded_components(n_samples: int, pairs, cap: int):
-    """Components of the proximity pairs, none larger than ``cap`` samples.
-
-    Union-find over the pairs in decreasing proximity (ties by ``(i, k)``, so the result
-    is deterministic); a union that would exceed ``cap`` samples is refused. Components
-    only grow, so a refused pair never ends up inside one component later. A connected
-    component of at most ``cap`` samples never refuses a union, so it is kept whole
-    (scipy's ``connected_components``) and only the pairs of larger ones go through the
-    union-find loop, with the same result.
-
-    Parameters
-    ----------
-    n_samples : int
-    pairs : scipy.sparse matrix of shape (n, n)
-        ``U_TE(m)`` with the proximities as data (:func:`governance.vite.proximity_pairs`).
-    cap : int
-
-    Returns
-    -------
-    component : ndarray of shape (n,), int
-        Ids ``0..C-1`` in order of first sample.
-    dropped : int
-        Pairs whose samples are in different components.
-    """
-    pairs = sparse.coo_matrix(pairs, shape=(n_samples, n_samples))
-    rows, cols = pairs.row.astype(np.int64), pairs.col.astype(np.int64)
-    _, connected = csgraph.connected_components(pairs, directed=False)
-    oversized = np.bincount(connected)[connected] > cap
-    # small components: one id each (beyond the sample ids); others start as singletons
-    root = np.where(oversized, np.arange(n_samples), n_samples + connected)
-    split = oversized[rows]  # both samples of a pair are in one connected component
-    order = np.lexsort((cols[split], rows[split], -pairs.data[split]))
-    parent = root.tolist()
-    size = [1] * n_samples
-    for i, k in zip(rows[split][order].tolist(), cols[split][order].tolist()):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        while parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-        if i == k or size[i] + size[k] > cap:
-            continue
-        if size[i] < size[k]:
-            i, k = k, i
-        parent[k] = i
-        size[i] += size[k]
-    root = np.array(parent, dtype=np.int64)
-    inside = root < n_samples
-    while True:  # full path compression of the union-find trees, vectorized
-        up = root.copy()
-        up[inside] = root[root[inside]]
-        if np.array_equal(up, root):
-            break
-        root = up
-    _, first, label = np.unique(root, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(first.size)
-    component = rank[label]
-    return component, int(np.sum(component[rows] != component[cols]))
 
 
 def build_problem(X, ensemble, depth=None, scaler=None, **hyperparameters) -> MiretProblem:
@@ -373,8 +366,8 @@ def build_problem(X, ensemble, depth=None, scaler=None, **hyperparameters) -> Mi
         unit = np.clip(scaled(scaler, X), 0.0, 1.0)
     ensemble = ensemble.weighted_by_data(X)
 
-    positive = ensemble.predict(X) == ensemble.classes[1]
-    y = np.where(positive, 1, -1).astype(np.int64)
+    classes = np.asarray(ensemble.classes)
+    y = class_index(ensemble.predict(X), classes)
     weight = np.asarray(vite.class_probability(ensemble, X), dtype=np.float64)
     levels = vite.level_frequency(ensemble, denominator="nodes")
     frequency = levels.loc[list(ensemble.feature_names), list(range(depth))].to_numpy(float).T
@@ -402,7 +395,7 @@ def build_problem(X, ensemble, depth=None, scaler=None, **hyperparameters) -> Mi
         epsilon=float(epsilon),
         formulation=formulation,
         feature_names=tuple(ensemble.feature_names),
-        classes=np.asarray(ensemble.classes),
+        classes=classes,
         n_pairs=n_pairs,
         n_pairs_dropped=dropped,
         component_cap=cap,

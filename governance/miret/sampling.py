@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from miret_governance.governance.miret.problem import class_index
+
 CHUNK_ROWS = 50_000
 SIGNATURE_TREES = 3
 
@@ -26,7 +28,7 @@ def strata(ensemble, X, labels) -> np.ndarray:
     trees (routed in chunks)."""
     n = X.shape[0]
     keys = np.empty((n, SIGNATURE_TREES + 1), dtype=np.int64)
-    keys[:, 0] = np.searchsorted(np.asarray(ensemble.classes), labels)
+    keys[:, 0] = class_index(labels, ensemble.classes)  # classes need not be sorted
     for start in range(0, n, CHUNK_ROWS):
         block = X[start : start + CHUNK_ROWS]
         rows = slice(start, start + block.shape[0])

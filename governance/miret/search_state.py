@@ -1,4 +1,11 @@
-"""Working state of the MIRET warm-start search: tree, routing, objective, feasibility."""
+"""Working state of the MIRET warm-start search: tree, routing, objective, feasibility.
+
+The state holds the tree's leaf classes ``leaf_class`` (class indices, leaves left to
+right). Two classes: the paper's fixed alternating classes, never changed. More than two:
+the classes of the tree being improved; every move keeps them fixed, and
+:meth:`SearchState.relabel` then sets each leaf to the weighted majority of its labels
+(:func:`governance.miret.layout.majority_classes`), which never raises the objective.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,12 @@ import time
 import numpy as np
 
 from miret_governance.governance.miret.feasibility import components_broken
-from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign, node_level
+from miret_governance.governance.miret.layout import (
+    hyperplane_values,
+    leaves_below,
+    majority_classes,
+    node_level,
+)
 
 GAP_SLACK = 1e-4  # a cut needs a gap of at least epsilon * (1 + slack) between sides
 IMPROVEMENT = 1e-9
@@ -27,6 +39,15 @@ def digest(*arrays) -> bytes:
 def subtree_ranges(node: int, levels_below: int):
     """Breadth-first id ranges of the branch nodes of the subtree rooted at ``node``."""
     return [(2**k * node + 2**k - 1, 2**k) for k in range(levels_below)]
+
+
+def cycled_classes(problem) -> np.ndarray:
+    """Starting leaf classes of a problem of more than two classes without given ones:
+    the classes by decreasing total weight ``sum p^i``, repeated left to right (each
+    class is reachable; the first move's relabelling replaces them)."""
+    mass = np.bincount(problem.y, weights=problem.weight, minlength=problem.n_classes)
+    order = np.argsort(-mass, kind="stable")
+    return order[np.arange(2**problem.depth) % problem.n_classes].astype(np.int64)
 
 
 class SearchState:
@@ -51,12 +72,17 @@ class SearchState:
         self.min_gap = self.eps * (1 + GAP_SLACK)
         self.n, self.p = self.X.shape
         self.n_branch = 2**self.depth - 1
-        self.level = node_level(np.arange(self.n_branch))
-        miret = problem.formulation == "miret"
-        self.bmin = np.array(
-            [0.0 if miret and d < self.depth - 1 else -1.0 for d in range(self.depth)]
+        self.n_classes = int(problem.n_classes)
+        given = problem.leaf_class is not None or self.n_classes == 2
+        self.leaf_class = np.array(
+            problem.leaf_classes if given else cycled_classes(problem), dtype=np.int64
         )
-        self.need_split = miret
+        self.level = node_level(np.arange(self.n_branch))
+        breaking = problem.symmetry_breaking
+        self.bmin = np.array(
+            [0.0 if breaking and d < self.depth - 1 else -1.0 for d in range(self.depth)]
+        )
+        self.need_split = problem.formulation == "miret"
         self.big = float(self.w.sum() + self.penalty.sum() + 1.0)
         self.rng = rng
         self.seed = int(rng.integers(2**31 - 1))
@@ -84,7 +110,10 @@ class SearchState:
             coef[node], intercept[node] = a, b
         return coef, intercept
 
-    def set_tree(self, coef, intercept):
+    def set_tree(self, coef, intercept, leaf_class=None):
+        """Make ``(coef, intercept)`` the current tree, with ``leaf_class`` (kept if None)."""
+        if leaf_class is not None:
+            self.leaf_class = np.array(leaf_class, dtype=np.int64)
         self.coef = np.array(coef, dtype=np.float64)
         self.intercept = np.array(intercept, dtype=np.float64)
         for t in range(self.n_branch):
@@ -115,7 +144,18 @@ class SearchState:
         return [np.zeros(0, dtype=np.int64) if o is None else o for o in out]
 
     def loss(self, leaf, idx):
-        return self.w[idx] * (leaf_sign(leaf) != self.y[idx])
+        return self.w[idx] * (self.leaf_class[leaf - self.n_branch] != self.y[idx])
+
+    def relabel(self) -> bool:
+        """Leaf classes to the weighted majority of the current routing (more than two
+        classes only); True when a class changed."""
+        if self.n_classes == 2:
+            return False
+        leaf, _ = self.route(np.arange(self.n), 0)
+        relabelled = majority_classes(leaf - self.n_branch, self.y, self.w, self.leaf_class)
+        changed = bool(np.any(relabelled != self.leaf_class))
+        self.leaf_class = relabelled
+        return changed
 
     def node_penalty(self, t, a=None):
         a = self.coef[t] if a is None else a
@@ -143,6 +183,10 @@ class SearchState:
             for array in (self.coef, self.intercept):
                 array[a], array[b] = array[b].copy(), array[a].copy()
             self.V[:, a], self.V[:, b] = self.V[:, b].copy(), self.V[:, a].copy()
+        # the leaf classes move with their subtrees (two classes: the same pattern)
+        span = leaves_below(t, self.n_branch)
+        part = slice(span.start, span.stop)
+        self.leaf_class[part] = np.roll(self.leaf_class[part], len(span) // 2)
 
     def ensure_split(self):
         """Give the tree one nonzero coefficient (the MIRET constraint sum s >= 1) with a

@@ -49,7 +49,8 @@ def folds(y, random_state=0) -> list[tuple[np.ndarray, np.ndarray]]:
     when a class has fewer rows; none when a class has a single row or the sample has
     fewer than ``MIN_FOLD_ROWS`` rows per fold: held-out fidelity on a handful of rows
     says nothing)."""
-    count = min(CV_FOLDS, int(np.bincount(np.asarray(y) == y[0], minlength=2).min()))
+    sizes = np.unique(np.asarray(y), return_counts=True)[1]  # rows of each class present
+    count = min(CV_FOLDS, int(sizes.min()) if sizes.size > 1 else 0)
     count = min(count, len(y) // MIN_FOLD_ROWS)
     if count < 2:
         return []

@@ -2,9 +2,11 @@
 
 Nodes are numbered breadth-first as in the paper: branch nodes ``0 .. 2^D-2`` (level of
 ``t`` is ``floor(log2(t+1))``, children ``2t+1`` and ``2t+2``) and leaves
-``2^D-1 .. 2^{D+1}-2``. Leaf classes are fixed: an odd leaf predicts ``-1``
-(``classes[0]``), an even leaf ``+1`` (``classes[1]``). A sample goes left at node ``t``
-exactly when ``a_t . x + b_t <= 0``.
+``2^D-1 .. 2^{D+1}-2``. Leaf ``l`` (left to right) predicts ``classes[leaf_class[l]]``;
+a two-class tree defaults to the paper's fixed classes: an odd leaf predicts
+``classes[0]`` (the paper's ``-1``), an even leaf ``classes[1]`` (``+1``). A tree of
+``k > 2`` classes names its leaf classes. A sample goes left at node ``t`` exactly when
+``a_t . x + b_t <= 0``.
 
 Missing values: a row's value at node ``t`` is *undefined* when a feature with a nonzero
 coefficient ``a_{t,j}`` is missing (NaN); a missing feature whose coefficient is zero is
@@ -23,16 +25,18 @@ from __future__ import annotations
 import numpy as np
 
 from miret_governance.governance.arrays import feature_matrix, read_only_array
-from miret_governance.governance.miret.layout import hyperplane_values, leaf_sign
+from miret_governance.governance.miret.layout import alternating_classes, hyperplane_values
 from miret_governance.governance.miret.tree_rules import complete_rules, rule_table
 
 FORMAT = "miret-surrogate-tree"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1 has no missing_left (it refuses NaN)
+FORMAT_VERSION = 3
+# version 1 has no missing_left (it refuses NaN); versions 1 and 2 have no leaf_class
+# (two classes, the paper's alternating leaf classes)
+READABLE_VERSIONS = (1, 2, 3)
 
 
 class SurrogateTree:
-    """A complete oblique decision tree of depth ``D`` with the paper's fixed leaf classes.
+    """A complete oblique decision tree of depth ``D`` with one class per leaf.
 
     Parameters
     ----------
@@ -44,11 +48,14 @@ class SurrogateTree:
         Depth ``D`` (number of branch levels), at least 1.
     feature_names : sequence of str, optional
         Defaults to ``x0, x1, ...``.
-    classes : sequence of two labels, optional
-        The ensemble's labels; ``classes[1]`` is the class of even leaves (``+1``).
+    classes : sequence of k >= 2 labels, optional
+        The ensemble's labels.
     missing_left : array-like of bool of shape (2**depth - 1,), optional
         Side of a row whose value at a branch node is undefined (a NaN in a feature
         with a nonzero coefficient): left when True. None: NaN is refused.
+    leaf_class : array-like of int of shape (2**depth,), optional
+        Class index (into ``classes``) of every leaf, left to right. Default (two
+        classes only): the paper's alternating classes, odd leaf 0, even leaf 1.
 
     Attributes
     ----------
@@ -57,10 +64,18 @@ class SurrogateTree:
     feature_names : tuple of str
     classes : ndarray (read-only)
     missing_left : ndarray of bool (read-only) or None
+    leaf_class : ndarray of int (read-only)
     """
 
     def __init__(
-        self, coef, intercept, depth, feature_names=None, classes=(-1, 1), missing_left=None
+        self,
+        coef,
+        intercept,
+        depth,
+        feature_names=None,
+        classes=(-1, 1),
+        missing_left=None,
+        leaf_class=None,
     ):
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
@@ -88,9 +103,27 @@ class SurrogateTree:
                 f"feature_names has {len(feature_names)} names but coef has {n_features} columns"
             )
         classes = np.array(classes)
-        if classes.shape != (2,):
-            raise ValueError(f"classes must hold exactly two labels, got {classes.tolist()!r}")
+        if classes.ndim != 1 or classes.size < 2:
+            raise ValueError(f"classes must hold at least two labels, got {classes.tolist()!r}")
         classes.setflags(write=False)
+        if leaf_class is None:
+            if classes.size != 2:
+                raise ValueError(
+                    f"a tree of {classes.size} classes needs leaf_class (the class index of "
+                    f"each of its {2**depth} leaves)"
+                )
+            leaf_class = alternating_classes(depth)
+        leaf_class = np.asarray(leaf_class)
+        if (
+            leaf_class.shape != (2**depth,)
+            or not np.issubdtype(leaf_class.dtype, np.integer)
+            or not ((leaf_class >= 0) & (leaf_class < classes.size)).all()
+        ):
+            raise ValueError(
+                f"leaf_class must hold {2**depth} class indices in 0..{classes.size - 1} (one "
+                f"per leaf of a depth-{depth} tree), got {leaf_class.tolist()!r}"
+            )
+        self._leaf_class = read_only_array(leaf_class, np.int64)
         if missing_left is not None:
             missing_left = np.asarray(missing_left)
             if missing_left.shape != (n_branch,) or missing_left.dtype != bool:
@@ -131,6 +164,30 @@ class SurrogateTree:
     def missing_left(self) -> np.ndarray | None:
         return self._missing_left
 
+    @property
+    def leaf_class(self) -> np.ndarray:
+        """Class index of every leaf, left to right (shape ``(2**depth,)``)."""
+        return self._leaf_class
+
+    @property
+    def default_leaf_class(self) -> bool:
+        """Whether the leaf classes are the paper's alternating two-class default."""
+        return self._classes.size == 2 and np.array_equal(
+            self._leaf_class, alternating_classes(self._depth)
+        )
+
+    def with_leaf_class(self, leaf_class) -> SurrogateTree:
+        """The same tree with other leaf classes."""
+        return SurrogateTree(
+            self._coef,
+            self._intercept,
+            self._depth,
+            self._feature_names,
+            self._classes,
+            self._missing_left,
+            leaf_class,
+        )
+
     def with_missing_left(self, missing_left) -> SurrogateTree:
         """The same tree with the given rule for undefined values (see the module)."""
         return SurrogateTree(
@@ -140,6 +197,7 @@ class SurrogateTree:
             self._feature_names,
             self._classes,
             missing_left,
+            self._leaf_class,
         )
 
     @property
@@ -203,17 +261,17 @@ class SurrogateTree:
         nodes, _, right = self.route(X)
         return 2 * nodes[:, -1] + 1 + right[:, -1]
 
-    def leaf_sign(self, positions) -> np.ndarray:
-        """Class sign of leaf positions: ``-1`` for odd leaves, ``+1`` for even ones."""
+    def leaf_class_of(self, positions) -> np.ndarray:
+        """Class index of leaf positions (``2^D-1 .. 2^{D+1}-2``)."""
         positions = np.asarray(positions, dtype=np.int64)
         first, last = 2**self.depth - 1, 2 ** (self.depth + 1) - 2
         if positions.size and (positions.min() < first or positions.max() > last):
             raise ValueError(f"leaf positions of a depth-{self.depth} tree are {first}..{last}")
-        return leaf_sign(positions)
+        return self._leaf_class[positions - first]
 
     def predict(self, X) -> np.ndarray:
-        """The ensemble's own labels: ``classes[1]`` on even leaves, ``classes[0]`` on odd."""
-        return self._classes[(self.leaf_sign(self.apply(X)) > 0).astype(np.int64)]
+        """The label of each row's leaf: ``classes[leaf_class[leaf]]``."""
+        return self._classes[self.leaf_class_of(self.apply(X))]
 
     def branch_sides(self, X) -> np.ndarray:
         """Side taken at every branch node: (n, 2^D-1) int8, -1 not reached, 0 left, 1 right."""
@@ -250,7 +308,7 @@ class SurrogateTree:
             raise ValueError(
                 f"tree depth {self.depth} differs from the problem's depth {problem.depth}"
             )
-        return problem.objective(self._coef, self.apply(problem.X))
+        return problem.objective(self._coef, self.apply(problem.X), self._leaf_class)
 
     # ------------------------------------------------------------------ rules
     def rule_table(self, feature_names=None, scaler=None) -> list:
@@ -263,20 +321,31 @@ class SurrogateTree:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
-        """Plain-JSON representation (lists, floats at full precision, strings); a tree
-        without ``missing_left`` is written as format version 1, as before."""
-        data = {
+        """Plain-JSON representation (lists, floats at full precision, strings), format
+        version 3: ``missing_left`` is None for a tree that refuses NaN."""
+        return {
             "format": FORMAT,
-            "format_version": 1 if self._missing_left is None else FORMAT_VERSION,
+            "format_version": FORMAT_VERSION,
             "depth": self.depth,
             "feature_names": list(self.feature_names),
             "classes": self._classes.tolist(),
             "coef": [[float(v) for v in row] for row in self._coef],
             "intercept": [float(v) for v in self._intercept],
+            "missing_left": None
+            if self._missing_left is None
+            else [bool(v) for v in self._missing_left],
+            "leaf_class": [int(v) for v in self._leaf_class],
         }
-        if self._missing_left is not None:
-            data["missing_left"] = [bool(v) for v in self._missing_left]
-        return data
+
+    def identity(self) -> dict:
+        """What decides the predictions: :meth:`to_dict` without the format keys, and
+        without a null ``missing_left`` or the default two-class ``leaf_class``, so a
+        tree that format version 1 or 2 could hold has the same identity as before
+        (``MiretSurrogate.tree_digest`` hashes it)."""
+        omit = {"format", "format_version"}
+        omit |= {"missing_left"} if self._missing_left is None else set()
+        omit |= {"leaf_class"} if self.default_leaf_class else set()
+        return {k: v for k, v in self.to_dict().items() if k not in omit}
 
     @classmethod
     def from_dict(cls, data) -> SurrogateTree:
@@ -305,12 +374,22 @@ class SurrogateTree:
                 f"unsupported surrogate tree format_version {data['format_version']!r}; this "
                 f"version of the package reads versions {READABLE_VERSIONS}"
             )
-        missing_left = data.get("missing_left") if data["format_version"] >= 2 else None
-        if data["format_version"] >= 2 and (
+        version = data["format_version"]
+        missing_left = data.get("missing_left") if version >= 2 else None
+        if (version == 2 or missing_left is not None) and (
             not isinstance(missing_left, list) or any(not isinstance(v, bool) for v in missing_left)
         ):
             raise ValueError(
-                "missing_left must be a list of booleans (one per branch node) in format version 2"
+                "missing_left must be a list of booleans (one per branch node) in format "
+                f"version {version}"
+            )
+        leaf_class = data.get("leaf_class") if version >= 3 else None
+        if version >= 3 and (
+            not isinstance(leaf_class, list)
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in leaf_class)
+        ):
+            raise ValueError(
+                "leaf_class must be a list of class indices (one per leaf) in format version 3"
             )
         depth = data["depth"]
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
@@ -342,4 +421,5 @@ class SurrogateTree:
             data["feature_names"],
             data["classes"],
             None if missing_left is None else np.array(missing_left, dtype=bool),
+            None if leaf_class is None else np.array(leaf_class, dtype=np.int64),
         )

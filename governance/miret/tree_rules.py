@@ -90,9 +90,9 @@ def complete_rules(tree, feature_names=None, scaler=None) -> str:
     lines = []
     for row in rule_table(tree, feature_names, scaler):
         children = []
-        for side, child in enumerate((row["left"], row["right"])):
+        for child in (row["left"], row["right"]):
             if row["last_level"]:
-                children.append(f"leaf {child} (class {tree.classes[side]})")
+                children.append(f"leaf {child} (class {tree.classes[tree.leaf_class_of(child)]})")
             else:
                 children.append(f"node {child}")
         head = f"node {row['node']} (level {row['level']}): "

@@ -5,7 +5,9 @@ pick candidate thresholds (:func:`guessed_thresholds`, the stumps of a 40-round
 gradient-boosted reference and GOSDT's column elimination, its documented guessing),
 and among the trees of depth
 at most D that split on ``x_j <= theta`` for those thresholds, :func:`optimal_tree` finds
-one with the fewest misfit rows (ties: fewest splits). The tree has the plain-array form
+one with the fewest misfit rows (ties: fewest splits), for any number ``k >= 2`` of
+classes: a leaf's misfit is its rows minus its largest class count (its class is that
+class, the lowest index on a tie). The tree has the plain-array form
 of :func:`governance.miret.cart.cart_arrays`, so it seeds the heuristic
 (:func:`governance.miret.cart.seed_tree`) and stands as a candidate
 (:func:`governance.miret.cart.exact_tree`).
@@ -13,8 +15,8 @@ of :func:`governance.miret.cart.cart_arrays`, so it seeds the heuristic
 Own dynamic program rather than a dependency: pystreed needs scikit-survival and its
 solvers, gosdt's ``predict`` no longer runs with the scikit-learn the product pins, and
 for D <= 4 on at most ``GUESS_ROUNDS`` thresholds this one is exact and fast: a depth-2
-subtree is solved for every pair of root and child threshold at once from two
-products of the 0/1 matrix (the per-class joint counts), and deeper trees recurse on
+subtree is solved for every pair of root and child threshold at once from products of
+the 0/1 matrix (the joint counts of each class), and deeper trees recurse on
 the root's two sides with a memo keyed by the conditions leading to a subset
 (conditions commute, so ``f`` then ``g`` and ``g`` then ``f`` share one entry).
 ``tests/governance/miret/test_univariate.py`` checks it against enumeration of every
@@ -49,7 +51,7 @@ def guessed_thresholds(X, labels, random_state=0) -> tuple[np.ndarray, np.ndarra
     pairs = sorted(
         {
             (int(stump.tree_.feature[0]), float(stump.tree_.threshold[0]))
-            for stump in booster.estimators_[:, 0]
+            for stump in booster.estimators_.ravel()  # one column per class (k > 2)
             if stump.tree_.node_count > 1
         }
     )
@@ -76,41 +78,44 @@ def guessed_thresholds(X, labels, random_state=0) -> tuple[np.ndarray, np.ndarra
 
 
 class _Solver:
-    """Depth-bounded optimal trees of ``Z`` (rows x thresholds, True: goes left)."""
+    """Depth-bounded optimal trees of ``Z`` (rows x thresholds, True: goes left) for the
+    class indices ``y`` of ``n_classes`` classes."""
 
-    def __init__(self, Z, y):
-        self.Z, self.y = Z, y.astype(bool)
+    def __init__(self, Z, y, n_classes):
+        self.Z, self.y, self.n_classes = Z, np.asarray(y, dtype=np.int64), n_classes
         self.Zf = Z.astype(np.float32)
+        self.onehot = (self.y[:, None] == np.arange(n_classes)[None, :]).astype(np.float32)
         self.memo = {}
 
     def leaf(self, rows):
-        positive = int(self.y[rows].sum())
-        label = int(positive * 2 > rows.size)
-        return MISFIT_COST * min(positive, rows.size - positive), ("leaf", label)
+        counts = np.bincount(self.y[rows], minlength=self.n_classes)
+        label = int(np.argmax(counts))
+        return MISFIT_COST * int(rows.size - counts[label]), ("leaf", label)
 
     def depth2(self, rows):
         """The best tree of depth <= 2 on ``rows`` (all root/child pairs at once)."""
-        Z, y = self.Zf[rows], self.y[rows]
+        Z, onehot = self.Zf[rows], self.onehot[rows]
         both = Z.T @ Z  # rows going left at f and at g
-        both_pos = Z.T @ (Z * y[:, None].astype(np.float32))
-        left, left_pos = np.diag(both), np.diag(both_pos)
-        n, n_pos = rows.size, float(y.sum())
+        # rows of each class going left at f and at g: (k, F, F)
+        both_c = np.stack([Z.T @ (Z * onehot[:, [c]]) for c in range(self.n_classes)])
+        left = np.diag(both)
+        left_c = np.einsum("cff->cf", both_c)
+        n, n_c = rows.size, onehot.sum(axis=0)
 
-        def misfit(count, pos):
-            return np.minimum(pos, count - pos)
+        def misfit(count, counts):
+            """Rows minus the largest class count (exact: counts are small integers)."""
+            return count - counts.max(axis=0)
 
         # left branch of root f (rows going left at f), split by g or a leaf
-        in_left = misfit(both, both_pos) + misfit(
-            left[:, None] - both, left_pos[:, None] - both_pos
-        )
+        in_left = misfit(both, both_c) + misfit(left[:, None] - both, left_c[:, :, None] - both_c)
         # right branch of root f (rows going right at f)
         right_g = left[None, :] - both  # right at f, left at g
-        right_g_pos = left_pos[None, :] - both_pos
+        right_g_c = left_c[:, None, :] - both_c
         rest = n - left[:, None] - left[None, :] + both
-        rest_pos = n_pos - left_pos[:, None] - left_pos[None, :] + both_pos
-        in_right = misfit(right_g, right_g_pos) + misfit(rest, rest_pos)
-        leaf_left = misfit(left, left_pos)
-        leaf_right = misfit(n - left, n_pos - left_pos)
+        rest_c = n_c[:, None, None] - left_c[:, :, None] - left_c[:, None, :] + both_c
+        in_right = misfit(right_g, right_g_c) + misfit(rest, rest_c)
+        leaf_left = misfit(left, left_c)
+        leaf_right = misfit(n - left, n_c[:, None] - left_c)
         # cost of each side: a split (misfit, +1 split) or a leaf; equal misfit keeps the leaf
         cost_left = np.minimum(MISFIT_COST * in_left + SPLIT_COST, MISFIT_COST * leaf_left[:, None])
         cost_right = np.minimum(
@@ -162,11 +167,11 @@ class _Solver:
         return best
 
     def _depth1(self, rows):
-        Z, y = self.Zf[rows], self.y[rows].astype(np.float32)
-        left, left_pos = Z.sum(axis=0), y @ Z
-        n, n_pos = rows.size, float(y.sum())
-        cost = np.minimum(left_pos, left - left_pos)
-        cost = cost + np.minimum(n_pos - left_pos, n - left - (n_pos - left_pos))
+        Z, onehot = self.Zf[rows], self.onehot[rows]
+        left, left_c = Z.sum(axis=0), onehot.T @ Z  # (F,), (k, F)
+        n, n_c = rows.size, onehot.sum(axis=0)
+        cost = left - left_c.max(axis=0)
+        cost = cost + ((n - left) - (n_c[:, None] - left_c).max(axis=0))
         f = int(np.argmin(cost))
         if left[f] in (0, n):
             return self.leaf(rows)
@@ -183,11 +188,11 @@ def optimal_tree(X, labels, depth, features, thresholds, classes) -> dict:
     ----------
     X : ndarray of shape (n, p)
     labels : ndarray of shape (n,)
-        Values of ``classes`` (two of them).
+        Values of ``classes``.
     depth : int
     features, thresholds : ndarray
         The candidate splits (:func:`guessed_thresholds`).
-    classes : ndarray of shape (2,)
+    classes : ndarray of shape (k,)
 
     Returns
     -------
@@ -195,9 +200,10 @@ def optimal_tree(X, labels, depth, features, thresholds, classes) -> dict:
         ``feature``, ``threshold``, ``left``, ``right`` and ``label`` lists (node 0 the
         root, -1 children at leaves), plus ``misfit``: rows the tree gets wrong.
     """
-    y = np.asarray(labels) == classes[1]
+    classes = np.asarray(classes)
+    y = np.argmax(np.asarray(labels)[:, None] == classes[None, :], axis=1)
     Z = np.asarray(X)[:, features] <= thresholds[None, :]
-    cost, node = _Solver(Z, y).solve(np.arange(y.size), depth)
+    cost, node = _Solver(Z, y, classes.size).solve(np.arange(y.size), depth)
     arrays = {"feature": [], "threshold": [], "left": [], "right": [], "label": []}
 
     def write(item) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from miret_governance.governance.metrics import fidelity_with_interval
+from miret_governance.governance.metrics import class_fidelity, fidelity_with_interval
 from miret_governance.governance.miret.conditions import glued
 from miret_governance.governance.miret.display import leaf_rules
 from miret_governance.governance.report.figures import MAX_ROWS, OTHER, format_interval
@@ -89,6 +89,11 @@ class ReportContext:
     applicants : governance.miret.paths.Applicants or None
         Example rows (one per leaf) and every disagreement of the holdout, each with its
         path in raw units; ``applicants_source`` names their data file.
+    confusion : pandas.DataFrame or None
+        The test rows counted by the ensemble's class (index) and the surrogate's
+        (columns), in the classes' order (:func:`governance.metrics.surrogate_confusion`):
+        the fidelity per class is shown for every ``k``, the matrix itself for ``k > 2``.
+        Classes are named as in ``display`` when it names as many.
     """
 
     title: str
@@ -109,6 +114,7 @@ class ReportContext:
     search: dict = field(default_factory=dict)
     applicants: object = None
     applicants_source: str = ""
+    confusion: object = None
 
 
 def _environment() -> Environment:
@@ -235,7 +241,47 @@ def _template_values(context: ReportContext) -> dict:
         "candidates": _candidate_rows(context.solve),
         "outcome": solver_outcome(context.solve) if context.solve else None,
         "glossary": glossary(_sections(context)),
+        **_class_tables(context),
     }
+
+
+def _class_names(context: ReportContext) -> list[str]:
+    """The confusion table's classes as the page names them: the display tree's class
+    names when it names as many, else the labels as text."""
+    labels = [str(label) for label in context.confusion.index]
+    names = getattr(context.display, "class_names", ())
+    return [str(name) for name in names] if len(names) == len(labels) else labels
+
+
+def _class_tables(context: ReportContext) -> dict:
+    """``class_rows`` (the fidelity per class) and ``confusion`` (names and rows of the
+    matrix, None for two classes); empty rows without a confusion table."""
+    if context.confusion is None:
+        return {"class_rows": [], "confusion": None}
+    names = _class_names(context)
+    shares = class_fidelity(context.confusion)
+    class_rows = [
+        {
+            "name": name,
+            "rows": int(row.ensemble_rows),
+            "agreeing": int(row.agreeing_rows),
+            "fidelity": float(row.fidelity),
+        }
+        for name, row in zip(names, shares.itertuples(index=False), strict=True)
+    ]
+    counts = context.confusion.to_numpy()
+    matrix = None
+    if len(names) > 2:
+        matrix = {
+            "names": names,
+            "rows": [
+                {"name": name, "cells": [int(n) for n in row], "total": int(row.sum())}
+                for name, row in zip(names, counts, strict=True)
+            ],
+            "totals": [int(n) for n in counts.sum(axis=0)],
+            "n_rows": int(counts.sum()),
+        }
+    return {"class_rows": class_rows, "confusion": matrix}
 
 
 def _sections(context: ReportContext) -> set:
@@ -251,6 +297,8 @@ def _sections(context: ReportContext) -> set:
         shown.add("baseline")
     if context.threshold_ranges is not None or context.figures:
         shown.add("vite")
+    if context.confusion is not None:
+        shown |= {"classes", "confusion"} if len(context.confusion) > 2 else {"classes"}
     return shown
 
 

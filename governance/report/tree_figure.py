@@ -3,8 +3,9 @@
 Only reached nodes and real splits are drawn; the title gives the effective depth. Each
 split box holds its condition (``value <= threshold``) and how many samples reach it;
 its left edge is ``yes`` (the condition holds, lower values) and its right edge ``no``.
-Leaves show the class name, in one colour per class, the share of samples and the
-purity by the ensemble's labels. A split of more than three terms reads ``S0 <= t`` and
+Leaves show the class name, in one colour per class (orange and blue for two classes;
+for more, Okabe and Ito's colour-blind-safe palette and a legend naming every class),
+the share of samples and the purity by the ensemble's labels. A split of more than three terms reads ``S0 <= t`` and
 its score table (term, weight, contribution over the data) is drawn below the tree.
 
 Every box is measured from its text, then placed: subtrees side by side, each row of
@@ -31,7 +32,84 @@ _LINE_CHARS = 34  # a condition is wrapped (between terms) beyond this many char
 SPLIT_STYLE = {"fc": "#f2f4f7", "ec": "#44505c"}
 CLASS_STYLES = ({"fc": "#fde8d4", "ec": "#b35900"}, {"fc": "#dcebf7", "ec": "#1f5f99"})
 """Leaf colours of ``classes[0]`` (orange) and ``classes[1]`` (blue)."""
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+"""Okabe and Ito's colour-blind-safe palette (its black left out: it is the text's
+colour); leaves of more than two classes take these in class order, repeating after
+seven (the class name is always written in the leaf)."""
+_TINT = 0.3  # share of the palette colour in a leaf's fill; the rest is white
+_LEGEND_ROW_IN = 0.34  # one row of the class legend, inches
+_LEGEND_GAP_IN = 0.2  # between two legend boxes, inches
 EDGE_COLOURS = {"yes": "#1b5e20", "no": "#8a3a3a"}
+
+
+def class_styles(n_classes: int) -> list[dict]:
+    """Box style (fill ``fc``, edge ``ec``) of each class's leaves: :data:`CLASS_STYLES`
+    for two classes, else a light tint of :data:`OKABE_ITO` with the colour as edge."""
+    from matplotlib.colors import to_rgb
+
+    if n_classes == 2:
+        return list(CLASS_STYLES)
+    styles = []
+    for k in range(n_classes):
+        colour = OKABE_ITO[k % len(OKABE_ITO)]
+        fill = tuple(1 - _TINT * (1 - c) for c in to_rgb(colour))
+        styles.append({"fc": fill, "ec": colour})
+    return styles
+
+
+def _legend_items(display) -> list[str]:
+    """The legend's text per class (``k > 2`` only): its name, and ``(no leaf)`` for a
+    class no drawn leaf predicts."""
+    if len(display.class_names) <= 2:
+        return []
+    drawn = {node.class_name for node in display.leaves()}
+    return [name if name in drawn else f"{name} (no leaf)" for name in display.class_names]
+
+
+def _legend_rows(widths: list, room: float) -> list[list[int]]:
+    """Legend items (by index) packed into rows no wider than ``room`` inches."""
+    rows, used = [[]], 0.0
+    for k, width in enumerate(widths):
+        if rows[-1] and used + width > room:
+            rows.append([])
+            used = 0.0
+        rows[-1].append(k)
+        used += width
+    return rows
+
+
+def _legend(display, room: float) -> tuple[list, list, float]:
+    """The legend's items (text, style, width in inches), their rows within ``room``
+    inches, and the height it takes (0 for two classes)."""
+    texts = _legend_items(display)
+    if not texts:
+        return [], [], 0.0
+    styles = class_styles(len(display.class_names))
+    pad = 2 * _PAD * (FONT_SIZE - 0.5) / 72
+    widths = [w + pad + _LEGEND_GAP_IN for w, _ in text_size(texts, FONT_SIZE - 0.5)]
+    rows = _legend_rows(widths, room)
+    height = _LEGEND_ROW_IN * len(rows) + _LEGEND_GAP_IN  # and a gap above the root
+    return list(zip(texts, styles, widths, strict=True)), rows, height
+
+
+def _draw_legend(ax, items: list, rows: list, width: float, top: float) -> None:
+    """One box per class, styled as its leaves, rows centred under ``top``."""
+    for r, row in enumerate(rows):
+        left = (width - sum(items[k][2] for k in row)) / 2
+        y = top - _LEGEND_ROW_IN * (r + 0.5)
+        for k in row:
+            text, style, span = items[k]
+            _text(
+                ax,
+                left + span / 2,
+                y,
+                text,
+                ha="center",
+                va="center",
+                fontsize=FONT_SIZE - 0.5,
+                bbox={"boxstyle": f"round,pad={_PAD}", "lw": 1.4, **style},
+            )
+            left += span
 
 
 def _wrap(condition: str) -> str:
@@ -144,7 +222,8 @@ def draw_display_tree(display):
         [note], FONT_SIZE - 0.5
     )
     line = 1.45 * FONT_SIZE / 72
-    header = _MARGIN_IN + title_h + 0.08 + note_h + 0.25
+    legend, legend_rows, legend_h = _legend(display, width - 2 * _MARGIN_IN)
+    header = _MARGIN_IN + title_h + 0.08 + note_h + 0.25 + legend_h
     tree_height = sum(rows) + _BAND_IN * (len(rows) - 1)
     tables = sum(0.3 + line * (len(rows_) + 1) for _, rows_ in blocks)
     height = header + tree_height + tables + _MARGIN_IN
@@ -173,6 +252,7 @@ def draw_display_tree(display):
         fontsize=FONT_SIZE - 0.5,
         color="#44505c",
     )
+    _draw_legend(ax, legend, legend_rows, width, height - header + legend_h)
     tops = [height - header - sum(rows[:d]) - _BAND_IN * d for d in range(len(rows))]
     shift = (width - tree_width) / 2
     for node in nodes:
@@ -197,9 +277,10 @@ def draw_display_tree(display):
                 zorder=2,
                 bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
             )
+    styles = class_styles(len(display.class_names))
     for node, text in zip(nodes, texts, strict=True):
         if node.is_leaf:
-            style = CLASS_STYLES[display.class_names.index(node.class_name)]
+            style = styles[display.class_names.index(node.class_name)]
         else:
             style = SPLIT_STYLE
         x, y = xs[id(node)] + shift, tops[node.depth] - boxes[id(node)][1] / 2

@@ -145,6 +145,24 @@ _TERMS = (
     ),
     ("Accuracy", "fidelity", ("Share of rows on which a model's class equals the true label.")),
     (
+        "Fidelity per class",
+        "classes",
+        (
+            "Of the test rows the ensemble gives a class, the share the surrogate gives it "
+            "too. A low value names a class the rules describe poorly, however high the "
+            "overall fidelity."
+        ),
+    ),
+    (
+        "Confusion matrix",
+        "confusion",
+        (
+            "Test rows counted by the ensemble's class (row) and the surrogate's "
+            "(column): the diagonal holds the rows where they agree, any other cell the "
+            "rows the surrogate gives another class than the ensemble."
+        ),
+    ),
+    (
         "Proximity pairs U(m)",
         "fidelity",
         (
@@ -311,7 +329,8 @@ def glossary(shown: set) -> list[tuple[str, str]]:
     ----------
     shown : set of str
         Sections on the page: ``"fidelity"``, ``"interval"``, ``"scores"``,
-        ``"solver"``, ``"baseline"``, ``"parameters"``, ``"vite"``; terms of
+        ``"solver"``, ``"baseline"``, ``"parameters"``, ``"vite"``, ``"classes"`` (the
+        fidelity per class), ``"confusion"`` (the confusion matrix); terms of
         ``"always"`` are always listed.
     """
     return [(term, text) for term, section, text in _TERMS if section in shown | {"always"}]

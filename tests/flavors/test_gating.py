@@ -162,7 +162,7 @@ def test_unreadable_policy_file(tmp_path):
 
 
 # ---------------------------------------------------------------------- evaluation
-NUMERIC = [name for name, spec in GATES.items() if spec.kind is not bool]
+NUMERIC = [name for name, spec in GATES.items() if spec.kind is not bool and name in ALL_GATES]
 
 
 @pytest.mark.parametrize("name", NUMERIC)

@@ -131,6 +131,37 @@ def test_cross_fidelity_refusals_name_the_problem():
         drift.cross_fidelity(champion, champion, ROWS.iloc[:0])
 
 
+def three_grades(name: str, low: float, high: float) -> Explanation:
+    """Grade A when x0 <= low, B up to high, C above: one tree with class fractions, and
+    a depth-2 surrogate with the same cuts (its leaves A, A, B, C left to right)."""
+    tree = {
+        "feature": [0, -1, 0, -1, -1],
+        "threshold": [low, np.nan, high, np.nan, np.nan],
+        "left": [1, -1, 3, -1, -1],
+        "right": [2, -1, 4, -1, -1],
+        "value": np.array([[0.4, 0.3, 0.3], [1, 0, 0], [0, 0.5, 0.5], [0, 1, 0], [0, 0, 1.0]]),
+    }
+    ensemble = Ensemble.from_arrays([tree], feature_names=["x0", "x1"], classes=("A", "B", "C"))
+    surrogate = SurrogateTree(
+        [[1.0, 0.0], [0.0, 0.0], [1.0, 0.0]],
+        [-low, 0.0, -high],
+        2,
+        feature_names=["x0", "x1"],
+        classes=("A", "B", "C"),
+        leaf_class=[0, 0, 1, 2],
+    )
+    return Explanation(name, frame({"x0": [1.0], "x1": [0.0]}), ("x0",), "", surrogate, ensemble)
+
+
+def test_cross_fidelity_compares_three_class_labels():
+    champion, candidate = three_grades("v1", 0.3, 0.7), three_grades("v2", 0.3, 0.5)
+    rows = pd.DataFrame({"x0": [0.1, 0.4, 0.6, 0.8, 0.2, 0.55], "x1": 0.0})
+    # v1: A B B C A B; v2: A B C C A C (both surrogates reproduce their own ensemble)
+    cross = drift.cross_fidelity(champion, candidate, rows)
+    assert (cross.rows, cross.from_on_to, cross.to_on_from) == (6, 4, 4)
+    assert cross.value == 4 / 6
+
+
 # ---------------------------------------------------------------------- policy gates
 def test_drift_gates_in_a_policy():
     policy = parse_policy(

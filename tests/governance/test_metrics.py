@@ -7,12 +7,17 @@ import scipy.sparse as sp
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.metrics import (
     accuracy,
+    class_fidelity,
+    class_fidelity_metrics,
+    class_metric_name,
+    confusion,
     effective_depth,
     feature_counts,
     fidelity,
     fidelity_with_interval,
     measured_on_test_rows,
     proximity_agreement,
+    surrogate_confusion,
     surrogate_metrics,
     wilson_interval,
 )
@@ -172,3 +177,88 @@ def test_threshold_above_one_asks_for_no_proximity_pairs():
     metrics = surrogate_metrics(_stump_forest(), _depth2_tree(), X, X, proximity_threshold=1.5)
     assert metrics["train_proximity_pairs"] == metrics["test_proximity_pairs"] == 0
     assert "test_proximity_agreement" not in metrics and metrics["train_fidelity"] == 0.75
+
+
+# --------------------------------------------------------------------------- k classes
+def test_class_metric_name_keeps_safe_characters_only():
+    assert class_metric_name("test_fidelity", "grade A") == "test_fidelity_class_grade_A"
+    assert class_metric_name("test_fidelity", "b/c-1.5") == "test_fidelity_class_b_c-1.5"
+    assert class_metric_name("train_fidelity", 2) == "train_fidelity_class_2"
+
+
+def test_confusion_and_per_class_fidelity_of_three_classes_on_ten_rows():
+    ensemble = ["a", "a", "a", "a", "b", "b", "b", "c", "c", "c"]
+    surrogate = ["a", "a", "a", "b", "b", "b", "a", "c", "b", "c"]
+    table = confusion(ensemble, surrogate, ["a", "b", "c"])
+    assert table.index.name == "ensemble" and table.columns.name == "surrogate"
+    assert table.to_numpy().tolist() == [[3, 1, 0], [1, 2, 0], [0, 1, 2]]
+    shares = class_fidelity(table)
+    assert shares["ensemble_rows"].tolist() == [4, 3, 3]
+    assert shares["agreeing_rows"].tolist() == [3, 2, 2]
+    assert class_fidelity_metrics(table) == {
+        "test_fidelity_class_a": 0.75,
+        "test_fidelity_class_b": 2 / 3,
+        "test_fidelity_class_c": 2 / 3,
+    }
+    # A class no row is given gets no key, and NaN in the table of shares.
+    sparse = confusion(["a", "c"], ["a", "b"], ["a", "b", "c"])
+    assert class_fidelity_metrics(sparse) == {
+        "test_fidelity_class_a": 1.0,
+        "test_fidelity_class_c": 0.0,
+    }
+    assert np.isnan(class_fidelity(sparse)["fidelity"][1])
+
+
+def test_confusion_refuses_labels_outside_the_classes_and_clashing_names():
+    with pytest.raises(ValueError, match=r"surrogate labels \['d'\] are not among the classes"):
+        confusion(["a", "b"], ["a", "d"], ["a", "b"])
+    with pytest.raises(ValueError, match="equal length"):
+        confusion(["a"], ["a", "b"], ["a", "b"])
+    clash = confusion(["a b", "a_b"], ["a b", "a_b"], ["a b", "a_b"])
+    with pytest.raises(ValueError, match="both give the metric name test_fidelity_class_a_b"):
+        class_fidelity_metrics(clash)
+
+
+def test_surrogate_metrics_add_the_fidelity_of_each_class_on_the_test_rows():
+    ensemble, tree = _stump_forest(), _depth2_tree()
+    X_test = np.array([[0.6, 0.3], [0.7, 0.8], [0.2, 0.9], [0.9, 0.1]])
+    metrics = surrogate_metrics(ensemble, tree, X_test, X_test, proximity_threshold=1.5)
+    # Ensemble [1, 1, 0, 1]; tree [0 (leaf 5), 1 (leaf 6), 0 (leaf 3), 0 (leaf 5)].
+    assert metrics["test_fidelity_class_0"] == 1.0
+    assert metrics["test_fidelity_class_1"] == 1 / 3
+    assert "train_fidelity_class_0" not in metrics
+    table = surrogate_confusion(ensemble, tree, X_test, chunk_rows=3)
+    assert table.to_numpy().tolist() == [[1, 0], [2, 1]]
+
+
+def test_surrogate_metrics_per_class_on_three_grades_and_ten_rows():
+    tree = {
+        "feature": [0, -1, 0, -1, -1],
+        "threshold": [0.3, np.nan, 0.7, np.nan, np.nan],
+        "left": [1, -1, 3, -1, -1],
+        "right": [2, -1, 4, -1, -1],
+        "value": np.array([[0.3, 0.4, 0.3], [1, 0, 0], [0, 4 / 7, 3 / 7], [0, 1, 0], [0, 0, 1.0]]),
+    }
+    grades = ("grade A", "grade B", "grade C")
+    ensemble = Ensemble.from_arrays([tree], feature_names=["x0", "x1"], classes=grades)
+    surrogate = SurrogateTree(  # A below 0.3, B up to 0.5, C above: B's upper cut is too low
+        [[1.0, 0.0], [0.0, 0.0], [1.0, 0.0]],
+        [-0.3, 0.0, -0.5],
+        2,
+        feature_names=("x0", "x1"),
+        classes=grades,
+        leaf_class=[0, 0, 1, 2],
+    )
+    x0 = [0.1, 0.2, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]
+    X = np.column_stack([x0, np.zeros(10)])
+    metrics = surrogate_metrics(ensemble, surrogate, X, X)
+    # Ensemble: A A A B B B B C C C; surrogate: A A A B B C C C C C.
+    assert metrics["test_fidelity"] == 0.8
+    assert {k: v for k, v in metrics.items() if "_class_" in k} == {
+        "test_fidelity_class_grade_A": 1.0,
+        "test_fidelity_class_grade_B": 0.5,
+        "test_fidelity_class_grade_C": 1.0,
+    }
+    table = surrogate_confusion(ensemble, surrogate, X, chunk_rows=4)
+    assert table.index.tolist() == list(grades)
+    assert table.to_numpy().tolist() == [[3, 0, 0], [0, 2, 2], [0, 0, 3]]

@@ -97,7 +97,11 @@ def test_lightgbm_models_not_read_are_refused_with_the_reason(cancer):
     three = np.arange(len(y)) % 3
     banded = X.assign(band=pd.Categorical(np.where(X.iloc[:, 0] > 14, "high", "low")))
     cases = {
-        "3 classes": (lightgbm.LGBMClassifier(n_estimators=2), X, three),
+        "'multiclassova num_class:3": (
+            lightgbm.LGBMClassifier(n_estimators=2, objective="multiclassova"),
+            X,
+            three,
+        ),
         "treats zero as missing": (
             lightgbm.LGBMClassifier(n_estimators=2, zero_as_missing=True),
             X,

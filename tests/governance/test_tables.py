@@ -43,3 +43,18 @@ def test_labels_match_the_classes_numerically_and_refuse_mixed_types():
         check_labels(["1"], np.array([0, 1]))
     with pytest.raises(ValueError, match="missing values"):
         check_labels([0, None], np.array([0, 1]))
+
+
+def test_labels_of_three_classes_map_to_them_and_name_the_others():
+    grades = np.array(["A", "B", "C"])
+    assert check_labels(["C", "A", "C"], grades).tolist() == ["C", "A", "C"]
+    np.testing.assert_array_equal(check_labels([2.0, 0.0], np.array([0, 1, 2])), [2, 0])
+    with pytest.raises(ValueError) as error:
+        check_labels(["A", "E", "F", "E"], grades, "grade")
+    assert str(error.value) == (
+        "label column 'grade' has values ['E', 'F'] that are not the ensemble's classes "
+        "['A', 'B', 'C']; labels must be the classes the model was trained on (equal "
+        "numbers, e.g. 1.0 for 1, or the same strings)"
+    )
+    with pytest.raises(ValueError, match=r"values \['2'\]"):
+        check_labels(["2"], np.array([0, 1, 2]))

@@ -451,3 +451,45 @@ def test_without_a_usable_child_validation_stays_in_this_process(
     with caplog.at_level("WARNING", logger="miret_governance.flavors.validation_worker"):
         assert worker.validate(frames, raw_ensemble, "label") is None
     assert "validating in this process" in caplog.text
+
+
+@pytest.fixture(scope="module")
+def grades(data):
+    """A three-class forest on raw units: grade A, B or C by income - debt."""
+    raw, _ = data
+    margin = raw["income"] - raw["debt"]
+    y = pd.Series(np.where(margin > 20, "A", np.where(margin > -20, "B", "C")), name="grade")
+    forest = RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0)
+    return read_ensemble(make_pipeline(MinMaxScaler(), forest).fit(raw, y)), y
+
+
+def test_a_label_with_some_of_three_classes_is_valid(data, grades):
+    raw, _ = data
+    ensemble, y = grades
+    assert ensemble.classes.tolist() == ["A", "B", "C"]
+    assert validate_inputs(raw.assign(grade=y), ensemble, label="grade").success
+    only_two = (y != "C").to_numpy()
+    report = validate_inputs(raw[only_two].assign(grade=y[only_two]), ensemble, label="grade")
+    assert report.success, report.summary()
+
+
+def test_a_label_outside_three_classes_is_named(data, grades):
+    raw, _ = data
+    ensemble, y = grades
+    labels = y.copy()
+    labels.iloc[:2] = "D"
+    report = validate_inputs(raw.assign(grade=labels), ensemble, label="grade")
+    assert [f.message for f in report.failures] == [
+        (
+            "label column 'grade' has 4 classes ['A', 'B', 'C', 'D']; the ensemble has 3 "
+            "classes, so the label needs 2 to 3 of them"
+        ),
+        "label column 'grade' has values ['D'] outside the ensemble's classes ['A', 'B', 'C']",
+    ]
+    one = raw.assign(grade="B")
+    assert [f.message for f in validate_inputs(one, ensemble, label="grade").failures] == [
+        (
+            "label column 'grade' has 1 class ['B']; the ensemble has 3 classes, so the label "
+            "needs 2 to 3 of them"
+        )
+    ]

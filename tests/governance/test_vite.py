@@ -383,3 +383,81 @@ def test_unbounded_random_forest_is_read_and_summarized_on_the_first_levels():
     np.testing.assert_allclose(vite.node_frequency(ensemble, depth=3).to_numpy(), node)
     # Proximity comes from the full trees: a sample shares every leaf only with itself.
     np.testing.assert_array_equal(np.diag(vite.proximity(ensemble, X[:50])), np.ones(50))
+
+
+# --------------------------------------------------------------------------- k classes
+def _stump(feature, left_value, right_value):
+    return {
+        "feature": [feature, -1, -1],
+        "threshold": [0.5, np.nan, np.nan],
+        "left": [1, -1, -1],
+        "right": [2, -1, -1],
+        "value": [left_value, left_value, right_value],
+    }
+
+
+K_ROWS = np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+
+
+def test_vite_of_a_three_class_forest_by_hand():
+    """Stumps on x0 and x1 with class fractions: each feature is half of level 0; rows
+    share the x0 leaf or the x1 leaf or neither; the class probability is the largest
+    mean fraction (3/4, 3/4, 1/2, 1/2)."""
+    forest = Ensemble.from_arrays(
+        [_stump(0, [1, 0, 0], [0, 0.5, 0.5]), _stump(1, [0.5, 0.5, 0], [0, 0, 1])],
+        n_features=2,
+        classes=("a", "b", "c"),
+    )
+    for denominator in vite.DENOMINATORS:
+        frequency = vite.level_frequency(forest, denominator)
+        assert frequency[0].tolist() == [0.5, 0.5]
+    assert vite.node_frequency(forest).loc[0].tolist() == [0.5, 0.5]
+    ranges = vite.threshold_ranges(forest)
+    assert ranges[["low", "high", "count"]].to_numpy().tolist() == [[0.5, 0.5, 1]] * 2
+    expected = [[1, 0, 0.5, 0.5], [0, 1, 0.5, 0.5], [0.5, 0.5, 1, 0], [0.5, 0.5, 0, 1]]
+    np.testing.assert_array_equal(vite.proximity(forest, K_ROWS), expected)
+    pairs = vite.proximity_pairs(forest, K_ROWS, 0.5)
+    assert sorted(zip(*pairs.nonzero())) == [(0, 2), (0, 3), (1, 2), (1, 3)]
+    np.testing.assert_array_equal(vite.class_probability(forest, K_ROWS), [0.75, 0.75, 0.5, 0.5])
+
+
+def test_vite_per_class_of_a_three_class_boosted_ensemble_by_hand():
+    """Class 0's tree splits on x1, classes 1 and 2's on x0: the whole ensemble uses x0
+    in 2 of 3 root splits, each class view only its own feature; the class probability
+    is the softmax's largest, (1, 2, 5)/8 = 5/8 where x0 = 0, x1 = 1."""
+    boosted = Ensemble.from_arrays(
+        [_stump(1, 0.0, 0.0), _stump(0, np.log(2), 0.0), _stump(0, np.log(5), np.log(3))],
+        n_features=2,
+        aggregation="margin",
+        base_margin=[0.0, 0.0, 0.0],
+        classes=(0, 1, 2),
+        tree_class=[0, 1, 2],
+    )
+    assert vite.level_frequency(boosted)[0].tolist() == [pytest.approx(2 / 3), pytest.approx(1 / 3)]
+    assert vite.level_frequency(boosted.for_class(0))[0].tolist() == [0.0, 1.0]
+    assert vite.level_frequency(boosted.for_class(2))[0].tolist() == [1.0, 0.0]
+    assert vite.class_probability(boosted, K_ROWS[[2]]).tolist() == [pytest.approx(5 / 8)]
+
+
+@pytest.mark.parametrize("kind", ["random_forest", "hist"])
+def test_vite_of_k_class_models_counts_every_split(kind):
+    """Every tree of every class counts once per split: level frequencies of each level
+    sum to 1, and the class views' split counts add up to the whole ensemble's."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X, y = make_classification(300, 5, n_informative=4, n_redundant=0, n_classes=3, random_state=0)
+    model = {
+        "random_forest": RandomForestClassifier(n_estimators=8, max_depth=3, random_state=0),
+        "hist": HistGradientBoostingClassifier(max_iter=8, max_depth=3, random_state=0),
+    }[kind].fit(X, y)
+    ensemble = read_ensemble(model).weighted_by_data(X)
+    np.testing.assert_allclose(vite.level_frequency(ensemble, depth=3).sum(axis=0), 1.0)
+    counts = vite.threshold_ranges(ensemble, depth=3)["count"].sum()
+    n_splits = sum(int((t.is_split & (t.depth < 3)).sum()) for t in ensemble.trees)
+    assert counts == n_splits
+    if kind == "hist":
+        views = [ensemble.for_class(c) for c in range(3)]
+        assert sum(vite.threshold_ranges(v, depth=3)["count"].sum() for v in views) == n_splits
+    probability = vite.class_probability(ensemble, X)
+    assert probability.min() >= 1 / 3 and probability.max() <= 1
+    np.testing.assert_allclose(probability, model.predict_proba(X).max(axis=1), atol=1e-12)

@@ -49,7 +49,7 @@ def fit(problem):
 def test_univariate_target_is_fit_exactly_with_one_feature():
     x0 = np.linspace(0, 1, 21)
     X = np.column_stack([x0, np.random.default_rng(0).uniform(size=21)])
-    tree, info = fit(make_problem(X, np.where(x0 > 0.5, 1, -1), depth=1))
+    tree, info = fit(make_problem(X, np.where(x0 > 0.5, 1, 0), depth=1))
     # perfect fit, one use of x0 at level 0: penalty alpha / f = 0.1 / 0.5
     assert info["objective"] == pytest.approx(0.2)
     assert info["fidelity"] == 1.0
@@ -60,7 +60,7 @@ def test_univariate_target_is_fit_exactly_with_one_feature():
 def test_oblique_target_feasible_improved_and_deterministic():
     rng = np.random.default_rng(1)
     X = rng.uniform(size=(150, 4))
-    y = np.where(X[:, 0] + X[:, 1] > 1, 1, -1)
+    y = np.where(X[:, 0] + X[:, 1] > 1, 1, 0)
     weight = rng.uniform(0.5, 1.0, size=150)
     component = np.arange(150)
     component[[3, 17, 40]] = 3  # a three-sample proximity component
@@ -96,14 +96,14 @@ def test_empty_allowed_set_at_a_level():
     x0 = np.linspace(0, 1, 40)
     X = np.column_stack([x0, x0[::-1]])
     allowed = [[False, False], [True, True]]
-    tree, info = fit(make_problem(X, np.where(x0 > 0.3, 1, -1), depth=2, allowed=allowed))
+    tree, info = fit(make_problem(X, np.where(x0 > 0.3, 1, 0), depth=2, allowed=allowed))
     assert not tree.coef[0].any()
     assert info["fidelity"] == 1.0
 
 
 def test_no_allowed_feature_at_all():
     X = np.random.default_rng(3).uniform(size=(10, 2))
-    y = np.where(X[:, 0] > 0.5, 1, -1)
+    y = np.where(X[:, 0] > 0.5, 1, 0)
     with pytest.raises(ValueError, match="no feature is allowed at any level"):
         warm_start(make_problem(X, y, depth=2, allowed=np.zeros((2, 2), bool)))
     tree, _ = fit(make_problem(X, y, depth=2, allowed=np.zeros((2, 2), bool), formulation="basic"))
@@ -112,10 +112,10 @@ def test_no_allowed_feature_at_all():
 
 def test_duplicated_rows_and_fewer_samples_than_leaves():
     X = np.array([[0.1, 0.2], [0.1, 0.2], [0.9, 0.3], [0.9, 0.3], [0.5, 0.8]])
-    y = np.array([-1, -1, 1, 1, -1])
+    y = np.array([0, 0, 1, 1, 0])
     tree, info = fit(make_problem(X, y, depth=2, component=[0, 0, 1, 1, 2]))
     assert info["fidelity"] == 1.0
-    small = make_problem([[0.1], [0.5], [0.9]], [-1, 1, -1], depth=3)
+    small = make_problem([[0.1], [0.5], [0.9]], [0, 1, 0], depth=3)
     tree, info = fit(small)
     assert info["fidelity"] == 1.0
     assert tree.predict(small.X).tolist() == ["neg", "pos", "neg"]
@@ -123,7 +123,7 @@ def test_duplicated_rows_and_fewer_samples_than_leaves():
 
 def test_component_is_kept_in_one_leaf_at_a_cost():
     x0 = np.linspace(0, 1, 21)
-    y = np.where(x0 > 0.5 + 1e-9, 1, -1)
+    y = np.where(x0 > 0.5 + 1e-9, 1, 0)
     component = np.arange(21)
     component[8:13] = 8  # x0 in {0.4, ..., 0.6}: three negatives and two positives
     tree, info = fit(make_problem(x0[:, None], y, depth=1, component=component))
@@ -133,7 +133,7 @@ def test_component_is_kept_in_one_leaf_at_a_cost():
 
 def _violations(coef, intercept, depth=2, **kwargs):
     X = np.array([[0.2, 0.4], [0.6, 0.1], [0.9, 0.9]])
-    problem = make_problem(X, [-1, 1, 1], depth=depth, **kwargs)
+    problem = make_problem(X, [0, 1, 1], depth=depth, **kwargs)
     return check_feasible(SurrogateTree(coef, intercept, depth), problem)
 
 

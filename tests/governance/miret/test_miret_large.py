@@ -9,13 +9,13 @@ from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.cart import cart_predict, exact_tree
-from miret_governance.governance.miret.engine import seed_trees
-from miret_governance.governance.miret.problem import (
+from miret_governance.governance.miret.components import (
     MIN_COMPONENT_CAP,
     bounded_components,
-    build_problem,
     component_cap,
 )
+from miret_governance.governance.miret.engine import seed_trees
+from miret_governance.governance.miret.problem import build_problem
 from miret_governance.governance.readers import read_ensemble
 
 

@@ -11,13 +11,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.miret.formulation import (
-    build_model,
-    encode,
-    leaf_signs,
-    subtree_leaves,
-)
+from miret_governance.governance.miret.formulation import build_model, encode, subtree_leaves
 from miret_governance.governance.miret.gurobi import gurobi_license
+from miret_governance.governance.miret.layout import alternating_classes
 from miret_governance.governance.miret.problem import MiretProblem, build_problem
 from miret_governance.governance.miret.solvers import solve
 from miret_governance.governance.readers import read_ensemble
@@ -111,7 +107,7 @@ def test_problem_labels_weights_and_components(small):
     X, ensemble = small
     problem = build_problem(X, ensemble, proximity_threshold=0.9)
     positive = ensemble.predict(X) == ensemble.classes[1]
-    np.testing.assert_array_equal(problem.y, np.where(positive, 1, -1))
+    np.testing.assert_array_equal(problem.y, np.where(positive, 1, 0))
     np.testing.assert_allclose(problem.weight, ensemble.predict_proba(X).max(axis=1))
     leaves = ensemble.apply(X)
     same = (leaves[:, None, :] == leaves[None, :, :]).mean(axis=2) >= 0.9
@@ -150,7 +146,7 @@ def test_subtree_leaves_and_classes():
     left, right = subtree_leaves(2)
     np.testing.assert_array_equal(left, [[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0]])
     np.testing.assert_array_equal(right, [[0, 0, 1, 1], [0, 1, 0, 0], [0, 0, 0, 1]])
-    np.testing.assert_array_equal(leaf_signs(2), [-1, 1, -1, 1])
+    np.testing.assert_array_equal(alternating_classes(2), [0, 1, 0, 1])
 
 
 def test_model_sizes_match_the_paper(small):
@@ -262,8 +258,8 @@ def brute_force_univariate(problem):
         leaves = node
         if any(len(set(leaves[problem.component == c])) > 1 for c in set(problem.component)):
             continue
-        sign = np.where(leaves % 2 == 1, -1, 1)
-        misfit = problem.weight[sign != problem.y].sum()
+        predicted = np.where(leaves % 2 == 1, 0, 1)
+        misfit = problem.weight[predicted != problem.y].sum()
         splits = [t for t in range(T) if tree[t][0] != "const"]
         cost = misfit + sum(penalty[level[t]] for t in splits)
         if not splits and problem.formulation == "miret":
@@ -276,7 +272,7 @@ def brute_force_univariate(problem):
 @pytest.mark.parametrize("depth", [1, 2])
 def test_milp_matches_exhaustive_search_on_one_feature(formulation, depth):
     x = np.array([[0.05], [0.2], [0.35], [0.5], [0.7], [0.95]])
-    y = np.array([1, -1, -1, 1, 1, -1])
+    y = np.array([1, 0, 0, 1, 1, 0])
     weight = np.array([0.9, 0.6, 0.8, 0.7, 0.55, 0.95])
     allowed = np.ones((depth, 1), dtype=bool)
     for component in (None, [0, 1, 1, 2, 3, 4]):
@@ -310,7 +306,7 @@ def test_excluded_features_get_no_coefficient_and_components_share_a_leaf(small)
 def test_empty_level_means_dummy_splits_there():
     rng = np.random.default_rng(3)
     X = rng.random((10, 2))
-    y = np.where(X[:, 0] > 0.5, 1, -1)
+    y = np.where(X[:, 0] > 0.5, 1, 0)
     allowed = np.array([[True, True], [False, False]])
     problem = hand_problem(X, y, np.ones(10), allowed, depth=2)
     model, result = optimum(problem)
@@ -321,7 +317,7 @@ def test_empty_level_means_dummy_splits_there():
 
 def test_no_allowed_feature_anywhere():
     X = np.random.default_rng(4).random((8, 2))
-    y = np.array([1, -1, 1, 1, -1, 1, 1, 1])
+    y = np.array([1, 0, 1, 1, 0, 1, 1, 1])
     problem = hand_problem(X, y, np.ones(8), np.zeros((2, 2), dtype=bool), depth=2)
     with pytest.raises(ValueError, match="lower gamma_percentile"):
         build_model(problem)
@@ -332,7 +328,7 @@ def test_no_allowed_feature_anywhere():
 def test_fewer_samples_than_leaves_and_duplicates():
     X = np.array([[0.5, 0.5], [0.5, 0.5], [0.2, 0.9]])
     allowed = np.ones((3, 2), bool)
-    problem = hand_problem(X, [1, 1, -1], [0.8, 0.8, 0.6], allowed, [0, 0, 1], depth=3)
+    problem = hand_problem(X, [1, 1, 0], [0.8, 0.8, 0.6], allowed, [0, 0, 1], depth=3)
     model, result = optimum(problem)
     # identical samples (one proximity component) share z and their routing rows
     assert model.z_index.shape == (2, 8)

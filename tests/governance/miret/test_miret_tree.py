@@ -29,7 +29,7 @@ def tree():
 
 def test_apply_predict_and_sides_hand_computed(tree):
     np.testing.assert_array_equal(tree.apply(X), [3, 4, 5, 5, 6])
-    np.testing.assert_array_equal(tree.leaf_sign([3, 4, 5, 6]), [-1, 1, -1, 1])
+    np.testing.assert_array_equal(tree.leaf_class_of([3, 4, 5, 6]), [0, 1, 0, 1])
     assert tree.predict(X).tolist() == ["benign", "malignant", "benign", "benign", "malignant"]
     np.testing.assert_array_equal(
         tree.branch_sides(X),
@@ -72,7 +72,10 @@ def test_sparsity_counts():
         ((COEF, [0.0, 0.0], 2), r"intercept must have shape \(3,\)"),
         ((COEF, [np.nan, 0.0, 0.0], 2), "finite"),
         ((COEF, INTERCEPT, 2, ["a"]), "feature_names has 1 names but coef has 2 columns"),
-        ((COEF, INTERCEPT, 2, None, [0, 1, 2]), "exactly two labels"),
+        ((COEF, INTERCEPT, 2, None, [0, 1, 2]), "3 classes needs leaf_class"),
+        ((COEF, INTERCEPT, 2, None, [0]), "at least two labels"),
+        ((COEF, INTERCEPT, 2, None, [0, 1, 2], None, [0, 1, 2]), "4 class indices in 0..2"),
+        ((COEF, INTERCEPT, 2, None, [0, 1, 2], None, [0, 1, 2, 3]), "4 class indices in 0..2"),
     ],
 )
 def test_constructor_errors(args, message):
@@ -90,7 +93,7 @@ def test_input_errors(tree):
     with pytest.raises(ValueError, match="one sample"):
         tree.decision_path(X)
     with pytest.raises(ValueError, match="3..6"):
-        tree.leaf_sign([2])
+        tree.leaf_class_of([2])
 
 
 RULE_COEF = [[0.5, 0.0, -0.25], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
@@ -151,7 +154,7 @@ def test_json_round_trip_full_precision(tree):
     fine = SurrogateTree([[0.1 + 0.2, -1 / 3]], [1e-17], 1, ["a", "b"], ["no", "yes"])
     for original in (tree, fine):
         data = json.loads(json.dumps(original.to_dict()))
-        assert data["format_version"] == 1
+        assert data["format_version"] == 3 and data["leaf_class"] == [0, 1] * original.depth
         back = SurrogateTree.from_dict(data)
         np.testing.assert_array_equal(back.coef, original.coef)
         np.testing.assert_array_equal(back.intercept, original.intercept)
@@ -167,14 +170,16 @@ def test_json_round_trip_full_precision(tree):
     [
         (lambda d: d.pop("coef"), r"missing keys \['coef'\]"),
         (lambda d: d.update(format="other"), "not a surrogate tree"),
-        (lambda d: d.update(format_version=3), "unsupported surrogate tree format_version 3"),
+        (lambda d: d.update(format_version=4), "unsupported surrogate tree format_version 4"),
         (lambda d: d.update(format_version=2), "missing_left must be a list of booleans"),
         (lambda d: d.update(depth=0), "depth must be an integer >= 1"),
         (lambda d: d.update(depth=3), r"coef must be 7 lists .* of 2 numbers"),
         (lambda d: d["coef"][1].append(0.0), r"coef must be 3 lists .* of 2 numbers"),
         (lambda d: d.update(intercept=[0.0]), "intercept must be a list of 3 numbers"),
         (lambda d: d["coef"][0].__setitem__(0, "x"), "numbers only"),
-        (lambda d: d.update(classes=[0]), "exactly two labels"),
+        (lambda d: d.update(classes=[0]), "at least two labels"),
+        (lambda d: d.pop("leaf_class"), "leaf_class must be a list of class indices"),
+        (lambda d: d.update(leaf_class=[0, 1, 0]), "leaf_class must hold 4 class indices"),
     ],
 )
 def test_from_dict_errors(tree, change, message):
@@ -192,7 +197,7 @@ def test_from_dict_needs_a_dict():
 def test_objective_matches_formula(tree):
     problem = MiretProblem(
         X=X,
-        y=np.array([-1, -1, -1, 1, 1]),  # leaves 3,4,5,5,6 predict -1,+1,-1,-1,+1
+        y=np.array([0, 0, 0, 1, 1]),  # leaves 3,4,5,5,6 predict 0, 1, 0, 0, 1
         weight=np.array([0.9, 0.8, 0.7, 0.6, 1.0]),
         frequency=np.array([[0.5, 0.25], [0.1, 0.2]]),
         allowed=np.array([[True, False], [True, True]]),

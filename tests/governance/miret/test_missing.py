@@ -59,14 +59,19 @@ def test_a_tree_without_a_rule_refuses_missing_values():
         SurrogateTree(COEF, INTERCEPT, 2, missing_left=[True, False])
 
 
-def test_the_rule_is_stored_in_format_version_2_and_version_1_still_reads(tree):
+def test_the_rule_is_stored_in_format_version_3_and_versions_1_2_still_read(tree):
     data = tree.to_dict()
-    assert data["format_version"] == 2 and data["missing_left"] == [False, True, False]
+    assert data["format_version"] == 3 and data["missing_left"] == [False, True, False]
     back = SurrogateTree.from_dict(data)
     assert back.missing_left.tolist() == [False, True, False]
-    old = SurrogateTree(COEF, INTERCEPT, 2, ["a", "b", "c"], [0, 1]).to_dict()
-    assert old["format_version"] == 1 and "missing_left" not in old
-    assert SurrogateTree.from_dict(old).missing_left is None
+    version2 = {**data, "format_version": 2}
+    del version2["leaf_class"]
+    assert SurrogateTree.from_dict(version2).missing_left.tolist() == [False, True, False]
+    plain = SurrogateTree(COEF, INTERCEPT, 2, ["a", "b", "c"], [0, 1]).to_dict()
+    assert plain["format_version"] == 3 and plain["missing_left"] is None
+    assert SurrogateTree.from_dict(plain).missing_left is None
+    old = {k: v for k, v in plain.items() if k not in ("missing_left", "leaf_class")}
+    assert SurrogateTree.from_dict({**old, "format_version": 1}).missing_left is None
     with pytest.raises(ValueError, match="missing_left must hold 3 booleans for depth 2"):
         SurrogateTree.from_dict({**data, "missing_left": [True]})
 

@@ -74,7 +74,7 @@ def test_node_model_prices_the_current_split(data):
         misfit = model.c[2 * k + 1 :] @ start[2 * k + 1 :] + model.objective_constant
         reach = np.zeros(problem.n_samples, dtype=bool)
         leaves = tree.apply(problem.X)
-        wrong = tree.leaf_sign(leaves) != problem.y
+        wrong = tree.leaf_class_of(leaves) != problem.y
         nodes = np.arange(problem.n_samples) * 0
         for _ in range(int(np.log2(t + 1))):
             values = np.einsum("ij,ij->i", problem.X, tree.coef[nodes]) + tree.intercept[nodes]

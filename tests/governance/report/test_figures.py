@@ -233,3 +233,66 @@ def test_vite_figures_render_feature_names_with_dollars(tmp_path):
     fig = figures.plot_level_frequency(vite.level_frequency(read_ensemble(model)))
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "\\$\\frac{a\\$" in labels
+
+
+# --------------------------------------------------------------------------- k classes
+def _four_class_tree():
+    """Depth 2: x0 at the root, x1 below; leaves predict A, B, C, B (no leaf D)."""
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.miret.tree import SurrogateTree
+
+    coef = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    tree = SurrogateTree(
+        coef,
+        [-0.5, -0.5, -0.5],
+        2,
+        feature_names=("income", "debt"),
+        classes=("A", "B", "C", "D"),
+        leaf_class=np.array([0, 1, 2, 1]),
+    )
+    X = np.array([[0.2, 0.2], [0.3, 0.8], [0.7, 0.1], [0.9, 0.9], [0.8, 0.6]])
+    return display_tree(tree, X, tree.predict(X))
+
+
+def test_more_than_two_classes_take_okabe_ito_colours_and_a_legend(tmp_path):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_hex
+    from PIL import Image
+
+    from miret_governance.governance.report.tree_figure import (
+        OKABE_ITO,
+        class_styles,
+        draw_display_tree,
+        save_tree_figure,
+    )
+
+    shown = _four_class_tree()
+    fig = draw_display_tree(shown)
+    boxes, _ = _boxes(fig)
+    leaf_boxes = [b for b in boxes if "purity" in b.get_text()]
+    assert len(leaf_boxes) == 4
+    leaves = {b.get_text().splitlines()[0]: b.get_bbox_patch() for b in leaf_boxes}
+    edges = {name: to_hex(patch.get_edgecolor()).upper() for name, patch in leaves.items()}
+    assert edges == {"A": OKABE_ITO[0], "B": OKABE_ITO[1], "C": OKABE_ITO[2]}
+    # A light tint of the colour fills the leaf: 30% orange, 70% white.
+    assert to_hex(leaves["A"].get_facecolor()) == to_hex(class_styles(4)[0]["fc"]) == "#f8e2b2"
+    legend = [b.get_text() for b in boxes if "samples" not in b.get_text()]
+    assert legend == ["A", "B", "C", "D (no leaf)"]
+    assert class_styles(2)[0] == {"fc": "#fde8d4", "ec": "#b35900"}  # binary keeps orange
+    # Legible in MLflow's 870 px artifact viewer: the PNG (110 dpi) is no wider.
+    png = save_tree_figure(shown, tmp_path)[0]
+    assert Image.open(png).size[0] <= 870
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # places the boxes around their texts
+    frames = [b.get_bbox_patch().get_window_extent(canvas.get_renderer()) for b in boxes]
+    for k, frame in enumerate(frames):
+        assert not any(frame.overlaps(other) for other in frames[k + 1 :])
+
+
+def test_two_classes_draw_no_legend():
+    from miret_governance.governance.report.tree_figure import draw_display_tree
+
+    _, shown = _long_tree()
+    texts = {t.get_text() for t in draw_display_tree(shown).axes[0].texts}
+    assert not any("(no leaf)" in t for t in texts)
+    assert len(_boxes(draw_display_tree(shown))[0]) == 7  # the nodes only

@@ -211,3 +211,79 @@ def test_page_and_card_show_how_the_tree_was_chosen(tmp_path):
         _scored_context(tmp_path / "paper", {"stop_reason": "optimal"}), tmp_path / "paper"
     )
     assert "How the tree was chosen" not in paper[0].read_text()
+
+
+# --------------------------------------------------------------------------- k classes
+def _class_context(confusion_table, **extra):
+    from miret_governance.governance.report.html import ReportContext
+
+    return ReportContext(
+        title="models:/grades/1",
+        depth=2,
+        rules="always A",
+        metrics={"test_fidelity": 0.7, "train_fidelity": 0.8},
+        parameters={"alpha": 0.5},
+        provenance={"seed": 0},
+        validation={"status": "passed", "summary": "Input validation passed"},
+        confusion=confusion_table,
+        **extra,
+    )
+
+
+def _three_class_display():
+    """Depth 1 on x0: leaves predict classes 0 and 2 of three, named grade A, B and C."""
+    from miret_governance.governance.miret.display import display_tree
+    from miret_governance.governance.miret.tree import SurrogateTree
+
+    tree = SurrogateTree(
+        [[1.0]], [-0.5], 1, feature_names=("x0",), classes=(0, 1, 2), leaf_class=[0, 2]
+    )
+    X = np.array([[0.1], [0.2], [0.8]])
+    return display_tree(tree, X, np.array([0, 1, 2]), class_names=("A", "B", "C"))
+
+
+def test_three_classes_show_the_fidelity_per_class_and_the_confusion_matrix(tmp_path):
+    from miret_governance.governance.metrics import confusion
+    from miret_governance.governance.report.html import write_report
+    from miret_governance.governance.report.tree_figure import save_tree_figure
+
+    ensemble = [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    surrogate = [0, 0, 0, 1, 1, 1, 0, 2, 1, 2]
+    table = confusion(ensemble, surrogate, [0, 1, 2])
+    display = _three_class_display()  # names the classes A, B and C
+    tree_svg = save_tree_figure(display, tmp_path / "figures")[1]
+    context = _class_context(table, display=display, tree_svg=tree_svg)
+    html_path, card_path = write_report(context, tmp_path)
+    html, card = html_path.read_text(), card_path.read_text()
+    assert "<h2>Fidelity per class</h2>" in html
+    assert "B (no leaf)" in html  # the tree figure's legend
+    for name, rows, agreeing, share in (("A", 4, 3, "75.0%"), ("B", 3, 2, "66.7%")):
+        cells = f'<td class="num">{rows}</td><td class="num">{agreeing}</td>'
+        assert f'<tr><td>{name}</td>{cells}<td class="num">{share}</td></tr>' in html
+        assert f"| {name} | {rows} | {agreeing} | {share} |" in card
+    assert "<h3>Confusion matrix: ensemble &times; surrogate, 10 test rows</h3>" in html
+    assert (
+        '<tr><th>A</th><td class="num agree">3</td><td class="num">1</td>'
+        '<td class="num">0</td><td class="num">4</td></tr>'
+    ) in html
+    assert "### Confusion matrix: ensemble × surrogate, 10 test rows" in card
+    assert "| Ensemble ↓ surrogate → | A | B | C | Total |" in card
+    assert "| **C** | 0 | 1 | **2** | 3 |" in card
+    assert "| Total | 4 | 4 | 2 | 10 |" in card
+    assert "- **Confusion matrix**: Test rows counted by the ensemble's class (row)" in card
+    assert "- **Fidelity per class**: Of the test rows the ensemble gives a class" in card
+    assert _table_rows_have_header_width(card) >= 3
+
+
+def test_two_classes_show_the_fidelity_per_class_without_a_matrix(tmp_path):
+    from miret_governance.governance.metrics import confusion
+    from miret_governance.governance.report.html import render_model_card, render_report
+
+    table = confusion([0, 0, 1, 1, 1], [0, 1, 1, 1, 1], [0, 1])
+    html, card = render_report(_class_context(table)), render_model_card(_class_context(table))
+    assert '<tr><td>1</td><td class="num">3</td><td class="num">3</td>' in html
+    assert "| 0 | 2 | 1 | 50.0% |" in card
+    assert "Confusion matrix" not in html and "Confusion matrix" not in card
+    # Without a confusion table (older callers) neither section is drawn.
+    plain = _class_context(None)
+    assert "Fidelity per class" not in render_report(plain) + render_model_card(plain)
