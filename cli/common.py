@@ -49,7 +49,7 @@ JSON_SCHEMA_VERSION = 1
 meaning or disappears (new keys may be added)."""
 
 DEFAULTS = {
-    "alpha": 0.5,
+    "alpha": None,
     "gamma_percentile": 100 / 3,
     "proximity_threshold": 0.9,
     "max_rows": 2000,

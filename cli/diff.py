@@ -99,8 +99,8 @@ def diff(
         bool,
         typer.Option(
             "--trust-pickle",
-            help="With --data, also load scikit-learn ensembles stored as pickle (this runs "
-            "code from the artifact: only for models you trust).",
+            help="Also load scikit-learn ensembles stored as pickle (this runs code from "
+            "the artifact: only for models you trust).",
         ),
     ] = False,
     as_json: JsonOutput = False,
@@ -108,8 +108,10 @@ def diff(
     """Compare the explanations of two ensemble versions: the change in VITE level
     frequencies (per feature and level, and one distance), the overlap of the features
     the surrogates use, their rules side by side and, with --data (rows with both
-    versions' feature columns), cross-fidelity: each surrogate scored against the other
-    version's ensemble. Both
+    versions' feature columns in raw units: a pipeline that encodes categories takes its
+    original columns, and a category not seen in training is refused by name; missing
+    values follow each model's rule), cross-fidelity: each surrogate scored against the
+    other version's ensemble. Both
     explanations are read only once their signature verifies with a key the policy
     (--policy or GOVERN_POLICY) trusts for explain. Read-only.
 

@@ -3,6 +3,7 @@ surrogate's and the ensemble's answers (read-only)."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -46,10 +47,13 @@ def _print(explained) -> None:
             soft_wrap=True,
         )
         for step in path.steps:
+            value = (  # a missing feature leaves the value undefined
+                "missing, by the rule for missing values"
+                if math.isnan(step.value)
+                else format_number(step.value)
+            )
             console.print(
-                f"  node {step.node}: {step.condition}? {step.answer} "
-                f"(row: {format_number(step.value)})",
-                **plain,
+                f"  node {step.node}: {step.condition}? {step.answer} (row: {value})", **plain
             )
         console.print(f"  leaf {path.leaf}: {path.surrogate}", **plain)
     n = len(explained.paths)
@@ -79,15 +83,19 @@ def explain_row(
     ensemble's answers, and whether they agree. The surrogate is read once its signature
     verifies with a key the policy (--policy or GOVERN_POLICY) trusts for explain; the
     ensemble is loaded without running code from it. Read-only: never creates a store.
-    A disagreement is an answer, not a failure (exit code 0).
+    A disagreement is an answer, not a failure (exit code 0). For a pipeline whose
+    ColumnTransformer encodes categories, --data holds its original columns (category
+    strings) and the paths name them; a category not seen in training exits 2, naming
+    the column, the value and the categories seen. A missing value follows each model's
+    rule for one (refused, exit 2, only by a surrogate written before such rules).
 
     --json prints {"command": "explain-row", "schema_version": 1, "surrogate_uri",
     "ensemble_uri", "signed_by": {"name", "fingerprint"}, "n_rows", "n_disagree",
     "rows": list of {"row" (its number in the file, first data row 0), "steps": list of
     {"node", "condition" (the yes branch, raw units), "answer" ("yes" or "no"), "holds"
-    (the condition that held), "value" (the row's value of its left side), "terms" (list
-    of [feature, weight], raw units)}, "leaf", "surrogate", "ensemble" (class names),
-    "agrees"}}.
+    (the condition that held), "value" (the row's value of its left side; null where a
+    missing feature leaves it undefined), "terms" (list of [feature, weight], raw
+    units)}, "leaf", "surrogate", "ensemble" (class names), "agrees"}}.
     """
     with exit_codes():
         from miret_governance.flavors.applicant import explain_rows

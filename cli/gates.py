@@ -133,7 +133,10 @@ def validate(
 
     Without a MinMaxScaler in the ensemble, the input range is the one its linked
     surrogate explained, read from evidence whose signature verifies with a key the
-    policy (--policy or GOVERN_POLICY) trusts for explain.
+    policy (--policy or GOVERN_POLICY) trusts for explain. From the same evidence (read
+    whenever trust is configured), each column may miss values at most as often as in
+    the explained data plus 5 points, and none where the explained data had none;
+    without it no column may miss any.
 
     --json prints {"command": "validate", "schema_version": 1, "passed": bool,
     "exit_code": 0 or 1, "model_uri", "data": path, "rows": int, "mostly": float,

@@ -25,7 +25,9 @@ from miret_governance.flavors.registry import (
     version_uri,
 )
 from miret_governance.flavors.trust import trusted_keys
-from miret_governance.governance.miret.paths import feature_rows, row_paths
+from miret_governance.governance.encoding import encoding_of
+from miret_governance.governance.miret.missing import check_missing_rule
+from miret_governance.governance.miret.paths import encoded_rows, feature_rows, row_paths
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,10 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
         An explained ensemble version or a surrogate version (``models:/...``).
     data : str or path
         CSV or Parquet file with the ensemble's feature columns in raw units (other
-        columns, such as the label, are ignored).
+        columns, such as the label, are ignored); for a pipeline whose
+        ``ColumnTransformer`` encodes categories, its original columns (category strings
+        and raw numbers), and the paths name those columns and categories. A missing
+        value (empty, NaN) follows each model's rule for one.
     policy : Policy, TrustedKeys or path, optional
         Whose keys to trust for ``explain`` (default: the policy ``GOVERN_POLICY`` names).
     client : MlflowClient, optional
@@ -77,7 +82,11 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
         No trust configured, or the surrogate is unsigned, signed by an untrusted key or
         altered since it was signed.
     governance.miret.paths.RowsError
-        The file lacks feature columns or holds values that are not finite numbers.
+        The file lacks feature columns, holds text or infinite values in a numeric
+        column, or a category not seen in training (column, value and the categories
+        seen in training named).
+    governance.miret.missing.NoMissingRuleError
+        Rows with a missing value, for a surrogate of format version 1 (no rule for one).
     ExplainError
         Unreadable file, unexplained version, or an ensemble that cannot be loaded safely.
     """
@@ -88,12 +97,24 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
         local = download_model(surrogate_uri, tmp)
         verified = miret_flavor.open_model_dir(local, trusted, surrogate_uri)
     tree = getattr(verified.surrogate, "tree_", verified.surrogate)
-    rows = feature_rows(read_table(data), tree.feature_names, Path(data).name)
     ensemble_uri = version_uri(ensemble_version)
     ensemble = load_explainable_ensemble(ensemble_uri)
-    labels = ensemble.predict(ensemble.transform(rows))
+    frame, source = read_table(data), Path(data).name
+    encoding = encoding_of(ensemble.preprocessor)
+    if encoding is None:
+        rows = feature_rows(frame, tree.feature_names, source)
+        labels = ensemble.predict(ensemble.transform(rows))
+    else:  # original columns with category strings: the surrogate's encoded columns
+        rows = encoded_rows(frame, encoding, ensemble.preprocessor, source)
+        labels = ensemble.predict(rows)
+    check_missing_rule(tree, rows, surrogate_uri, rows.index)
     record = verified.manifest["provenance"].get("request") or {}
     paths = row_paths(
-        tree, rows, labels, scaler=verified.scaler, class_names=record.get("class_names")
+        tree,
+        rows,
+        labels,
+        scaler=verified.scaler,
+        class_names=record.get("class_names"),
+        encoding=encoding,
     )
     return ExplainedRows(surrogate_uri, ensemble_uri, verified.signer, paths)

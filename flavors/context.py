@@ -207,8 +207,11 @@ def _facts(request, evidence, solve: dict, n_features: int) -> list[str]:
             f"{evidence.search.n_candidates} candidates"
         )
     else:
+        grid = solve.get("grid") or {}  # the values the fit chose for those left open
         how = ", ".join(
             f"{label} {format_number(request.fit[name])}"
+            if request.fit[name] is not None
+            else f"{label} {format_number(grid.get(name))} (chosen on held-out folds)"
             for name, label in HYPERPARAMETER_NAMES.items()
         )
     names = ", ".join(markdown_literal(n) for n in request.class_names or ())

@@ -6,10 +6,12 @@ link is followed (:func:`flavors.gate_evidence.linked_surrogate`) and the surrog
 evidence is believed only after every check of
 :func:`flavors.gate_evidence.checked_evidence` (its signature by a key the policy trusts
 for ``explain`` first). The VITE level frequencies come from that verified directory
-(``vite/level_frequency.json``), the rules from the verified ``surrogate.json``. For
-cross-fidelity both ensembles are loaded without executing code
-(:func:`flavors.inputs.load_explainable_ensemble`). What is compared, and the distance:
-:mod:`governance.drift`.
+(``vite/level_frequency.json``), the rules from the verified ``surrogate.json``. Both
+ensembles are loaded without executing code
+(:func:`flavors.inputs.load_explainable_ensemble`): for cross-fidelity, and for the rules
+of a pipeline whose ``ColumnTransformer`` encodes categories (written in its original
+columns and categories, as ``govern explain`` writes them). What is compared, and the
+distance: :mod:`governance.drift`.
 
 A policy with ``max_explanation_drift`` or ``min_cross_fidelity`` compares the candidate
 with the version holding its ``drift_against`` alias (:func:`drift_results`): no holder,
@@ -41,6 +43,7 @@ from miret_governance.flavors.registry import (
 )
 from miret_governance.flavors.trust import trusted_keys
 from miret_governance.governance.drift import Drift, Explanation, compare, drift_gates
+from miret_governance.governance.encoding import encoding_of, surrogate_rules
 from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.policy import DRIFT_GATES, Policy
 from miret_governance.governance.signing import SignatureError
@@ -75,9 +78,13 @@ class Side:
     explanation: Explanation
 
     def with_ensemble(self, trust_pickle: bool = False) -> Side:
-        """This side with its ensemble loaded safely (for cross-fidelity)."""
+        """This side with its ensemble loaded safely (for cross-fidelity), and its rules
+        in the original columns and categories when the ensemble's pipeline encodes them."""
         ensemble = load_explainable_ensemble(version_uri(self.version), trust_pickle)
-        return replace(self, explanation=replace(self.explanation, ensemble=ensemble))
+        encoding = encoding_of(ensemble.preprocessor)
+        rules = self.explanation.rules if encoding is None else _rules(self.checked, encoding)
+        explanation = replace(self.explanation, ensemble=ensemble, rules=rules)
+        return replace(self, explanation=explanation)
 
 
 def _level_frequency(document, surrogate_uri: str, again: str) -> pd.DataFrame:
@@ -98,13 +105,14 @@ def _level_frequency(document, surrogate_uri: str, again: str) -> pd.DataFrame:
         raise DiffError(f"{surrogate_uri} {problem}; {again}") from None
 
 
-def _rules(checked: CheckedEvidence) -> str:
+def _rules(checked: CheckedEvidence, encoding=None) -> str:
     """The surrogate's rules text (:func:`governance.miret.display.rules_text` for a
-    fitted MiretSurrogate), with the explanation's class names."""
+    fitted MiretSurrogate), with the explanation's class names; with ``encoding`` (a
+    :class:`governance.encoding.Encoding`) in original columns and categories."""
     surrogate = checked.surrogate
     if hasattr(surrogate, "leaf_counts_"):
         names = (checked.provenance.get("request") or {}).get("class_names")
-        return surrogate.rules(tuple(names) if names else None)
+        return surrogate_rules(surrogate, tuple(names) if names else None, encoding)
     return surrogate.rules()
 
 
@@ -200,17 +208,21 @@ def diff_versions(
     from_uri, to_uri : str
         ``models:/<name>/<version>`` or ``models:/<name>@<alias>`` of ensemble versions.
     data : str or path, optional
-        CSV or Parquet rows with both versions' feature columns (raw units): without it,
-        no cross-fidelity.
+        CSV or Parquet rows with both versions' feature columns (raw units; for a
+        pipeline that encodes categories, its original columns with category strings;
+        missing values allowed): without it, no cross-fidelity.
     client : MlflowClient, optional
     policy : Policy, TrustedKeys or path, optional
         Whose keys verify the evidence (default: the ``GOVERN_POLICY`` file).
     trust_pickle : bool
-        As in :func:`flavors.inputs.load_ensemble`.
+        As in :func:`flavors.inputs.load_ensemble` (both ensembles are loaded: the rules
+        of a pipeline that encodes categories name its original columns).
 
     Raises
     ------
     DiffError, ExplainError, governance.drift.DriftError
+    governance.miret.missing.NoMissingRuleError
+        Rows with a missing value, for a surrogate of format version 1.
     """
     trusted = trusted_keys(policy)
     client = client or MlflowClient()
@@ -220,11 +232,10 @@ def diff_versions(
             sides.append(side_of(client, resolve_model_version(client, uri), trusted))
         except DiffError as error:
             raise DiffError(f"{flag} {uri}: {error}") from None
-    source, target = sides
-    rows, recorded = None, None
-    if data is not None:
-        rows, recorded = _rows(data)
-        source, target = source.with_ensemble(trust_pickle), target.with_ensemble(trust_pickle)
+    # the ensembles: the rules of an encoding pipeline in its original columns, and
+    # cross-fidelity
+    source, target = (side.with_ensemble(trust_pickle) for side in sides)
+    rows, recorded = _rows(data) if data is not None else (None, None)
     drift = compare(source.explanation, target.explanation, rows)
     return DiffOutcome(source, target, drift, recorded)
 

@@ -184,18 +184,22 @@ def load_tree_ensemble(model_uri: str):
 def evaluation_features(dataset, ensemble):
     """The evaluation rows as the ensemble's features (raw units, its column order),
     clipped to the range of the ensemble's own MinMaxScaler as ``govern explain`` does.
+    Missing values (NaN) are kept: the ensemble routes them by its trees' own rule, and
+    the surrogate learns its rule for them (:mod:`governance.miret.missing`) in the fit.
 
     Raises
     ------
     ExplainError
-        Missing columns, a wrong column count, fewer than 2 rows or non-finite values.
+        Missing columns, a wrong column count, fewer than 2 rows or infinite values.
     """
     import numpy as np
 
     from miret_governance.governance.arrays import feature_matrix
 
     try:
-        raw = feature_matrix(dataset.features_data, ensemble.feature_names, min_rows=2)
+        raw = feature_matrix(
+            dataset.features_data, ensemble.feature_names, min_rows=2, allow_nan=True
+        )
     except ValueError as exc:
         raise ExplainError(
             f"the evaluation data cannot be read as the ensemble's features: {exc}"
@@ -214,7 +218,8 @@ def fit_and_measure(ensemble, params: FitParams, raw) -> tuple:
     params : FitParams
         Depth resolved for ``ensemble``.
     raw : ndarray of shape (n, p)
-        The rows in the ensemble's input units (:func:`evaluation_features`).
+        The rows in the ensemble's input units (:func:`evaluation_features`), NaN where
+        a value is missing (the fit uses the complete rows, every measure all rows).
 
     Returns
     -------

@@ -54,6 +54,7 @@ from miret_governance.flavors.validation_worker import ValidationWorker
 from miret_governance.flavors.vite_artifacts import vite_artifacts
 from miret_governance.governance.encoding import surrogate_rules
 from miret_governance.governance.signing import SigningKey
+from miret_governance.governance.validation import missing_shares, raw_columns
 
 BACKGROUND_FIT_CELLS = 2_000_000
 """Inputs of at most this many cells (rows times features) are validated in a child
@@ -303,7 +304,7 @@ def explain_model_version(
             recovered_runs=recovered.runs,
             recovery_notes=recovered.notes(),
             signed_by=signing_key.fingerprint if signing_key is not None else "",
-            parameters=evidence.params(request),
+            parameters=evidence.params(request, solve),
         )
 
 
@@ -333,6 +334,8 @@ def _explain_in_run(
     surrogate in a background thread; the fit counts once the validation has passed.
     """
     cells = (len(frame) + (0 if test_frame is None else len(test_frame))) * ensemble.n_features
+    inputs = [c for c in raw_columns(ensemble) if c in frame.columns]  # govern validate's
+    missing_share = missing_shares(frame, inputs)  # reference, as validation's here
     background = None
     if cells > BACKGROUND_FIT_CELLS:
         worker.close()  # validated here: its copy of the data would double the memory
@@ -383,6 +386,7 @@ def _explain_in_run(
             rules=surrogate_rules(surrogate, request.class_names, ensemble.encoding),
             search=search,
             input_range=_input_range(data, ensemble.feature_names),
+            missing_share=missing_share,
             test_rows=data.test,
             confusion=stages.test_confusion(ensemble, surrogate, prepared.X_test),
         )

@@ -386,7 +386,10 @@ def validate_model_inputs(
     range of the data its linked surrogate explained, read from the surrogate's verified
     evidence (signed by a key ``policy`` trusts: :func:`flavors.trust.trusted_keys`, by
     default the ``GOVERN_POLICY`` file); with neither, only the schema and finiteness are
-    checked.
+    checked. Each column may miss values at most as often as in the explained data
+    (its ``missing_share`` in that evidence) plus 5 points; without a recorded share
+    (no linked surrogate, one explained before shares were recorded, or an ensemble with
+    its own MinMaxScaler and no trust configured) no column may miss any.
 
     Returns
     -------
@@ -397,13 +400,25 @@ def validate_model_inputs(
     client = MlflowClient()
     version = resolve_model_version(client, model_uri)
     ensemble, _ = load_ensemble(version_uri(version), trust_pickle)
-    training_range = None
-    if ensemble.scaler is None and version.tags.get(SURROGATE_TAG):
-        surrogate = linked_surrogate(client, version)
-        stored = checked_evidence(client, version, surrogate, trusted_keys(policy))
-        training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
+    training_range, training_missing, trusted = None, None, None
+    if version.tags.get(SURROGATE_TAG):
+        try:
+            trusted = trusted_keys(policy)
+        except SignatureError:  # no trust configured: the stricter check, unless needed
+            if ensemble.scaler is None:
+                raise
+    if trusted is not None:
+        stored = checked_evidence(client, version, linked_surrogate(client, version), trusted)
+        if ensemble.scaler is None:
+            training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
+        training_missing = stored.provenance.get("missing_share") or None
     return validate_inputs(
-        read_table(data), ensemble, label=target, mostly=mostly, training_range=training_range
+        read_table(data),
+        ensemble,
+        label=target,
+        mostly=mostly,
+        training_range=training_range,
+        training_missing=training_missing,
     )
 
 

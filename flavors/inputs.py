@@ -27,9 +27,16 @@ from miret_governance.governance.trees import MalformedModelError, UnsupportedMo
 SKOPS_TRUSTED_TYPES = (
     "sklearn.tree._tree.Tree",
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "functools.partial",
+    "sklearn.utils.validation.check_array",
 )
 """Types trusted when reading a scikit-learn model saved with skops, beyond skops' own
-defaults. The list is ours, not the model's: a model cannot widen it."""
+defaults. The list is ours, not the model's: a model cannot widen it. A
+HistGradientBoostingClassifier with native categorical features keeps
+``FunctionTransformer(partial(check_array, ...))`` for its numeric columns: skops
+rebuilds a ``partial`` only around a function that is itself trusted (each is checked
+on its own), and nothing here ever calls it (:mod:`governance.native_categories` maps
+the categories itself)."""
 XGBOOST_CLASSES = {
     "xgboost.sklearn.XGBClassifier": "XGBClassifier",
     "xgboost.core.Booster": "Booster",
@@ -211,18 +218,28 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
             model = _load_xgboost(local, flavors["xgboost"])
         else:
             model = _load_sklearn(local, flavors["sklearn"], trust_pickle)
-        return read_ensemble(model), model
+        # loaded without running its code (or trusted): its own predict gives the labels
+        return read_ensemble(model, native=True), model
     except UnsupportedModelError as exc:  # MalformedModelError too: every tree is checked
         raise ExplainError(f"{model_uri}: {exc}") from exc
 
 
 def load_explainable_ensemble(model_uri: str, trust_pickle: bool = False):
     """:func:`load_ensemble`, refusing preprocessing the surrogate cannot store as JSON
-    or explain in its encoded space (a single MinMaxScaler, or a ColumnTransformer of
-    :mod:`governance.encoding`)."""
+    or explain in its encoded space (a single MinMaxScaler, a ColumnTransformer of
+    :mod:`governance.encoding`, or a model's native categories,
+    :mod:`governance.native_categories`) and categorical splits without categories."""
     from miret_governance.governance.encoding import encoding_of
 
     ensemble, _ = load_ensemble(model_uri, trust_pickle)
+    if ensemble.preprocessor is None and any(t.is_categorical.any() for t in ensemble.trees):
+        raise ExplainError(
+            f"{model_uri} has native categorical splits on category codes whose categories "
+            "the model does not record, so rules could not name them: train the LightGBM "
+            "model on a DataFrame whose categorical columns have the pandas 'category' "
+            "dtype (it then records pandas_categorical), or encode the categories in a "
+            "Pipeline"
+        )
     single_scaler = ensemble.scaler is not None and len(ensemble.preprocessor.steps) == 1
     encodes = ensemble.preprocessor is not None and encoding_of(ensemble.preprocessor)
     if ensemble.preprocessor is not None and not (single_scaler or encodes):

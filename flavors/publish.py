@@ -21,7 +21,7 @@ from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.flavors.request import HYPERPARAMETERS, ExplainRequest
 from miret_governance.flavors.search import SearchSummary, search_context
-from miret_governance.flavors.stages import Validation
+from miret_governance.flavors.stages import Validation, log_params
 from miret_governance.flavors.vite_artifacts import CLASS_FOLDER_PREFIX, ViteArtifacts
 from miret_governance.governance.environment import environment
 from miret_governance.governance.metrics import measured_on_test_rows, peak_memory_bytes
@@ -56,6 +56,13 @@ def log_model_metrics(metrics: dict, model_id: str, datasets: dict) -> None:
             mlflow.log_metrics(values, model_id=model_id, dataset=data)
 
 
+def chosen_by_fit(request: ExplainRequest, solve: dict) -> dict:
+    """The hyperparameters the request left open (None) with the values the fit chose on
+    held-out folds (``solve["grid"]``, :mod:`governance.miret.grid`)."""
+    grid = solve.get("grid") or {}
+    return {k: grid[k] for k in ("depth", "alpha") if request.fit[k] is None and k in grid}
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What the report and the logged model say about one fitted surrogate.
@@ -73,6 +80,9 @@ class Evidence:
     input_range : dict
         Feature -> ``[min, max]`` over the explained data (training and test rows, raw
         units): the domain ``govern validate`` checks new data against.
+    missing_share : dict
+        Input column -> share of the explained data file's rows missing it: the
+        reference of ``govern validate``'s missing-value check.
     test_rows : pandas.DataFrame or None
         The test rows (raw units; index: their row numbers in the data file): the
         report's example rows and disagreements (:func:`holdout_applicants`).
@@ -89,13 +99,16 @@ class Evidence:
     rules: str
     search: SearchSummary | None = None
     input_range: dict | None = None
+    missing_share: dict | None = None
     test_rows: object = None
     confusion: object = None
 
-    def params(self, request: ExplainRequest) -> dict:
+    def params(self, request: ExplainRequest, solve: dict | None = None) -> dict:
         """The request's run parameters with the sizes of the training and test sets (and
-        the hyperparameters a search chose in place of the request's)."""
+        the hyperparameters a search chose in place of the request's, or the fit chose
+        for those the request left open: :func:`chosen_by_fit` of ``solve``)."""
         chosen = self.search.chosen if self.search is not None else {}
+        chosen = {**chosen, **chosen_by_fit(request, solve or {})}
         return {**request.params(), **chosen, "n_train": self.n_train, "n_test": self.n_test}
 
     def baseline(self, solve: dict) -> dict:
@@ -149,7 +162,9 @@ def write_report(
     }
     if request.trust_pickle:
         provenance["trust_pickle"] = request.trust_pickle
+    (out / "rules.txt").write_text(evidence.rules + "\n", encoding="utf-8")
     artifacts = {
+        "rules.txt": out / "rules.txt",
         "vite": out / "vite",
         "figures": out / "figures",
         **{path.name: path for path in validation.paths},
@@ -158,7 +173,7 @@ def write_report(
     if applicants is not None:
         artifacts["disagreements.csv"] = out / "disagreements.csv"
         applicants.disagreement_table().to_csv(artifacts["disagreements.csv"], index=False)
-    params = evidence.params(request)
+    params = evidence.params(request, solve)
     context = ReportContext(
         title=request.ensemble_uri,
         depth=tree.depth,
@@ -241,7 +256,7 @@ def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> d
         "tree_digest": surrogate.tree_digest(),
         "environment": environment(gurobi=solve["solver"] == "gurobi"),
         "run_id": mlflow.active_run().info.run_id,
-        "parameters": evidence.params(request),
+        "parameters": evidence.params(request, solve),
         "metrics": dict(evidence.metrics),
         "validation": {
             "status": evidence.validation.status,
@@ -249,6 +264,7 @@ def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> d
         },
         "baseline_cart": evidence.baseline(solve),
         "input_range": evidence.input_range or {},
+        "missing_share": evidence.missing_share or {},
         "solve": solve,
         "trust_pickle": request.trust_pickle,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -276,7 +292,7 @@ def log_surrogate(
     """
     solve = surrogate.solve_report_.to_dict()
     status = evidence.validation.status
-    params = evidence.params(request)
+    params = evidence.params(request, solve)
     info = miret_flavor.log_model(
         surrogate,
         name=run_context.logged_model_name(request.ensemble_name, request.ensemble_version),
@@ -302,6 +318,7 @@ def log_surrogate(
         signing_key=signing_key,
     )
     mlflow.log_param(EVIDENCE_PARAM, info.flavors[miret_flavor.FLAVOR_NAME]["evidence_digest"])
+    log_params(chosen_by_fit(request, solve))  # "<name>.resolved" beside an MLproject's ""
     log_model_metrics(evidence.metrics, info.model_id, datasets)
     # the run's own metric: fluent logging would attach it to the logged model too
     run_id = mlflow.active_run().info.run_id

@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import quote as url_quote
 
 import mlflow
@@ -330,7 +331,7 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
     Returns
     -------
     dict
-        ``uri``, ``rules`` (raw units), ``metrics`` (of the logged model), ``tags``
+        ``uri``, ``rules`` (raw units, original columns), ``metrics`` (of the logged model), ``tags``
         (of the model version), ``solve`` (from the model's metadata), ``parameters``
         (the explain run's, from the evidence), ``model_id``, ``signer``
         (``governance.signing.Signer``).
@@ -344,9 +345,15 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         mlmodel = Model.load(local)
         surrogate, scaler = verified.surrogate, verified.scaler
         parameters = verified.manifest["provenance"].get("parameters") or {}
+        # the rules as explain wrote them (signed with the directory): in original
+        # columns and categories, which the surrogate alone cannot name
+        written = Path(local, "rules.txt")
+        recorded = written.read_text(encoding="utf-8").rstrip("\n") if written.is_file() else None
     tree = getattr(surrogate, "tree_", surrogate)
     class_names = str(parameters.get("class_names") or "").split(",") if parameters else None
-    if hasattr(surrogate, "leaf_counts_"):  # a fitted MiretSurrogate: the pruned tree
+    if recorded is not None:
+        rules = recorded
+    elif hasattr(surrogate, "leaf_counts_"):  # a fitted MiretSurrogate: the pruned tree
         rules = surrogate.rules(class_names if class_names and class_names[0] else None)
     else:
         rules = tree.rules(scaler=scaler)

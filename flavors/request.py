@@ -362,10 +362,13 @@ class ExplainRequest:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def params(self) -> dict:
-        """The run parameters that make the explanation reproducible (with a search,
-        the searched hyperparameters are left for the search to log once chosen)."""
+        """The run parameters that make the explanation reproducible (the searched
+        hyperparameters, and those left open for the fit to choose, are logged once
+        chosen)."""
         searched = set(self.search.grid()) if self.search is not None else set()
-        hyperparameters = {k: v for k, v in self.hyperparameters().items() if k not in searched}
+        hyperparameters = {
+            k: v for k, v in self.hyperparameters().items() if k not in searched and v is not None
+        }
         return {
             "ensemble_uri": self.ensemble_uri,
             "ensemble_model_id": self.ensemble_model_id,

@@ -47,6 +47,9 @@ def _write_tables(ensemble, vite_dir: Path):
         )
     ranges = vite.threshold_ranges(ensemble)
     ranges.to_csv(vite_dir / "threshold_ranges.csv", index=False)
+    splits = vite.category_splits(ensemble)  # native categorical splits: no threshold
+    if len(splits):
+        splits.to_csv(vite_dir / "category_splits.csv", index=False)
     return ranges
 
 

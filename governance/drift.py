@@ -22,7 +22,10 @@ e.g. the champion) to version B (``to``, the candidate):
   agrees with B's ensemble, and where B's surrogate agrees with A's ensemble (labels
   compared as they are, for any number of classes the two versions share). The
   figure a policy gates on is the smaller of the two: each explanation must still
-  describe the other version's model.
+  describe the other version's model. The rows are in raw units; for a version behind
+  a pipeline's ``ColumnTransformer``, its original columns (a category not seen in
+  training is refused by name). A missing value (NaN) follows each model's own rule,
+  refused only for a surrogate without one (format version 1).
 
 A policy's ``max_explanation_drift`` and ``min_cross_fidelity``
 (:data:`governance.policy.DRIFT_GATES`) are decided by :func:`drift_gates`.
@@ -37,8 +40,11 @@ import numpy as np
 import pandas as pd
 
 from miret_governance.governance.arrays import feature_matrix
+from miret_governance.governance.encoding import encoding_of
 from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.gates import GateResult, readable_pair
+from miret_governance.governance.miret.missing import check_missing_rule
+from miret_governance.governance.miret.paths import RowsError, encoded_rows
 from miret_governance.governance.policy import DRIFT_GATES
 
 SUM_TOLERANCE = 1e-6
@@ -251,27 +257,48 @@ def side_by_side(a: str, b: str) -> list:
     return list(zip_longest(a.splitlines(), b.splitlines(), fillvalue=""))
 
 
-def _rows(rows: pd.DataFrame, ensemble, name: str) -> np.ndarray:
-    """``rows`` as the version's raw feature matrix, or DriftError naming what is missing."""
+def _inputs(rows: pd.DataFrame, ensemble, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` as the version's surrogate takes them and as its trees take them, or
+    DriftError naming what is missing or unseen.
+
+    Behind a pipeline's ``ColumnTransformer`` the rows are its original columns
+    (category strings, raw numbers) and both take the encoded columns; otherwise the
+    surrogate takes the raw features and the trees their preprocessing. A missing value
+    (NaN) is kept: each model routes it by its own rule.
+    """
+    encoding = encoding_of(ensemble.preprocessor)
     try:
-        return feature_matrix(rows, ensemble.feature_names)
-    except ValueError as error:
+        if encoding is not None:
+            encoded = encoded_rows(rows, encoding, ensemble.preprocessor).to_numpy()
+            return encoded, encoded
+        raw = feature_matrix(rows, ensemble.feature_names, allow_nan=True)
+    except (RowsError, ValueError) as error:
         raise DriftError(f"the rows cannot be scored by {name}: {error}") from None
+    return raw, ensemble.transform(raw)
 
 
 def surrogate_labels(explanation: Explanation, rows: pd.DataFrame) -> np.ndarray:
-    """The surrogate's labels of raw ``rows`` (in its version's feature units)."""
-    X = _rows(rows, explanation.ensemble, explanation.name)
+    """The surrogate's labels of ``rows`` (its version's raw or original columns).
+
+    Raises
+    ------
+    DriftError
+        Rows the version cannot score (:func:`_inputs`).
+    governance.miret.missing.NoMissingRuleError
+        Rows with a missing value, for a surrogate of format version 1.
+    """
+    raw, trees = _inputs(rows, explanation.ensemble, explanation.name)
     surrogate = explanation.surrogate
+    tree = getattr(surrogate, "tree_", surrogate)
+    check_missing_rule(tree, trees, f"the surrogate of {explanation.name}")
     if hasattr(surrogate, "tree_"):  # a MiretSurrogate maps raw rows with its own scaler
-        return surrogate.predict(X)
-    return surrogate.predict(explanation.ensemble.transform(X))
+        return surrogate.predict(raw)
+    return surrogate.predict(trees)
 
 
 def ensemble_labels(explanation: Explanation, rows: pd.DataFrame) -> np.ndarray:
-    """The version's ensemble's labels of raw ``rows``."""
-    ensemble = explanation.ensemble
-    return ensemble.predict(ensemble.transform(_rows(rows, ensemble, explanation.name)))
+    """The version's ensemble's labels of ``rows``."""
+    return explanation.ensemble.predict(_inputs(rows, explanation.ensemble, explanation.name)[1])
 
 
 def cross_fidelity(a: Explanation, b: Explanation, rows: pd.DataFrame) -> CrossFidelity:
@@ -280,7 +307,10 @@ def cross_fidelity(a: Explanation, b: Explanation, rows: pd.DataFrame) -> CrossF
     Raises
     ------
     DriftError
-        No rows, rows without a version's features, or versions with other classes.
+        No rows, rows without a version's features (or with a category its training
+        did not see), or versions with other classes.
+    governance.miret.missing.NoMissingRuleError
+        Rows with a missing value, for a surrogate of format version 1.
     """
     if len(rows) == 0:
         raise DriftError("cross-fidelity needs at least one row; give a data file with rows")

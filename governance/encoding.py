@@ -15,7 +15,9 @@ original columns. :func:`encoding_of` reads the fitted transformer into an
 
 Supported transformers: ``OneHotEncoder`` (without ``drop`` or infrequent categories),
 ``OrdinalEncoder``, ``MinMaxScaler``, ``"passthrough"`` and ``"drop"``, on columns named
-by a DataFrame the transformer was fitted on.
+by a DataFrame the transformer was fitted on. A model's native categorical columns
+(LightGBM, HistGradientBoosting) are one-hot columns too
+(:mod:`governance.native_categories`).
 """
 
 from __future__ import annotations
@@ -260,7 +262,9 @@ def _columns_of(name, transformer, inputs) -> list:
 
 def encoding_of(preprocessor) -> Encoding | None:
     """The :class:`Encoding` of a fitted ``ColumnTransformer`` (alone or as the only step
-    of a Pipeline), or None for any other preprocessor.
+    of a Pipeline) or of a model's native categories
+    (:class:`~governance.native_categories.NativeCategories`), or None for any other
+    preprocessor.
 
     Raises
     ------
@@ -271,6 +275,9 @@ def encoding_of(preprocessor) -> Encoding | None:
     from sklearn.compose import ColumnTransformer
     from sklearn.pipeline import Pipeline
 
+    native = getattr(preprocessor, "encoding", None)  # NativeCategories carries its own
+    if isinstance(native, Encoding):
+        return native
     if isinstance(preprocessor, Pipeline) and len(preprocessor.steps) == 1:
         preprocessor = preprocessor.steps[0][1]
     if not isinstance(preprocessor, ColumnTransformer):

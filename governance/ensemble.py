@@ -15,12 +15,16 @@ compute them.
 Each tree is a :class:`governance.trees.Tree` (node arrays, checked when built).
 Routing follows each library's own threshold convention: scikit-learn sends
 ``x <= threshold`` left, XGBoost sends ``x < threshold`` left, and both compare in single
-precision, so :meth:`Ensemble.apply` reproduces the library's ``apply`` exactly.
+precision, so :meth:`Ensemble.apply` reproduces the library's ``apply`` exactly. Native
+categorical splits follow their library's rules too (:mod:`governance.categories`).
+A view read with ``native=True`` takes its probabilities and labels from the library's
+own compiled predict, checked against this exact routing
+(:mod:`governance.native_predict`); ``apply``, leaf values and VITE are always exact.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 from scipy.special import expit, softmax
@@ -31,6 +35,13 @@ from miret_governance.governance.arrays import (
     read_only_array,
     scaled,
 )
+from miret_governance.governance.categories import (
+    categorical_left,
+    category_table,
+    check_groups,
+    code_matrix,
+)
+from miret_governance.governance.native_predict import checked_library_proba
 from miret_governance.governance.tree_weights import boosting_tree_weights
 from miret_governance.governance.trees import (
     LEFT_IF_LESS,
@@ -88,6 +99,14 @@ class Ensemble:
         Index (into ``classes``) of the class whose margin each tree adds to: iteration by
         iteration ``0, 1, ..., k-1`` for a margin ensemble of ``k > 2`` classes; all 0
         (the default) for two classes and for averaging ensembles.
+    category_groups : tuple of (int, int)
+        One-hot groups ``(start, width)`` of native categorical columns
+        (:mod:`governance.native_categories`): the trees split on a group's first feature,
+        read as the group's code (:func:`~governance.categories.code_matrix`).
+    native_proba : callable or None
+        The library's own probabilities of rows in this view's units
+        (:class:`~governance.native_predict.LibraryProba`), used by
+        :meth:`predict_proba` once checked; None: the exact routing only.
     """
 
     trees: tuple
@@ -103,6 +122,8 @@ class Ensemble:
     source: str = "arrays"
     input_precision: str = "float32"
     tree_class: np.ndarray | None = None
+    category_groups: tuple = ()
+    native_proba: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if not self.trees:
@@ -134,6 +155,8 @@ class Ensemble:
                     f"tree {number} stores node values of shape {tree.value.shape}; this "
                     f"{self.aggregation} ensemble of {k} classes needs {needed}"
                 )
+        groups = check_groups(self.category_groups, len(self.feature_names))
+        object.__setattr__(self, "category_groups", groups)
         object.__setattr__(self, "trees", tuple(self.trees))
         object.__setattr__(self, "tree_weights", weights)
         object.__setattr__(self, "feature_names", tuple(str(n) for n in self.feature_names))
@@ -162,7 +185,8 @@ class Ensemble:
         trees : sequence of Tree or of dict
             Each dict has ``feature``, ``threshold``, ``left``, ``right`` and optionally
             ``value`` (default 0 everywhere; rows of ``k`` class fractions for an
-            averaging ensemble of ``k > 2`` classes).
+            averaging ensemble of ``k > 2`` classes), ``missing_left``,
+            ``category_left`` and ``category_known`` (:class:`~governance.trees.Tree`).
         n_features : int, optional
             Needed when ``feature_names`` is not given.
         base_margin : float or sequence of k floats
@@ -179,6 +203,7 @@ class Ensemble:
                     left=tree["left"],
                     right=tree["right"],
                     value=tree.get("value", np.zeros(n)),
+                    **{k: tree.get(k) for k in ("missing_left", "category_left", "category_known")},
                 )
             built.append(tree)
         if feature_names is None:
@@ -223,6 +248,11 @@ class Ensemble:
             return np.asarray(X_raw, dtype=np.float64)
         return scaled(self.preprocessor, X_raw)
 
+    def __getstate__(self):
+        """The fields only: the routing cache stays out of a pickle, so pickling a view
+        (for the validation worker) never races a thread that is filling the cache."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def _padded(self):
         """Node arrays of all trees padded into (n_trees, max_nodes) matrices."""
         cached = self.__dict__.get("_padded_cache")
@@ -249,7 +279,8 @@ class Ensemble:
             missing_left[e, :n] = tree.missing_left
         if self.left_if == LEFT_IF_LESS:  # XGBoost compares float32 to float32
             threshold = threshold.astype(np.float32).astype(np.float64)
-        cached = (feature, threshold, left, right, value, position, missing_left)
+        categories = category_table(self.trees, width)
+        cached = (feature, threshold, left, right, value, position, missing_left, categories)
         object.__setattr__(self, "_padded_cache", cached)
         return cached
 
@@ -270,10 +301,11 @@ class Ensemble:
         X = feature_matrix(X, self.feature_names, finite=False, min_rows=0)
         if self.input_precision == "float32":
             X = X.astype(np.float32).astype(np.float64)
+        X = code_matrix(X, self.category_groups)
         kept = slice(0, first_trees)
         padded = self._padded()
         feature, threshold, left, right = (array[kept] for array in padded[:4])
-        missing_left = padded[6][kept]
+        missing_left, categories = padded[6][kept], padded[7]
         has_missing = bool(np.isnan(X).any())
         tree_index = np.arange(feature.shape[0])[None, :]
         node = np.zeros((X.shape[0], feature.shape[0]), dtype=np.int64)
@@ -285,6 +317,9 @@ class Ensemble:
             go_left = x <= thr if self.left_if == LEFT_IF_LESS_EQUAL else x < thr
             if has_missing:  # a NaN follows its node's missing-value direction
                 go_left = np.where(np.isnan(x), missing_left[tree_index, node], go_left)
+            if categories is not None:
+                at = categories.row[kept][tree_index, node]
+                go_left = categorical_left(categories, at, x, go_left)
             node = np.where(go_left, left[tree_index, node], right[tree_index, node])
         return node
 
@@ -332,10 +367,25 @@ class Ensemble:
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n_samples, k), columns in ``classes`` order.
 
-        Rows are routed in chunks of :data:`PREDICT_CHUNK_ROWS`, so memory stays bounded
-        by one chunk's ``rows x trees`` leaves however many rows there are (a forest of
-        ``k > 2`` classes adds one tree's ``rows x k`` fractions at a time).
+        With ``native_proba``, the library's own, checked on a sample of rows
+        (:func:`~governance.native_predict.checked_library_proba`; after a disagreement
+        this view keeps to the exact routing). Rows are routed in chunks of
+        :data:`PREDICT_CHUNK_ROWS`, so memory stays bounded by one chunk's
+        ``rows x trees`` leaves however many rows there are (a forest of ``k > 2``
+        classes adds one tree's ``rows x k`` fractions at a time).
         """
+        X = feature_matrix(X, self.feature_names, finite=False, min_rows=0)
+        if self.native_proba is not None and not self.__dict__.get("_native_refused"):
+            proba = checked_library_proba(
+                self.native_proba, self.exact_proba, X, self.n_classes, self.source
+            )
+            if proba is not None:
+                return proba
+            object.__setattr__(self, "_native_refused", True)
+        return self.exact_proba(X)
+
+    def exact_proba(self, X) -> np.ndarray:
+        """:meth:`predict_proba` by this view's own routing of every row."""
         X = feature_matrix(X, self.feature_names, finite=False, min_rows=0)
         proba = np.empty((X.shape[0], self.n_classes), dtype=np.float64)
         for start in range(0, X.shape[0], PREDICT_CHUNK_ROWS):
@@ -374,6 +424,7 @@ class Ensemble:
         weights = self.tree_weights[kept]
         return replace(
             self,
+            native_proba=None,  # the library predicts with all the trees
             trees=tuple(self.trees[e] for e in kept),
             tree_weights=weights if weights.sum() > 0 else np.ones(kept.size),
             tree_class=self.tree_class[kept],

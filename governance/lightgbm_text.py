@@ -14,18 +14,27 @@ iteration, tree ``i`` adding to class ``i mod k``'s margin, softmax), numerical 
 (``x <= threshold`` goes left, compared in float64; a NaN takes the node's default
 direction, or is read as 0.0 where the feature had no missing values in training, as
 LightGBM does), leaf values that already carry the learning rate; the ``sigmoid``
-factor of the objective is folded into the leaf values.
-Refused with a reason: categorical splits, linear trees, ``zero_as_missing`` (zeros
+factor of the objective is folded into the leaf values. Categorical splits
+(``decision_type`` bit 1): the node's ``threshold`` indexes ``cat_boundaries``, whose
+range of ``cat_threshold`` is a bitset of the codes sent left; LightGBM sends a NaN, a
+negative code (``trunc(x) < 0``) and any code outside the set right. With
+``pandas_categorical`` (a Booster trained on a DataFrame with category columns) the
+model is read in one-hot space (:mod:`governance.native_categories`).
+Refused with a reason: linear trees, ``zero_as_missing`` (zeros
 would follow each node's default direction), averaged output (``boosting=rf``), one
 sigmoid per class (``multiclassova``) and any other objective.
 """
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
+from miret_governance.governance.native_categories import lightgbm_categories
 from miret_governance.governance.trees import (
     LEFT_IF_LESS_EQUAL,
+    MAX_CATEGORY_CODE,
     MalformedModelError,
     Tree,
     UnsupportedModelError,
@@ -96,12 +105,6 @@ def _tree(values: dict, what: str, sigmoid: float) -> Tree:
         raise MalformedModelError(f"{what} has no whole num_leaves") from None
     if not 1 <= n_leaves <= MAX_LEAVES:
         raise MalformedModelError(f"{what} has num_leaves = {n_leaves}, not 1 to {MAX_LEAVES}")
-    if values.get("num_cat", "0") != "0":
-        raise UnsupportedModelError(
-            LIGHTGBM,
-            f"{what} has categorical splits, which are not read yet; encode the "
-            "categories before the model instead",
-        )
     if values.get("is_linear", "0") != "0":
         raise UnsupportedModelError(LIGHTGBM, f"{what} is a linear tree (linear_tree=true)")
     leaf_value = _numbers(values, "leaf_value", n_leaves, np.float64, what) * sigmoid
@@ -120,8 +123,8 @@ def _tree(values: dict, what: str, sigmoid: float) -> Tree:
     children = [
         _numbers(values, key, n_internal, np.int64, what) for key in ("left_child", "right_child")
     ]
-    if np.any(decision & _CATEGORICAL):
-        raise UnsupportedModelError(LIGHTGBM, f"{what} has categorical splits, not read yet")
+    categorical = (decision & _CATEGORICAL) > 0
+    category_left = _category_sets(values, threshold, categorical, what)
     if np.any(((decision >> 2) & 3) == _MISSING_ZERO):
         raise UnsupportedModelError(
             LIGHTGBM,
@@ -138,6 +141,8 @@ def _tree(values: dict, what: str, sigmoid: float) -> Tree:
     # reads a NaN as 0.0
     nan_missing = ((decision >> 2) & 3) == _MISSING_NAN
     missing_left = np.where(nan_missing, (decision & _DEFAULT_LEFT) > 0, 0.0 <= threshold)
+    missing_left &= ~categorical  # LightGBM sends a NaN right at a categorical split
+    threshold = np.where(categorical, np.nan, threshold)
     return Tree(
         feature=np.concatenate([feature, leaf]),
         threshold=np.concatenate([threshold, np.full(n_leaves, np.nan)]),
@@ -145,7 +150,42 @@ def _tree(values: dict, what: str, sigmoid: float) -> Tree:
         right=np.concatenate([right, leaf]),
         value=np.concatenate([np.zeros(n_internal), leaf_value]),
         missing_left=np.concatenate([missing_left, np.zeros(n_leaves, dtype=bool)]),
+        category_left=category_left + (None,) * n_leaves,
     )
+
+
+def _category_sets(values: dict, threshold, categorical, what: str) -> tuple:
+    """The codes each categorical node sends left (None at numeric nodes): node ``i``'s
+    ``threshold`` indexes ``cat_boundaries``, which bound its words of ``cat_threshold``."""
+    try:
+        n_cat = int(values.get("num_cat", "0"))
+    except ValueError:
+        raise MalformedModelError(f"{what} has no whole num_cat") from None
+    if n_cat != int(categorical.sum()):
+        raise MalformedModelError(
+            f"{what} has num_cat={n_cat} but {int(categorical.sum())} categorical splits"
+        )
+    if n_cat == 0:
+        return (None,) * threshold.size
+    bounds = _numbers(values, "cat_boundaries", n_cat + 1, np.int64, what)
+    words_per_set = np.diff(bounds)
+    if bounds[0] != 0 or np.any(words_per_set < 1):
+        raise MalformedModelError(f"{what}: cat_boundaries do not rise from 0")
+    if words_per_set.max() * 32 > MAX_CATEGORY_CODE + 1:
+        raise UnsupportedModelError(
+            LIGHTGBM, f"{what} splits on category codes above {MAX_CATEGORY_CODE}"
+        )
+    words = _numbers(values, "cat_threshold", int(bounds[-1]), np.int64, what)
+    if np.any((words < 0) | (words >= 1 << 32)):
+        raise MalformedModelError(f"{what}: cat_threshold holds a word outside 32 bits")
+    sets = [None] * threshold.size
+    for node in np.flatnonzero(categorical):
+        index = threshold[node]
+        if not (index == int(index) and 0 <= index < n_cat):
+            raise MalformedModelError(f"{what}: node {node} names no category set")
+        chunk = words[bounds[int(index)] : bounds[int(index) + 1]].astype("<u4")
+        sets[node] = np.flatnonzero(np.unpackbits(chunk.view(np.uint8), bitorder="little"))
+    return tuple(sets)
 
 
 def _classes(header: dict) -> int:
@@ -249,6 +289,7 @@ def read_lightgbm_text(model: LightGBMText) -> dict:
     if len(trees) % width:
         raise MalformedModelError(f"{len(trees)} trees are no whole number of iterations of {k}")
     check_split_features(trees, n_features)
+    native = _native(head, rest, names)
     classes = tuple(range(k)) if model.classes is None else model.classes
     if len(classes) != k:
         raise MalformedModelError(f"{len(classes)} class labels given for a model of {k} classes")
@@ -262,4 +303,27 @@ def read_lightgbm_text(model: LightGBMText) -> dict:
         "classes": np.asarray(classes),
         "feature_names": names,
         "input_precision": "float64",
+        "native": native,
     }
+
+
+def _native(head: str, rest: str, names: list):
+    """The model's native categories from its ``pandas_categorical`` line, or None when
+    it has none (then categorical splits read codes)."""
+    tail = rest.rpartition("\npandas_categorical:")[2] if "\npandas_categorical:" in rest else ""
+    try:
+        listed = json.loads(tail.strip().splitlines()[0]) if tail.strip() else None
+    except (ValueError, RecursionError) as error:
+        raise MalformedModelError(f"pandas_categorical is not JSON ({error})") from error
+    if not listed:
+        return None
+    infos = _key_values(head.splitlines()).get("feature_infos", "").split()
+    categorical = [j for j, info in enumerate(infos) if info[:1] not in ("[", "n")]
+    for line in rest.splitlines():  # the parameter also names unused (trivial) columns
+        if line.startswith("[categorical_feature: ") and line.endswith("]"):
+            words = line[len("[categorical_feature: ") : -1].split(",")
+            if all(w.strip().isdigit() for w in words):
+                categorical = [int(w) for w in words]
+    if sorted(set(categorical)) != categorical or not all(0 <= j < len(names) for j in categorical):
+        raise MalformedModelError(f"categorical_feature {categorical} names no features")
+    return lightgbm_categories(names, categorical, listed)

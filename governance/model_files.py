@@ -14,11 +14,12 @@ counted containers, big-endian numbers) and refuses anything else.
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
 
-from miret_governance.governance.trees import MalformedModelError, Tree
+from miret_governance.governance.trees import MAX_CATEGORY_CODE, MalformedModelError, Tree
 
 MAX_NESTING = 32
 """Deepest container nesting accepted (XGBoost writes 6 levels)."""
@@ -204,11 +205,7 @@ def _check_tree(tree, number: int, n_features: int) -> None:
         )
     if not np.isin(arrays["default_left"], (0, 1)).all():
         raise MalformedModelError(f"tree {number} has default_left values other than 0/1")
-    split_type = tree.get("split_type", [0] * n_nodes)
-    if not isinstance(split_type, list) or len(split_type) != n_nodes or any(split_type):
-        raise MalformedModelError(
-            f"tree {number} has categorical or malformed split types; only numeric splits are read"
-        )
+    _check_categories(tree, n_nodes, number)
     # the structure: Tree refuses children out of range, cycles and unreachable nodes
     Tree(
         feature=np.where(leaf, -1, features),
@@ -225,12 +222,79 @@ def _check_tree(tree, number: int, n_features: int) -> None:
         raise MalformedModelError(f"tree {number}'s parents disagree with its children")
 
 
+def _int_list(values, what: str, low: int = 0, high: int = INT32_MAX) -> list:
+    if not isinstance(values, list):
+        raise MalformedModelError(f"{what} is not a list")
+    return [_int(v, what, low, high) for v in values]
+
+
+def _check_categories(tree: dict, n_nodes: int, number: int) -> None:
+    """Split types 0 (numeric) or 1 (categorical); each categorical node's segment of
+    ``categories`` inside the list, its codes 0 to MAX_CATEGORY_CODE."""
+    what = f"tree {number}"
+    split_type = _int_list(tree.get("split_type", [0] * n_nodes), f"{what}'s split_type", 0, 1)
+    if len(split_type) != n_nodes:
+        raise MalformedModelError(f"{what} has {len(split_type)} split types for {n_nodes} nodes")
+    listed = _int_list(tree.get("categories", []), f"{what}'s categories", 0, MAX_CATEGORY_CODE)
+    nodes, starts, sizes = (
+        _int_list(tree.get(key, []), f"{what}'s {key}")
+        for key in ("categories_nodes", "categories_segments", "categories_sizes")
+    )
+    if nodes != [i for i, kind in enumerate(split_type) if kind] or not (
+        len(starts) == len(sizes) == len(nodes)
+    ):
+        raise MalformedModelError(f"{what}'s categories_nodes disagree with its split types")
+    if any(size < 1 or start + size > len(listed) for start, size in zip(starts, sizes)):
+        raise MalformedModelError(f"{what} has a category segment outside its categories")
+
+
+def _check_cats(cats, n_features: int) -> None:
+    """XGBoost's training categories (``cats``): per feature UTF-8 bytes cut by offsets,
+    or numbers; ``feature_segments`` and ``sorted_idx`` consistent with them."""
+    if not isinstance(cats, dict):
+        raise MalformedModelError("cats is not an object")
+    encodings = cats.get("enc", [])
+    if not isinstance(encodings, list) or len(encodings) not in (0, n_features):
+        raise MalformedModelError("cats does not list one encoding per feature")
+    counts = []
+    for encoding in encodings:
+        if not isinstance(encoding, dict):
+            raise MalformedModelError("a cats encoding is not an object")
+        values = encoding.get("values", [])
+        if "offsets" in encoding:
+            data = _int_list(values, "cats values", 0, 255)
+            offsets = _int_list(encoding["offsets"], "cats offsets", 0, len(data))
+            if (
+                offsets
+                and (offsets[0] != 0 or offsets[-1] != len(data))
+                or offsets != sorted(offsets)
+            ):
+                raise MalformedModelError("cats offsets do not cut their bytes")
+            counts.append(max(len(offsets) - 1, 0))
+        else:
+            if not isinstance(values, list) or not all(
+                isinstance(v, (int, float)) and np.isfinite(v) for v in values
+            ):
+                raise MalformedModelError("cats values are not finite numbers")
+            counts.append(len(values))
+    bounds = _int_list(cats.get("feature_segments", []), "cats feature_segments")
+    order = _int_list(cats.get("sorted_idx", []), "cats sorted_idx")
+    if encodings and bounds != [0, *np.cumsum(counts).tolist()]:
+        raise MalformedModelError("cats feature_segments disagree with its categories")
+    if len(order) != sum(counts) or any(
+        sorted(order[a:b]) != list(range(b - a)) for a, b in itertools.pairwise(bounds)
+    ):
+        raise MalformedModelError("cats sorted_idx is not an order of each feature's categories")
+
+
 def check_xgboost_model(document: dict) -> None:
     """Check an XGBoost ``gbtree`` model document before XGBoost reads it.
 
     Every tree's arrays have one finite entry per node, children and parents agree and
-    form one tree, split features lie in ``0 .. num_feature - 1``, and the forest's
-    counts (``num_trees``, ``tree_info``, ``iteration_indptr``) match its trees.
+    form one tree, split features lie in ``0 .. num_feature - 1``, categorical splits'
+    category segments lie inside their lists, the training categories (``cats``) are
+    consistent, and the forest's counts (``num_trees``, ``tree_info``,
+    ``iteration_indptr``) match its trees.
 
     Raises
     ------
@@ -272,6 +336,8 @@ def check_xgboost_model(document: dict) -> None:
         bounds = [_int(i, "iteration_indptr", 0, len(trees)) for i in indptr]
         if not bounds or bounds[0] != 0 or bounds[-1] != len(trees) or bounds != sorted(bounds):
             raise MalformedModelError("iteration_indptr does not partition the trees")
+    if "cats" in model:
+        _check_cats(model["cats"], n_features)
     for number, tree in enumerate(trees):
         _check_tree(tree, number, n_features)
         if _int(tree.get("id"), f"tree {number}'s id") != number:

@@ -1,7 +1,8 @@
 """Readers of each supported library's fitted trees into :class:`~governance.trees.Tree`
 arrays: scikit-learn forests, gradient boosting and histogram gradient boosting, XGBoost
 models and boosters (:mod:`governance.xgboost_booster`), LightGBM models and boosters
-(through their text model, :mod:`governance.lightgbm_text`)."""
+(through their text model, :mod:`governance.lightgbm_text`). A model with native
+categorical features is read as its one-hot view (:mod:`governance.native_categories`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import numpy as np
 from miret_governance.governance.encoding import EncodingError, encoding_of
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.lightgbm_text import LightGBMText, read_lightgbm_text
+from miret_governance.governance.native_categories import (
+    hist_categories,
+    hist_tree,
+    native_view,
+)
+from miret_governance.governance.native_predict import library_proba
 from miret_governance.governance.trees import (
     LEFT_IF_LESS_EQUAL,
     MalformedModelError,
@@ -208,20 +215,15 @@ def _read_sklearn_boosting(model) -> dict:
 def _read_sklearn_hist_boosting(model) -> dict:
     """HistGradientBoostingClassifier: each predictor's node records (leaf values carry
     the learning rate already) and the constant ``_baseline_prediction``; nothing of
-    scikit-learn predicts here, so a crafted node never reaches its Cython code."""
+    scikit-learn predicts here, so a crafted node never reaches its Cython code. Native
+    categorical features (a ``_preprocessor``) come with their categories (``native``)."""
     classes = getattr(model, "classes_", None)
     _check_classes(model, classes)
     k = len(classes)
     n_features = _n_features(model)
-    if getattr(model, "_preprocessor", None) is not None or any(
-        bool(np.any(p.nodes["is_categorical"])) for row in model._predictors for p in row
-    ):
-        raise UnsupportedModelError(
-            model,
-            "it has native categorical features (categorical_features), which the "
-            "ensemble view does not read yet; one-hot or ordinal encode them in a Pipeline "
-            "before the model instead",
-        )
+    native, known = None, [None] * n_features
+    if getattr(model, "_preprocessor", None) is not None:
+        native, known = hist_categories(model)
     width = 1 if k == 2 else k
     baseline = np.asarray(model._baseline_prediction, dtype=np.float64)
     if baseline.shape != (1, width) or not np.isfinite(baseline).all():
@@ -230,7 +232,10 @@ def _read_sklearn_hist_boosting(model) -> dict:
             f"{width} finite value(s)"
         )
     trees, tree_class = _by_iteration(
-        [[_hist_tree(predictor.nodes) for predictor in row] for row in model._predictors],
+        [
+            [hist_tree(p.nodes, p.raw_left_cat_bitsets, known) for p in row]
+            for row in model._predictors
+        ],
         k,
     )
     check_split_features(trees, n_features)
@@ -242,21 +247,10 @@ def _read_sklearn_hist_boosting(model) -> dict:
         "base_margin": float(baseline[0, 0]) if k == 2 else baseline[0],
         "left_if": LEFT_IF_LESS_EQUAL,
         "classes": np.asarray(classes),
-        "feature_names": _feature_names(model, n_features),
+        "feature_names": list(native.inputs) if native else _feature_names(model, n_features),
         "input_precision": "float64",
+        "native": native,
     }
-
-
-def _hist_tree(nodes) -> Tree:
-    leaf = nodes["is_leaf"].astype(bool)
-    return Tree(
-        feature=np.where(leaf, -1, nodes["feature_idx"].astype(np.int64)),
-        threshold=np.where(leaf, np.nan, nodes["num_threshold"]),
-        left=np.where(leaf, -1, nodes["left"].astype(np.int64)),
-        right=np.where(leaf, -1, nodes["right"].astype(np.int64)),
-        value=np.where(leaf, nodes["value"], 0.0),
-        missing_left=nodes["missing_go_to_left"],
-    )
 
 
 def read_estimator(model) -> dict:
@@ -313,7 +307,7 @@ def _read_estimator(model) -> dict:
             classes = getattr(model, "classes_", None)
             _check_classes(model, classes)
             read = read_xgboost_booster(booster, model, classes)
-            if getattr(model, "feature_names_in_", None) is not None:
+            if getattr(model, "feature_names_in_", None) is not None and not read["native"]:
                 read["feature_names"] = [str(n) for n in model.feature_names_in_]
             return read
         if isinstance(model, xgboost.Booster):
@@ -333,8 +327,9 @@ def _read_lightgbm(model) -> dict:
     if isinstance(model, lightgbm.LGBMClassifier):
         classes = getattr(model, "classes_", None) if model.__sklearn_is_fitted__() else None
         _check_classes(model, classes)
-        read = read_lightgbm_text(LightGBMText(model.booster_.model_to_string(), classes))
-        if getattr(model, "feature_names_in_", None) is not None:
+        names = getattr(model, "feature_names_in_", None)
+        read = read_lightgbm_text(LightGBMText(model.booster_.model_to_string(), classes, names))
+        if names is not None and read["native"] is None:
             read["feature_names"] = [str(n) for n in model.feature_names_in_]
         return read
     if isinstance(model, lightgbm.Booster):
@@ -342,7 +337,7 @@ def _read_lightgbm(model) -> dict:
     raise UnsupportedModelError(model, "it is not a LightGBM classifier or Booster")
 
 
-def read_ensemble(model) -> Ensemble:
+def read_ensemble(model, native: bool = False) -> Ensemble:
     """Read a fitted tree-ensemble classifier of ``k >= 2`` classes into an
     :class:`Ensemble`.
 
@@ -357,6 +352,11 @@ def read_ensemble(model) -> Ensemble:
         Pipeline whose last step is one of these. Behind a ``ColumnTransformer`` (:mod:`governance.encoding`) the
         view's features are the encoded columns; :meth:`Ensemble.transform` encodes raw
         rows as the pipeline does.
+    native : bool
+        Take probabilities and labels from the library's own predict, checked against
+        the exact view (:mod:`governance.native_predict`): only for a model loaded
+        without running code from its file (skops, a checked XGBoost file) or one the
+        caller trusts; scikit-learn and XGBoost models without categorical splits.
 
     Returns
     -------
@@ -380,6 +380,17 @@ def read_ensemble(model) -> Ensemble:
             if isinstance(before, MinMaxScaler):
                 scaler = before
     read = read_estimator(final)
+    library = library_proba(final, read) if native else None
+    native = read.pop("native", None)
+    if native is not None:
+        if preprocessor is not None:
+            raise UnsupportedModelError(
+                model,
+                "it has native categorical features behind other Pipeline steps; log the "
+                "model on its own, or encode the categories in the Pipeline instead",
+            )
+        read = native_view(read, native)
+        preprocessor = read.pop("preprocessor")
     # A lone MinMaxScaler keeps the columns, so the pipeline's input names still apply.
     keeps_columns = preprocessor is None or (scaler is not None and len(model.steps) == 2)
     if getattr(model, "feature_names_in_", None) is not None and keeps_columns:
@@ -401,5 +412,6 @@ def read_ensemble(model) -> Ensemble:
         preprocessor=preprocessor,
         scaler=scaler,
         source=qualified_name(model if final is model else final),
+        native_proba=library,
         **read,
     )

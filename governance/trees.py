@@ -11,6 +11,10 @@ A :class:`Tree` refuses arrays no library writes (children outside the tree, a n
 reached twice, a negative index other than the leaf marker ``-1``, non-finite values),
 and :func:`check_split_features` a split on a feature the model does not have: the
 readers build and check every tree before any library code predicts with it.
+
+A *categorical* node (LightGBM's, HistGradientBoosting's and XGBoost's native
+categorical splits) reads its feature as a whole category code and sends the codes of
+its set left; see :class:`Tree` for how a missing, negative or unknown code goes.
 """
 
 from __future__ import annotations
@@ -26,16 +30,26 @@ SUPPORTED_MODELS = (
     "sklearn.ensemble.RandomForestClassifier",
     "sklearn.ensemble.ExtraTreesClassifier",
     "sklearn.ensemble.GradientBoostingClassifier",
-    "sklearn.ensemble.HistGradientBoostingClassifier (numerical features)",
-    "xgboost.XGBClassifier",
-    "xgboost.Booster (objective='binary:logistic', 'multi:softprob' or 'multi:softmax')",
+    "sklearn.ensemble.HistGradientBoostingClassifier (numerical and native categorical features)",
+    "xgboost.XGBClassifier (numerical and native categorical features)",
+    (
+        "xgboost.Booster (objective='binary:logistic', 'multi:softprob' or 'multi:softmax'; "
+        "numerical and native categorical features)"
+    ),
     (
         "lightgbm.LGBMClassifier, lightgbm.Booster (objective='binary' or 'multiclass'; "
-        "a text model file)"
+        "a text model file; numerical and native categorical features)"
     ),
     "sklearn.pipeline.Pipeline ending in one of the above",
 )
 """Models read, each a classifier of one output with k >= 2 classes."""
+
+MAX_CATEGORY_CODE = (1 << 16) - 1
+"""Largest category code a categorical split may name (LightGBM and scikit-learn number a
+column's categories from 0; 65,536 categories bound the routing tables)."""
+
+UNKNOWN_RIGHT, UNKNOWN_LEFT, UNKNOWN_MISSING = 0, 1, 2
+"""Where a categorical node sends a value that is no known code (``category_unknown``)."""
 
 POSITION_LEVELS = 62
 """Nodes at levels ``0..POSITION_LEVELS`` get a breadth-first position (< 2**63)."""
@@ -110,6 +124,23 @@ class Tree:
     missing_left : ndarray of bool, optional
         Where a split sends a missing value (NaN): left where True. Default: right at
         every node (what ``x <= threshold`` gives for NaN).
+    category_left : tuple, optional
+        One entry per node: None for a numeric split or a leaf, else the category codes
+        (whole numbers ``0..MAX_CATEGORY_CODE``) a categorical split sends left; the
+        node's ``threshold`` is then unused (NaN). A value ``x`` is read as the code
+        ``trunc(x)``.
+    category_known : tuple, optional
+        One entry per node, set only at categorical nodes: None when every code is known,
+        else the codes the node knows. A known code outside ``category_left`` goes right;
+        a NaN follows ``missing_left``.
+    category_unknown : ndarray of int, optional
+        Where a categorical node sends a value that is no known code (a negative value,
+        an unknown code): :data:`UNKNOWN_RIGHT`, :data:`UNKNOWN_LEFT` or
+        :data:`UNKNOWN_MISSING` (``missing_left``). Default: right where every code is
+        known, else missing. LightGBM: every code known, NaN right, ``trunc(x) < 0``
+        right. HistGradientBoosting: known codes, ``x < 0`` and unknown codes missing.
+        XGBoost: the listed categories (known) go right, nothing left, ``x < 0`` and
+        unknown codes left.
     depth : ndarray of int
         Level of each node (root 0).
     position : ndarray of int
@@ -123,6 +154,9 @@ class Tree:
     right: np.ndarray
     value: np.ndarray
     missing_left: np.ndarray | None = None
+    category_left: tuple | None = None
+    category_known: tuple | None = None
+    category_unknown: np.ndarray | None = None
     depth: np.ndarray = field(init=False)
     position: np.ndarray = field(init=False)
 
@@ -164,10 +198,13 @@ class Tree:
                 f"a child index lies outside the tree's {n} nodes (found "
                 f"{int(children.min() if children.min() < 1 else children.max())})"
             )
+        left_codes, known_codes = _categories(self.category_left, self.category_known, split)
+        categorical = np.array([codes is not None for codes in left_codes], dtype=bool)
         # an infinite threshold is legitimate: scikit-learn splits missing values from
         # all others with threshold inf
-        if np.isnan(threshold[split]).any():
+        if np.isnan(threshold[split & ~categorical]).any():
             raise MalformedModelError("a split threshold is NaN")
+        threshold = np.where(categorical, np.nan, threshold)
         if not np.isfinite(value).all():
             raise MalformedModelError("a node value is NaN or infinite")
         depth = np.zeros(n, dtype=np.int64)
@@ -199,6 +236,10 @@ class Tree:
         object.__setattr__(self, "threshold", read_only_array(threshold, np.float64))
         object.__setattr__(self, "value", read_only_array(value, np.float64))
         object.__setattr__(self, "missing_left", read_only_array(missing_left & split, bool))
+        object.__setattr__(self, "category_left", left_codes)
+        object.__setattr__(self, "category_known", known_codes)
+        unknown = _unknown_sides(self.category_unknown, left_codes, known_codes)
+        object.__setattr__(self, "category_unknown", read_only_array(unknown, np.int64))
         object.__setattr__(self, "depth", read_only_array(depth, np.int64))
         object.__setattr__(self, "position", read_only_array(position, np.int64))
 
@@ -214,6 +255,69 @@ class Tree:
     @property
     def max_depth(self) -> int:
         return int(self.depth.max())
+
+    @property
+    def is_categorical(self) -> np.ndarray:
+        """Boolean mask of the nodes that apply a categorical split."""
+        return np.array([codes is not None for codes in self.category_left], dtype=bool)
+
+
+def _codes(values, what: str) -> np.ndarray:
+    """One node's category codes: distinct whole numbers ``0..MAX_CATEGORY_CODE``,
+    sorted and read-only."""
+    array = np.asarray(values)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iuf"):
+        raise MalformedModelError(f"the {what} of a categorical split are not a list of codes")
+    if array.size and not (
+        np.isfinite(array).all()
+        and (array == np.round(array)).all()
+        and (array >= 0).all()
+        and (array <= MAX_CATEGORY_CODE).all()
+    ):
+        raise MalformedModelError(
+            f"the {what} of a categorical split are not whole numbers 0 to {MAX_CATEGORY_CODE}"
+        )
+    codes = np.unique(array.astype(np.int64))
+    if codes.size != array.size:
+        raise MalformedModelError(f"the {what} of a categorical split repeat a code")
+    return read_only_array(codes, np.int64)
+
+
+def _unknown_sides(given, left: tuple, known: tuple) -> np.ndarray:
+    """``category_unknown`` checked, or its default; 0 at every other node."""
+    categorical = np.array([codes is not None for codes in left], dtype=bool)
+    default = np.where([codes is None for codes in known], UNKNOWN_RIGHT, UNKNOWN_MISSING)
+    if given is None:
+        return np.where(categorical, default, UNKNOWN_RIGHT)
+    sides = np.asarray(given)
+    if sides.shape != categorical.shape or not np.isin(sides, (0, 1, 2)).all():
+        raise MalformedModelError("a tree's unknown-category directions are not 0, 1 or 2")
+    return np.where(categorical, sides, UNKNOWN_RIGHT)
+
+
+def _categories(category_left, category_known, split: np.ndarray) -> tuple:
+    """Both per-node code lists checked: entries only at split nodes, known codes only
+    at categorical ones, the codes sent left among the known ones."""
+    n = split.size
+    left = (None,) * n if category_left is None else tuple(category_left)
+    known = (None,) * n if category_known is None else tuple(category_known)
+    if len(left) != n or len(known) != n:
+        raise MalformedModelError(
+            f"a tree's category sets have {len(left)} and {len(known)} entries; every node "
+            f"needs one ({n})"
+        )
+    left = tuple(None if c is None else _codes(c, "categories sent left") for c in left)
+    known = tuple(None if c is None else _codes(c, "known categories") for c in known)
+    for node in range(n):
+        if left[node] is not None and not split[node]:
+            raise MalformedModelError(f"leaf {node} carries a category set")
+        if known[node] is None:
+            continue
+        if left[node] is None:
+            raise MalformedModelError(f"node {node} knows categories but splits no category set")
+        if np.setdiff1d(left[node], known[node]).size:
+            raise MalformedModelError(f"node {node} sends categories left that it does not know")
+    return left, known
 
 
 def check_split_features(trees, n_features: int) -> None:

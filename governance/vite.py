@@ -10,7 +10,12 @@ with ``w^e = 1`` each quantity is exactly the paper's.
   each level sums to 1) or ``(sum_e w^e) 2^d`` (``"nodes"``, eq. ``miret_frequency``).
 - Node frequency ``f^node_{t,j}``: the same per breadth-first branch position ``t``.
 - Threshold ranges ``[l_j, u_j]``: smallest and largest threshold on feature ``j`` at
-  position ``t`` over the trees that split there on ``j``.
+  position ``t`` over the trees that split there on ``j``. A native categorical split
+  (LightGBM, HistGradientBoosting) is a use of its column like any split, but has no
+  threshold: it bounds no range, and :func:`category_splits` lists the categories it
+  sends left. In a one-hot view (:mod:`governance.native_categories`) such a split is
+  counted on its column's first indicator column; the ``*_by_column`` tables give the
+  original column's true share.
 - Proximity ``m_ik = sum_e 1(i,k,e) / |E|``: share of trees in which samples ``i`` and
   ``k`` end in the same leaf, as the paper words it ("the number of trees in which the
   two samples end up in the same leaf"; its eq. ``proximity`` with weights summing to 1
@@ -42,7 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from miret_governance.governance.encoding import aggregate
+from miret_governance.governance.encoding import aggregate, encoding_of
 from miret_governance.governance.ensemble import Ensemble
 
 DENOMINATORS = ("splits", "nodes")
@@ -197,7 +202,8 @@ def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFra
         One row per (position, feature) used by at least one tree, sorted by position
         and feature index, with columns ``position``, ``feature`` (name), ``low``,
         ``high`` (ensemble input units, normalized when the ensemble has a
-        MinMaxScaler; NaN where every threshold is infinite) and ``count`` (number of trees splitting there on that feature).
+        MinMaxScaler; NaN where every threshold is infinite, or every split there is
+        categorical) and ``count`` (number of trees splitting there on that feature).
         With a known ``ensemble.scaler`` also ``low_raw`` and ``high_raw``: the same
         thresholds in raw input units, ``(threshold - min_) / scale_``.
     """
@@ -229,6 +235,39 @@ def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFra
         table["low_raw"] = (low - scaler.min_[used_feature]) / scaler.scale_[used_feature]
         table["high_raw"] = (high - scaler.min_[used_feature]) / scaler.scale_[used_feature]
     return table
+
+
+def category_splits(ensemble: Ensemble, depth: int | None = None) -> pd.DataFrame:
+    """The native categorical splits on the levels :func:`node_frequency` covers.
+
+    Returns
+    -------
+    DataFrame
+        One row per (position, column, categories sent left), sorted by position, with
+        columns ``position``, ``feature`` (the original column in a one-hot view),
+        ``left`` (the categories sent left, ``{car, edu}``; codes without an encoding)
+        and ``count`` (trees splitting so there). Empty when no split is categorical.
+    """
+    rows = {}
+    if not any(tree.is_categorical.any() for tree in ensemble.trees):
+        depth = 0  # nothing to list, whatever the ensemble's depth
+    else:
+        depth = _node_levels(ensemble, depth)
+    encoding = ensemble.encoding or encoding_of(ensemble.preprocessor)
+    for tree in ensemble.trees:
+        for node in np.flatnonzero(tree.is_categorical & (tree.depth < depth)):
+            start, codes = int(tree.feature[node]), tree.category_left[node]
+            name, labels = ensemble.feature_names[start], [str(c) for c in codes]
+            if encoding is not None:  # a one-hot group: code c is its column start + c
+                labels = [str(encoding.columns[start + c].categories[0]) for c in codes]
+                name = encoding.original(name)
+            key = (int(tree.position[node]), name, "{" + ", ".join(labels) + "}")
+            rows[key] = rows.get(key, 0) + 1
+    table = pd.DataFrame(
+        [(*key, count) for key, count in sorted(rows.items())],
+        columns=["position", "feature", "left", "count"],
+    )
+    return table.astype({"position": np.int64, "count": np.int64})
 
 
 # ---------------------------------------------------------------------- proximity

@@ -5,16 +5,25 @@ Objectives read: ``binary:logistic`` (one margin, ``logit(base_score)`` to start
 of its class in ``tree_info``, the ``base_score`` vector starts the margins, and
 probabilities are their softmax). Trees with vector leaves (``multi_output_tree``),
 several outputs (``num_target > 1``) and every other objective are refused by name.
+
+Categorical splits (``split_type`` 1, ``enable_categorical=True``): the node's listed
+categories (``categories`` from ``categories_segments``/``categories_sizes``) go right,
+every other code, ``x < 0`` included, goes left, and a NaN follows ``default_left``. The
+category names XGBoost keeps (``cats``: per feature the training categories in code
+order) make the model's one-hot view (:mod:`governance.native_categories`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
 
+from miret_governance.governance.native_categories import NativeCategories
 from miret_governance.governance.trees import (
     LEFT_IF_LESS,
+    UNKNOWN_LEFT,
     MalformedModelError,
     Tree,
     UnsupportedModelError,
@@ -117,14 +126,19 @@ def read_xgboost_booster(booster, model=None, classes=None) -> dict:
         right = np.asarray(t["right_children"], dtype=np.int64)
         leaf = left == -1  # XGBoost's kInvalidNodeId
         conditions = np.asarray(t["split_conditions"], dtype=np.float32).astype(np.float64)
+        known = _category_sets(t, left.size, f"tree {len(trees)}")
+        categorical = np.array([codes is not None for codes in known], dtype=bool)
         trees.append(
             Tree(
                 feature=np.where(leaf, -1, np.asarray(t["split_indices"], dtype=np.int64)),
-                threshold=np.where(leaf, np.nan, conditions),
+                threshold=np.where(leaf | categorical, np.nan, conditions),
                 left=left,
                 right=right,
                 value=np.where(leaf, conditions, 0.0),  # a leaf's value sits in split_conditions
                 missing_left=np.asarray(t["default_left"], dtype=np.int64),
+                category_left=tuple(np.zeros(0) if c else None for c in categorical),
+                category_known=known,
+                category_unknown=np.where(categorical, UNKNOWN_LEFT, 0),
             )
         )
     n_features = int(raw["learner"]["learner_model_param"]["num_feature"])
@@ -132,6 +146,7 @@ def read_xgboost_booster(booster, model=None, classes=None) -> dict:
         raise MalformedModelError(f"num_feature is {n_features}")
     check_split_features(trees, n_features)
     names = booster.feature_names or [f"x{j}" for j in range(n_features)]
+    native = _native(dump.get("cats"), list(names), booster.feature_types)
     return {
         "trees": tuple(trees),
         "tree_class": tree_class,
@@ -141,4 +156,58 @@ def read_xgboost_booster(booster, model=None, classes=None) -> dict:
         "left_if": LEFT_IF_LESS,
         "classes": np.asarray(classes if classes is not None else np.arange(k)),
         "feature_names": list(names),
+        "native": native,
     }
+
+
+def _category_sets(tree: dict, n_nodes: int, what: str) -> tuple:
+    """The categories each categorical node sends right (None at numeric nodes)."""
+    split_type = np.asarray(tree.get("split_type", [0] * n_nodes), dtype=np.int64)
+    nodes = np.flatnonzero(split_type == 1)
+    if split_type.shape != (n_nodes,) or not np.isin(split_type, (0, 1)).all():
+        raise MalformedModelError(f"{what} has split types other than 0 and 1")
+    sets = [None] * n_nodes
+    if nodes.size == 0:
+        return tuple(sets)
+    listed = np.asarray(tree.get("categories", []), dtype=np.int64)
+    columns = [
+        np.asarray(tree.get(key, []), dtype=np.int64)
+        for key in ("categories_nodes", "categories_segments", "categories_sizes")
+    ]
+    if any(c.shape != nodes.shape for c in columns) or np.any(columns[0] != nodes):
+        raise MalformedModelError(f"{what}: categories_nodes disagree with its split types")
+    for node, start, size in zip(*columns, strict=True):
+        if start < 0 or size < 1 or start + size > listed.size:
+            raise MalformedModelError(f"{what}: a category segment lies outside categories")
+        sets[node] = listed[start : start + size]
+    return tuple(sets)
+
+
+def _native(cats, names: list, feature_types):
+    """The categories XGBoost keeps (``cats``), as :class:`NativeCategories`; None when it
+    keeps none (then categorical splits read codes)."""
+    encodings = (cats or {}).get("enc") or []
+    if not any(e.get("values") for e in encodings if isinstance(e, dict)):
+        return None
+    if len(encodings) != len(names):
+        raise MalformedModelError(
+            f"cats lists {len(encodings)} features, the model has {len(names)}"
+        )
+    categories = {}
+    for name, kind, encoded in zip(
+        names, feature_types or ["c"] * len(names), encodings, strict=True
+    ):
+        values = encoded.get("values", []) if isinstance(encoded, dict) else None
+        if not isinstance(values, list):
+            raise MalformedModelError(f"the categories of {name!r} are not a list")
+        if values and kind != "c":
+            raise MalformedModelError(f"{name!r} lists categories but is not categorical")
+        offsets = encoded.get("offsets")
+        if values and offsets is not None:  # strings: UTF-8 bytes cut at the offsets
+            data = bytes(values)
+            if offsets[:1] != [0] or offsets[-1] != len(data) or offsets != sorted(offsets):
+                raise MalformedModelError(f"the category offsets of {name!r} do not cut its bytes")
+            values = [data[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets)]
+        if values:
+            categories[name] = tuple(values)
+    return NativeCategories(tuple(names), categories, np.asarray(names, dtype=object), "XGBoost")

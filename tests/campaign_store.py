@@ -355,9 +355,7 @@ def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
         _log_skops(_pipeline(regressor).fit(frame[FEATURES], frame["label"]), "campaign-regressor")
         two_outputs = np.column_stack([frame["label"], np.arange(len(frame)) % 3])
         multioutput = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0)
-        _log_skops(
-            _pipeline(multioutput).fit(frame[FEATURES], two_outputs), "campaign-multioutput"
-        )
+        _log_skops(_pipeline(multioutput).fit(frame[FEATURES], two_outputs), "campaign-multioutput")
         _log_sklearn(
             _pipeline(LogisticRegression()).fit(frame[FEATURES], frame["label"]),
             "campaign-logistic",

@@ -19,7 +19,8 @@ def _isolated_mlflow(tmp_path, monkeypatch):
 
     ``govern --tracking-uri`` sets MLflow's process-wide URIs, which take precedence
     over the environment: they are cleared before the environment is set, and again
-    after the test, so a module-scoped fixture of the next module never inherits them.
+    after the test (with the active experiment), so a module-scoped fixture of the next
+    module never inherits them.
     """
     import mlflow
 
@@ -31,6 +32,11 @@ def _isolated_mlflow(tmp_path, monkeypatch):
     yield
     mlflow.set_tracking_uri(None)
     mlflow.set_registry_uri(None)
+    # ``mlflow.set_experiment`` (the family examples call it, as a user's script does)
+    # leaves its experiment id in the environment and in the fluent API: the next test's
+    # new store has no such experiment
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+    mlflow.tracking.fluent._active_experiment_id = None
 
 
 @pytest.fixture(scope="session")

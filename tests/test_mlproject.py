@@ -32,8 +32,8 @@ def _entry_points():
 def test_explain_defaults_match_the_estimator():
     params = _entry_points()["explain"]["parameters"]
     defaults = MiretSurrogate().get_params()
+    assert defaults["alpha"] is None and params["alpha"]["default"] == ""  # "": chosen
     for name in (
-        "alpha",
         "gamma_percentile",
         "proximity_threshold",
         "max_rows",

@@ -20,8 +20,9 @@ which route a missing value the way each split learned. It is logged with
 skops' own defaults), so ``govern`` loads it without executing code.
 
 ``govern explain`` fits a depth-2 surrogate in the encoded space, as the booster sees
-the data, but every artifact names the original columns: rules read ``purpose in
-{business, car}``, VITE frequencies are summed per original column, and validation checks the
+the data, but its rules and figures name the original columns and categories
+(``[purpose = car]`` in an oblique split, ``purpose in {car}`` in a split on one
+column), VITE frequencies are summed per original column, and validation checks the
 categories against training's. A missing value is routed by the surrogate's learned
 rule and fidelity counts those rows too. ``govern gate`` and ``govern promote --alias
 champion`` then run under ``examples/policies/lenient.toml``, trusting a local example

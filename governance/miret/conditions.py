@@ -213,12 +213,14 @@ def split_table(
     -------
     list of dict
         Keys ``node``, ``terms`` (``(name, coef)`` of nonzero raw coefficients, full
-        precision), ``intercept`` (raw), ``condition`` (plain text of the ``yes``
-        branch, or None without coefficients), ``yes`` (``"left"`` or ``"right"``: the
+        precision; with ``encoding`` named as :meth:`Encoding.term` names them),
+        ``intercept`` (raw), ``condition`` (plain text of the ``yes`` branch, or None
+        without coefficients), ``yes`` (``"left"`` or ``"right"``: the
         child the ``yes`` branch is) and ``score`` (a :class:`Score`, or None when the
         split has at most :data:`MAX_INLINE_TERMS` terms), ``missing`` (where a row
-        missing one of the split's features goes, e.g. ``missing income -> yes branch``;
-        None without coefficients or for a tree without a rule for missing values).
+        missing one of the split's features goes, e.g. ``missing income -> yes branch``,
+        with ``encoding`` naming original columns; None without coefficients or for a
+        tree without a rule for missing values).
     """
     names = tree.feature_names if feature_names is None else tuple(map(str, feature_names))
     if len(names) != tree.n_features:
@@ -246,7 +248,7 @@ def split_table(
                 condition = encoding.condition(name, rhs / weight + 0.0, op)
             else:
                 condition = f"{name} {op} {format_number(rhs / weight + 0.0)}"
-        elif encoding is not None:
+        if encoding is not None:  # the terms in original columns too
             terms = [(encoding.term(name), weight) for name, weight in terms]
         if len(terms) > MAX_INLINE_TERMS:
             score = _score(t, [(*term, j) for term, j in zip(terms, used, strict=True)], rhs, span)
@@ -261,10 +263,22 @@ def split_table(
                 "condition": condition,
                 "yes": yes,
                 "score": score,
-                "missing": missing_text(tree, t, [names[j] for j in used], yes),
+                "missing": missing_text(tree, t, _missing_names(names, used, encoding), yes),
             }
         )
     return table
+
+
+def _missing_names(names, used, encoding) -> list:
+    """The columns a row can miss at a split: the features ``used``, or with an
+    ``encoding`` the distinct original columns of those that can hold a missing value
+    (``income``, not ``num__income``). A one-hot column never does (the encoder writes
+    0 or 1 for a missing category too), so such a row follows the split's condition."""
+    if encoding is None:
+        return [names[j] for j in used]
+    columns = [encoding.column(names[j]) for j in used]
+    # "one-hot" is governance.encoding.ONE_HOT (that module imports this one)
+    return list(dict.fromkeys(c.column for c in columns if c.kind != "one-hot"))
 
 
 def missing_text(tree, node: int, features, yes: str) -> str | None:

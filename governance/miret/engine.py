@@ -125,14 +125,22 @@ def constant_tree(problem, c) -> SurrogateTree:
     )
 
 
-def seed_trees(problem, random_state):
-    """``(cart, univariate, seeds)``: the CART baseline and the optimal univariate tree
-    (plain arrays) and the feasible seed trees of both CART fits and of that tree."""
+def univariate_trees(problem, random_state):
+    """``(cart, univariate)``: the CART baseline and the optimal univariate tree on
+    guessed thresholds (plain arrays), which do not depend on alpha."""
     labels = problem.classes[problem.y]
     cart, columns = fit_cart(problem.X, labels, problem.depth, random_state=random_state)
-    baseline = cart_arrays(cart, columns)
     thresholds = guessed_thresholds(problem.X, labels, random_state)
     univariate = optimal_tree(problem.X, labels, problem.depth, *thresholds, problem.classes)
+    return cart_arrays(cart, columns), univariate
+
+
+def seed_trees(problem, random_state, trees=None):
+    """``(cart, univariate, seeds)``: the CART baseline and the optimal univariate tree
+    (plain arrays, ``trees`` when given, else :func:`univariate_trees`) and the feasible
+    seed trees of both CART fits and of that tree."""
+    labels = problem.classes[problem.y]
+    baseline, univariate = trees or univariate_trees(problem, random_state)
     search = TreeSearch(problem, np.random.default_rng(random_state), work_budget=math.inf)
     seeds = [seed_tree(search, baseline, problem), seed_tree(search, univariate, problem)]
     allowed = np.flatnonzero(problem.allowed.any(axis=0))
@@ -152,15 +160,19 @@ def heuristic_tree(problem, seeds, random_state, work_budget, time_cap):
         return best, {"objective": best.objective(problem), "work": 0, "time_limit_hit": False}
 
 
-def fit_problem(problem, params, begin, progress=None, milp_phase=True):
+def fit_problem(
+    problem, params, begin, progress=None, milp_phase=True, trees=None, heuristic_share=1.0
+):
     """Fit the tree of ``problem``; returns ``(tree, report, baseline, candidates)``.
 
     ``candidates`` maps each name of :data:`governance.miret.selection.CANDIDATES` to
     its tree: ``tree`` itself, and the optimal univariate and CART trees written
     exactly. ``params`` is the estimator's parameter dict; ``begin`` the fit's start
-    time; ``milp_phase=False`` stops after the warm start (the held-out folds' fits).
+    time; ``milp_phase=False`` stops after the warm start (the held-out folds' fits);
+    ``trees``: :func:`univariate_trees` of the problem, when already known (another
+    alpha on the same rows); ``heuristic_share`` scales the heuristic's work budget.
     """
-    baseline, univariate, seeds = seed_trees(problem, params["random_state"])
+    baseline, univariate, seeds = seed_trees(problem, params["random_state"], trees)
     labels = problem.classes[problem.y]
     cart_fidelity = float(np.mean(cart_predict(baseline, problem.X) == labels))
     cart_features = len({j for j in baseline["feature"] if j >= 0})
@@ -175,7 +187,7 @@ def fit_problem(problem, params, begin, progress=None, milp_phase=True):
     info = {"objective": math.nan, "work": 0, "time_limit_hit": False}
     start = None
     if params["warm_start"]:
-        pairs, cap = heuristic_budget(limit), HEURISTIC_CAP * limit
+        pairs, cap = heuristic_share * heuristic_budget(limit), HEURISTIC_CAP * limit
         tree, info = heuristic_tree(problem, seeds, params["random_state"], pairs, cap)
         candidates.insert(0, ("heuristic", tree))
     best_start = min(candidates, key=lambda item: item[1].objective(problem))[1]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from functools import partial
+from dataclasses import replace
+from functools import cache, partial
 from numbers import Integral, Real
 from typing import ClassVar
 
@@ -14,6 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from miret_governance.governance.arrays import (
     feature_matrix,
@@ -22,9 +24,9 @@ from miret_governance.governance.arrays import (
     scaler_to_dict,
 )
 from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.miret import selection
+from miret_governance.governance.miret import grid, selection
 from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret.engine import fit_problem, fit_trivial
+from miret_governance.governance.miret.engine import fit_problem, fit_trivial, univariate_trees
 from miret_governance.governance.miret.missing import with_missing_rule
 from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS, build_problem
 from miret_governance.governance.miret.report import SolveReport
@@ -48,10 +50,11 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Anything :func:`governance.ensemble.read_ensemble` reads (a Pipeline may put one
         MinMaxScaler before the ensemble).
     depth : int, optional
-        Surrogate depth ``D``; default the ensemble's depth, at most 4
-        (:func:`governance.miret.problem.default_depth`).
-    alpha : float
-        Weight of the frequency-weighted sparsity penalty.
+        Surrogate depth ``D``; default: chosen on held-out folds from 2 to the ensemble's
+        depth, at most 4 (:mod:`governance.miret.grid`; without folds the largest).
+    alpha : float, optional
+        Weight of the frequency-weighted sparsity penalty; default: chosen on held-out
+        folds among :data:`governance.miret.grid.ALPHA_GRID` (0.5 unless clearly beaten).
     gamma_percentile : float
         ``h``: a level may use the features whose level frequency exceeds the h-th
         percentile of the level's positive frequencies (0: every used feature), and
@@ -67,9 +70,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Safety cap in seconds for the whole fit (see ``solve_report_.time_limit_hit``).
         Work decides every other stop, so a fit that does not hit it is reproducible.
     stall_work : float, optional
-        The solver stops after this many units of work (at most about one second of
-        one core, :mod:`governance.miret.solvers`) in which neither incumbent nor bound
-        moved; default ``min(3, 0.05 * time_limit)``.
+        The solver stops after this many units of work (about a second of one core at
+        most) without progress; default ``min(3, 0.05 * time_limit)``.
     work_limit : float, optional
         The solver's whole budget in units of work; default ``0.1 * time_limit`` (the
         heuristic's is ``0.05 * time_limit``, :func:`governance.miret.engine.work_budgets`).
@@ -87,11 +89,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         The problem uses a stratified, proximity-preserving sample of at most this many
         rows (:mod:`governance.miret.sampling`); None uses every row.
     cart_guarantee : bool
-        Return the candidate with the best cross-validated fidelity: the MIRET tree,
-        the optimal univariate tree on guessed thresholds or the CART tree
-        (:mod:`governance.miret.selection`), so the surrogate is never less faithful on
-        unseen rows than the trees a user would fit instead; False keeps the MIRET
-        objective's tree, as the paper does.
+        Choose on held-out folds (see :meth:`fit`), so the surrogate is never less
+        faithful on unseen rows than the trees a user would fit instead; False keeps the
+        MIRET objective's tree of the given (else default) depth and alpha, as the paper.
 
     Attributes
     ----------
@@ -100,6 +100,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     solve_report_ : SolveReport
     input_scaler_ : MinMaxScaler
         The ensemble's own MinMaxScaler, or one fitted on the fit data.
+    depth_, alpha_ : int, float
+        The depth and alpha fitted, given or chosen (``solve_report_.grid``).
     baseline_ : dict
         The depth-D CART baseline (plain arrays, normalized space).
     leaf_counts_ : ndarray of shape (2**D, k)
@@ -116,7 +118,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     _parameter_constraints: ClassVar[dict] = {
         "ensemble": "no_validation",
         "depth": [Interval(Integral, 1, None, closed="left"), None],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="left"), None],
         "gamma_percentile": [Interval(Real, 0, 100, closed="both")],
         "proximity_threshold": [Interval(Real, 0, None, closed="neither")],
         "epsilon": [Interval(Real, 0, 1, closed="neither")],
@@ -139,7 +141,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         ensemble=None,
         *,
         depth=None,
-        alpha=PAPER_DEFAULTS["alpha"],
+        alpha=None,
         gamma_percentile=PAPER_DEFAULTS["gamma_percentile"],
         proximity_threshold=PAPER_DEFAULTS["proximity_threshold"],
         epsilon=PAPER_DEFAULTS["epsilon"],
@@ -227,17 +229,25 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
         Notes
         -----
-        With ``cart_guarantee`` (the default) the returned tree is the candidate (MIRET
-        tree, optimal univariate tree on guessed thresholds, CART tree) with the best
-        fidelity on held-out folds of the sample, never chosen on training fidelity
-        (rule in :mod:`governance.miret.selection`; ``solve_report_.chosen``,
-        ``.cv_fidelity`` and ``.fallback`` say what was chosen and why).
+        With ``cart_guarantee`` (the default) the depth and alpha not given are chosen
+        on held-out folds of the sample (:mod:`governance.miret.grid`), then the returned
+        tree is the candidate (MIRET tree, optimal univariate tree on guessed
+        thresholds, CART tree) with the best held-out fidelity, never chosen on training
+        fidelity (:mod:`governance.miret.selection`; ``solve_report_.grid``,
+        ``.chosen``, ``.cv_fidelity`` and ``.fallback`` say what was chosen and why).
 
-        ``X`` may hold missing values (NaN): the ensemble labels every row, the MILP and
-        the candidates are fitted on a sample of the complete rows, the tree's rule for
-        a missing value (:mod:`governance.miret.missing`) is learned from all rows, and
-        ``solve_report_.train_fidelity`` is measured on all rows.
+        ``X`` may hold missing values (NaN): the trees are fitted on a sample of the
+        complete rows, the rule for a missing value (:mod:`governance.miret.missing`) is
+        learned from all rows, and ``solve_report_.train_fidelity`` measured on all rows.
         """
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(X, y, progress)
+
+    def _fit(self, X, y, progress):
+        """:meth:`fit` with one BLAS thread: its products are small (thresholds x
+        thresholds, rows x directions), where threads cost more than they do (on a loaded
+        2-core machine a 700 x 40 product took 24 ms with two threads, 0.02 ms with
+        one); the results do not depend on the thread count."""
         begin = time.perf_counter()
         ensemble = self._read_ensemble()
         X = feature_matrix(X, ensemble.feature_names, allow_nan=True)
@@ -269,12 +279,12 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         ]
         self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
 
-        def problem_of(sample):
+        @cache
+        def problem_of(sample, depth):  # alpha only weighs the objective: set per fit
             return build_problem(
-                tree_inputs[sample],
+                tree_inputs[list(sample)],
                 ensemble,
-                depth=self.depth,
-                alpha=self.alpha,
+                depth=depth,
                 gamma_percentile=self.gamma_percentile,
                 proximity_threshold=self.proximity_threshold,
                 epsilon=self.epsilon,
@@ -282,37 +292,48 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
                 scaler=scaler,
             )
 
-        problem = problem_of(rows)
         params = self.get_params(deep=False)
 
-        def fit(problem, **options):
-            if np.all(problem.y == problem.y[0]):
-                return fit_trivial(problem, params, begin)
-            return fit_problem(problem, params, begin, **options)
+        @cache
+        def trees_of(sample, depth):  # CART and the univariate tree: the same for any alpha
+            return univariate_trees(problem_of(sample, depth), self.random_state)
 
-        splits = selection.folds(problem.y, self.random_state) if self.cart_guarantee else []
-        sample_labels = problem.classes[problem.y]
-        right = selection.cross_validated(
-            problem.X,
+        def fit(sample, depth, alpha, **options):
+            problem = replace(problem_of(tuple(sample), depth), alpha=float(alpha))
+            if np.all(problem.y == problem.y[0]):
+                return problem, fit_trivial(problem, params, begin)
+            trees = trees_of(tuple(sample), depth)
+            return problem, fit_problem(problem, params, begin, trees=trees, **options)
+
+        sample_labels = labels[rows]
+        splits = selection.folds(sample_labels, self.random_state) if self.cart_guarantee else []
+        depths, alphas = grid.depths(self.depth, ensemble), grid.alphas(self.alpha)
+        right, features = grid.cross_validated(
+            problem_of(tuple(rows), depths[-1]).X,
             sample_labels,
             splits,
-            lambda train: fit(problem_of(rows[train]), milp_phase=False)[3],
+            [(depth, alpha) for depth in depths for alpha in alphas],
+            lambda train, depth, alpha: fit(
+                rows[train],
+                depth,
+                alpha,
+                milp_phase=False,
+                heuristic_share=grid.budget_share(alpha, alphas),
+            )[1][3],
         )
-        tree, report, self.baseline_, candidates = fit(problem, progress=progress)
-        used = {name: len(candidate.used_features()) for name, candidate in candidates.items()}
-        on_sample = {
-            name: float(np.mean(candidate.predict(problem.X) == sample_labels))
-            for name, candidate in candidates.items()
-        }
-        chosen = selection.choose(right, used, on_sample)
-        cv = {name: float(hits.mean()) for name, hits in right.items()}
+        self.depth_, self.alpha_ = grid.choose(right, features, depths, alphas)
+        problem, (tree, report, self.baseline_, candidates) = fit(
+            rows, self.depth_, self.alpha_, progress=progress
+        )
+        held_out = grid.at(right, self.depth_, self.alpha_)
+        chosen, cv, used = selection.decide(candidates, held_out, problem.X, sample_labels)
         tree = with_missing_rule(candidates[chosen], tree_inputs, labels, scaler, ensemble)
         own, cart = selection.fidelities(
             [tree.predict, partial(cart_predict, self.baseline_)], labels, tree_inputs, scaler
         )
         report.train_fidelity, report.baseline_cart_train_fidelity = float(own), float(cart)
-        report.cv_fidelity, report.chosen = cv, chosen
-        report.candidate_features = used
+        report.cv_fidelity, report.chosen, report.candidate_features = cv, chosen, used
+        report.grid = grid.record(right, features, depths, alphas, (self.depth_, self.alpha_))
         report.baseline_cart_cv_fidelity = cv.get("cart", float("nan"))
         if chosen != "miret":
             report.fallback = selection.note(chosen, cv)
@@ -443,6 +464,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         estimator.baseline_ = dict(data["baseline"])
         estimator.leaf_counts_ = np.asarray(data["leaf_counts"], dtype=np.int64)
         estimator.problem_ = dict(data["problem"])
+        chosen = estimator.solve_report_.grid
+        estimator.depth_ = int(chosen.get("depth", estimator.problem_["depth"]))
+        estimator.alpha_ = float(chosen.get("alpha", params["alpha"]))
         estimator.n_rows_seen_ = int(data["n_rows_seen"])
         estimator.n_rows_used_ = int(data["n_rows_used"])
         estimator.feature_names_in_ = np.asarray(data["feature_names_in"], dtype=object)

@@ -41,7 +41,8 @@ class GreedySearch(CutSearch):
             if R.sum() < L.sum():
                 best = (float(R.sum()), np.zeros(self.p), 1.0)
             W, extra = self.univariate(level)
-            found = self.best_cut(W, extra, idx, L, R, groups, level, swappable=False)
+            columns = np.flatnonzero(self.allowed[level])
+            found = self.best_cut(W, extra, idx, L, R, groups, level, False, columns)
             if found is not None and found[0] < best[0] - IMPROVEMENT:
                 best = found[:3]
             out[t] = (best[1], best[2])

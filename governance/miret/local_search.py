@@ -29,6 +29,17 @@ LOGISTIC_C = (0.05, 0.5, 5.0, 50.0)
 LOGISTIC_WORK = 0.5  # work of a logistic fit per (row, column, liblinear iteration)
 
 
+def l1_logistic(Z, target, weight, C, seed):
+    """``(coef, n_iter)`` of an L1 logistic regression (liblinear) of ``target`` on ``Z``
+    with sample weights ``weight`` and inverse regularization ``C``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # liblinear's convergence warning
+        model = LogisticRegression(
+            l1_ratio=1.0, solver="liblinear", C=C, max_iter=500, random_state=seed
+        ).fit(Z, target, sample_weight=weight)
+    return model.coef_[0], int(np.max(model.n_iter_))
+
+
 class TreeSearch(GreedySearch):
     """Node refits, subtree regrowth and random subtree restarts ("kicks")."""
 
@@ -59,14 +70,10 @@ class TreeSearch(GreedySearch):
         Z = self.X[rows][:, columns] * scale
         found = []
         for C in LOGISTIC_C:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model = LogisticRegression(
-                    l1_ratio=1.0, solver="liblinear", C=C, max_iter=500, random_state=self.seed
-                ).fit(Z, target, sample_weight=weight)
-            self.work += int(LOGISTIC_WORK * Z.size * int(np.max(model.n_iter_)))
+            coef, n_iter = l1_logistic(Z, target, weight, C, self.seed)
+            self.work += int(LOGISTIC_WORK * Z.size * n_iter)
             a = np.zeros(self.p)
-            a[columns] = model.coef_[0] * scale
+            a[columns] = coef * scale
             if np.any(a != 0):
                 found.append(a)
         self.memo[key] = found
@@ -121,8 +128,9 @@ class TreeSearch(GreedySearch):
         swappable = level < self.depth - 1
         W_uni, extra_uni = self.univariate(level)
         W_obl, extra_obl = self.directions(t, idx, L, R)
-        for W, extra in ((W_uni, extra_uni), (W_obl, extra_obl)):
-            found = self.best_cut(W, extra, idx, L, R, groups, level, swappable)
+        columns = np.flatnonzero(self.allowed[level])
+        for W, extra, unit in ((W_uni, extra_uni, columns), (W_obl, extra_obl, None)):
+            found = self.best_cut(W, extra, idx, L, R, groups, level, swappable, unit)
             if found is not None and found[0] < best[0] - IMPROVEMENT:
                 best = found
         if best[0] < current - IMPROVEMENT and self.commit(t, best[1], best[2], best[3]):

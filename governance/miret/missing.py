@@ -27,6 +27,10 @@ root first, from the fit rows (NaN included) routed through the directions alrea
 3. **Otherwise (no push):** the side taken by more of the fit rows reaching ``t``
    (scikit-learn's HistGradientBoosting rule for a split that saw no missing value),
    left on a tie or when no row reaches ``t``.
+
+A tree written before missing values were supported (format version 1) has no
+``missing_left``; :func:`check_missing_rule` refuses rows with a missing value for it, by
+name, before they reach it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,45 @@ from __future__ import annotations
 import numpy as np
 
 from miret_governance.governance.arrays import scaled
+from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.miret.layout import hyperplane_values, leaves_below
+
+
+class NoMissingRuleError(GovernanceError, ValueError):
+    """Rows with a missing value given to a surrogate that has no rule for one (format
+    version 1). Exit code 2."""
+
+
+def check_missing_rule(tree, X, what: str, rows=None) -> None:
+    """Refuse ``X`` when it has a missing value (NaN) and ``tree`` has no rule for one.
+
+    Parameters
+    ----------
+    tree : governance.miret.tree.SurrogateTree
+    X : array-like of shape (n, p)
+        The rows as the tree (or its estimator) takes them.
+    what : str
+        How the message names the surrogate, e.g. ``models:/credit-rf-surrogate/1``.
+    rows : sequence, optional
+        Labels of the rows of ``X`` (default: their positions).
+
+    Raises
+    ------
+    NoMissingRuleError
+        Naming the surrogate, how many rows have a missing value, the first few, and the
+        fixes.
+    """
+    missing = np.isnan(np.asarray(X, dtype=np.float64)).any(axis=1)
+    if tree.missing_left is not None or not missing.any():
+        return
+    labels = np.arange(missing.size) if rows is None else np.asarray(list(rows), dtype=object)
+    shown = ", ".join(str(r) for r in labels[missing][:5].tolist())
+    raise NoMissingRuleError(
+        f"{int(missing.sum())} rows have missing values (NaN; rows {shown}"
+        f"{' ...' if missing.sum() > 5 else ''}), but {what} was written before missing "
+        "values were supported (surrogate format version 1) and has no rule for them: "
+        "impute them, or explain the ensemble again (govern explain --force) to learn one"
+    )
 
 
 def ensemble_missing_sides(ensemble) -> np.ndarray:

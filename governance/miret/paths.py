@@ -9,6 +9,9 @@ of the condition's left side, then the surrogate's and the ensemble's answers.
 - :func:`applicants`: what the reviewer page and the model card show of a holdout: one
   example row per leaf the rows reach (the row nearest the leaf's median) and every row
   where surrogate and ensemble disagree.
+- :func:`feature_rows`, :func:`encoded_rows`: a file's rows checked, in the tree's
+  features; for a pipeline that encodes categories, from its original columns (an
+  unseen category refused by name).
 
 The side a row takes is the tree's own (:meth:`SurrogateTree.decision_path`, in the
 tree's normalized space), so a path always ends in the leaf that decided the row; the
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from miret_governance.governance.arrays import scaled
+from miret_governance.governance.encoding import EncodingError
 from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.miret.conditions import (
     format_number,
@@ -236,6 +240,46 @@ def feature_rows(frame: pd.DataFrame, feature_names, source="the rows") -> pd.Da
             f"{source}: the columns must hold numbers in raw units: {'; '.join(problems)}"
         )
     return rows.apply(pd.to_numeric).astype(np.float64)
+
+
+def encoded_rows(frame: pd.DataFrame, encoding, transformer, source="the rows") -> pd.DataFrame:
+    """Rows in a pipeline's original columns (category strings and raw numbers) as the
+    encoded columns its ``ColumnTransformer`` feeds the ensemble
+    (:meth:`governance.encoding.Encoding.encode`).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Every input column of the transformer (others, such as a label, are ignored).
+    encoding : governance.encoding.Encoding
+    transformer : the fitted ColumnTransformer ``encoding`` was read from.
+    source : str
+        How messages name the rows (a file name).
+
+    Raises
+    ------
+    RowsError
+        Missing columns, numeric columns holding text or infinite values, no rows, or
+        a category not seen in training: the column, the value and the categories seen
+        in training are named, and the value is never mapped.
+    """
+    absent = [c for c in encoding.inputs if c not in frame.columns]
+    if absent:
+        raise RowsError(
+            f"{source} lacks the columns {absent}; give every column the model's pipeline "
+            f"was trained on: {', '.join(encoding.inputs)}"
+        )
+    if len(frame) == 0:
+        raise RowsError(f"{source} has no rows; give at least one row to follow")
+    numeric = [c for c in encoding.inputs if c not in encoding.seen]
+    checked = frame[list(encoding.inputs)].copy()
+    checked[numeric] = feature_rows(frame, numeric, source)
+    try:
+        return encoding.encode(transformer, checked)
+    except EncodingError as error:
+        raise RowsError(f"{source}: {error}") from None
+    except ValueError as error:  # the encoder's own refusal, e.g. a missing category
+        raise RowsError(f"{source}: the pipeline cannot encode the rows ({error})") from None
 
 
 def _names(tree, class_names) -> tuple:

@@ -32,6 +32,9 @@ class SolveReport:
     ``cv_fidelity``: each candidate's held-out fidelity (:mod:`governance.miret.
     selection`; empty when the choice was off or the sample too small for folds),
     ``candidate_features`` their numbers of features and ``chosen`` the returned one.
+    ``grid``: when the depth or alpha was not given, the values tried, each
+    procedure's held-out fidelity and fold features (``rows``), the rule and the chosen
+    ``depth`` and ``alpha`` (:func:`governance.miret.grid.record`; empty otherwise).
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
     fitted on the same labels (all features, fit sample); its fidelity on all the rows
@@ -84,6 +87,7 @@ class SolveReport:
     node_time: float = 0.0
     global_milp: bool = True
     chosen: str = "miret"
+    grid: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain JSON values; non-finite floats become None."""

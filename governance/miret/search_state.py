@@ -87,6 +87,7 @@ class SearchState:
         self.rng = rng
         self.seed = int(rng.integers(2**31 - 1))
         self.memo = {}  # memoized logistic fits, greedy subtrees and settled nodes
+        self.sorted_rows = None  # each column's rows in sorted order, once needed
         self.work = 0
         self.work_budget = float(work_budget)
         self.lookahead_work = np.inf  # work after which greedy trees stop looking ahead
@@ -131,17 +132,11 @@ class SearchState:
 
     def reaching(self):
         """Samples reaching each branch node (list of index arrays)."""
-        node = np.zeros(self.n, dtype=np.int64)
-        rows = np.arange(self.n)
-        out = [None] * self.n_branch
-        for _ in range(self.depth):
-            order = np.argsort(node, kind="stable")
-            sorted_nodes = node[order]
-            bounds = np.searchsorted(sorted_nodes, np.unique(sorted_nodes), side="left")
-            for start, stop in zip(bounds, np.r_[bounds[1:], order.size], strict=True):
-                out[int(sorted_nodes[start])] = order[start:stop]
-            node = 2 * node + 1 + (self.V[rows, node] > 0)
-        return [np.zeros(0, dtype=np.int64) if o is None else o for o in out]
+        out = [np.arange(self.n)]
+        for t in range(2 ** (self.depth - 1) - 1):  # the children of every upper node
+            right = self.V[out[t], t] > 0
+            out += [out[t][~right], out[t][right]]
+        return out
 
     def loss(self, leaf, idx):
         return self.w[idx] * (self.leaf_class[leaf - self.n_branch] != self.y[idx])

@@ -10,7 +10,8 @@ forest, Parkinson, depth 3: a 1-feature oblique tree 97.4% faithful on test rows
 rows each candidate did not see: the sample is split into ``CV_FOLDS`` stratified
 folds, each procedure is fitted on all folds but one (the MIRET procedure without its
 solver phase: seeds and heuristic, the same work budgets) and scored on the fold it
-did not see. :func:`choose` keeps the optimal univariate tree unless another candidate is
+did not see (:func:`governance.miret.grid.cross_validated`, which also measures the
+depths and alphas tried when none is given). :func:`choose` keeps the optimal univariate tree unless another candidate is
 clearly better on held-out rows (more than one standard error of the paired difference,
 or as good with fewer features): on depth 2 of the example datasets, CART's small
 held-out leads were noise (XGBoost, Sonar: 0.717 against 0.687 held out, 76.2% against
@@ -58,33 +59,6 @@ def folds(y, random_state=0) -> list[tuple[np.ndarray, np.ndarray]]:
     return list(split.split(np.zeros((len(y), 1)), y))
 
 
-def cross_validated(X, y, splits, fit_candidates) -> dict:
-    """Which held-out rows each candidate procedure gets right.
-
-    Parameters
-    ----------
-    X, y : ndarray
-        The sample (normalized inputs) and the ensemble's labels on it.
-    splits : list of (train, test)
-        From :func:`folds`.
-    fit_candidates : callable
-        ``fit_candidates(train) -> {name: tree}``: the candidates fitted on the sample
-        rows ``train``.
-
-    Returns
-    -------
-    dict
-        ``{name: bool array over the sample's rows}`` (empty without folds).
-    """
-    if not splits:
-        return {}
-    right = {name: np.zeros(len(y), dtype=bool) for name in CANDIDATES}
-    for train, test in splits:
-        for name, tree in fit_candidates(train).items():
-            right[name][test] = tree.predict(X[test]) == y[test]
-    return right
-
-
 def standard_error(values) -> float:
     """Standard error of the mean of ``values``."""
     values = np.asarray(values, dtype=np.float64)
@@ -120,6 +94,17 @@ def choose(right: dict, n_features: dict, sample_fidelity: dict) -> str:
     held_out = right["miret"].mean()
     consistent = sample_fidelity["miret"] >= held_out - standard_error(right["miret"])
     return "miret" if consistent and clearly_better(right, n_features, "miret", seed) else seed
+
+
+def decide(candidates: dict, held_out: dict, X, y) -> tuple[str, dict, dict]:
+    """``(chosen, cv_fidelity, features)``: the :func:`choose` among ``candidates``
+    (``{name: tree}`` fitted on the sample ``X`` with labels ``y``) given their held-out
+    rows right (``held_out``, from :func:`governance.miret.grid.cross_validated`), their
+    held-out fidelities and their numbers of features."""
+    used = {name: len(tree.used_features()) for name, tree in candidates.items()}
+    on_sample = {name: float(np.mean(tree.predict(X) == y)) for name, tree in candidates.items()}
+    cv = {name: float(hits.mean()) for name, hits in held_out.items()}
+    return choose(held_out, used, on_sample), cv, used
 
 
 def note(chosen: str, cv_fidelity: dict) -> str:

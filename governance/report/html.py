@@ -239,6 +239,7 @@ def _template_values(context: ReportContext) -> dict:
         "leaf_rules": leaf_rules(context.display) if context.display is not None else [],
         "baseline_rows": _baseline_rows(context),
         "candidates": _candidate_rows(context.solve),
+        "grid": _grid_rows(context.solve),
         "outcome": solver_outcome(context.solve) if context.solve else None,
         "glossary": glossary(_sections(context)),
         **_class_tables(context),
@@ -364,6 +365,25 @@ def _candidate_rows(solve: dict) -> list[dict]:
             "returned": name == solve.get("chosen"),
         }
         for name, value in held_out.items()
+    ]
+
+
+def _grid_rows(solve: dict) -> list[dict]:
+    """The depths and alphas the fit tried because none was given
+    (:mod:`governance.miret.grid`): each candidate's held-out fidelity and its mean
+    number of features over the folds, the chosen setting's MIRET tree marked."""
+    grid = solve.get("grid") or {}
+    return [
+        {
+            "depth": row["depth"],
+            "alpha": row["alpha"],
+            "name": CHOSEN[row["candidate"]],
+            "held_out": row["cv_fidelity"],
+            "features": row["features"],
+            "chosen": row["candidate"] == "miret"
+            and (row["depth"], row["alpha"]) == (grid["depth"], grid["alpha"]),
+        }
+        for row in grid.get("rows", [])
     ]
 
 

@@ -239,3 +239,20 @@ def test_names_without_folders_or_credentials():
     assert portable_uri("https://ana:secret@mlflow.bank.example:8443/x") == (
         "https://mlflow.bank.example:8443/x"
     )
+
+
+def test_the_alpha_the_fit_chose_is_in_the_evidence_the_run_and_the_report(store):
+    """No alpha given: the fit chooses it on held-out folds and says which, everywhere."""
+    plain = store["plain"]
+    local = Path(mlflow.artifacts.download_artifacts("models:/ctx-rf-surrogate/1", dst_path="g"))
+    evidence = json.loads((local / "evidence.json").read_text())["provenance"]
+    grid = evidence["solve"]["grid"]
+    assert grid["alphas"] == [0.2, 0.5, 0.8] and grid["depths"] == [plain.solve["grid"]["depth"]]
+    assert {row["alpha"] for row in grid["rows"] if row["candidate"] == "miret"} == {0.2, 0.5, 0.8}
+    assert evidence["parameters"]["alpha"] == plain.parameters["alpha"] == grid["alpha"]
+    assert evidence["request"]["fit"]["alpha"] is None  # what was asked
+    run = MlflowClient().get_run(plain.run_id)
+    assert run.data.params["alpha"] == str(grid["alpha"])
+    chosen = f"alpha {format_number(grid['alpha'])} (chosen on held-out folds)"
+    assert chosen in run.data.tags[DESCRIPTION_TAG]
+    assert "No alpha was given, so the fit tried depth" in (local / "report.html").read_text()

@@ -79,7 +79,8 @@ def test_pickled_payload_is_refused_and_never_runs(data, tmp_path):
     assert "--trust-pickle" in str(info.value)
     assert (
         "skops_trusted_types=['sklearn.tree._tree.Tree', "
-        "'sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor']"
+        "'sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor', "
+        "'functools.partial', 'sklearn.utils.validation.check_array']"
     ) in str(info.value)
     assert not marker.exists()
     assert MlflowClient().search_model_versions("name = 'evil-rf-surrogate'") == []

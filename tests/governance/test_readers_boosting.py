@@ -5,7 +5,6 @@ import re
 
 import lightgbm
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 
@@ -48,14 +47,6 @@ def test_hist_gradient_boosting_compares_in_float64(breast_cancer):
     assert margin == pytest.approx(model.decision_function(row)[0], abs=1e-12)
 
 
-def test_hist_gradient_boosting_with_native_categories_is_refused(breast_cancer):
-    X, y = breast_cancer
-    X = X.assign(band=pd.Categorical(np.where(X.iloc[:, 0] > 14, "high", "low")))
-    model = HistGradientBoostingClassifier(max_iter=5, categorical_features=["band"]).fit(X, y)
-    with pytest.raises(UnsupportedModelError, match="native categorical features"):
-        read_ensemble(model)
-
-
 @pytest.mark.parametrize(
     "params",
     [
@@ -95,7 +86,6 @@ def test_lightgbm_names_with_spaces_come_from_the_signature(breast_cancer):
 def test_lightgbm_models_not_read_are_refused_with_the_reason(cancer):
     X, y = cancer
     three = np.arange(len(y)) % 3
-    banded = X.assign(band=pd.Categorical(np.where(X.iloc[:, 0] > 14, "high", "low")))
     cases = {
         "'multiclassova num_class:3": (
             lightgbm.LGBMClassifier(n_estimators=2, objective="multiclassova"),
@@ -115,11 +105,6 @@ def test_lightgbm_models_not_read_are_refused_with_the_reason(cancer):
             y,
         ),
         "linear tree": (lightgbm.LGBMClassifier(n_estimators=2, linear_tree=True), X, y),
-        "categorical splits": (
-            lightgbm.LGBMClassifier(n_estimators=3, min_child_samples=5),
-            banded[["band"]],
-            y,
-        ),
     }
     for reason, (model, data, labels) in cases.items():
         model.set_params(verbose=-1).fit(data, labels)

@@ -213,6 +213,45 @@ def test_page_and_card_show_how_the_tree_was_chosen(tmp_path):
     assert "How the tree was chosen" not in paper[0].read_text()
 
 
+def test_page_and_card_show_the_grid_the_fit_chose_from(tmp_path):
+    from miret_governance.governance.miret.grid import RULE
+    from miret_governance.governance.report.html import write_report
+
+    rows = [
+        {"candidate": "miret", "depth": 2, "alpha": 0.2, "cv_fidelity": 0.9, "features": 2.0},
+        {"candidate": "miret", "depth": 2, "alpha": 0.5, "cv_fidelity": 0.85, "features": 1.5},
+        {"candidate": "univariate", "depth": 2, "alpha": None, "cv_fidelity": 0.8, "features": 1.0},
+        {"candidate": "cart", "depth": 2, "alpha": None, "cv_fidelity": 0.75, "features": 2.0},
+    ]
+    solve = {
+        "stop_reason": "node_milps",
+        "cv_fidelity": {"miret": 0.9, "univariate": 0.8, "cart": 0.75},
+        "candidate_features": {"miret": 2, "univariate": 1, "cart": 2},
+        "chosen": "miret",
+        "grid": {
+            "depths": [2],
+            "alphas": [0.2, 0.5],
+            "depth": 2,
+            "alpha": 0.2,
+            "rule": RULE,
+            "rows": rows,
+        },
+    }
+    html_path, card_path = write_report(_scored_context(tmp_path, solve), tmp_path)
+    html, card = html_path.read_text(), card_path.read_text()
+    assert "No alpha was given, so the fit tried depth 2 and alpha 0.2, 0.5" in html
+    assert "chose depth 2, alpha 0.2" in html
+    chosen = (
+        '<tr><td class="num">2</td><td class="num">0.2</td><td>MIRET tree</td>'
+        '<td class="num">0.9</td><td class="num">2</td><td>yes</td></tr>'
+    )
+    assert chosen in html
+    assert '<td class="num">-</td><td>CART tree</td><td class="num">0.75</td>' in html
+    assert "The fit chose depth 2 and alpha 0.2 among depths 2 and alphas 0.2, 0.5" in card
+    assert "| 2 | 0.5 | MIRET tree | 0.85 | 1.5 |  |" in card
+    assert "| 2 | - | optimal univariate tree | 0.8 | 1 |  |" in card
+
+
 # --------------------------------------------------------------------------- k classes
 def _class_context(confusion_table, **extra):
     from miret_governance.governance.report.html import ReportContext

@@ -1,0 +1,188 @@
+"""Depth and alpha chosen on held-out folds when not given: the rule by hand, the record,
+and explicit values kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.model_selection import StratifiedKFold
+from sklearn.tree import DecisionTreeClassifier
+
+from miret_governance.governance.miret import MiretSurrogate, grid
+from miret_governance.governance.miret.selection import folds
+
+
+def hits(*values):
+    return np.array(values, dtype=bool)
+
+
+def row(right_count, n=8):
+    """``right_count`` of ``n`` held-out rows right (the first ones)."""
+    return np.arange(n) < right_count
+
+
+def test_the_grid_is_the_given_value_or_the_default_range():
+    class Ensemble:
+        max_depth = 6
+
+    assert grid.depths(3, Ensemble) == (3,)
+    assert grid.depths(None, Ensemble) == (2, 3, 4)  # the default depth is at most 4
+    Ensemble.max_depth = 1
+    assert grid.depths(None, Ensemble) == (1,)
+    assert grid.alphas(0.3) == (0.3,)
+    assert grid.alphas(None) == grid.ALPHA_GRID == (0.2, 0.5, 0.8)
+    # the paper's alpha keeps the heuristic's whole budget in the folds, challengers a third
+    assert grid.budget_share(0.5, grid.ALPHA_GRID) == 1.0
+    assert (
+        grid.budget_share(0.2, grid.ALPHA_GRID) == grid.budget_share(0.8, grid.ALPHA_GRID) == 1 / 3
+    )
+    assert grid.budget_share(0.3, (0.3,)) == 1.0
+
+
+def test_a_deeper_tree_needs_more_than_one_standard_error():
+    # depth 2: best 5 of 8 rows; depth 3: 7 of 8 (two more, no loss): mean gain 0.25,
+    # standard error sqrt(1.5 / 7 / 8) = 0.164 -> clearly better
+    features = {}
+    right = {}
+    for depth, count in ((2, 5), (3, 7)):
+        for name in ("miret", "univariate", "cart"):
+            key = (name, depth, 0.5 if name == "miret" else None)
+            right[key], features[key] = row(count if name == "cart" else 4), 2.0
+    assert grid.choose(right, features, (2, 3), (0.5,)) == (3, 0.5)
+    # one row more only (6 of 8): gain 1/8 equals its standard error -> the smaller depth
+    right[("cart", 3, None)] = row(6)
+    assert grid.choose(right, features, (2, 3), (0.5,)) == (2, 0.5)
+
+
+def test_alpha_stays_the_papers_unless_another_is_clearly_better():
+    features = {("univariate", 2, None): 1.0, ("cart", 2, None): 1.0}
+    right = {("univariate", 2, None): row(3), ("cart", 2, None): row(3)}
+    for alpha, count, used in ((0.2, 6, 3.0), (0.5, 6, 2.0), (0.8, 6, 2.0)):
+        right[("miret", 2, alpha)], features[("miret", 2, alpha)] = row(count), used
+    # equal held-out rows, alpha 0.8 not sparser than 0.5 -> 0.5
+    assert grid.choose(right, features, (2,), grid.ALPHA_GRID) == (2, 0.5)
+    # as many rows right with fewer features -> 0.8
+    features[("miret", 2, 0.8)] = 1.0
+    assert grid.choose(right, features, (2,), grid.ALPHA_GRID) == (2, 0.8)
+    # 0.2 gets all 8 rows (two more, no loss: clearly better) and beats the sparser 0.8
+    right[("miret", 2, 0.2)] = row(8)
+    assert grid.choose(right, features, (2,), grid.ALPHA_GRID) == (2, 0.2)
+    # without folds: the largest depth and the paper's alpha
+    assert grid.choose({}, {}, (2, 3, 4), grid.ALPHA_GRID) == (4, 0.5)
+
+
+class Stump:
+    """A fitted candidate: class 1 above ``threshold`` on feature 0."""
+
+    def __init__(self, threshold):
+        self.threshold = threshold
+
+    def predict(self, X):
+        return (X[:, 0] > self.threshold).astype(int)
+
+    def used_features(self):
+        return [0]
+
+
+def test_cross_validation_scores_each_procedure_on_the_rows_it_did_not_see():
+    X = np.linspace(0, 1, 6)[:, None]
+    y = np.array([0, 0, 0, 1, 1, 1])
+    splits = [
+        (np.array([2, 3, 4, 5]), np.array([0, 1])),
+        (np.array([0, 1]), np.array([2, 3, 4, 5])),
+    ]
+
+    def fit_candidates(train, depth, alpha):
+        # the MIRET stump's threshold moves with alpha; the others do not depend on it
+        return {"miret": Stump(alpha), "univariate": Stump(0.5), "cart": Stump(0.1)}
+
+    settings = [(2, 0.3), (2, 0.7)]
+    right, features = grid.cross_validated(X, y, splits, settings, fit_candidates)
+    assert set(right) == {
+        ("miret", 2, 0.3),
+        ("miret", 2, 0.7),
+        ("univariate", 2, None),
+        ("cart", 2, None),
+    }
+    # X = 0, .2, .4, .6, .8, 1: threshold 0.3 misses row 2, 0.7 row 3, 0.1 rows 1 and 2
+    assert right[("miret", 2, 0.3)].tolist() == [1, 1, 0, 1, 1, 1]
+    assert right[("miret", 2, 0.7)].tolist() == [1, 1, 1, 0, 1, 1]
+    assert right[("cart", 2, None)].tolist() == [1, 0, 0, 1, 1, 1]
+    assert features[("univariate", 2, None)] == 1.0
+    record = grid.record(right, features, (2,), (0.3, 0.7), (2, 0.3))
+    assert record["depth"] == 2 and record["alpha"] == 0.3 and record["alphas"] == [0.3, 0.7]
+    assert {(r["candidate"], r["alpha"]): r["cv_fidelity"] for r in record["rows"]} == {
+        ("miret", 0.3): 5 / 6,
+        ("miret", 0.7): 5 / 6,
+        ("univariate", None): 1.0,
+        ("cart", None): 4 / 6,
+    }
+    assert grid.record(right, features, (2,), (0.3,), (2, 0.3)) == {}  # both given
+
+
+@pytest.fixture(scope="module")
+def step():
+    """Labels that one threshold on feature 0 explains: every depth is perfect."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(120, 3))
+    labels = (X[:, 0] > 0.5).astype(int)
+    forest = RandomForestClassifier(10, max_depth=3, random_state=0).fit(X, labels)
+    return X, forest
+
+
+@pytest.fixture(scope="module")
+def chosen(step):
+    X, forest = step
+    return MiretSurrogate(forest, solver="highs", time_limit=30).fit(X)
+
+
+def test_an_easy_ensemble_gets_the_smallest_depth_and_the_papers_alpha(step, chosen):
+    X, forest = step
+    report = chosen.solve_report_
+    assert chosen.depth_ == 2 and chosen.alpha_ == 0.5 and chosen.tree_.depth == 2
+    assert report.grid["depths"] == [2, 3] and report.grid["alphas"] == [0.2, 0.5, 0.8]
+    assert (report.grid["depth"], report.grid["alpha"]) == (2, 0.5)
+    # 2 depths x (3 alphas + univariate + CART), each with its held-out fidelity
+    assert len(report.grid["rows"]) == 10
+    assert report.cv_fidelity["univariate"] == 1.0
+    # CART's held-out fidelity at each depth equals an independent cross-validation
+    labels = forest.predict(X)
+    unit = chosen.input_scaler_.transform(X)
+    for depth in (2, 3):
+        right = 0
+        for train, test in StratifiedKFold(3, shuffle=True, random_state=0).split(unit, labels):
+            cart = DecisionTreeClassifier(max_depth=depth, random_state=0)
+            right += int(
+                np.sum(cart.fit(unit[train], labels[train]).predict(unit[test]) == labels[test])
+            )
+        [cv] = [
+            r["cv_fidelity"]
+            for r in report.grid["rows"]
+            if r["candidate"] == "cart" and r["depth"] == depth
+        ]
+        assert cv == pytest.approx(right / 120)
+    assert len(folds(labels)) == 3
+
+
+def test_explicit_values_are_never_overridden(step):
+    X, forest = step
+    given = MiretSurrogate(forest, depth=3, alpha=0.8, solver="highs", time_limit=30).fit(X)
+    assert (given.depth_, given.alpha_, given.tree_.depth) == (3, 0.8, 3)
+    assert given.solve_report_.grid == {}
+    only_depth = MiretSurrogate(forest, depth=3, solver="highs", time_limit=30).fit(X)
+    assert only_depth.depth_ == 3 and only_depth.solve_report_.grid["depths"] == [3]
+    # the paper's mode chooses nothing: the default depth and the paper's alpha
+    paper = MiretSurrogate(forest, solver="highs", cart_guarantee=False).fit(X)
+    assert (paper.depth_, paper.alpha_) == (3, 0.5)
+    assert (
+        paper.solve_report_.grid["rows"] == []
+        and "no held-out folds" in paper.solve_report_.grid["rule"]
+    )
+
+
+def test_the_choice_survives_a_round_trip(chosen):
+    restored = MiretSurrogate.from_dict(chosen.to_dict())
+    assert (restored.depth_, restored.alpha_) == (chosen.depth_, chosen.alpha_)
+    assert restored.solve_report_.grid == chosen.solve_report_.grid
+    assert restored.get_params()["alpha"] is None
