@@ -187,6 +187,8 @@ def test_killed_mid_solve_then_rerun_leaves_no_orphans(sig, store, tmp_path, mon
         "label",
         "--depth",
         "4",
+        "--alpha",  # given: the test is about signals, not the choice of alpha
+        "0.5",
     ]
     # the solver's first progress (its incumbent, shown once the inputs are validated)
     # is the evidence that it runs; it then has at least its 3-unit stall window ahead

@@ -226,6 +226,8 @@ def _start_cli_explain(store, tmp_path):
         "3",
         "--time-limit",
         "120",
+        "--alpha",  # given: the test is about faults, not the choice of alpha
+        "0.5",
     ]
     child = subprocess.Popen(
         interruptible_cli(*args),
