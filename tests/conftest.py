@@ -13,6 +13,16 @@ use_ci_key()
 use_session_policy()
 
 
+LONGEST_FILES = ("test_readme.py", "test_server_faults.py", "test_campaign.py")
+"""Files of several minutes each, scheduled first: pytest-xdist hands whole files
+(``--dist loadfile``) to the workers in collection order, and one of these started last
+would leave the other worker idle at the end."""
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in LONGEST_FILES)  # stable: order kept
+
+
 @pytest.fixture(autouse=True)
 def _isolated_mlflow(tmp_path, monkeypatch):
     """Point MLflow at a throw-away SQLite store; never the user's ./mlflow.db.

@@ -8,10 +8,12 @@ holds afterwards as a :class:`Governed` record.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,3 +152,21 @@ def explain_gate_promote(
         "show", "--model-uri", model_uri, "--policy", str(policy_file), "--json", capture=True
     )
     return Governed(model_uri, codes, gate, json.loads(shown))
+
+
+def run_from_command_line(main, description: str, prefix: str, **choices) -> None:
+    """Run an example's ``main(tracking_uri, folder, **options)`` as a script, with
+    ``--folder`` (default: a new temporary one, named ``prefix...``), ``--tracking-uri``
+    (default: ``FOLDER/mlflow.db``) and one ``--<name>`` option per entry of ``choices``
+    (``name=(allowed values, default)``)."""
+    parser = argparse.ArgumentParser(description=description)
+    for name, (allowed, default) in choices.items():
+        parser.add_argument(f"--{name}", choices=allowed, default=default)
+    parser.add_argument("--folder", type=Path, default=None, help="default: a new temporary one")
+    parser.add_argument("--tracking-uri", default=None, help="default: FOLDER/mlflow.db")
+    args = parser.parse_args()
+    folder = args.folder or Path(tempfile.mkdtemp(prefix=prefix))
+    folder.mkdir(parents=True, exist_ok=True)
+    options = {name: getattr(args, name) for name in choices}
+    main(args.tracking_uri or f"sqlite:///{folder / 'mlflow.db'}", folder, **options)
+    print(f"store and files in {folder}")

@@ -31,15 +31,13 @@ key pair.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
 import mlflow
 import mlflow.sklearn
 import numpy as np
 import pandas as pd
-from family_steps import Governed, explain_gate_promote, start
+from family_steps import Governed, explain_gate_promote, run_from_command_line, start
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.pipeline import Pipeline
@@ -117,11 +115,4 @@ def main(tracking_uri: str, folder: Path, time_limit: float = 30.0) -> Governed:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--folder", type=Path, default=None, help="default: a new temporary one")
-    parser.add_argument("--tracking-uri", default=None, help="default: FOLDER/mlflow.db")
-    args = parser.parse_args()
-    folder = args.folder or Path(tempfile.mkdtemp(prefix="family-hgb-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    main(args.tracking_uri or f"sqlite:///{folder / 'mlflow.db'}", folder)
-    print(f"store and files in {folder}")
+    run_from_command_line(main, __doc__.splitlines()[0], "family-hgb-")

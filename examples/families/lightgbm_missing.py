@@ -31,8 +31,6 @@ passed), trusting a local example key pair."""
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
 import lightgbm
@@ -40,7 +38,7 @@ import mlflow
 import mlflow.lightgbm
 import numpy as np
 import pandas as pd
-from family_steps import Governed, explain_gate_promote, start
+from family_steps import Governed, explain_gate_promote, run_from_command_line, start
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "Wisconsin.csv"
 MISSING = ("mean_texture", "worst_area", "mean_smoothness")
@@ -100,11 +98,4 @@ def main(tracking_uri: str, folder: Path, time_limit: float = 30.0) -> Governed:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--folder", type=Path, default=None, help="default: a new temporary one")
-    parser.add_argument("--tracking-uri", default=None, help="default: FOLDER/mlflow.db")
-    args = parser.parse_args()
-    folder = args.folder or Path(tempfile.mkdtemp(prefix="family-lightgbm-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    main(args.tracking_uri or f"sqlite:///{folder / 'mlflow.db'}", folder)
-    print(f"store and files in {folder}")
+    run_from_command_line(main, __doc__.splitlines()[0], "family-lightgbm-")

@@ -30,15 +30,13 @@ trusting a local example key pair.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 
 import mlflow
 import mlflow.sklearn
 import mlflow.xgboost
 import pandas as pd
-from family_steps import Governed, explain_gate_promote, start
+from family_steps import Governed, explain_gate_promote, run_from_command_line, start
 from sklearn.datasets import load_wine
 from sklearn.ensemble import RandomForestClassifier
 from xgboost import XGBClassifier
@@ -110,12 +108,6 @@ def main(
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=MODELS, default="forest")
-    parser.add_argument("--folder", type=Path, default=None, help="default: a new temporary one")
-    parser.add_argument("--tracking-uri", default=None, help="default: FOLDER/mlflow.db")
-    args = parser.parse_args()
-    folder = args.folder or Path(tempfile.mkdtemp(prefix="family-three-class-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    main(args.tracking_uri or f"sqlite:///{folder / 'mlflow.db'}", folder, args.model)
-    print(f"store and files in {folder}")
+    run_from_command_line(
+        main, __doc__.splitlines()[0], "family-three-class-", model=(MODELS, "forest")
+    )

@@ -178,27 +178,23 @@ class SurrogateTree:
 
     def with_leaf_class(self, leaf_class) -> SurrogateTree:
         """The same tree with other leaf classes."""
-        return SurrogateTree(
-            self._coef,
-            self._intercept,
-            self._depth,
-            self._feature_names,
-            self._classes,
-            self._missing_left,
-            leaf_class,
-        )
+        return self._replaced(leaf_class=leaf_class)
 
     def with_missing_left(self, missing_left) -> SurrogateTree:
         """The same tree with the given rule for undefined values (see the module)."""
-        return SurrogateTree(
-            self._coef,
-            self._intercept,
-            self._depth,
-            self._feature_names,
-            self._classes,
-            missing_left,
-            self._leaf_class,
-        )
+        return self._replaced(missing_left=missing_left)
+
+    def _replaced(self, **changes) -> SurrogateTree:
+        arguments = {
+            "coef": self._coef,
+            "intercept": self._intercept,
+            "depth": self._depth,
+            "feature_names": self._feature_names,
+            "classes": self._classes,
+            "missing_left": self._missing_left,
+            "leaf_class": self._leaf_class,
+        }
+        return SurrogateTree(**{**arguments, **changes})
 
     @property
     def n_features(self) -> int:
