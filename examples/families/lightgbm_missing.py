@@ -18,9 +18,9 @@ example logs ``model.booster_``, with an input example whose signature names the
 columns (LightGBM would write a space in a column name as ``_``; the signature's names
 are the ones the rules use).
 
-Categorical columns must be numerically coded before the model (ordinal codes, or
-one-hot columns): the product refuses LightGBM's native categorical splits
-(``categorical_feature``) today, with a message saying so. This data has none.
+This data has no categorical column. LightGBM's native categorical splits are read too
+when the booster was trained on a DataFrame with ``category`` columns (their names are
+in the model file); see ``tests/flavors/test_native_categorical_flavor.py``.
 
 ``govern explain`` fits a depth-2 surrogate on the complete rows and routes a missing
 value by its learned rule (the rules end with ``missing values: ...``); fidelity counts
