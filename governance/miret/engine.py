@@ -125,14 +125,20 @@ def constant_tree(problem, c) -> SurrogateTree:
     )
 
 
-def univariate_trees(problem, random_state):
-    """``(cart, univariate)``: the CART baseline and the optimal univariate tree on
-    guessed thresholds (plain arrays), which do not depend on alpha."""
-    labels = problem.classes[problem.y]
-    cart, columns = fit_cart(problem.X, labels, problem.depth, random_state=random_state)
-    thresholds = guessed_thresholds(problem.X, labels, random_state)
-    univariate = optimal_tree(problem.X, labels, problem.depth, *thresholds, problem.classes)
+def candidate_arrays(X, labels, depth, classes, random_state):
+    """``(cart, univariate)``: the CART tree and the optimal univariate tree on guessed
+    thresholds (plain arrays) of depth ``depth`` on normalized ``X`` with ``labels``
+    (values of ``classes``)."""
+    cart, columns = fit_cart(X, labels, depth, random_state=random_state)
+    thresholds = guessed_thresholds(X, labels, random_state)
+    univariate = optimal_tree(X, labels, depth, *thresholds, classes)
     return cart_arrays(cart, columns), univariate
+
+
+def univariate_trees(problem, random_state):
+    """:func:`candidate_arrays` on the problem's sample: they do not depend on alpha."""
+    labels = problem.classes[problem.y]
+    return candidate_arrays(problem.X, labels, problem.depth, problem.classes, random_state)
 
 
 def seed_trees(problem, random_state, trees=None):

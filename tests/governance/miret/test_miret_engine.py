@@ -12,7 +12,8 @@ from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.miret import MiretSurrogate, build_problem
 from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret.engine import seed_trees
+from miret_governance.governance.miret import estimator
+from miret_governance.governance.miret.engine import candidate_arrays, seed_trees
 from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.heuristic import warm_start
 from miret_governance.governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
@@ -212,3 +213,21 @@ def test_max_rows_fits_on_the_sample(wisconsin):
     surrogate = MiretSurrogate(forest, depth=2, max_rows=80, time_limit=10).fit(X)
     assert surrogate.n_rows_seen_ == 200 and surrogate.n_rows_used_ == 80
     assert surrogate.problem_["n_samples"] == 80
+
+
+def test_returned_cart_and_univariate_trees_use_every_row_up_to_candidate_rows(
+    wisconsin, monkeypatch
+):
+    """The MILP sees 80 rows; the CART and univariate candidates all 200 (at most
+    CANDIDATE_ROWS: with 120 they are refitted on a 120-row sample)."""
+    X, forest = wisconsin
+    ensemble = read_ensemble(forest)
+    unit, labels = MinMaxScaler().fit_transform(X), ensemble.predict(X)
+    surrogate = MiretSurrogate(forest, depth=2, alpha=0.5, max_rows=80, time_limit=5).fit(X)
+    on_all, _ = candidate_arrays(unit, labels, 2, np.asarray(ensemble.classes), 0)
+    assert surrogate.baseline_ == on_all
+    monkeypatch.setattr(estimator, "CANDIDATE_ROWS", 120)
+    surrogate = MiretSurrogate(forest, depth=2, alpha=0.5, max_rows=80, time_limit=5).fit(X)
+    rows = sample_rows(ensemble, X, labels, 120, 0)
+    on_sample, _ = candidate_arrays(unit[rows], labels[rows], 2, np.asarray(ensemble.classes), 0)
+    assert surrogate.baseline_ == on_sample != on_all
