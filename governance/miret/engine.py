@@ -167,7 +167,14 @@ def heuristic_tree(problem, seeds, random_state, work_budget, time_cap):
 
 
 def fit_problem(
-    problem, params, begin, progress=None, milp_phase=True, trees=None, heuristic_share=1.0
+    problem,
+    params,
+    begin,
+    progress=None,
+    milp_phase=True,
+    trees=None,
+    heuristic_share=1.0,
+    skipped="not_started",
 ):
     """Fit the tree of ``problem``; returns ``(tree, report, baseline, candidates)``.
 
@@ -176,7 +183,8 @@ def fit_problem(
     exactly. ``params`` is the estimator's parameter dict; ``begin`` the fit's start
     time; ``milp_phase=False`` stops after the warm start (the held-out folds' fits);
     ``trees``: :func:`univariate_trees` of the problem, when already known (another
-    alpha on the same rows); ``heuristic_share`` scales the heuristic's work budget.
+    alpha on the same rows); ``heuristic_share`` scales the heuristic's work budget;
+    ``skipped``: the report's ``stop_reason`` without the MILP phase.
     """
     baseline, univariate, seeds = seed_trees(problem, params["random_state"], trees)
     labels = problem.classes[problem.y]
@@ -264,7 +272,7 @@ def fit_problem(
         solver=result.solver if result is not None else "none",
         solver_version=result.solver_version if result is not None else "",
         status=result.status if result is not None else "not_run",
-        stop_reason=_stop_reason(result, milp_phase),
+        stop_reason=_stop_reason(result, milp_phase) if milp_phase else skipped,
         objective=float(objective),
         bound=float(bound),
         gap=float(gap) if math.isfinite(gap) else 1.0,
@@ -304,7 +312,7 @@ def fit_problem(
 def _stop_reason(result, milp_phase) -> str:
     if result is not None:
         return STOP_REASON.get(result.status, result.status)
-    return "node_milps" if milp_phase else "not_started"
+    return "node_milps"
 
 
 def fit_trivial(problem, params, begin):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import replace
-from functools import cache, partial
+from functools import partial
 from numbers import Integral, Real
 from typing import ClassVar
 
@@ -26,14 +25,9 @@ from miret_governance.governance.arrays import (
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret import grid, selection
 from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret.engine import (
-    candidate_arrays,
-    fit_problem,
-    fit_trivial,
-    univariate_trees,
-)
+from miret_governance.governance.miret.fitting import SampleFits, wider_rows
 from miret_governance.governance.miret.missing import with_missing_rule
-from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS, build_problem
+from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS
 from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.sampling import sample_rows
 from miret_governance.governance.miret.solvers import SOLVERS
@@ -44,11 +38,6 @@ FORMAT = "miret-surrogate"
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (2, 3)  # version 2 stalled on seconds (stall_time) with solver threads
 DEFAULT_MAX_ROWS = 2000
-CANDIDATE_ROWS = 10_000
-"""Rows (at most) the returned CART and optimal univariate trees are fitted on when
-the MILP's sample is smaller: refitted on 2,000 of 2,343 rows, the optimal univariate
-tree of the unseen Train data (random forest, depth 3) lost 6 test points; 10,000 rows
-cost about 1 s at depth 3 and 3 s at depth 4."""
 
 
 class MiretSurrogate(ClassifierMixin, BaseEstimator):
@@ -99,7 +88,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         The problem uses a stratified, proximity-preserving sample of at most this many
         rows (:mod:`governance.miret.sampling`); None uses every row. The CART and
         optimal univariate trees the fit returns are refitted on a larger sample (at
-        most ``max(max_rows, CANDIDATE_ROWS)`` rows).
+        most ``max(max_rows, fitting.CANDIDATE_ROWS)`` rows).
     cart_guarantee : bool
         Choose on held-out folds (see :meth:`fit`), so the surrogate is never less
         faithful on unseen rows than the trees a user would fit instead; False keeps the
@@ -290,80 +279,39 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             )
         ]
         self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
-        wider = complete
-        if self.max_rows is not None and complete.size > max(self.max_rows, CANDIDATE_ROWS):
-            wider = complete[
-                sample_rows(
-                    ensemble,
-                    tree_inputs[complete],
-                    labels[complete],
-                    max(self.max_rows, CANDIDATE_ROWS),
-                    self.random_state,
-                )
-            ]
-
-        @cache
-        def problem_of(sample, depth):  # alpha only weighs the objective: set per fit
-            return build_problem(
-                tree_inputs[list(sample)],
-                ensemble,
-                depth=depth,
-                gamma_percentile=self.gamma_percentile,
-                proximity_threshold=self.proximity_threshold,
-                epsilon=self.epsilon,
-                formulation=self.formulation,
-                scaler=scaler,
-            )
-
+        wider = wider_rows(
+            ensemble, tree_inputs, labels, complete, self.max_rows, self.random_state
+        )
         params = self.get_params(deep=False)
-
-        @cache
-        def trees_of(sample, depth):  # CART and the univariate tree: the same for any alpha
-            return univariate_trees(problem_of(sample, depth), self.random_state)
-
-        def fit(sample, depth, alpha, trees=None, **options):
-            problem = replace(problem_of(tuple(sample), depth), alpha=float(alpha))
-            if np.all(problem.y == problem.y[0]):
-                return problem, fit_trivial(problem, params, begin)
-            trees = trees or trees_of(tuple(sample), depth)
-            return problem, fit_problem(problem, params, begin, trees=trees, **options)
-
-        def wider_trees(depth):
-            """The CART and univariate candidates refitted on ``wider`` (None: same rows)."""
-            if wider.size <= rows.size:
-                return None
-            unit = tree_inputs[wider]
-            unit = unit if scaler is None else np.clip(scaled(scaler, unit), 0.0, 1.0)
-            classes = np.asarray(ensemble.classes)
-            return candidate_arrays(unit, labels[wider], depth, classes, self.random_state)
-
+        fits = SampleFits(ensemble, tree_inputs, labels, rows, wider, scaler, params, begin)
         sample_labels = labels[rows]
         splits = selection.folds(sample_labels, self.random_state) if self.cart_guarantee else []
         depths, alphas = grid.depths(self.depth, ensemble), grid.alphas(self.alpha)
         right, features = grid.cross_validated(
-            problem_of(tuple(rows), depths[-1]).X,
+            fits.problem(rows, depths[-1]).X,
             sample_labels,
             splits,
             [(depth, alpha) for depth in depths for alpha in alphas],
-            lambda train, depth, alpha: fit(
-                rows[train],
-                depth,
-                alpha,
-                milp_phase=False,
-                heuristic_share=grid.budget_share(alpha, alphas),
-            )[1][3],
+            partial(fits.fold_candidates, alphas=alphas),
         )
         self.depth_, self.alpha_ = grid.choose(right, features, depths, alphas)
-        problem, (tree, report, self.baseline_, candidates) = fit(
-            rows, self.depth_, self.alpha_, trees=wider_trees(self.depth_), progress=progress
-        )
         held_out = grid.at(right, self.depth_, self.alpha_)
+        problem, (tree, report, self.baseline_, candidates) = fits.fit(
+            rows,
+            self.depth_,
+            self.alpha_,
+            trees=fits.wider_trees(self.depth_),
+            progress=progress,
+            milp_phase=selection.can_win(held_out),  # else its time is given back
+            skipped="behind_on_folds",
+        )
         chosen, cv, used = selection.decide(candidates, held_out, problem.X, sample_labels)
         tree = with_missing_rule(candidates[chosen], tree_inputs, labels, scaler, ensemble)
         own, cart = selection.fidelities(
             [tree.predict, partial(cart_predict, self.baseline_)], labels, tree_inputs, scaler
         )
         report.train_fidelity, report.baseline_cart_train_fidelity = float(own), float(cart)
+        report.time_limit_hit = report.time_limit_hit or any(fits.folds_cut)
         report.cv_fidelity, report.chosen, report.candidate_features = cv, chosen, used
         report.grid = grid.record(right, features, depths, alphas, (self.depth_, self.alpha_))
         report.baseline_cart_cv_fidelity = cv.get("cart", float("nan"))

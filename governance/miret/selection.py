@@ -19,7 +19,8 @@ held-out leads were noise (XGBoost, Sonar: 0.717 against 0.687 held out, 76.2% a
 the tree the folds measured (the MIRET objective weighs samples by the ensemble's
 confidence, so a refit can land far from the fold fits: XGBoost, Diabetes, depth 2,
 held-out fidelity 0.81 but 0.73 for the refit on the sample itself). The chosen tree is
-the one fitted on the whole sample.
+the one fitted on the whole sample. When the MIRET procedure is behind its seed on the
+folds it cannot be returned, so the fit skips its MILP phase (:func:`can_win`).
 
 This is the product's rule, not the paper's (``cart_guarantee=False`` returns the
 MIRET objective's tree). :func:`fidelities` measures the trees on every row given to
@@ -74,8 +75,9 @@ def clearly_better(
     gain = right[challenger].astype(np.float64) - right[incumbent]
     if gain.mean() > standard_error(gain) + TIE:  # one win alone: mean == standard error
         return True
-    sparser = n_features[challenger] < n_features[incumbent]
-    return sparser_counts and gain.mean() >= 0 and sparser
+    if not sparser_counts or gain.mean() < 0:
+        return False
+    return n_features[challenger] < n_features[incumbent]
 
 
 def choose(right: dict, n_features: dict, sample_fidelity: dict) -> str:
@@ -89,11 +91,26 @@ def choose(right: dict, n_features: dict, sample_fidelity: dict) -> str:
     """
     if not right:
         return "miret"
-    cart_better = clearly_better(right, n_features, "cart", "univariate", sparser_counts=False)
-    seed = "cart" if cart_better else "univariate"
+    seed = seed_of(right)
     held_out = right["miret"].mean()
     consistent = sample_fidelity["miret"] >= held_out - standard_error(right["miret"])
     return "miret" if consistent and clearly_better(right, n_features, "miret", seed) else seed
+
+
+def seed_of(right: dict) -> str:
+    """The seed the MIRET tree must beat: the CART tree when :func:`clearly_better` than
+    the optimal univariate tree on held-out rows, else the univariate tree."""
+    cart_better = clearly_better(right, {}, "cart", "univariate", sparser_counts=False)
+    return "cart" if cart_better else "univariate"
+
+
+def can_win(right: dict) -> bool:
+    """Can :func:`choose` return the MIRET tree, whatever its refit on the whole sample?
+    Only when it gets at least as many held-out rows right as its seed (or there are no
+    folds): otherwise the MILP phase cannot change the returned tree, and is skipped."""
+    if not right:
+        return True
+    return bool(right["miret"].sum() >= right[seed_of(right)].sum())
 
 
 def decide(candidates: dict, held_out: dict, X, y) -> tuple[str, dict, dict]:

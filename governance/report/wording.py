@@ -20,6 +20,7 @@ TECHNICAL = {
     "time_limit": "hit the time limit",
     "node_milps": "whole MILP not run, each split solved as its own MILP",
     "not_started": "MILP not started",
+    "behind_on_folds": "MILP phase skipped: the MIRET tree was behind on held-out folds",
 }
 """The solver's stop reasons (:class:`governance.miret.report.SolveReport`) in words."""
 
@@ -52,7 +53,7 @@ def solver_outcome(solve: dict) -> dict:
     seconds = solve.get("wall_time")
     after = f" after {float(seconds):.1f} s" if seconds is not None else ""
     gap = solve.get("gap")
-    meaningful = gap is not None and reason not in ("optimal", "node_milps")  # no whole MILP
+    meaningful = gap is not None and reason not in ("optimal", "node_milps", "behind_on_folds")
     shown = f", gap {_percent(gap)}" if meaningful else ""
     technical = f"solver: {TECHNICAL.get(reason, reason)}{after}{shown}"
     measured = (
@@ -79,7 +80,12 @@ def solver_outcome(solve: dict) -> dict:
         }
     else:
         bounded = gap is not None and float(gap) < 1
-        if reason == "node_milps":
+        if reason == "behind_on_folds":
+            proven = (
+                "No MILP was solved: on held-out rows the MIRET procedure got fewer rows "
+                "right than the tree returned, so solving could not change the result."
+            )
+        elif reason == "node_milps":
             statuses = (solve.get("node_statuses") or {}).values()
             decided = [status for status in statuses if status != "nothing_to_decide"]
             optimal = sum(status == "optimal" for status in decided)

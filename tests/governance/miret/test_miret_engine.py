@@ -10,9 +10,8 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.miret import MiretSurrogate, build_problem
+from miret_governance.governance.miret import MiretSurrogate, build_problem, fitting
 from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret import estimator
 from miret_governance.governance.miret.engine import candidate_arrays, seed_trees
 from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.heuristic import warm_start
@@ -226,7 +225,7 @@ def test_returned_cart_and_univariate_trees_use_every_row_up_to_candidate_rows(
     surrogate = MiretSurrogate(forest, depth=2, alpha=0.5, max_rows=80, time_limit=5).fit(X)
     on_all, _ = candidate_arrays(unit, labels, 2, np.asarray(ensemble.classes), 0)
     assert surrogate.baseline_ == on_all
-    monkeypatch.setattr(estimator, "CANDIDATE_ROWS", 120)
+    monkeypatch.setattr(fitting, "CANDIDATE_ROWS", 120)
     surrogate = MiretSurrogate(forest, depth=2, alpha=0.5, max_rows=80, time_limit=5).fit(X)
     rows = sample_rows(ensemble, X, labels, 120, 0)
     on_sample, _ = candidate_arrays(unit[rows], labels[rows], 2, np.asarray(ensemble.classes), 0)

@@ -127,7 +127,9 @@ def test_search_picks_by_the_rule_and_refits_with_the_full_limit(raw_forest):
 def test_a_search_cut_by_its_time_limit_says_it_may_not_repeat(raw_forest):
     X, forest = raw_forest
     search = _tiny_search(forest, search_time_limit=1e-3).fit(X)
-    np.testing.assert_array_equal(search.cv_results_["mean_test_time_limit_hit"], 1.0)
+    # every candidate has a fold cut short (a fit that skips its MILP phase, its MIRET
+    # tree behind on held-out rows, and ends its tiny heuristic on work is not)
+    assert np.all(search.cv_results_["mean_test_time_limit_hit"] > 0)
     assert not search.reproducible_
 
 

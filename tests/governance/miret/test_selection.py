@@ -9,8 +9,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedKFold
 from sklearn.tree import DecisionTreeClassifier
 
-from miret_governance.governance.miret import MiretSurrogate
+from miret_governance.governance.miret import MiretSurrogate, selection
 from miret_governance.governance.miret.selection import (
+    can_win,
     choose,
     clearly_better,
     fidelities,
@@ -68,6 +69,27 @@ def test_choose_keeps_the_univariate_tree_unless_beaten_clearly():
         "univariate", {"univariate": 0.8, "miret": 0.9}
     )
     assert note("miret", {}) == ""
+
+
+def test_the_milp_phase_runs_only_when_the_miret_tree_can_still_be_returned():
+    same = hits(1, 1, 1, 1, 0, 0, 1, 1, 1, 1)
+    right = {"miret": same.copy(), "univariate": same.copy(), "cart": same.copy()}
+    assert can_win(right) and can_win({})  # as many rows right: fewer features may win
+    right["miret"][0] = False
+    assert not can_win(right)  # one row fewer than its seed, the univariate tree
+    # CART two rows ahead (mean gain 0.2 > its standard error 0.133) becomes the seed
+    right = {"miret": same.copy(), "univariate": same.copy(), "cart": same.copy()}
+    right["cart"][4:6] = True
+    assert not can_win(right)
+    right["miret"] = right["cart"].copy()
+    assert can_win(right)
+    # whenever it cannot win, choose never returns it (whatever features and refit)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        right = {name: rng.random(12) < 0.7 for name in ("miret", "univariate", "cart")}
+        features = dict(zip(right, rng.integers(1, 4, size=3), strict=True))
+        if not can_win(right):
+            assert choose(right, features, {"miret": 1.0}) != "miret"
 
 
 def test_folds_are_stratified_and_shrink_for_a_rare_class_or_few_rows():
@@ -132,3 +154,20 @@ def test_a_report_written_before_the_choice_and_node_milps_still_loads(fitted):
         del older[added]
     report = SolveReport.from_dict(older)
     assert report.cv_fidelity == {} and report.chosen == "miret" and report.node_statuses == {}
+
+
+def test_a_miret_tree_behind_on_the_folds_skips_the_milp_phase(fitted, monkeypatch):
+    from miret_governance.governance.report.wording import describe_stop
+
+    X, forest, skipped = fitted
+    report = skipped.solve_report_
+    assert report.cv_fidelity["miret"] < report.cv_fidelity[report.chosen]
+    assert report.stop_reason == "behind_on_folds" and report.node_statuses == {}
+    assert report.status == "not_run" and report.node_time == pytest.approx(0, abs=1e-3)
+    assert "MILP phase skipped" in describe_stop(report.to_dict())
+    # run anyway, the MILP phase cannot change the returned tree
+    monkeypatch.setattr(selection, "can_win", lambda right: True)
+    ran = MiretSurrogate(forest, depth=2, solver="highs", time_limit=30).fit(X)
+    assert ran.solve_report_.stop_reason == "node_milps" and ran.solve_report_.node_statuses
+    assert ran.solve_report_.chosen == report.chosen
+    assert ran.tree_digest() == skipped.tree_digest()
