@@ -51,7 +51,7 @@ meaning or disappears (new keys may be added)."""
 DEFAULTS = {
     "alpha": None,
     "gamma_percentile": 100 / 3,
-    "proximity_threshold": 0.9,
+    "proximity_threshold": None,
     "max_rows": 2000,
     "solver": "auto",
     "time_limit": 60.0,

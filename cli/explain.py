@@ -178,10 +178,11 @@ def explain(
         ),
     ] = DEFAULTS["gamma_percentile"],
     proximity_threshold: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--proximity-threshold",
-            help="Ensemble proximity m from which two samples must share a leaf (above 1: none).",
+            help="Ensemble proximity m from which two samples must share a leaf (above 1: "
+            "none; default: chosen between 0.9 and 1 on held-out folds of the fit sample).",
         ),
     ] = DEFAULTS["proximity_threshold"],
     max_rows: Annotated[

@@ -60,7 +60,8 @@ def chosen_by_fit(request: ExplainRequest, solve: dict) -> dict:
     """The hyperparameters the request left open (None) with the values the fit chose on
     held-out folds (``solve["grid"]``, :mod:`governance.miret.grid`)."""
     grid = solve.get("grid") or {}
-    return {k: grid[k] for k in ("depth", "alpha") if request.fit[k] is None and k in grid}
+    chosen = ("depth", "alpha", "proximity_threshold")
+    return {k: grid[k] for k in chosen if request.fit[k] is None and k in grid}
 
 
 @dataclass(frozen=True)

@@ -386,7 +386,7 @@ def evaluate(ensemble, surrogate, X_train, X_test, data) -> dict:
         X_test,
         data.y_train,
         data.y_test,
-        proximity_threshold=surrogate.proximity_threshold,
+        proximity_threshold=surrogate.proximity_threshold_,
         tree_scaler=tree_scaler(ensemble, surrogate),
     )
     metrics.update(solver_metrics(surrogate.solve_report_.to_dict()))

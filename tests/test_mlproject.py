@@ -32,10 +32,10 @@ def _entry_points():
 def test_explain_defaults_match_the_estimator():
     params = _entry_points()["explain"]["parameters"]
     defaults = MiretSurrogate().get_params()
-    assert defaults["alpha"] is None and params["alpha"]["default"] == ""  # "": chosen
+    for name in ("alpha", "proximity_threshold"):  # "": chosen on held-out folds
+        assert defaults[name] is None and params[name]["default"] == "", name
     for name in (
         "gamma_percentile",
-        "proximity_threshold",
         "max_rows",
         "time_limit",
         "solver",

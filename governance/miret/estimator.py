@@ -58,8 +58,10 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         ``h``: a level may use the features whose level frequency exceeds the h-th
         percentile of the level's positive frequencies (0: every used feature), and
         always its most frequent feature(s).
-    proximity_threshold : float
-        Samples whose ensemble proximity is at least this share a leaf (above 1: none).
+    proximity_threshold : float, optional
+        ``m``: samples whose ensemble proximity is at least this share a leaf (above 1:
+        none); default: chosen on held-out folds among
+        :data:`governance.miret.grid.PROXIMITY_GRID` (0.9 unless clearly beaten).
     epsilon : float
         Gap modelling the strict inequality of right branches.
     formulation : {"miret", "basic"}
@@ -101,8 +103,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     solve_report_ : SolveReport
     input_scaler_ : MinMaxScaler
         The ensemble's own MinMaxScaler, or one fitted on the fit data.
-    depth_, alpha_ : int, float
-        The depth and alpha fitted, given or chosen (``solve_report_.grid``).
+    depth_, alpha_, proximity_threshold_ : int, float, float
+        The depth, alpha and ``m`` fitted, given or chosen (``solve_report_.grid``).
     baseline_ : dict
         The depth-D CART baseline (plain arrays, normalized space).
     leaf_counts_ : ndarray of shape (2**D, k)
@@ -121,7 +123,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         "depth": [Interval(Integral, 1, None, closed="left"), None],
         "alpha": [Interval(Real, 0, None, closed="left"), None],
         "gamma_percentile": [Interval(Real, 0, 100, closed="both")],
-        "proximity_threshold": [Interval(Real, 0, None, closed="neither")],
+        "proximity_threshold": [Interval(Real, 0, None, closed="neither"), None],
         "epsilon": [Interval(Real, 0, 1, closed="neither")],
         "formulation": [StrOptions(set(FORMULATIONS))],
         "solver": [StrOptions(set(SOLVERS))],
@@ -144,7 +146,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         depth=None,
         alpha=None,
         gamma_percentile=PAPER_DEFAULTS["gamma_percentile"],
-        proximity_threshold=PAPER_DEFAULTS["proximity_threshold"],
+        proximity_threshold=None,
         epsilon=PAPER_DEFAULTS["epsilon"],
         formulation=PAPER_DEFAULTS["formulation"],
         solver="auto",
@@ -286,20 +288,22 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         fits = SampleFits(ensemble, tree_inputs, labels, rows, wider, scaler, params, begin)
         sample_labels = labels[rows]
         splits = selection.folds(sample_labels, self.random_state) if self.cart_guarantee else []
-        depths, alphas = grid.depths(self.depth, ensemble), grid.alphas(self.alpha)
+        depths = grid.depths(self.depth, ensemble)
+        tried = grid.settings(self.alpha, self.proximity_threshold)
         right, features = grid.cross_validated(
-            fits.problem(rows, depths[-1]).X,
+            fits.problem(rows, depths[-1], tried[0][1]).X,
             sample_labels,
             splits,
-            [(depth, alpha) for depth in depths for alpha in alphas],
-            partial(fits.fold_candidates, alphas=alphas),
+            [(depth, setting) for depth in depths for setting in tried],
+            partial(fits.fold_candidates, tried=tried),
         )
-        self.depth_, self.alpha_ = grid.choose(right, features, depths, alphas)
-        held_out = grid.at(right, self.depth_, self.alpha_)
+        self.depth_, setting = grid.choose(right, features, depths, tried)
+        self.alpha_, self.proximity_threshold_ = setting
+        held_out = grid.at(right, self.depth_, setting)
         problem, (tree, report, self.baseline_, candidates) = fits.fit(
             rows,
             self.depth_,
-            self.alpha_,
+            setting,
             trees=fits.wider_trees(self.depth_),
             progress=progress,
             milp_phase=selection.can_win(held_out),  # else its time is given back
@@ -313,7 +317,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         report.train_fidelity, report.baseline_cart_train_fidelity = float(own), float(cart)
         report.time_limit_hit = report.time_limit_hit or any(fits.folds_cut)
         report.cv_fidelity, report.chosen, report.candidate_features = cv, chosen, used
-        report.grid = grid.record(right, features, depths, alphas, (self.depth_, self.alpha_))
+        report.grid = grid.record(right, features, depths, tried, (self.depth_, setting))
         report.baseline_cart_cv_fidelity = cv.get("cart", float("nan"))
         if chosen != "miret":
             report.fallback = selection.note(chosen, cv)
@@ -447,6 +451,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         chosen = estimator.solve_report_.grid
         estimator.depth_ = int(chosen.get("depth", estimator.problem_["depth"]))
         estimator.alpha_ = float(chosen.get("alpha", params["alpha"]))
+        given = params["proximity_threshold"]  # format 2 documents always give it
+        estimator.proximity_threshold_ = float(chosen.get("proximity_threshold", given))
         estimator.n_rows_seen_ = int(data["n_rows_seen"])
         estimator.n_rows_used_ = int(data["n_rows_used"])
         estimator.feature_names_in_ = np.asarray(data["feature_names_in"], dtype=object)

@@ -3,8 +3,9 @@ makes on its rows: the held-out folds' and the final one.
 
 :class:`SampleFits` holds the fit's inputs once (the ensemble's inputs and labels, the
 MILP's sample, the wider sample of the returned CART and univariate trees) and builds
-each problem and each pair of CART and univariate trees once per (rows, depth): alpha
-only weighs the objective, so the alphas of a grid share them.
+each problem once per (rows, depth, proximity threshold) and each pair of CART and
+univariate trees once per (rows, depth): alpha only weighs the objective, and neither
+tree depends on alpha or ``m``.
 """
 
 from __future__ import annotations
@@ -71,26 +72,29 @@ class SampleFits:
         self._problems, self._trees = {}, {}
         self.folds_cut = []  # the time cap cut a fold's heuristic: the choice may differ
 
-    def problem(self, sample, depth):
-        """The MILP problem of the rows ``sample`` at ``depth`` (the params' alpha)."""
-        key = (tuple(sample), depth)
+    def problem(self, sample, depth, proximity_threshold):
+        """The MILP problem of the rows ``sample`` at ``depth`` with proximity pairs at
+        ``proximity_threshold`` (alpha: the params')."""
+        key = (tuple(sample), depth, proximity_threshold)
         if key not in self._problems:
             self._problems[key] = build_problem(
                 self.tree_inputs[list(sample)],
                 self.ensemble,
                 depth=depth,
                 gamma_percentile=self.params["gamma_percentile"],
-                proximity_threshold=self.params["proximity_threshold"],
+                proximity_threshold=proximity_threshold,
                 epsilon=self.params["epsilon"],
                 formulation=self.params["formulation"],
                 scaler=self.scaler,
             )
         return self._problems[key]
 
-    def fit(self, sample, depth, alpha, trees=None, **options):
+    def fit(self, sample, depth, setting, trees=None, **options):
         """``(problem, (tree, report, baseline, candidates))`` of
-        :func:`governance.miret.engine.fit_problem` on the rows ``sample``."""
-        problem = replace(self.problem(sample, depth), alpha=float(alpha))
+        :func:`governance.miret.engine.fit_problem` on the rows ``sample`` with the
+        ``(alpha, m)`` of ``setting``."""
+        alpha, proximity_threshold = setting
+        problem = replace(self.problem(sample, depth, proximity_threshold), alpha=float(alpha))
         if np.all(problem.y == problem.y[0]):
             return problem, fit_trivial(problem, self.params, self.begin)
         if trees is None:
@@ -100,12 +104,13 @@ class SampleFits:
             trees = self._trees[key]
         return problem, fit_problem(problem, self.params, self.begin, trees=trees, **options)
 
-    def fold_candidates(self, train, depth, alpha, alphas):
+    def fold_candidates(self, train, depth, setting, tried):
         """The candidates of a held-out fold's fit on ``rows[train]``: seeds and heuristic
-        (its work share of :func:`governance.miret.grid.budget_share`), no MILP phase."""
-        share = grid.budget_share(alpha, alphas)
+        (its work share of :func:`governance.miret.grid.budget_share` among the settings
+        ``tried``), no MILP phase."""
+        share = grid.budget_share(setting, tried)
         _, (_, report, _, found) = self.fit(
-            self.rows[train], depth, alpha, milp_phase=False, heuristic_share=share
+            self.rows[train], depth, setting, milp_phase=False, heuristic_share=share
         )
         self.folds_cut.append(report.time_limit_hit)
         return found

@@ -110,6 +110,7 @@ def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> So
             if start is not None:
                 x.Start = np.asarray(start, dtype=np.float64)
             rule = StallRule(options.stall_work, None, progress)  # WorkLimit caps the work
+            stopped = []  # our callback's terminate(); any other interrupt is the user's
             where_values = {
                 GRB.Callback.MIP: (GRB.Callback.MIP_OBJBST, GRB.Callback.MIP_OBJBND),
                 GRB.Callback.MIPSOL: (GRB.Callback.MIPSOL_OBJBST, GRB.Callback.MIPSOL_OBJBND),
@@ -129,9 +130,14 @@ def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> So
                 # MIP callbacks come on a clock; MIPNODE and MIPSOL at fixed search points
                 fixed_point = where != GRB.Callback.MIP
                 if fixed_point and rule.update(cb_model.cbGet(GRB.Callback.WORK), best, bound):
+                    stopped.append(True)
                     cb_model.terminate()
 
             m.optimize(callback)
+            if m.Status == GRB.INTERRUPTED and not stopped:
+                # Gurobi catches SIGINT while it optimizes (Ctrl-C, or a signal sent to
+                # the process) and stops with this status: the caller's interrupt
+                raise KeyboardInterrupt("interrupted while Gurobi was solving")
             wall = time.perf_counter() - begin
             has_solution = m.SolCount > 0
             objective = float(m.ObjVal) if has_solution else math.inf

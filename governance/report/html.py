@@ -240,6 +240,7 @@ def _template_values(context: ReportContext) -> dict:
         "baseline_rows": _baseline_rows(context),
         "candidates": _candidate_rows(context.solve),
         "grid": _grid_rows(context.solve),
+        "grid_text": _grid_text(context.solve),
         "outcome": solver_outcome(context.solve) if context.solve else None,
         "glossary": glossary(_sections(context)),
         **_class_tables(context),
@@ -369,22 +370,43 @@ def _candidate_rows(solve: dict) -> list[dict]:
 
 
 def _grid_rows(solve: dict) -> list[dict]:
-    """The depths and alphas the fit tried because none was given
+    """The depths and settings (alpha, ``m``) the fit tried because none was given
     (:mod:`governance.miret.grid`): each candidate's held-out fidelity and its mean
     number of features over the folds, the chosen setting's MIRET tree marked."""
     grid = solve.get("grid") or {}
+    chosen = (grid.get("depth"), grid.get("alpha"), grid.get("proximity_threshold"))
     return [
         {
             "depth": row["depth"],
             "alpha": row["alpha"],
+            "proximity_threshold": row.get("proximity_threshold"),
             "name": CHOSEN[row["candidate"]],
             "held_out": row["cv_fidelity"],
             "features": row["features"],
             "chosen": row["candidate"] == "miret"
-            and (row["depth"], row["alpha"]) == (grid["depth"], grid["alpha"]),
+            and (row["depth"], row["alpha"], row.get("proximity_threshold")) == chosen,
         }
         for row in grid.get("rows", [])
     ]
+
+
+def _grid_text(solve: dict) -> str:
+    """``chose depth 3, alpha 0.5 and m 0.9 among depth 2, 3, alpha 0.2, 0.5, 0.8 and m
+    0.9, 1 (not given) on the same folds: <rule>`` (a report written before ``m`` was
+    chosen has no ``proximity_thresholds``)."""
+    grid = solve.get("grid") or {}
+    if not grid:
+        return ""
+    names = (("depth", "depths"), ("alpha", "alphas"), ("m", "proximity_thresholds"))
+    values = {"depth": grid["depth"], "alpha": grid["alpha"], "m": grid.get("proximity_threshold")}
+    tried = [
+        (name, grid.get(key, [])) for name, key in names if len(grid.get(key, [])) > 1
+    ]  # only what was chosen (given values have one)
+    chose = ", ".join(f"{name} {format_number(values[name])}" for name, _ in tried)
+    among = ", ".join(
+        f"{name} {' / '.join(format_number(value) for value in options)}" for name, options in tried
+    )
+    return f"chose {chose} among {among} (not given) on the same folds: {grid['rule']}"
 
 
 def _baseline_rows(context: ReportContext) -> list[dict]:

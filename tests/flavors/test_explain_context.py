@@ -241,18 +241,27 @@ def test_names_without_folders_or_credentials():
     )
 
 
-def test_the_alpha_the_fit_chose_is_in_the_evidence_the_run_and_the_report(store):
-    """No alpha given: the fit chooses it on held-out folds and says which, everywhere."""
+def test_the_alpha_and_m_the_fit_chose_are_in_the_evidence_the_run_and_the_report(store):
+    """No alpha or m given: the fit chooses them on held-out folds and says which,
+    everywhere."""
     plain = store["plain"]
     local = Path(mlflow.artifacts.download_artifacts("models:/ctx-rf-surrogate/1", dst_path="g"))
     evidence = json.loads((local / "evidence.json").read_text())["provenance"]
     grid = evidence["solve"]["grid"]
     assert grid["alphas"] == [0.2, 0.5, 0.8] and grid["depths"] == [plain.solve["grid"]["depth"]]
-    assert {row["alpha"] for row in grid["rows"] if row["candidate"] == "miret"} == {0.2, 0.5, 0.8}
-    assert evidence["parameters"]["alpha"] == plain.parameters["alpha"] == grid["alpha"]
-    assert evidence["request"]["fit"]["alpha"] is None  # what was asked
+    assert grid["proximity_thresholds"] == [0.9, 1.0]
+    settings = {
+        (row["alpha"], row["proximity_threshold"])
+        for row in grid["rows"]
+        if row["candidate"] == "miret"
+    }
+    assert settings == {(0.2, 0.9), (0.5, 0.9), (0.8, 0.9), (0.5, 1.0)}
     run = MlflowClient().get_run(plain.run_id)
-    assert run.data.params["alpha"] == str(grid["alpha"])
-    chosen = f"alpha {format_number(grid['alpha'])} (chosen on held-out folds)"
-    assert chosen in run.data.tags[DESCRIPTION_TAG]
-    assert "No alpha was given, so the fit tried depth" in (local / "report.html").read_text()
+    for name in ("alpha", "proximity_threshold"):
+        assert evidence["parameters"][name] == plain.parameters[name] == grid[name]
+        assert evidence["request"]["fit"][name] is None  # what was asked
+        assert run.data.params[name] == str(grid[name])
+    for label, name in (("alpha", "alpha"), ("m (proximity_threshold)", "proximity_threshold")):
+        chosen = f"{label} {format_number(grid[name])} (chosen on held-out folds)"
+        assert chosen in run.data.tags[DESCRIPTION_TAG]
+    assert "The fit chose alpha" in (local / "report.html").read_text()

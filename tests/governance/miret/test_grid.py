@@ -1,5 +1,5 @@
-"""Depth and alpha chosen on held-out folds when not given: the rule by hand, the record,
-and explicit values kept."""
+"""Depth, alpha and proximity threshold chosen on held-out folds when not given: the rule
+by hand, the record, and explicit values kept."""
 
 from __future__ import annotations
 
@@ -30,14 +30,17 @@ def test_the_grid_is_the_given_value_or_the_default_range():
     assert grid.depths(None, Ensemble) == (2, 3, 4)  # the default depth is at most 4
     Ensemble.max_depth = 1
     assert grid.depths(None, Ensemble) == (1,)
-    assert grid.alphas(0.3) == (0.3,)
-    assert grid.alphas(None) == grid.ALPHA_GRID == (0.2, 0.5, 0.8)
-    # the paper's alpha keeps the heuristic's whole budget in the folds, challengers a third
-    assert grid.budget_share(0.5, grid.ALPHA_GRID) == 1.0
-    assert (
-        grid.budget_share(0.2, grid.ALPHA_GRID) == grid.budget_share(0.8, grid.ALPHA_GRID) == 1 / 3
-    )
-    assert grid.budget_share(0.3, (0.3,)) == 1.0
+    assert grid.settings(0.3, 0.85) == ((0.3, 0.85),)
+    assert grid.settings(0.3, None) == ((0.3, 0.9), (0.3, 1.0))
+    assert grid.settings(None, 2.0) == ((0.2, 2.0), (0.5, 2.0), (0.8, 2.0))
+    # every alpha at the paper's m, and the paper's alpha at m = 1
+    tried = grid.settings(None, None)
+    assert tried == ((0.2, 0.9), (0.5, 0.9), (0.8, 0.9), (0.5, 1.0))
+    # the paper's setting keeps the heuristic's whole budget in the folds, challengers a third
+    assert grid.incumbent(tried) == (0.5, 0.9) and grid.budget_share((0.5, 0.9), tried) == 1.0
+    assert {grid.budget_share(other, tried) for other in tried[:1] + tried[2:]} == {1 / 3}
+    assert grid.incumbent(((0.3, 0.9), (0.3, 1.0))) == (0.3, 0.9)
+    assert grid.budget_share((0.3, 0.85), ((0.3, 0.85),)) == 1.0
 
 
 def test_a_deeper_tree_needs_more_than_one_standard_error():
@@ -47,29 +50,34 @@ def test_a_deeper_tree_needs_more_than_one_standard_error():
     right = {}
     for depth, count in ((2, 5), (3, 7)):
         for name in ("miret", "univariate", "cart"):
-            key = (name, depth, 0.5 if name == "miret" else None)
+            key = (name, depth, (0.5, 0.9) if name == "miret" else None)
             right[key], features[key] = row(count if name == "cart" else 4), 2.0
-    assert grid.choose(right, features, (2, 3), (0.5,)) == (3, 0.5)
+    assert grid.choose(right, features, (2, 3), ((0.5, 0.9),)) == (3, (0.5, 0.9))
     # one row more only (6 of 8): gain 1/8 equals its standard error -> the smaller depth
     right[("cart", 3, None)] = row(6)
-    assert grid.choose(right, features, (2, 3), (0.5,)) == (2, 0.5)
+    assert grid.choose(right, features, (2, 3), ((0.5, 0.9),)) == (2, (0.5, 0.9))
 
 
-def test_alpha_stays_the_papers_unless_another_is_clearly_better():
+def test_the_setting_stays_the_papers_unless_another_is_clearly_better():
+    tried = grid.settings(None, None)
+    a2, a5, a8, m1 = tried
     features = {("univariate", 2, None): 1.0, ("cart", 2, None): 1.0}
     right = {("univariate", 2, None): row(3), ("cart", 2, None): row(3)}
-    for alpha, count, used in ((0.2, 6, 3.0), (0.5, 6, 2.0), (0.8, 6, 2.0)):
-        right[("miret", 2, alpha)], features[("miret", 2, alpha)] = row(count), used
-    # equal held-out rows, alpha 0.8 not sparser than 0.5 -> 0.5
-    assert grid.choose(right, features, (2,), grid.ALPHA_GRID) == (2, 0.5)
+    for setting, count, used in ((a2, 6, 3.0), (a5, 6, 2.0), (a8, 6, 2.0), (m1, 5, 2.0)):
+        right[("miret", 2, setting)], features[("miret", 2, setting)] = row(count), used
+    # equal held-out rows, alpha 0.8 not sparser than 0.5 -> the paper's (0.5, 0.9)
+    assert grid.choose(right, features, (2,), tried) == (2, (0.5, 0.9))
     # as many rows right with fewer features -> 0.8
-    features[("miret", 2, 0.8)] = 1.0
-    assert grid.choose(right, features, (2,), grid.ALPHA_GRID) == (2, 0.8)
+    features[("miret", 2, a8)] = 1.0
+    assert grid.choose(right, features, (2,), tried) == (2, (0.8, 0.9))
     # 0.2 gets all 8 rows (two more, no loss: clearly better) and beats the sparser 0.8
-    right[("miret", 2, 0.2)] = row(8)
-    assert grid.choose(right, features, (2,), grid.ALPHA_GRID) == (2, 0.2)
-    # without folds: the largest depth and the paper's alpha
-    assert grid.choose({}, {}, (2, 3, 4), grid.ALPHA_GRID) == (4, 0.5)
+    right[("miret", 2, a2)] = row(8)
+    assert grid.choose(right, features, (2,), tried) == (2, (0.2, 0.9))
+    # m = 1 as good as alpha 0.2 with fewer features: the best of the clearly better ones
+    right[("miret", 2, m1)] = row(8)
+    assert grid.choose(right, features, (2,), tried) == (2, (0.5, 1.0))
+    # without folds: the largest depth and the paper's setting
+    assert grid.choose({}, {}, (2, 3, 4), tried) == (4, (0.5, 0.9))
 
 
 class Stump:
@@ -93,32 +101,35 @@ def test_cross_validation_scores_each_procedure_on_the_rows_it_did_not_see():
         (np.array([0, 1]), np.array([2, 3, 4, 5])),
     ]
 
-    def fit_candidates(train, depth, alpha):
-        # the MIRET stump's threshold moves with alpha; the others do not depend on it
-        return {"miret": Stump(alpha), "univariate": Stump(0.5), "cart": Stump(0.1)}
+    def fit_candidates(train, depth, setting):
+        # the MIRET stump's threshold moves with alpha; the others depend on neither value
+        return {"miret": Stump(setting[0]), "univariate": Stump(0.5), "cart": Stump(0.1)}
 
-    settings = [(2, 0.3), (2, 0.7)]
-    right, features = grid.cross_validated(X, y, splits, settings, fit_candidates)
+    tried = ((0.3, 0.9), (0.7, 0.9))
+    right, features = grid.cross_validated(X, y, splits, [(2, s) for s in tried], fit_candidates)
     assert set(right) == {
-        ("miret", 2, 0.3),
-        ("miret", 2, 0.7),
+        ("miret", 2, (0.3, 0.9)),
+        ("miret", 2, (0.7, 0.9)),
         ("univariate", 2, None),
         ("cart", 2, None),
     }
     # X = 0, .2, .4, .6, .8, 1: threshold 0.3 misses row 2, 0.7 row 3, 0.1 rows 1 and 2
-    assert right[("miret", 2, 0.3)].tolist() == [1, 1, 0, 1, 1, 1]
-    assert right[("miret", 2, 0.7)].tolist() == [1, 1, 1, 0, 1, 1]
+    assert right[("miret", 2, (0.3, 0.9))].tolist() == [1, 1, 0, 1, 1, 1]
+    assert right[("miret", 2, (0.7, 0.9))].tolist() == [1, 1, 1, 0, 1, 1]
     assert right[("cart", 2, None)].tolist() == [1, 0, 0, 1, 1, 1]
     assert features[("univariate", 2, None)] == 1.0
-    record = grid.record(right, features, (2,), (0.3, 0.7), (2, 0.3))
+    record = grid.record(right, features, (2,), tried, (2, (0.3, 0.9)))
     assert record["depth"] == 2 and record["alpha"] == 0.3 and record["alphas"] == [0.3, 0.7]
+    assert record["proximity_threshold"] == 0.9 and record["proximity_thresholds"] == [0.9]
+    rows = {(r["candidate"], r["alpha"], r["proximity_threshold"]) for r in record["rows"]}
     assert {(r["candidate"], r["alpha"]): r["cv_fidelity"] for r in record["rows"]} == {
         ("miret", 0.3): 5 / 6,
         ("miret", 0.7): 5 / 6,
         ("univariate", None): 1.0,
         ("cart", None): 4 / 6,
     }
-    assert grid.record(right, features, (2,), (0.3,), (2, 0.3)) == {}  # both given
+    assert ("miret", 0.7, 0.9) in rows and ("cart", None, None) in rows
+    assert grid.record(right, features, (2,), tried[:1], (2, tried[0])) == {}  # all given
 
 
 @pytest.fixture(scope="module")
@@ -141,10 +152,12 @@ def test_an_easy_ensemble_gets_the_smallest_depth_and_the_papers_alpha(step, cho
     X, forest = step
     report = chosen.solve_report_
     assert chosen.depth_ == 2 and chosen.alpha_ == 0.5 and chosen.tree_.depth == 2
+    assert chosen.proximity_threshold_ == 0.9
     assert report.grid["depths"] == [2, 3] and report.grid["alphas"] == [0.2, 0.5, 0.8]
+    assert report.grid["proximity_thresholds"] == [0.9, 1.0]
     assert (report.grid["depth"], report.grid["alpha"]) == (2, 0.5)
-    # 2 depths x (3 alphas + univariate + CART), each with its held-out fidelity
-    assert len(report.grid["rows"]) == 10
+    # 2 depths x (4 settings + univariate + CART), each with its held-out fidelity
+    assert len(report.grid["rows"]) == 12
     assert report.cv_fidelity["univariate"] == 1.0
     # CART's held-out fidelity at each depth equals an independent cross-validation
     labels = forest.predict(X)
@@ -167,14 +180,17 @@ def test_an_easy_ensemble_gets_the_smallest_depth_and_the_papers_alpha(step, cho
 
 def test_explicit_values_are_never_overridden(step):
     X, forest = step
-    given = MiretSurrogate(forest, depth=3, alpha=0.8, solver="highs", time_limit=30).fit(X)
+    given = MiretSurrogate(
+        forest, depth=3, alpha=0.8, proximity_threshold=0.85, solver="highs", time_limit=30
+    ).fit(X)
     assert (given.depth_, given.alpha_, given.tree_.depth) == (3, 0.8, 3)
+    assert given.proximity_threshold_ == 0.85
     assert given.solve_report_.grid == {}
     only_depth = MiretSurrogate(forest, depth=3, solver="highs", time_limit=30).fit(X)
     assert only_depth.depth_ == 3 and only_depth.solve_report_.grid["depths"] == [3]
     # the paper's mode chooses nothing: the default depth and the paper's alpha
     paper = MiretSurrogate(forest, solver="highs", cart_guarantee=False).fit(X)
-    assert (paper.depth_, paper.alpha_) == (3, 0.5)
+    assert (paper.depth_, paper.alpha_, paper.proximity_threshold_) == (3, 0.5, 0.9)
     assert (
         paper.solve_report_.grid["rows"] == []
         and "no held-out folds" in paper.solve_report_.grid["rule"]
@@ -184,5 +200,6 @@ def test_explicit_values_are_never_overridden(step):
 def test_the_choice_survives_a_round_trip(chosen):
     restored = MiretSurrogate.from_dict(chosen.to_dict())
     assert (restored.depth_, restored.alpha_) == (chosen.depth_, chosen.alpha_)
+    assert restored.proximity_threshold_ == chosen.proximity_threshold_
     assert restored.solve_report_.grid == chosen.solve_report_.grid
     assert restored.get_params()["alpha"] is None

@@ -159,7 +159,10 @@ def test_a_report_written_before_the_choice_and_node_milps_still_loads(fitted):
 def test_a_miret_tree_behind_on_the_folds_skips_the_milp_phase(fitted, monkeypatch):
     from miret_governance.governance.report.wording import describe_stop
 
-    X, forest, skipped = fitted
+    X, forest, _ = fitted
+    skipped = MiretSurrogate(
+        forest, depth=2, proximity_threshold=0.9, solver="highs", time_limit=30
+    ).fit(X)
     report = skipped.solve_report_
     assert report.cv_fidelity["miret"] < report.cv_fidelity[report.chosen]
     assert report.stop_reason == "behind_on_folds" and report.node_statuses == {}
@@ -167,7 +170,9 @@ def test_a_miret_tree_behind_on_the_folds_skips_the_milp_phase(fitted, monkeypat
     assert "MILP phase skipped" in describe_stop(report.to_dict())
     # run anyway, the MILP phase cannot change the returned tree
     monkeypatch.setattr(selection, "can_win", lambda right: True)
-    ran = MiretSurrogate(forest, depth=2, solver="highs", time_limit=30).fit(X)
+    ran = MiretSurrogate(
+        forest, depth=2, proximity_threshold=0.9, solver="highs", time_limit=30
+    ).fit(X)
     assert ran.solve_report_.stop_reason == "node_milps" and ran.solve_report_.node_statuses
     assert ran.solve_report_.chosen == report.chosen
     assert ran.tree_digest() == skipped.tree_digest()

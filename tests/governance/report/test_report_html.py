@@ -239,17 +239,32 @@ def test_page_and_card_show_the_grid_the_fit_chose_from(tmp_path):
     }
     html_path, card_path = write_report(_scored_context(tmp_path, solve), tmp_path)
     html, card = html_path.read_text(), card_path.read_text()
-    assert "No alpha was given, so the fit tried depth 2 and alpha 0.2, 0.5" in html
-    assert "chose depth 2, alpha 0.2" in html
+    # a record written before m was chosen: no proximity_threshold anywhere
+    text = "chose alpha 0.2 among alpha 0.2 / 0.5 (not given) on the same folds: "
+    assert f"The fit {text}{RULE}" in html and f"The fit {text}{RULE}" in card
     chosen = (
-        '<tr><td class="num">2</td><td class="num">0.2</td><td>MIRET tree</td>'
-        '<td class="num">0.9</td><td class="num">2</td><td>yes</td></tr>'
+        '<tr><td class="num">2</td><td class="num">0.2</td><td class="num">-</td>'
+        '<td>MIRET tree</td><td class="num">0.9</td><td class="num">2</td><td>yes</td></tr>'
     )
     assert chosen in html
     assert '<td class="num">-</td><td>CART tree</td><td class="num">0.75</td>' in html
-    assert "The fit chose depth 2 and alpha 0.2 among depths 2 and alphas 0.2, 0.5" in card
-    assert "| 2 | 0.5 | MIRET tree | 0.85 | 1.5 |  |" in card
-    assert "| 2 | - | optimal univariate tree | 0.8 | 1 |  |" in card
+    assert "| 2 | 0.5 | - | MIRET tree | 0.85 | 1.5 |  |" in card
+    assert "| 2 | - | - | optimal univariate tree | 0.8 | 1 |  |" in card
+    # and one with m chosen too: the setting (alpha 0.5, m 1) is marked, not alpha 0.5 at 0.9
+    for row, m in zip(rows, (0.9, 0.9, None, None), strict=True):
+        row["proximity_threshold"] = m
+    rows.append({**rows[1], "proximity_threshold": 1.0, "cv_fidelity": 0.95})
+    solve["grid"].update(
+        depths=[2, 3], alpha=0.5, proximity_threshold=1.0, proximity_thresholds=[0.9, 1.0]
+    )
+    html = write_report(_scored_context(tmp_path, solve), tmp_path)[0].read_text()
+    text = "chose depth 2, alpha 0.5, m 1 among depth 2 / 3, alpha 0.2 / 0.5, m 0.9 / 1"
+    assert text in html
+    assert html.count("<td>yes</td></tr>") == 1 + 1  # the grid's row and the candidate's
+    assert (
+        '<td class="num">0.5</td><td class="num">1</td><td>MIRET tree</td>'
+        '<td class="num">0.95</td><td class="num">1.5</td><td>yes</td></tr>'
+    ) in html
 
 
 # --------------------------------------------------------------------------- k classes
