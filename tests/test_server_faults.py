@@ -30,8 +30,11 @@ from miret_governance.flavors.explain import explain_model_version
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[1]
-# alpha given: these tests are about faults, not the choice of alpha on held-out folds
-EXPLAIN = ["--target", "label", "--time-limit", "5", "--min-test-rows", "5", "--alpha", "0.5"]
+# alpha and m given: these tests are about faults, not their choice on held-out folds
+EXPLAIN = [
+    *("--target", "label", "--time-limit", "5", "--min-test-rows", "5"),
+    *("--alpha", "0.5", "--proximity-threshold", "0.9"),
+]
 POLICY = "[gates]\nmin_fidelity = 0.5\nmax_features = 8\n"
 
 

@@ -391,9 +391,9 @@ def _grid_rows(solve: dict) -> list[dict]:
 
 
 def _grid_text(solve: dict) -> str:
-    """``chose depth 3, alpha 0.5 and m 0.9 among depth 2, 3, alpha 0.2, 0.5, 0.8 and m
-    0.9, 1 (not given) on the same folds: <rule>`` (a report written before ``m`` was
-    chosen has no ``proximity_thresholds``)."""
+    """``chose depth 3, alpha 0.5, m 0.9 among depth 2 / 3, alpha 0.2 / 0.5 / 0.8, m 0.9 /
+    1 (not given) on the same folds: <rule>``, naming only what was chosen (a report
+    written before ``m`` was chosen has no ``proximity_thresholds``)."""
     grid = solve.get("grid") or {}
     if not grid:
         return ""

@@ -226,8 +226,10 @@ def _start_cli_explain(store, tmp_path):
         "3",
         "--time-limit",
         "120",
-        "--alpha",  # given: the test is about faults, not the choice of alpha
+        "--alpha",  # given: the test is about faults, not the choice of alpha and m
         "0.5",
+        "--proximity-threshold",
+        "0.9",
     ]
     child = subprocess.Popen(
         interruptible_cli(*args),
