@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from functools import partial
 from numbers import Integral, Real
@@ -16,27 +14,17 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from miret_governance.governance.arrays import (
-    feature_matrix,
-    scaled,
-    scaler_from_dict,
-    scaler_to_dict,
-)
+from miret_governance.governance.arrays import feature_matrix, scaled
 from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.miret import grid, selection
+from miret_governance.governance.miret import grid, persistence, selection
 from miret_governance.governance.miret.cart import cart_predict
 from miret_governance.governance.miret.fitting import SampleFits, wider_rows
 from miret_governance.governance.miret.missing import with_missing_rule
 from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS
-from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.sampling import sample_rows
 from miret_governance.governance.miret.solvers import SOLVERS
-from miret_governance.governance.miret.tree import SurrogateTree
 from miret_governance.governance.readers import read_ensemble
 
-FORMAT = "miret-surrogate"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (2, 3)  # version 2 stalled on seconds (stall_time) with solver threads
 DEFAULT_MAX_ROWS = 2000
 
 
@@ -391,72 +379,16 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict:
-        """Plain JSON: parameters (without the ensemble), tree, scaler, report, baseline."""
-        check_is_fitted(self, "tree_")
-        params = self.get_params(deep=False)
-        params.pop("ensemble")
-        return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "params": params,
-            "tree": self.tree_.to_dict(),
-            "input_scaler": scaler_to_dict(self.input_scaler_),
-            "solve_report": self.solve_report_.to_dict(),
-            "baseline": self.baseline_,
-            "leaf_counts": self.leaf_counts_.tolist(),
-            "problem": self.problem_,
-            "n_rows_seen": self.n_rows_seen_,
-            "n_rows_used": self.n_rows_used_,
-            "feature_names_in": [str(n) for n in self.feature_names_in_],
-            "classes": self.classes_.tolist(),
-        }
+        """Plain JSON: parameters (without the ensemble), tree, scaler, report, baseline
+        (:func:`governance.miret.persistence.to_dict`)."""
+        return persistence.to_dict(self)
 
     def tree_digest(self) -> str:
-        """sha256 of the canonical JSON of what decides the predictions and the rules:
-        the tree's depth, coefficients, intercepts, leaf classes, feature names and
-        ``missing_left``, and the normalization of ``input_scaler_``. Two fits with one
-        digest are the same tree, bit for bit.
-        """
-        check_is_fitted(self, "tree_")
-        tree = self.tree_.identity()
-        scaler = scaler_to_dict(self.input_scaler_)
-        del scaler["n_samples_seen_"]
-        text = json.dumps(
-            {"tree": tree, "input_scaler": scaler},
-            sort_keys=True,
-            separators=(",", ":"),
-            allow_nan=False,
-        )
-        return hashlib.sha256(text.encode()).hexdigest()
+        """sha256 of what decides the predictions and the rules: two fits with one digest
+        are the same tree, bit for bit (:func:`governance.miret.persistence.tree_digest`)."""
+        return persistence.tree_digest(self)
 
     @classmethod
     def from_dict(cls, data: dict, ensemble=None) -> MiretSurrogate:
         """Restore a fitted estimator written by :meth:`to_dict` (no refit)."""
-        if data.get("format") != FORMAT or data.get("format_version") not in READABLE_VERSIONS:
-            raise ValueError(
-                f"not a {FORMAT} document of version {' or '.join(map(str, READABLE_VERSIONS))}"
-                f" (format={data.get('format')!r}, version {data.get('format_version')!r})"
-            )
-        params = dict(data["params"])
-        if data["format_version"] == 2:  # its seconds of stall become units of work
-            params["stall_work"] = params.pop("stall_time", None)
-            params["threads"] = params.get("threads") or 1
-        estimator = cls(ensemble, **params)
-        estimator.tree_ = SurrogateTree.from_dict(data["tree"])
-        estimator.input_scaler_ = scaler_from_dict(data["input_scaler"])
-        estimator.solve_report_ = SolveReport.from_dict(data["solve_report"])
-        estimator.baseline_ = dict(data["baseline"])
-        estimator.leaf_counts_ = np.asarray(data["leaf_counts"], dtype=np.int64)
-        estimator.problem_ = dict(data["problem"])
-        chosen = estimator.solve_report_.grid
-        estimator.depth_ = int(chosen.get("depth", estimator.problem_["depth"]))
-        estimator.alpha_ = float(chosen.get("alpha", params["alpha"]))
-        given = params["proximity_threshold"]  # format 2 documents always give it
-        estimator.proximity_threshold_ = float(chosen.get("proximity_threshold", given))
-        estimator.n_rows_seen_ = int(data["n_rows_seen"])
-        estimator.n_rows_used_ = int(data["n_rows_used"])
-        estimator.feature_names_in_ = np.asarray(data["feature_names_in"], dtype=object)
-        estimator.n_features_in_ = len(estimator.feature_names_in_)
-        estimator.classes_ = np.asarray(data["classes"])
-        estimator.selected_features_ = np.asarray(estimator.tree_.used_features(), dtype=np.int64)
-        return estimator
+        return persistence.restore(cls(ensemble), data)
