@@ -92,6 +92,24 @@ def register_sklearn(model, name, experiment_id=None, **log_options):
     return model
 
 
+def log_skops(model, experiment_id=None, name=None):
+    """Log a fitted scikit-learn model (a Pipeline with encoders, HistGradientBoosting)
+    in a new run with skops, trusting every type the product's loader trusts
+    (``flavors.inputs.SKOPS_TRUSTED_TYPES``), scikit-learn its only requirement, and
+    register it as ``name`` (None: not registered). Returns MLflow's ``ModelInfo``."""
+    from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES
+
+    with mlflow.start_run(experiment_id=experiment_id):
+        return mlflow.sklearn.log_model(
+            model,
+            name="model",
+            registered_model_name=name,
+            serialization_format="skops",
+            skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
+            pip_requirements=["scikit-learn"],
+        )
+
+
 def register_rf(frame, features, name, n_estimators, experiment_id=None):
     """Fit a MinMaxScaler + depth-2 random forest on ``frame[features]`` -> ``frame["label"]``
     and register it with scikit-learn as its only pip requirement. Returns the Pipeline."""

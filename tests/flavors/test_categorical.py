@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import skops.io
 from categorical_data import credit_frame
+from mlflow_store import log_skops
 from signing_keys import keys_toml
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
@@ -42,15 +43,7 @@ def registered(store, tmp_path, monkeypatch):
     )
     forest = RandomForestClassifier(n_estimators=10, max_depth=3, random_state=0)
     pipeline = Pipeline([("prep", prep), ("model", forest)]).fit(frame, label)
-    with mlflow.start_run(experiment_id=store):
-        mlflow.sklearn.log_model(
-            pipeline,
-            name="model",
-            registered_model_name="credit-cat",
-            serialization_format="skops",
-            skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
-            pip_requirements=["scikit-learn"],
-        )
+    log_skops(pipeline, store, "credit-cat")
     frame.assign(label=label).to_csv("data.csv", index=False)
     return pipeline, frame
 

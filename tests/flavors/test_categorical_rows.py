@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from categorical_data import credit_frame
 from mlflow import MlflowClient
+from mlflow_store import log_skops
 from signing_keys import trusting
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
@@ -30,7 +31,6 @@ from typer.testing import CliRunner
 from miret_governance.cli.app import app
 from miret_governance.flavors.diff import diff_versions
 from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES
 from miret_governance.flavors.miret import load_model
 from miret_governance.governance.drift import DriftError
 from miret_governance.governance.policy import parse_policy
@@ -88,15 +88,7 @@ def explained(tmp_path_factory, migrated_store):
         frame.head(40).assign(label=label[:40]).to_csv("rows.csv", index=False)
         for version, pipeline in enumerate(fitted, start=1):
             pipeline.fit(frame, label)
-            with mlflow.start_run(experiment_id=experiment):
-                mlflow.sklearn.log_model(
-                    pipeline,
-                    name="model",
-                    registered_model_name="credit-cat",
-                    serialization_format="skops",
-                    skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
-                    pip_requirements=["scikit-learn"],
-                )
+            log_skops(pipeline, experiment, "credit-cat")
             results[version] = explain_model_version(
                 f"models:/credit-cat/{version}",
                 "data.csv",

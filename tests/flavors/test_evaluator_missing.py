@@ -6,9 +6,9 @@ missing values included) and the same fidelity on every row as a direct fit."""
 import mlflow
 import numpy as np
 import pandas as pd
+from mlflow_store import log_skops
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES
 from miret_governance.governance.metrics import fidelity
 from miret_governance.governance.miret import MiretSurrogate
 
@@ -27,14 +27,7 @@ def test_rows_with_missing_values_are_evaluated_as_a_direct_fit(store):
     X = data[["income", "age"]]
     model = HistGradientBoostingClassifier(max_iter=10, max_depth=2, random_state=0)
     model.fit(X, data["label"])
-    with mlflow.start_run(experiment_id=store):
-        info = mlflow.sklearn.log_model(
-            model,
-            name="model",
-            serialization_format="skops",
-            skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
-            pip_requirements=["scikit-learn"],
-        )
+    info = log_skops(model, store)
     with mlflow.start_run(experiment_id=store):
         result = mlflow.models.evaluate(
             info.model_uri,

@@ -9,13 +9,14 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from mlflow_store import log_skops
 from signing_keys import keys_toml
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from miret_governance.flavors.errors import ValidationFailedError
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES, load_ensemble
+from miret_governance.flavors.inputs import load_ensemble
 from miret_governance.flavors.miret import load_model
 from miret_governance.governance.metrics import surrogate_metrics
 from miret_governance.governance.policy import load_policy
@@ -43,15 +44,7 @@ def register_model(store, frame):
     credit-nan the documented safe way (skops)."""
     X, y = frame[["income", "age"]], frame["label"]
     model = HistGradientBoostingClassifier(max_iter=10, max_depth=2, random_state=0).fit(X, y)
-    with mlflow.start_run(experiment_id=store):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            registered_model_name="credit-nan",
-            serialization_format="skops",
-            skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
-            pip_requirements=["scikit-learn"],
-        )
+    log_skops(model, store, "credit-nan")
 
 
 def test_model_trained_with_missing_values_is_explained(store, missing_data, tmp_path):

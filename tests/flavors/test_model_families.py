@@ -6,13 +6,14 @@ import lightgbm
 import mlflow
 import numpy as np
 import pytest
+from mlflow_store import log_skops
 from signing_keys import keys_toml
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES, load_ensemble
+from miret_governance.flavors.inputs import load_ensemble
 from miret_governance.flavors.promotion import promote_model_version
 from miret_governance.governance.policy import load_policy
 from miret_governance.governance.report.gate_markdown import gate_markdown
@@ -81,15 +82,7 @@ def test_pickled_lightgbm_classifier_is_refused_naming_the_booster(store, data):
 def test_hist_gradient_boosting_with_skops_is_explained(store, data):
     X, y, path = data
     model = HistGradientBoostingClassifier(max_iter=20, max_depth=3, random_state=0).fit(X, y)
-    with mlflow.start_run(experiment_id=store):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            registered_model_name="credit-hgb",
-            serialization_format="skops",
-            skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
-            pip_requirements=["scikit-learn"],
-        )
+    log_skops(model, store, "credit-hgb")
     ensemble, _ = load_ensemble("models:/credit-hgb/1")
     np.testing.assert_allclose(
         ensemble.base_margin + ensemble.leaf_values(X).sum(axis=1),

@@ -13,13 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import xgboost
+from mlflow_store import log_skops
 from signing_keys import keys_toml
 from sklearn.ensemble import HistGradientBoostingClassifier
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
 from miret_governance.flavors.gating import validate_model_inputs
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES, load_explainable_ensemble
+from miret_governance.flavors.inputs import load_explainable_ensemble
 
 pytest_plugins = ["mlflow_store"]
 CATEGORIES = {"purpose": ["business", "car", "education"], "housing": ["own", "rent"]}
@@ -111,15 +112,7 @@ def test_hist_gradient_boosting_from_dtype_with_skops(rows):
     model = HistGradientBoostingClassifier(
         categorical_features="from_dtype", max_iter=25, max_depth=2, random_state=0
     ).fit(frame, label)
-    with mlflow.start_run(experiment_id=store):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            registered_model_name="credit-hgbcat",
-            serialization_format="skops",
-            skops_trusted_types=list(SKOPS_TRUSTED_TYPES),
-            pip_requirements=["scikit-learn"],
-        )
+    log_skops(model, store, "credit-hgbcat")
     ensemble = load_explainable_ensemble("models:/credit-hgbcat/1")
     raw = pd.read_csv("data.csv").drop(columns="label")
     np.testing.assert_allclose(
