@@ -42,9 +42,10 @@ TRAIN_ROWS = 20_000
 MODEL_NAME = "large-rf"
 
 
-def write_data(path: Path, rows: int) -> None:
-    """``rows`` x 30 synthetic features (raw units, shifted and scaled) plus ``label``."""
-    X, y = make_classification(
+def synthetic_classification(rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)``: the benchmarks' binary task of ``rows`` x 30 features (also
+    ``native_labels.py``'s)."""
+    return make_classification(
         n_samples=rows,
         n_features=N_FEATURES,
         n_informative=10,
@@ -52,6 +53,11 @@ def write_data(path: Path, rows: int) -> None:
         class_sep=0.8,
         random_state=0,
     )
+
+
+def write_data(path: Path, rows: int) -> None:
+    """``rows`` x 30 synthetic features (raw units, shifted and scaled) plus ``label``."""
+    X, y = synthetic_classification(rows)
     X = X * np.linspace(1, 100, N_FEATURES) + np.linspace(0, 500, N_FEATURES)
     frame = pd.DataFrame(X.astype(np.float32), columns=[f"x{j:02d}" for j in range(N_FEATURES)])
     frame["label"] = y

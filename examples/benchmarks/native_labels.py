@@ -24,10 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import make_classification
-
-N_FEATURES = 30
-TRAIN_ROWS = 20_000
+from large_data import TRAIN_ROWS, synthetic_classification
 
 
 def _status_kib(field: str) -> int:
@@ -79,14 +76,7 @@ def main() -> None:
     print("| model | rows | exact s | native s | exact peak MiB | native peak MiB | same |")
     print("|---|---|---|---|---|---|---|")
     for rows in args.rows:
-        X, y = make_classification(
-            n_samples=rows,
-            n_features=N_FEATURES,
-            n_informative=10,
-            n_redundant=5,
-            class_sep=0.8,
-            random_state=0,
-        )
+        X, y = synthetic_classification(rows)
         with tempfile.TemporaryDirectory() as folder:
             folder = Path(folder)
             np.save(folder / "X.npy", X)
