@@ -204,6 +204,19 @@ def path_scores(paths) -> tuple:
     return tuple(scores[node] for node in sorted(scores))
 
 
+def _require(frame: pd.DataFrame, names: list, source: str, kind: str, every: str) -> None:
+    """Raise :class:`RowsError` when ``frame`` lacks any of the columns ``names`` (named
+    as ``kind``, the advice asking for every ``every`` was trained on) or has no rows."""
+    missing = [n for n in names if n not in frame.columns]
+    if missing:
+        raise RowsError(
+            f"{source} lacks {kind} {missing}; give every {every} was trained on: "
+            f"{', '.join(names)}"
+        )
+    if len(frame) == 0:
+        raise RowsError(f"{source} has no rows; give at least one row to follow")
+
+
 def feature_rows(frame: pd.DataFrame, feature_names, source="the rows") -> pd.DataFrame:
     """The feature columns of ``frame`` as numbers (NaN where missing), in
     ``feature_names`` order.
@@ -215,14 +228,7 @@ def feature_rows(frame: pd.DataFrame, feature_names, source="the rows") -> pd.Da
         (with the first such value), the columns with infinite values, or an empty file.
     """
     names = [str(n) for n in feature_names]
-    missing = [n for n in names if n not in frame.columns]
-    if missing:
-        raise RowsError(
-            f"{source} lacks the feature columns {missing}; give every feature the model "
-            f"was trained on: {', '.join(names)}"
-        )
-    if len(frame) == 0:
-        raise RowsError(f"{source} has no rows; give at least one row to follow")
+    _require(frame, names, source, "the feature columns", "feature the model")
     rows = frame[names]
     problems = []
     for name in names:
@@ -263,14 +269,7 @@ def encoded_rows(frame: pd.DataFrame, encoding, transformer, source="the rows") 
         a category not seen in training: the column, the value and the categories seen
         in training are named, and the value is never mapped.
     """
-    absent = [c for c in encoding.inputs if c not in frame.columns]
-    if absent:
-        raise RowsError(
-            f"{source} lacks the columns {absent}; give every column the model's pipeline "
-            f"was trained on: {', '.join(encoding.inputs)}"
-        )
-    if len(frame) == 0:
-        raise RowsError(f"{source} has no rows; give at least one row to follow")
+    _require(frame, list(encoding.inputs), source, "the columns", "column the model's pipeline")
     numeric = [c for c in encoding.inputs if c not in encoding.seen]
     checked = frame[list(encoding.inputs)].copy()
     checked[numeric] = feature_rows(frame, numeric, source)
