@@ -18,10 +18,10 @@ from miret_governance.governance.arrays import feature_matrix, scaled
 from miret_governance.governance.ensemble import Ensemble
 from miret_governance.governance.miret import grid, persistence, selection
 from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret.fitting import SampleFits, wider_rows
+from miret_governance.governance.miret.fitting import SampleFits, wider_size
 from miret_governance.governance.miret.missing import with_missing_rule
 from miret_governance.governance.miret.problem import FORMULATIONS, PAPER_DEFAULTS
-from miret_governance.governance.miret.sampling import sample_rows
+from miret_governance.governance.miret.sampling import samples
 from miret_governance.governance.miret.solvers import SOLVERS
 from miret_governance.governance.readers import read_ensemble
 
@@ -263,15 +263,12 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         complete = np.flatnonzero(~np.isnan(tree_inputs).any(axis=1))  # the MILP's rows
         if not complete.size:
             raise ValueError("every row of X has a missing value; the fit needs complete rows")
-        rows = complete[
-            sample_rows(
-                ensemble, tree_inputs[complete], labels[complete], self.max_rows, self.random_state
-            )
-        ]
+        # the MILP's sample and the wider one of the returned CART and univariate trees,
+        # from one stratification (the copy of the complete rows is freed at once)
+        sizes = (self.max_rows, wider_size(self.max_rows))
+        drawn = samples(ensemble, tree_inputs[complete], labels[complete], sizes, self.random_state)
+        rows, wider = (complete[indices] for indices in drawn)
         self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
-        wider = wider_rows(
-            ensemble, tree_inputs, labels, complete, self.max_rows, self.random_state
-        )
         params = self.get_params(deep=False)
         fits = SampleFits(ensemble, tree_inputs, labels, rows, wider, scaler, params, begin)
         sample_labels = labels[rows]

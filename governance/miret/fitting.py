@@ -23,7 +23,6 @@ from miret_governance.governance.miret.engine import (
     univariate_trees,
 )
 from miret_governance.governance.miret.problem import build_problem
-from miret_governance.governance.miret.sampling import sample_rows
 
 CANDIDATE_ROWS = 10_000
 """Rows (at most) the returned CART and optimal univariate trees are fitted on when
@@ -32,15 +31,10 @@ tree of the unseen Train data (random forest, depth 3) lost 6 test points; 10,00
 cost about 1 s at depth 3 and 3 s at depth 4."""
 
 
-def wider_rows(ensemble, tree_inputs, labels, complete, max_rows, random_state):
-    """The rows of the returned CART and univariate trees: every complete row, or a
-    sample (:func:`governance.miret.sampling.sample_rows`) of
-    ``max(max_rows, CANDIDATE_ROWS)`` of them (``max_rows`` None: every row)."""
-    if max_rows is None or complete.size <= max(max_rows, CANDIDATE_ROWS):
-        return complete
-    size = max(max_rows, CANDIDATE_ROWS)
-    inputs, found = tree_inputs[complete], labels[complete]
-    return complete[sample_rows(ensemble, inputs, found, size, random_state)]
+def wider_size(max_rows) -> int | None:
+    """Rows (at most) of the returned CART and univariate trees: ``max(max_rows,
+    CANDIDATE_ROWS)`` (``max_rows`` None: every row)."""
+    return None if max_rows is None else max(max_rows, CANDIDATE_ROWS)
 
 
 class SampleFits:

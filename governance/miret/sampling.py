@@ -48,12 +48,30 @@ def quotas(sizes: np.ndarray, total: int) -> np.ndarray:
 def sample_rows(ensemble, X, labels, max_rows, random_state=0) -> np.ndarray:
     """Sorted row indices of the sample (all rows when there are at most ``max_rows``);
     ``labels`` are the ensemble's predictions on ``X``."""
+    return samples(ensemble, X, labels, (max_rows,), random_state)[0]
+
+
+def samples(ensemble, X, labels, sizes, random_state=0) -> list[np.ndarray]:
+    """:func:`sample_rows` of each size of ``sizes`` (None: every row), the strata
+    computed once: each sample is the one ``sample_rows`` draws for its size."""
     n = X.shape[0]
-    if max_rows is None or n <= max_rows:
-        return np.arange(n)
+    stratum = None
+    found = []
+    for size in sizes:
+        if size is None or n <= size:
+            found.append(np.arange(n))
+            continue
+        if stratum is None:
+            stratum = strata(ensemble, X, labels)
+        found.append(_draw(stratum, int(size), random_state))
+    return found
+
+
+def _draw(stratum: np.ndarray, size: int, random_state) -> np.ndarray:
+    """Sorted indices of ``size`` rows: each stratum's quota of its rows, at random."""
+    n = stratum.size
     rng = np.random.default_rng(random_state)
-    stratum = strata(ensemble, X, labels)
-    share = quotas(np.bincount(stratum), int(max_rows))
+    share = quotas(np.bincount(stratum), size)
     # a random rank within each stratum; a row is kept when its rank is below the quota
     order = np.lexsort((rng.random(n), stratum))
     first = np.searchsorted(stratum[order], np.arange(share.size))

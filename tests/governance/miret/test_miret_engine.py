@@ -15,7 +15,13 @@ from miret_governance.governance.miret.cart import cart_predict
 from miret_governance.governance.miret.engine import candidate_arrays, seed_trees
 from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.heuristic import warm_start
-from miret_governance.governance.miret.sampling import SIGNATURE_TREES, quotas, sample_rows, strata
+from miret_governance.governance.miret.sampling import (
+    SIGNATURE_TREES,
+    quotas,
+    sample_rows,
+    samples,
+    strata,
+)
 from miret_governance.governance.miret.solve_result import PROVED_GAP, StallRule
 from miret_governance.governance.miret.solvers import HIGHS_CHECK_SCALE, highs_check_work, solve
 from miret_governance.governance.readers import read_ensemble
@@ -205,6 +211,11 @@ def test_sample_draws_rows_in_proportion_to_label_and_leaf_strata(wisconsin):
     np.testing.assert_array_equal(rows, sample_rows(ensemble, X, labels, 60, random_state=1))
     assert not np.array_equal(rows, sample_rows(ensemble, X, labels, 60, random_state=2))
     np.testing.assert_array_equal(sample_rows(ensemble, X, labels, 500), np.arange(len(X)))
+    # several sizes from one stratification: each is the sample of its size
+    small, large, every = samples(ensemble, X, labels, (60, 120, None), random_state=1)
+    np.testing.assert_array_equal(small, rows)
+    np.testing.assert_array_equal(large, sample_rows(ensemble, X, labels, 120, random_state=1))
+    np.testing.assert_array_equal(every, np.arange(len(X)))
 
 
 def test_max_rows_fits_on_the_sample(wisconsin):
