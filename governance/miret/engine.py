@@ -272,7 +272,7 @@ def fit_problem(
         solver=result.solver if result is not None else "none",
         solver_version=result.solver_version if result is not None else "",
         status=result.status if result is not None else "not_run",
-        stop_reason=_stop_reason(result, milp_phase) if milp_phase else skipped,
+        stop_reason=_stop_reason(result) if milp_phase else skipped,
         objective=float(objective),
         bound=float(bound),
         gap=float(gap) if math.isfinite(gap) else 1.0,
@@ -309,7 +309,7 @@ def fit_problem(
     return tree, report, baseline, {"miret": tree, **exact}
 
 
-def _stop_reason(result, milp_phase) -> str:
+def _stop_reason(result) -> str:
     if result is not None:
         return STOP_REASON.get(result.status, result.status)
     return "node_milps"

@@ -71,23 +71,26 @@ def settings(alpha, proximity_threshold) -> tuple[tuple[float, float], ...]:
     :data:`PROXIMITY_GRID`), then the incumbent alpha at each other ``m``."""
     alphas = ALPHA_GRID if alpha is None else (float(alpha),)
     thresholds = PROXIMITY_GRID if proximity_threshold is None else (float(proximity_threshold),)
-    paper = PAPER_DEFAULTS["alpha"] if PAPER_DEFAULTS["alpha"] in alphas else alphas[0]
     first = [(a, thresholds[0]) for a in alphas]
-    return tuple(first + [(paper, m) for m in thresholds[1:]])
+    return tuple(first + [(_kept_alpha(alphas), m) for m in thresholds[1:]])
+
+
+def _kept_alpha(alphas) -> float:
+    """The paper's alpha when among ``alphas``, else the first."""
+    return PAPER_DEFAULTS["alpha"] if PAPER_DEFAULTS["alpha"] in alphas else alphas[0]
 
 
 def incumbent(tried) -> tuple[float, float]:
     """The setting kept unless another is clearly better: the paper's alpha (else the
     first alpha) at the first ``m`` of :func:`settings`."""
     alphas = [alpha for alpha, _ in tried]
-    paper = PAPER_DEFAULTS["alpha"] if PAPER_DEFAULTS["alpha"] in alphas else alphas[0]
-    return tried[alphas.index(paper)]
+    return tried[alphas.index(_kept_alpha(alphas))]
 
 
 def budget_share(setting, tried) -> float:
     """The heuristic's work share of ``setting``'s fold fits: 1 for the incumbent,
     :data:`CHALLENGER_SHARE` for the others."""
-    return 1.0 if tuple(setting) == incumbent(tried) else CHALLENGER_SHARE
+    return 1.0 if setting == incumbent(tried) else CHALLENGER_SHARE
 
 
 def cross_validated(X, y, splits, tried, fit_candidates) -> tuple[dict, dict]:
@@ -118,7 +121,7 @@ def cross_validated(X, y, splits, tried, fit_candidates) -> tuple[dict, dict]:
     for depth, setting in tried:
         for fold, (train, test) in enumerate(splits):
             for name, tree in fit_candidates(train, depth, setting).items():
-                key = (name, depth, tuple(setting) if name == "miret" else None)
+                key = (name, depth, setting if name == "miret" else None)
                 hits = right.setdefault(key, np.zeros(len(y), dtype=bool))
                 hits[test] = tree.predict(X[test]) == y[test]
                 counts.setdefault(key, {})[fold] = len(tree.used_features())
@@ -148,7 +151,7 @@ def choose(right, features, depths, tried) -> tuple[int, tuple[float, float]]:
     kept = ("miret", depth, default)
     better = [
         key
-        for key in (("miret", depth, tuple(setting)) for setting in tried)
+        for key in (("miret", depth, setting) for setting in tried)
         if key != kept and clearly_better(right, features, key, kept)
     ]
     return depth, (_best(better, right, features)[2] if better else default)
@@ -156,7 +159,7 @@ def choose(right, features, depths, tried) -> tuple[int, tuple[float, float]]:
 
 def at(right, depth, setting) -> dict:
     """The three candidates' held-out rows of one (depth, setting), by candidate name."""
-    keys = {"miret": ("miret", depth, tuple(setting)), "univariate": ("univariate", depth, None)}
+    keys = {"miret": ("miret", depth, setting), "univariate": ("univariate", depth, None)}
     keys["cart"] = ("cart", depth, None)
     return {name: right[keys[name]] for name in CANDIDATES if keys[name] in right}
 
