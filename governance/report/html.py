@@ -397,14 +397,16 @@ def _grid_text(solve: dict) -> str:
     grid = solve.get("grid") or {}
     if not grid:
         return ""
-    names = (("depth", "depths"), ("alpha", "alphas"), ("m", "proximity_thresholds"))
-    values = {"depth": grid["depth"], "alpha": grid["alpha"], "m": grid.get("proximity_threshold")}
-    tried = [
-        (name, grid.get(key, [])) for name, key in names if len(grid.get(key, [])) > 1
-    ]  # only what was chosen (given values have one)
-    chose = ", ".join(f"{name} {format_number(values[name])}" for name, _ in tried)
+    labels = (("depth", "depth"), ("alpha", "alpha"), ("m", "proximity_threshold"))
+    tried = [  # only what was chosen (a given value is its grid's only one)
+        (label, grid[key], grid[f"{key}s"])
+        for label, key in labels
+        if len(grid.get(f"{key}s", [])) > 1
+    ]
+    chose = ", ".join(f"{label} {format_number(value)}" for label, value, _ in tried)
     among = ", ".join(
-        f"{name} {' / '.join(format_number(value) for value in options)}" for name, options in tried
+        f"{label} {' / '.join(format_number(option) for option in options)}"
+        for label, _, options in tried
     )
     return f"chose {chose} among {among} (not given) on the same folds: {grid['rule']}"
 
