@@ -22,6 +22,8 @@ ensemble on the test part):
 - MIRET with the paper's hyperparameters (``paper_hyperparameters_<target>.csv``) in
   ``default`` mode, or chosen by ``MiretSearchCV`` in ``search`` mode; HiGHS.
 - CART: ``DecisionTreeClassifier(max_depth=D)``.
+- TAO (``pip install .[bench]``; skipped when missing): imodels' ``TaoTreeClassifier``,
+  tree alternating optimization of that CART tree with univariate node models.
 - GOSDT and STreeD (``pip install .[bench]``; skipped when missing): optimal univariate
   trees on features binarized by GOSDT's threshold guessing (a gradient-boosted
   reference fitted on the ensemble's labels picks the thresholds).
@@ -155,6 +157,17 @@ def fit_cart(inst: Instance, hyper: dict, args) -> Surrogate:
     return Surrogate(cart.predict, len(used))
 
 
+def fit_tao(inst: Instance, hyper: dict, args) -> Surrogate:
+    """imodels' TAO (tree alternating optimization, univariate node models) started
+    from the depth-D CART tree, on the ensemble's training labels."""
+    from imodels import TaoTreeClassifier
+
+    tao = TaoTreeClassifier(model_args={"max_depth": inst.depth, "random_state": inst.seed})
+    tao.fit(inst.X_train, inst.labels_train)
+    feature = tao.model.tree_.feature
+    return Surrogate(tao.predict, len(np.unique(feature[feature >= 0])))
+
+
 def _binarized(inst: Instance, seed: int):
     """GOSDT's threshold guessing fitted on the ensemble's labels: (binarizer, X_train)."""
     from gosdt import ThresholdGuessBinarizer
@@ -221,8 +234,10 @@ def fit_streed(inst: Instance, hyper: dict, args) -> Surrogate:
 
 
 def methods() -> dict[str, Callable]:
-    """Surrogate fitters by name; GOSDT and STreeD only when installed."""
+    """Surrogate fitters by name; TAO, GOSDT and STreeD only when installed."""
     found = {"MIRET": fit_miret, "CART": fit_cart}
+    if importlib.util.find_spec("imodels"):
+        found["TAO"] = fit_tao
     if importlib.util.find_spec("gosdt"):
         found["GOSDT"] = fit_gosdt
     if importlib.util.find_spec("pystreed"):
