@@ -102,7 +102,7 @@ class SampleFits:
         """The candidates of a held-out fold's fit on ``rows[train]``: seeds and heuristic
         (its work share of :func:`governance.miret.grid.budget_share` among the settings
         ``tried``), no MILP phase."""
-        share = grid.budget_share(setting, tried)
+        share = grid.budget_share(tried)
         _, (_, report, _, found) = self.fit(
             self.rows[train], depth, setting, milp_phase=False, heuristic_share=share
         )
