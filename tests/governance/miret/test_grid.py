@@ -203,3 +203,28 @@ def test_the_choice_survives_a_round_trip(chosen):
     assert restored.proximity_threshold_ == chosen.proximity_threshold_
     assert restored.solve_report_.grid == chosen.solve_report_.grid
     assert restored.get_params()["alpha"] is None
+
+
+@pytest.mark.parametrize(
+    "given, fold_share",
+    [({}, grid.GRID_SHARE), ({"alpha": 0.5, "proximity_threshold": 0.9}, 1.0)],
+)
+def test_fold_fits_share_the_heuristic_budget_equally(step, monkeypatch, given, fold_share):
+    """Every setting's fold fits get the same share of the heuristic's work budget (a
+    third with the default grid, all of it for one setting); the final fit gets all."""
+    from miret_governance.governance.miret import engine
+
+    budgets, heuristic_tree = [], engine.heuristic_tree
+
+    def recorded(problem, seeds, random_state, work_budget, time_cap):
+        budgets.append(work_budget)
+        return heuristic_tree(problem, seeds, random_state, work_budget, time_cap)
+
+    monkeypatch.setattr(engine, "heuristic_tree", recorded)
+    X, forest = step
+    MiretSurrogate(forest, depth=2, solver="highs", time_limit=30, **given).fit(X)
+    full = engine.heuristic_budget(30.0)
+    settings = 4 if not given else 1
+    assert len(budgets) == 3 * settings + 1  # 3 folds per setting, then the final fit
+    assert budgets[:-1] == [pytest.approx(fold_share * full)] * (3 * settings)
+    assert budgets[-1] == pytest.approx(full)
