@@ -1,6 +1,6 @@
-"""The heuristic's L1 logistic fits call liblinear's private wrapper directly: it must
+"""The heuristic's L1 logistic fits call liblinear's private binding directly: it must
 give what ``LogisticRegression`` gives, so that an upgrade of scikit-learn that changes
-the wrapper fails here and not silently in the trees."""
+the binding fails here and not silently in the trees."""
 
 import numpy as np
 import pytest
@@ -30,3 +30,13 @@ def test_l1_logistic_is_sparse_under_strong_penalty():
     coef, _ = l1_logistic(Z, target, np.ones(200), 0.05, seed=0)
     assert coef[2] > 0
     assert np.count_nonzero(coef) < 5
+
+
+def test_l1_logistic_prints_nothing_even_after_a_verbose_liblinear_fit(capfd):
+    from sklearn.svm._liblinear import set_verbosity_wrap
+
+    set_verbosity_wrap(1)  # what LinearSVC(verbose=1) leaves behind
+    rng = np.random.default_rng(1)
+    Z = rng.random((60, 3))
+    l1_logistic(Z, Z[:, 0] > 0.5, np.ones(60), 5.0, seed=0)
+    assert capfd.readouterr().out == ""
