@@ -18,7 +18,7 @@ train_wrap``) with the arguments ``LogisticRegression(l1_ratio=1, solver="liblin
 hundred rows, where the estimator's input checks, label encoding and per-fit random
 state took most of their time (profiled on Cleveland, XGBoost, depth 3: 3.4 s in the
 estimator, 1.6 s in scikit-learn's wrapper ``_fit_liblinear``; five benchmark fits took
-14.9 s through the estimator and 12.8 s through the binding, with the same trees). The
+14.9 s through that wrapper and 12.8 s through the binding, with the same trees). The
 binding is private API, pinned by ``constraints.txt``; a unit test checks that it still
 gives the estimator's coefficients and iteration counts.
 """
