@@ -20,7 +20,7 @@ Missing values: ``expect_column_values_to_not_be_null`` with ``mostly`` one minu
 share allowed (the training share in its ``meta``, see ``training_missing``); the range
 expectations skip them.
 
-Great Expectations is imported inside the functions: importing it takes seconds.
+The suites are built and run by :mod:`governance.expectation_suites`.
 """
 
 from __future__ import annotations
@@ -30,19 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from miret_governance.governance import expectation_suites as suites
 from miret_governance.governance.encoding import encoding_of
 from miret_governance.governance.tables import check_labels
-from miret_governance.governance.validation_messages import EXAMPLES, Failure, describe
+from miret_governance.governance.validation_messages import Failure, describe
 
-NUMERIC_TYPES = [
-    *(f"{kind}{bits}" for kind in ("int", "uint", "Int", "UInt") for bits in (8, 16, 32, 64)),
-    "float16",
-    "float32",
-    "float64",
-    "Float32",
-    "Float64",
-]
-SUITE_NAME = "governance-inputs"
 MISSING_TOLERANCE = 0.05
 """How much larger than in training a column's share of missing values may be."""
 _ROUND_OFF = 1e-9
@@ -181,17 +173,17 @@ def validate_inputs(
     if encoding is not None and training_range is not None:
         training_range = encoding.numeric_range(training_range)
     bounds = _training_bounds(training_range, numeric)
-    context = _context()
+    context = suites.ephemeral_context()
 
     expected = features + ([label] if label is not None else [])
     reference = {
         c: float((training_missing or {}).get(c, 0.0)) for c in features if c in frame.columns
     }
-    suite = _structure_suite(frame, features, label, ensemble, mostly)
-    suite += _missing_suite(
+    suite = suites.structure_suite(frame, features, label, ensemble, mostly)
+    suite += suites.missing_suite(
         reference, float(missing_tolerance), mostly, known=training_missing is not None
     )
-    structure = _run(context, "raw", frame, suite)
+    structure = suites.run_suite(context, "raw", frame, suite)
     results = [structure]
     failures = describe(structure, frame, None)
     sound = not any(
@@ -211,13 +203,17 @@ def validate_inputs(
             failures.append(Failure("preprocessing", None, problem))
         elif bounds is not None or ensemble.scaler is None:
             raw = frame[numeric]  # categories are checked against the training ones
-            range_result = _run(context, "range", raw, _raw_range_suite(numeric, bounds, mostly))
+            range_result = suites.run_suite(
+                context, "range", raw, suites.raw_range_suite(numeric, bounds, mostly)
+            )
             results.append(range_result)
             failures += describe(range_result, raw, raw)
         else:
             names = list(ensemble.feature_names)
             scaled = pd.DataFrame(normalized, columns=names)
-            range_result = _run(context, "normalized", scaled, _range_suite(names, mostly))
+            range_result = suites.run_suite(
+                context, "normalized", scaled, suites.range_suite(names, mostly)
+            )
             results.append(range_result)
             failures += describe(range_result, scaled, frame[features])
     if label is not None and label in frame.columns and sound:
@@ -228,7 +224,7 @@ def validate_inputs(
             if not label_failures or "mixes numbers and text" in str(error):
                 failures = [f for f in failures if f.column != label]
                 failures.append(Failure("labels", label, str(error)))
-    merged = _merge(results)
+    merged = suites.merged_result(results)
     broken = [f.message for f in failures if f.expectation in ("preprocessing", "labels")]
     if broken:
         merged["meta"] = {**merged.get("meta", {}), "preprocessing_error": broken[0]}
@@ -249,80 +245,6 @@ def validate_inputs(
         mostly=mostly,
         n_rows=len(frame),
     )
-
-
-# --------------------------------------------------------------------------- suites
-def _context():
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import (
-        DataContextConfig,
-        InMemoryStoreBackendDefaults,
-        ProgressBarsConfig,
-    )
-
-    config = DataContextConfig(
-        analytics_enabled=False,
-        progress_bars=ProgressBarsConfig(globally=False),
-        store_backend_defaults=InMemoryStoreBackendDefaults(),
-    )
-    return gx.get_context(mode="ephemeral", project_config=config)
-
-
-def _seen_categories(ensemble) -> dict:
-    """Categorical input column -> categories seen in training, for an ensemble behind a
-    ``ColumnTransformer`` (:mod:`governance.encoding`); empty otherwise."""
-    encoding = encoding_of(ensemble.preprocessor)
-    return {} if encoding is None else dict(encoding.seen)
-
-
-def _structure_suite(frame, features, label, ensemble, mostly):
-    import great_expectations.expectations as gxe
-
-    expected = features + ([label] if label is not None else [])
-    present = [c for c in features if c in frame.columns]
-    categorical = _seen_categories(ensemble)
-    suite = [
-        gxe.ExpectTableRowCountToBeBetween(min_value=1),
-        gxe.ExpectTableColumnsToMatchSet(column_set=expected, exact_match=True),
-    ]
-    if len(frame):
-        suite += [
-            gxe.ExpectColumnValuesToBeInTypeList(column=c, type_list=NUMERIC_TYPES)
-            for c in present
-            if c not in categorical
-        ]
-    suite += [  # an unseen category is reported by name, never mapped
-        gxe.ExpectColumnValuesToBeInSet(column=c, value_set=list(categorical[c]), mostly=mostly)
-        for c in present
-        if c in categorical
-    ]
-    if label is not None and label in frame.columns:
-        classes = np.asarray(ensemble.classes).tolist()
-        suite += [  # binary: both classes; k > 2: at least two of the k
-            gxe.ExpectColumnUniqueValueCountToBeBetween(
-                column=label, min_value=2, max_value=len(classes)
-            ),
-            gxe.ExpectColumnDistinctValuesToBeInSet(column=label, value_set=classes),
-        ]
-    return suite
-
-
-def _missing_suite(reference: dict, tolerance: float, mostly: float, known: bool) -> list:
-    """Per column: missing values at most as often as in training plus ``tolerance``
-    (none when the column was complete in training), and no more than ``mostly`` lets;
-    the training share goes into the expectation's ``meta`` when ``known``."""
-    import great_expectations.expectations as gxe
-
-    return [
-        gxe.ExpectColumnValuesToNotBeNull(
-            column=column,
-            mostly=max(0.0, min(mostly, 1.0 - (min(1.0, share + tolerance) if share else 0.0))),
-            meta={"training_missing_share": share, "missing_tolerance": tolerance}
-            if known
-            else None,
-        )
-        for column, share in reference.items()
-    ]
 
 
 def _duplicate_names(names) -> list[str]:
@@ -358,72 +280,6 @@ def _training_bounds(scaler, features):
         )
     order = [index[f] for f in features]
     return np.asarray(low, dtype=float)[order], np.asarray(high, dtype=float)[order]
-
-
-def _raw_range_suite(features, bounds, mostly):
-    """Raw features within the training range, or only finite when none is recorded."""
-    import great_expectations.expectations as gxe
-
-    if bounds is None:
-        big = float(np.finfo(np.float64).max)
-        return [
-            gxe.ExpectColumnValuesToBeBetween(
-                column=c, min_value=-big, max_value=big, mostly=mostly
-            )
-            for c in features
-        ]
-    low, high = bounds
-    return [
-        gxe.ExpectColumnValuesToBeBetween(
-            column=c, min_value=float(lo), max_value=float(hi), mostly=mostly
-        )
-        for c, lo, hi in zip(features, low, high)
-    ]
-
-
-def _range_suite(names, mostly):
-    import great_expectations.expectations as gxe
-
-    return [
-        gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0.0, max_value=1.0, mostly=mostly)
-        for c in names
-    ]
-
-
-def _run(context, batch, frame, expectations) -> dict:
-    """Run one suite on one DataFrame batch and return GE's JSON result."""
-    import great_expectations as gx
-
-    datasource = context.data_sources.add_pandas(f"governance-{batch}")
-    definition = datasource.add_dataframe_asset(batch).add_batch_definition_whole_dataframe(batch)
-    # Expectations go in before the suite is stored: adding them to a stored suite
-    # re-serializes the whole suite each time (quadratic).
-    suite = gx.ExpectationSuite(name=f"{SUITE_NAME}-{batch}", expectations=expectations)
-    suite = context.suites.add(suite)
-    validation = context.validation_definitions.add(
-        gx.ValidationDefinition(name=f"{SUITE_NAME}-{batch}", data=definition, suite=suite)
-    )
-    result = validation.run(
-        batch_parameters={"dataframe": frame},
-        result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES},
-    )
-    return result.to_json_dict()
-
-
-def _merge(results: list[dict]) -> dict:
-    merged = dict(results[0])
-    merged["suite_name"] = SUITE_NAME
-    merged["results"] = [r for result in results for r in result["results"]]
-    merged["success"] = all(result["success"] for result in results)
-    evaluated = len(merged["results"])
-    successful = sum(bool(r["success"]) for r in merged["results"])
-    merged["statistics"] = {
-        "evaluated_expectations": evaluated,
-        "successful_expectations": successful,
-        "unsuccessful_expectations": evaluated - successful,
-        "success_percent": 100.0 * successful / evaluated if evaluated else None,
-    }
-    return merged
 
 
 # --------------------------------------------------------------------------- normalization
