@@ -153,7 +153,7 @@ def chosen_text(parameters: dict) -> str:
 
     ``parameters``: an explain run's params (the search's grid in ``search.grid``).
     """
-    from miret_governance.governance.report.html import format_number
+    from miret_governance.governance.formatting import format_number
 
     grid = parameters.get("search.grid")
     if not grid:
@@ -172,7 +172,7 @@ def chosen_text(parameters: dict) -> str:
 
 def _facts(request, evidence, solve: dict, n_features: int) -> list[str]:
     """The bullet points both descriptions share."""
-    from miret_governance.governance.report.html import format_number
+    from miret_governance.governance.formatting import format_number
     from miret_governance.governance.report.wording import describe_stop
 
     metrics = evidence.metrics
@@ -270,7 +270,7 @@ def run_description(request, evidence, solve: dict, n_features: int, model: str,
 
 def candidate_description(index: int, total: int, params: dict, values: dict, cv: int) -> str:
     """A search candidate's run description: its parameters and validation results."""
-    from miret_governance.governance.report.html import format_number
+    from miret_governance.governance.formatting import format_number
 
     shown = ", ".join(
         f"{HYPERPARAMETER_NAMES.get(k, k)} {format_number(v)}" for k, v in params.items()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from miret_governance.governance.formatting import format_percent
 from miret_governance.governance.miret.conditions import (
     CONVENTION_NOTE,
     PURITY_NOTE,
@@ -246,13 +247,6 @@ def display_from_counts(
     root = build(0, 0)
     effective = max(node.depth for node in root.walk() if node.is_leaf)
     return DisplayTree(root, int(tree.depth), int(effective), names, n, tuple(scores))
-
-
-def format_percent(value: float) -> str:
-    """A share for people: ``41.2%`` (``-`` when undefined)."""
-    if value is None or not np.isfinite(value):
-        return "-"
-    return f"{100 * value:.1f}%"
 
 
 def leaf_rules(display: DisplayTree) -> list[dict]:

@@ -195,7 +195,7 @@ def draw_display_tree(display):
     to its text (inches of the figure are the inches of the layout)."""
     from matplotlib.figure import Figure
 
-    from miret_governance.governance.miret.display import format_percent
+    from miret_governance.governance.formatting import format_percent
 
     nodes = display.nodes()
     texts = [_node_text(node, format_percent) for node in nodes]

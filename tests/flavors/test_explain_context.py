@@ -26,9 +26,9 @@ from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.inputs import dataset
 from miret_governance.flavors.registry import model_id_of
+from miret_governance.governance.formatting import format_number
 from miret_governance.governance.metrics import fidelity_with_interval
 from miret_governance.governance.policy import load_policy
-from miret_governance.governance.report.html import format_number
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 EXPERIMENT = "wisconsin-demo"
