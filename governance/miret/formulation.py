@@ -53,22 +53,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from miret_governance.governance.miret.layout import node_level
+from miret_governance.governance.miret.layout import subtree_leaves
 
 FEASIBILITY_TOLERANCE = 1e-7
-
-
-def subtree_leaves(depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean matrices ``S_L``, ``S_R`` of shape (2^D - 1, 2^D): leaves left/right of t."""
-    n_branch, n_leaves = 2**depth - 1, 2**depth
-    t = np.arange(n_branch)
-    level = node_level(t)
-    width = 2 ** (depth - level)  # leaves under t
-    first = (t - (2**level - 1)) * width
-    leaf = np.arange(n_leaves)[None, :]
-    left = (leaf >= first[:, None]) & (leaf < (first + width // 2)[:, None])
-    right = (leaf >= (first + width // 2)[:, None]) & (leaf < (first + width)[:, None])
-    return left, right
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Numbering of the complete binary tree shared by the surrogate, the MILP and the
 heuristics: breadth-first node ids (root 0, children ``2t+1`` and ``2t+2``), their
-levels, the paper's fixed leaf classes of two-class trees, the weighted-majority
-relabelling of leaf classes, and the one summation order of hyperplane values.
+levels, the leaves left and right of each node, the paper's fixed leaf classes of
+two-class trees, the weighted-majority relabelling of leaf classes, and the one
+summation order of hyperplane values.
 """
 
 from __future__ import annotations
@@ -13,6 +14,19 @@ def node_level(node) -> np.ndarray:
     """Level of breadth-first node ids (root 0): ``floor(log2(t + 1))``."""
     node = np.asarray(node, dtype=np.int64)
     return np.floor(np.log2(node + 1) + 1e-12).astype(np.int64)
+
+
+def subtree_leaves(depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean matrices ``S_L``, ``S_R`` of shape (2^D - 1, 2^D): leaves left/right of t."""
+    n_branch, n_leaves = 2**depth - 1, 2**depth
+    t = np.arange(n_branch)
+    level = node_level(t)
+    width = 2 ** (depth - level)  # leaves under t
+    first = (t - (2**level - 1)) * width
+    leaf = np.arange(n_leaves)[None, :]
+    left = (leaf >= first[:, None]) & (leaf < (first + width // 2)[:, None])
+    right = (leaf >= (first + width // 2)[:, None]) & (leaf < (first + width)[:, None])
+    return left, right
 
 
 def leaves_below(t: int, n_branch: int) -> range:

@@ -11,9 +11,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.miret.formulation import build_model, encode, subtree_leaves
+from miret_governance.governance.miret.formulation import build_model, encode
 from miret_governance.governance.miret.gurobi import gurobi_license
-from miret_governance.governance.miret.layout import alternating_classes
+from miret_governance.governance.miret.layout import alternating_classes, subtree_leaves
 from miret_governance.governance.miret.problem import MiretProblem, build_problem
 from miret_governance.governance.miret.solvers import solve
 from miret_governance.governance.readers import read_ensemble
