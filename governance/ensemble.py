@@ -35,13 +35,9 @@ from miret_governance.governance.arrays import (
     read_only_array,
     scaled,
 )
-from miret_governance.governance.categories import (
-    categorical_left,
-    category_table,
-    check_groups,
-    code_matrix,
-)
+from miret_governance.governance.categories import check_groups, code_matrix
 from miret_governance.governance.native_predict import checked_library_proba
+from miret_governance.governance.routing import PaddedNodes, padded_nodes, route
 from miret_governance.governance.tree_weights import boosting_tree_weights
 from miret_governance.governance.trees import (
     LEFT_IF_LESS,
@@ -253,35 +249,13 @@ class Ensemble:
         (for the validation worker) never races a thread that is filling the cache."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def _padded(self):
-        """Node arrays of all trees padded into (n_trees, max_nodes) matrices."""
+    def _padded(self) -> PaddedNodes:
+        """The trees' node arrays padded into matrices (:func:`governance.routing.
+        padded_nodes`), built once per view."""
         cached = self.__dict__.get("_padded_cache")
-        if cached is not None:
-            return cached
-        width = max(tree.n_nodes for tree in self.trees)
-        feature = np.full((self.n_trees, width), -1, dtype=np.int64)
-        threshold = np.zeros((self.n_trees, width))
-        left = np.zeros((self.n_trees, width), dtype=np.int64)
-        right = np.zeros((self.n_trees, width), dtype=np.int64)
-        value = np.zeros((self.n_trees, width) + self.trees[0].value.shape[1:])
-        position = np.zeros((self.n_trees, width), dtype=np.int64)
-        missing_left = np.zeros((self.n_trees, width), dtype=bool)
-        for e, tree in enumerate(self.trees):
-            n = tree.n_nodes
-            split = tree.is_split
-            feature[e, :n] = tree.feature
-            threshold[e, :n] = np.where(split, tree.threshold, 0.0)
-            # A leaf points to itself, so routing for D steps is a no-op once there.
-            left[e, :n] = np.where(split, tree.left, np.arange(n))
-            right[e, :n] = np.where(split, tree.right, np.arange(n))
-            value[e, :n] = tree.value
-            position[e, :n] = tree.position
-            missing_left[e, :n] = tree.missing_left
-        if self.left_if == LEFT_IF_LESS:  # XGBoost compares float32 to float32
-            threshold = threshold.astype(np.float32).astype(np.float64)
-        categories = category_table(self.trees, width)
-        cached = (feature, threshold, left, right, value, position, missing_left, categories)
-        object.__setattr__(self, "_padded_cache", cached)
+        if cached is None:
+            cached = padded_nodes(self.trees, self.left_if)
+            object.__setattr__(self, "_padded_cache", cached)
         return cached
 
     def apply(self, X, first_trees=None) -> np.ndarray:
@@ -302,26 +276,7 @@ class Ensemble:
         if self.input_precision == "float32":
             X = X.astype(np.float32).astype(np.float64)
         X = code_matrix(X, self.category_groups)
-        kept = slice(0, first_trees)
-        padded = self._padded()
-        feature, threshold, left, right = (array[kept] for array in padded[:4])
-        missing_left, categories = padded[6][kept], padded[7]
-        has_missing = bool(np.isnan(X).any())
-        tree_index = np.arange(feature.shape[0])[None, :]
-        node = np.zeros((X.shape[0], feature.shape[0]), dtype=np.int64)
-        rows = np.arange(X.shape[0])[:, None]
-        for _ in range(self.max_depth):
-            f = feature[tree_index, node]
-            x = X[rows, np.maximum(f, 0)]
-            thr = threshold[tree_index, node]
-            go_left = x <= thr if self.left_if == LEFT_IF_LESS_EQUAL else x < thr
-            if has_missing:  # a NaN follows its node's missing-value direction
-                go_left = np.where(np.isnan(x), missing_left[tree_index, node], go_left)
-            if categories is not None:
-                at = categories.row[kept][tree_index, node]
-                go_left = categorical_left(categories, at, x, go_left)
-            node = np.where(go_left, left[tree_index, node], right[tree_index, node])
-        return node
+        return route(self._padded(), X, self.left_if, self.max_depth, first_trees)
 
     def apply_positions(self, X) -> np.ndarray:
         """Breadth-first position of the leaf reached by each sample in each tree.
@@ -329,13 +284,13 @@ class Ensemble:
         Leaves deeper than :data:`governance.trees.POSITION_LEVELS` have position ``-1``.
         """
         node = self.apply(X)
-        position = self._padded()[5]
+        position = self._padded().position
         return position[np.arange(self.n_trees)[None, :], node]
 
     def leaf_values(self, X) -> np.ndarray:
         """Value of the leaf reached by each sample in each tree: shape (n, n_trees), or
         (n, n_trees, k) for an averaging ensemble of ``k > 2`` classes."""
-        return self._padded()[4][np.arange(self.n_trees)[None, :], self.apply(X)]
+        return self._padded().value[np.arange(self.n_trees)[None, :], self.apply(X)]
 
     def margins(self, leaf_value) -> np.ndarray:
         """Margins of a ``k > 2`` margin ensemble from :meth:`leaf_values`: shape (n, k),
@@ -350,7 +305,7 @@ class Ensemble:
         if self.aggregation == "average" and self.n_classes > 2:
             # tree by tree, then divided, as scikit-learn's forests sum (so the same ties),
             # holding one tree's (n, k) fractions at a time
-            value, node = self._padded()[4], self.apply(X)
+            value, node = self._padded().value, self.apply(X)
             total = np.zeros((X.shape[0], self.n_classes))
             for e in range(self.n_trees):
                 total += value[e, node[:, e]]
