@@ -174,7 +174,7 @@ def _explain(state: DemoState, model_uri: str):
     settings and the same live progress (stage, elapsed, incumbent, bound)."""
     from miret_governance.cli.explain import live_progress
     from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.request import estimator_defaults
+    from miret_governance.flavors.fit_params import estimator_defaults
 
     print(
         f"govern explain --model-uri {model_uri} --data {TRAIN.relative_to(ROOT)} --target target"

@@ -21,7 +21,7 @@ and the config key is the one switch. Give the config nested under ``"miret"``: 
 
 Config keys: ``enabled`` (True to run), ``class_names`` (one name per class, display only) and
 any :class:`~governance.miret.estimator.MiretSurrogate` parameter (``depth``,
-``time_limit``, ``alpha``, ...; checked as :class:`flavors.request.FitParams`, defaults
+``time_limit``, ``alpha``, ...; checked as :class:`flavors.fit_params.FitParams`, defaults
 the estimator's).
 """
 
@@ -38,12 +38,8 @@ from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.utils.time import get_current_time_millis
 
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.request import (
-    FitParams,
-    check_class_names,
-    check_parameters,
-    estimator_defaults,
-)
+from miret_governance.flavors.fit_params import FitParams, check_parameters, estimator_defaults
+from miret_governance.flavors.request import check_class_names
 
 _logger = logging.getLogger(__name__)
 

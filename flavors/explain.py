@@ -24,6 +24,7 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors import context, faults, publish, reuse, stages
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.fit_params import FitParams, check_parameters
 from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
 from miret_governance.flavors.outcome import ExplainResult, reused_result
 from miret_governance.flavors.registry import (
@@ -42,10 +43,8 @@ from miret_governance.flavors.registry import (
 from miret_governance.flavors.request import (
     MIN_TEST_ROWS,
     ExplainRequest,
-    FitParams,
     SearchSettings,
     check_class_names,
-    check_parameters,
     check_search,
 )
 from miret_governance.flavors.search import log_search, search_surrogate

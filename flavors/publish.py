@@ -18,8 +18,9 @@ import mlflow
 
 from miret_governance.flavors import context as run_context
 from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.fit_params import HYPERPARAMETERS
 from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
-from miret_governance.flavors.request import HYPERPARAMETERS, ExplainRequest
+from miret_governance.flavors.request import ExplainRequest
 from miret_governance.flavors.search import SearchSummary, search_context
 from miret_governance.flavors.stages import Validation, log_params
 from miret_governance.flavors.vite_artifacts import CLASS_FOLDER_PREFIX, ViteArtifacts

@@ -11,9 +11,10 @@ from mlflow_store import register_rf
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.fit_params import FitParams
 from miret_governance.flavors.miret import load_model, read_evidence
 from miret_governance.flavors.reproduce import reproduce_explanation
-from miret_governance.flavors.request import ExplainRequest, FitParams
+from miret_governance.flavors.request import ExplainRequest
 from miret_governance.governance.environment import environment
 from miret_governance.governance.metrics import HEADLINE_METRICS
 from miret_governance.governance.signing import SigningKey
