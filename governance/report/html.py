@@ -184,9 +184,26 @@ def _metric_table(metrics: dict) -> list[dict]:
 
 def _rows(metrics: dict, spec) -> list[dict]:
     return [
-        {"label": lbl, "value": _SHOWN_AS.get(key, format_number)(metrics[key])}
+        {"label": lbl, "key": key, "value": _SHOWN_AS.get(key, format_number)(metrics[key])}
         for lbl, key in spec
         if key in metrics
+    ]
+
+
+WHOLE_MILP_NOT_RUN = "\u2013 (whole MILP not run)"
+"""The gap shown when no whole-MILP solve gave a bound (the node MILPs only, or a phase
+skipped): the logged ``solver.gap`` is then 1, what a ``max_gap`` gate reads as
+nothing proven, not a measured gap."""
+
+
+def _solver_rows(context: ReportContext) -> list[dict]:
+    """The solver table: objective, bound, gap, time, proof; without a whole-MILP solve
+    the gap says so instead of showing 100%."""
+    rows = _rows(context.metrics, SOLVER_ROWS)
+    if context.solve.get("global_milp", True):
+        return rows
+    return [
+        {**row, "value": WHOLE_MILP_NOT_RUN} if row["key"] == "solver.gap" else row for row in rows
     ]
 
 
@@ -197,7 +214,7 @@ def _template_values(context: ReportContext) -> dict:
         "c": context,
         "metric_rows": _metric_table(context.metrics),
         "sparsity_rows": _rows(context.metrics, SPARSITY_ROWS),
-        "solver_rows": _rows(context.metrics, SOLVER_ROWS),
+        "solver_rows": _solver_rows(context),
         "range_rows": range_rows,
         "has_raw_ranges": bool(range_rows) and "low_raw" in range_rows[0],
         "vite_nodes": [] if ranges is None else vite_nodes(ranges, context.depth),

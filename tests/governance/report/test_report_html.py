@@ -190,6 +190,26 @@ def test_page_and_card_show_score_tables_the_solver_outcome_and_a_glossary(tmp_p
     assert _table_rows_have_header_width(card) >= 2
 
 
+def test_without_a_whole_milp_the_gap_says_so_instead_of_100_percent(tmp_path):
+    """Node MILPs only: no bound, so the logged gap of 1 (nothing proven, for gates) is
+    not shown as a measured 100% gap."""
+    from miret_governance.governance.report.html import WHOLE_MILP_NOT_RUN, write_report
+
+    solve = {"stop_reason": "node_milps", "wall_time": 3.3, "gap": 1.0, "global_milp": False}
+    context = _scored_context(tmp_path, solve)
+    context.metrics.update({"solver.objective": 8.542, "solver.gap": 1.0})
+    html, card = (path.read_text() for path in write_report(context, tmp_path))
+    assert f'<td>MIP gap</td><td class="num">{WHOLE_MILP_NOT_RUN}</td>' in html
+    assert f"| MIP gap | {WHOLE_MILP_NOT_RUN} |" in card
+    assert "100.00%" not in html and "100.00%" not in card
+    assert '<td>Objective</td><td class="num">8.542</td>' in html
+    solved = {**solve, "global_milp": True, "stop_reason": "stalled", "gap": 0.864}
+    context = _scored_context(tmp_path / "whole", solved)
+    context.metrics.update({"solver.objective": 8.542, "solver.gap": 0.864})
+    html = write_report(context, tmp_path / "whole")[0].read_text()
+    assert '<td>MIP gap</td><td class="num">86.40%</td>' in html
+
+
 def test_page_and_card_show_how_the_tree_was_chosen(tmp_path):
     from miret_governance.governance.report.html import write_report
 
