@@ -102,6 +102,13 @@ def run(args) -> None:
             pd.DataFrame(rows).to_csv(path, index=False)
 
 
+def _milp_ran(miret: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The MIRET rows whose MILP phase ran (skipped: the MIRET tree could not win) and
+    how many of them it improved."""
+    ran = miret[miret["stop"] != "behind_on_folds"]
+    return ran, int((ran["objective"] < ran["node_objective_before"] - 1e-9).sum())
+
+
 def _section(frame: pd.DataFrame) -> list[str]:
     wide = frame.pivot_table(
         index=["dataset", "depth"], columns="method", values=["test_fidelity", "features", "fit_s"]
@@ -120,8 +127,7 @@ def _section(frame: pd.DataFrame) -> list[str]:
         best_peer = max(fid[name].mean() for name in peers)
         worst = (fid["MIRET"] - fid["CART"]).min()
         mine = miret.xs(depth, level="depth")
-        ran = mine[mine["stop"] != "behind_on_folds"]  # skipped: the MIRET tree cannot win
-        improved = int((ran["objective"] < ran["node_objective_before"] - 1e-9).sum())
+        ran, improved = _milp_ran(mine)
         chosen = mine["chosen"].value_counts().to_dict()
         if "alpha" in mine:  # the alpha the fit chose on held-out folds
             chosen |= {f"alpha {k:g}": v for k, v in mine["alpha"].value_counts().items()}
@@ -193,8 +199,7 @@ def _milp_phase() -> list[str]:
                     continue
                 frame = pd.read_csv(path).query("method == 'MIRET'")
                 for depth, part in frame.groupby("depth"):
-                    ran = part[part["stop"] != "behind_on_folds"]
-                    improved = int((ran["objective"] < ran["node_objective_before"] - 1e-9).sum())
+                    ran, improved = _milp_ran(part)
                     proven = f"{int(ran['nodes_optimal'].sum())}/{int(ran['nodes_decided'].sum())}"
                     lines.append(
                         f"| {group} {target.upper()} | {depth} | {solver} | "

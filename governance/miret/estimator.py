@@ -280,7 +280,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             sample_labels,
             splits,
             [(depth, setting) for depth in depths for setting in tried],
-            partial(fits.fold_candidates, tried=tried),
+            partial(fits.fold_candidates, share=grid.budget_share(tried)),
         )
         self.depth_, setting = grid.choose(right, features, depths, tried)
         self.alpha_, self.proximity_threshold_ = setting

@@ -15,7 +15,6 @@ from dataclasses import replace
 import numpy as np
 
 from miret_governance.governance.arrays import scaled
-from miret_governance.governance.miret import grid
 from miret_governance.governance.miret.engine import (
     candidate_arrays,
     fit_problem,
@@ -98,11 +97,10 @@ class SampleFits:
             trees = self._trees[key]
         return problem, fit_problem(problem, self.params, self.begin, trees=trees, **options)
 
-    def fold_candidates(self, train, depth, setting, tried):
+    def fold_candidates(self, train, depth, setting, share):
         """The candidates of a held-out fold's fit on ``rows[train]``: seeds and heuristic
-        (its work share of :func:`governance.miret.grid.budget_share` among the settings
-        ``tried``), no MILP phase."""
-        share = grid.budget_share(tried)
+        on ``share`` of its work budget (:func:`governance.miret.grid.budget_share`), no
+        MILP phase."""
         _, (_, report, _, found) = self.fit(
             self.rows[train], depth, setting, milp_phase=False, heuristic_share=share
         )
