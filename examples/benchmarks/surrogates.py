@@ -24,7 +24,7 @@ CART, GOSDT and STreeD, the issue's bar. ``examples`` are the seven
 (``unseen_data.py``), never used to tune the fit. Fit times: one process at a time on a
 quiet 2-core machine (load average below 1). The MILP column counts the fits whose MILP
 phase ran (skipped, in brackets, when the MIRET tree was behind on held-out folds and
-could not be returned).
+could not be returned, or when every node MILP was too large for HiGHS).
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def fit_miret(inst: paper.Instance, _hyper: dict, args) -> paper.Surrogate:
         "node_s": report.node_time,
         "nodes_optimal": sum(s == "optimal" for s in report.node_statuses.values()),
         "nodes_decided": sum(s != "nothing_to_decide" for s in report.node_statuses.values()),
+        "nodes_too_large": sum(s == "too_large" for s in report.node_statuses.values()),
         "solver_objective": report.solver_objective,
         "objective": report.objective,
         "solve_s": report.solve_time,
@@ -103,9 +104,11 @@ def run(args) -> None:
 
 
 def _milp_ran(miret: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """The MIRET rows whose MILP phase ran (skipped: the MIRET tree could not win) and
-    how many of them it improved."""
-    ran = miret[miret["stop"] != "behind_on_folds"]
+    """The MIRET rows whose MILP phase ran (skipped: the MIRET tree could not win, or
+    every node MILP was too large for HiGHS) and how many of them it improved."""
+    too_large = miret.get("nodes_too_large", pd.Series(0, index=miret.index)).fillna(0)
+    solved = miret["nodes_decided"] > too_large
+    ran = miret[(miret["stop"] != "behind_on_folds") & solved]
     return ran, int((ran["objective"] < ran["node_objective_before"] - 1e-9).sum())
 
 
@@ -184,8 +187,10 @@ def _milp_phase() -> list[str]:
             "``--solver auto`` is the estimator's default: a node MILP goes to Gurobi's "
             "size-limited licence (gurobipy, a dependency) when it fits, else to HiGHS. "
             "Improved: fits whose node MILPs lowered the warm start's objective, of those "
-            "where the phase ran; proven: branch nodes whose split the solver proved "
-            "optimal given the rest of the tree, of those with a split to decide."
+            "where the phase ran (it does not run when every node MILP is too large for "
+            "HiGHS, ``node_milp.NODE_MILP_BINARIES``); proven: branch nodes whose split the "
+            "solver proved optimal given the rest of the tree, of those with a split to "
+            "decide (a node too large for HiGHS is not solved, so not proven)."
         ),
         "",
         "| group, target | D | solver | test fid | mean fit s | mean node s | improved | proven |",

@@ -89,10 +89,16 @@ def solver_outcome(solve: dict) -> dict:
             statuses = (solve.get("node_statuses") or {}).values()
             decided = [status for status in statuses if status != "nothing_to_decide"]
             optimal = sum(status == "optimal" for status in decided)
+            large = sum(status == "too_large" for status in decided)
+            unsolved = (
+                f"; {large} too large to solve in the time budget kept the warm start's split"
+                if large
+                else ""
+            )
             proven = (
                 f"{optimal} of {len(decided)} splits are proven the best at their node given "
-                "the rest of the tree (each node solved as its own MILP); the whole tree was "
-                "not solved as one MILP."
+                f"the rest of the tree (each node solved as its own MILP{unsolved}); the "
+                "whole tree was not solved as one MILP."
             )
         elif bounded:
             proven = (

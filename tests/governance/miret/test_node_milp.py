@@ -1,19 +1,23 @@
-"""One node's MILP: against the whole MILP where they coincide, and feasibility."""
+"""One node's MILP: against the whole MILP where they coincide, feasibility, and the
+size beyond which HiGHS is not given it."""
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
+from miret_governance.governance.miret import node_milp
 from miret_governance.governance.miret.engine import constant_tree, heuristic_tree, seed_trees
 from miret_governance.governance.miret.estimator import MiretSurrogate
 from miret_governance.governance.miret.feasibility import check_feasible
 from miret_governance.governance.miret.formulation import build_model
+from miret_governance.governance.miret.gurobi import gurobi_license
 from miret_governance.governance.miret.local_search import TreeSearch
-from miret_governance.governance.miret.node_milp import node_model, reoptimize
+from miret_governance.governance.miret.node_milp import node_milp_pays, node_model, reoptimize
 from miret_governance.governance.miret.problem import build_problem
 from miret_governance.governance.miret.solvers import solve
 from miret_governance.governance.readers import read_ensemble
@@ -81,3 +85,39 @@ def test_node_model_prices_the_current_split(data):
             nodes = 2 * nodes + 1 + (values > 0)
         reach = nodes == t
         assert misfit <= float(problem.weight[reach & wrong].sum()) + 1e-9
+
+
+def test_node_milp_pays_up_to_the_highs_size_limit():
+    small = SimpleNamespace(n_binaries=node_milp.NODE_MILP_BINARIES, n_vars=10**6, n_rows=10**6)
+    large = SimpleNamespace(n_binaries=node_milp.NODE_MILP_BINARIES + 1, n_vars=10**6, n_rows=10**6)
+    assert node_milp_pays(small, "highs") and not node_milp_pays(large, "highs")
+    assert node_milp_pays(large, "gurobi")  # asked for: Gurobi solves it (or says why not)
+    # auto sends a model this size to HiGHS under a size-limited or no licence
+    assert node_milp_pays(large, "auto") == (gurobi_license() == "full")
+
+
+def test_a_node_milp_too_large_for_highs_is_not_solved(data, monkeypatch):
+    X, ensemble = data
+    problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
+    _, _, seeds = seed_trees(problem, random_state=0)
+    start, _ = heuristic_tree(problem, seeds, 0, 1e6, 30)
+    search = TreeSearch(problem, np.random.default_rng(0), math.inf)
+    search.set_tree(start.coef, start.intercept, start.leaf_class)
+    root = node_model(search, 0).n_binaries
+    children = [node_model(search, t) for t in (1, 2)]
+    sizes = [model.n_binaries for model in children if model is not None]
+    assert sizes and max(sizes) < root  # the root sees every row, so its MILP is larger
+    monkeypatch.setattr(node_milp, "NODE_MILP_BINARIES", root - 1)
+    solved = []
+
+    def recording_solve(model, **options):
+        solved.append(model.n_binaries)
+        return solve(model, **options)
+
+    monkeypatch.setattr(node_milp, "solve", recording_solve)
+    tree, statuses = reoptimize(problem, start, PARAMS)
+    assert statuses[0] == "too_large"
+    assert solved and max(solved) <= root - 1  # the children were solved, the root not
+    np.testing.assert_array_equal(tree.coef[0], start.coef[0])
+    assert tree.intercept[0] == start.intercept[0]
+    assert tree.objective(problem) <= start.objective(problem) + 1e-9
