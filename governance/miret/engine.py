@@ -38,7 +38,7 @@ from miret_governance.governance.miret.local_search import TreeSearch
 from miret_governance.governance.miret.node_milp import IMPROVEMENT, reoptimize
 from miret_governance.governance.miret.report import SolveReport
 from miret_governance.governance.miret.solve_result import relative_gap
-from miret_governance.governance.miret.solvers import gurobi_fits, solve
+from miret_governance.governance.miret.solvers import solve, worth_solving
 from miret_governance.governance.miret.tree import SurrogateTree
 from miret_governance.governance.miret.univariate import guessed_thresholds, optimal_tree
 
@@ -46,7 +46,11 @@ HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut 
 HEURISTIC_WORK_SHARE = 0.05  # the heuristic's work budget: this share of the limit, in units
 STALL_UNITS, STALL_SHARE = 0.5, 0.05  # default stall window: min(0.5, 0.05 * limit) work units
 SOLVER_WORK_SHARE = 0.1  # the solver's work budget: this share of the limit, in work units
-GLOBAL_MILP_BINARIES = 400  # HiGHS proves optimality up to about this size (0.1-0.3 s)
+GLOBAL_MILP_BINARIES = 400
+"""Largest whole MILP (binaries) HiGHS is given after the node MILPs: it proves
+optimality up to about this size (0.1-0.3 s); beyond, it stalls at the root (gaps of
+70-95% on 2,000-row samples) and bettered the warm start in none of the 42
+example-dataset fits."""
 STOP_REASON = {
     "optimal": "optimal",
     "gap_limit": "gap_limit",
@@ -55,17 +59,6 @@ STOP_REASON = {
     "time_limit": "time_limit",
     "time_limit_no_incumbent": "time_limit",
 }
-
-
-def global_milp_pays(model, solver: str) -> bool:
-    """Whether the whole MILP runs after the node MILPs: always with Gurobi asked for or
-    licensed for the model's size; with HiGHS only up to ``GLOBAL_MILP_BINARIES``
-    binaries. Beyond that HiGHS stalls at the root (gaps of 70-95% on 2,000-row samples)
-    and improved the warm start in none of the 42 example-dataset fits, so its time is
-    given back."""
-    if solver == "gurobi" or (solver == "auto" and gurobi_fits(model)):
-        return True
-    return model.n_binaries <= GLOBAL_MILP_BINARIES
 
 
 def work_budgets(time_limit: float) -> tuple[float, float]:
@@ -228,7 +221,11 @@ def fit_problem(
     budget = default_budget if budget is None else float(budget)
     remaining = limit - (time.perf_counter() - begin)
     result = None
-    if remaining > 0 and milp_phase and global_milp_pays(model, params["solver"]):
+    if (
+        remaining > 0
+        and milp_phase
+        and worth_solving(model, params["solver"], GLOBAL_MILP_BINARIES)
+    ):
         result = solve(
             model,
             solver=params["solver"],

@@ -25,9 +25,10 @@ the current split (so a node never gets worse) within a work budget, and keeps a
 split when the whole tree's objective goes down. Each node's status says whether that
 split is proven optimal given the rest of the tree: the per-node certificate. A node
 whose MILP would go to HiGHS with more than :data:`NODE_MILP_BINARIES` binaries is not
-solved (status ``"too_large"``, :func:`node_milp_pays`): its time is given back. With
-more than two classes the leaves are relabelled to their weighted majority after every
-kept split (never worse), so the next node is solved with the relabelled classes.
+solved (status ``"too_large"``, :func:`governance.miret.solvers.worth_solving`): its
+time is given back. With more than two classes the leaves are relabelled to their
+weighted majority after every kept split (never worse), so the next node is solved
+with the relabelled classes.
 """
 
 from __future__ import annotations
@@ -39,10 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from miret_governance.governance.miret.gurobi import gurobi_fits
 from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.local_search import TreeSearch
-from miret_governance.governance.miret.solvers import solve
+from miret_governance.governance.miret.solvers import solve, worth_solving
 from miret_governance.governance.miret.tree import SurrogateTree
 
 NODE_WORK = 0.25  # work units per node (about a quarter second of one core)
@@ -204,18 +204,10 @@ def node_model(search, t, include=None) -> NodeModel | None:
     )
 
 
-def node_milp_pays(model, solver: str) -> bool:
-    """Whether node ``model`` is solved: always by Gurobi (asked for, or licensed for its
-    size under ``"auto"``), by HiGHS up to :data:`NODE_MILP_BINARIES` binaries."""
-    if solver == "gurobi" or (solver == "auto" and gurobi_fits(model)):
-        return True
-    return model.n_binaries <= NODE_MILP_BINARIES
-
-
 def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
     """``(tree, statuses)``: ``tree`` after one top-down pass re-optimizing each node,
     and each node's solver status (``"optimal"``: that split is optimal given the rest
-    of the tree; ``"too_large"``: not solved, :func:`node_milp_pays`). A second pass
+    of the tree; ``"too_large"``: too large for HiGHS, not solved). A second pass
     improved no tree of 24 example fits that the first left unimproved, so there is
     one. ``progress(elapsed, objective, -inf, nan)`` follows each node (the tree's
     objective; there is no bound)."""
@@ -232,7 +224,7 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
             if model is None:
                 statuses[t] = "nothing_to_decide"
                 break
-            if not node_milp_pays(model, params["solver"]):
+            if not worth_solving(model, params["solver"], NODE_MILP_BINARIES):
                 statuses[t] = "too_large"
                 break
             result = solve(

@@ -172,6 +172,16 @@ def solve_highs(model, options: SolverOptions, start=None, progress=None) -> Sol
 
 
 # ---------------------------------------------------------------------- dispatch
+def worth_solving(model, solver: str, highs_binaries: int) -> bool:
+    """Whether ``model`` goes to the solver at all: always when Gurobi solves it
+    (``solver="gurobi"``, or ``"auto"`` with a licence for its size); when it would go to
+    HiGHS, only up to ``highs_binaries`` binaries (beyond, HiGHS stalls without bettering
+    the warm start, so the time is given back)."""
+    if solver == "gurobi" or (solver == "auto" and gurobi_fits(model)):
+        return True
+    return model.n_binaries <= highs_binaries
+
+
 def solve(
     model,
     solver="auto",

@@ -17,9 +17,9 @@ from miret_governance.governance.miret.feasibility import check_feasible
 from miret_governance.governance.miret.formulation import build_model
 from miret_governance.governance.miret.gurobi import gurobi_license
 from miret_governance.governance.miret.local_search import TreeSearch
-from miret_governance.governance.miret.node_milp import node_milp_pays, node_model, reoptimize
+from miret_governance.governance.miret.node_milp import node_model, reoptimize
 from miret_governance.governance.miret.problem import build_problem
-from miret_governance.governance.miret.solvers import solve
+from miret_governance.governance.miret.solvers import solve, worth_solving
 from miret_governance.governance.readers import read_ensemble
 
 PARAMS = MiretSurrogate(solver="highs").get_params()
@@ -87,13 +87,14 @@ def test_node_model_prices_the_current_split(data):
         assert misfit <= float(problem.weight[reach & wrong].sum()) + 1e-9
 
 
-def test_node_milp_pays_up_to_the_highs_size_limit():
-    small = SimpleNamespace(n_binaries=node_milp.NODE_MILP_BINARIES, n_vars=10**6, n_rows=10**6)
-    large = SimpleNamespace(n_binaries=node_milp.NODE_MILP_BINARIES + 1, n_vars=10**6, n_rows=10**6)
-    assert node_milp_pays(small, "highs") and not node_milp_pays(large, "highs")
-    assert node_milp_pays(large, "gurobi")  # asked for: Gurobi solves it (or says why not)
+def test_highs_is_given_node_milps_up_to_its_size_limit():
+    limit = node_milp.NODE_MILP_BINARIES
+    small = SimpleNamespace(n_binaries=limit, n_vars=10**6, n_rows=10**6)
+    large = SimpleNamespace(n_binaries=limit + 1, n_vars=10**6, n_rows=10**6)
+    assert worth_solving(small, "highs", limit) and not worth_solving(large, "highs", limit)
+    assert worth_solving(large, "gurobi", limit)  # asked for: Gurobi solves it (or says why not)
     # auto sends a model this size to HiGHS under a size-limited or no licence
-    assert node_milp_pays(large, "auto") == (gurobi_license() == "full")
+    assert worth_solving(large, "auto", limit) == (gurobi_license() == "full")
 
 
 def test_a_node_milp_too_large_for_highs_is_not_solved(data, monkeypatch):
