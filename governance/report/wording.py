@@ -91,7 +91,8 @@ def solver_outcome(solve: dict) -> dict:
             optimal = sum(status == "optimal" for status in decided)
             large = sum(status == "too_large" for status in decided)
             unsolved = (
-                f"; {large} too large to solve in the time budget kept the warm start's split"
+                f"; {large} {'was' if large == 1 else 'were'} too large to solve within the "
+                "budget and kept the split the search found"
                 if large
                 else ""
             )

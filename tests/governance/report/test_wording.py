@@ -83,9 +83,12 @@ def test_outcome_says_what_was_proven_and_what_was_not():
     large = solver_outcome({"stop_reason": "node_milps", "gap": 1.0, "node_statuses": statuses})
     assert large["proven"] == (
         "2 of 3 splits are proven the best at their node given the rest of the tree (each "
-        "node solved as its own MILP; 1 too large to solve in the time budget kept the warm "
-        "start's split); the whole tree was not solved as one MILP."
+        "node solved as its own MILP; 1 was too large to solve within the budget and kept "
+        "the split the search found); the whole tree was not solved as one MILP."
     )
+    statuses = {"0": "too_large", "1": "too_large", "2": "optimal"}
+    both = solver_outcome({"stop_reason": "node_milps", "gap": 1.0, "node_statuses": statuses})
+    assert "1 of 3 splits are proven" in both["proven"] and "; 2 were too large" in both["proven"]
     optimal = solver_outcome({"stop_reason": "optimal", "gap": 0.0})
     assert optimal["proved"] and optimal["headline"] == "proved optimal"
     assert "fidelity" in optimal["not_proven"]
