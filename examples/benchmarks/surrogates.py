@@ -106,8 +106,7 @@ def run(args) -> None:
 def _milp_ran(miret: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """The MIRET rows whose MILP phase ran (skipped: the MIRET tree could not win, or
     every node MILP was too large for HiGHS) and how many of them it improved."""
-    too_large = miret.get("nodes_too_large", pd.Series(0, index=miret.index)).fillna(0)
-    solved = miret["nodes_decided"] > too_large
+    solved = miret["nodes_decided"] > miret["nodes_too_large"]
     ran = miret[(miret["stop"] != "behind_on_folds") & solved]
     return ran, int((ran["objective"] < ran["node_objective_before"] - 1e-9).sum())
 
