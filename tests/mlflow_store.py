@@ -75,6 +75,19 @@ def linked_versions(experiment, metrics, name="credit-rf", validation="passed", 
     return f"models:/{name}/{ens.version}"
 
 
+@pytest.fixture
+def short_sqlite_lock_wait(monkeypatch):
+    """MLflow's sessions on SQLite wait 1 s instead of 20 s for another process's lock
+    (its ``PRAGMA busy_timeout = 20000`` in every session, rewritten): a locked-store
+    test takes the same code path in a twentieth of the time."""
+    from mlflow.store.db import utils
+
+    text = utils.sql.text
+    monkeypatch.setattr(
+        utils.sql, "text", lambda clause: text(clause.replace("= 20000;", "= 1000;"))
+    )
+
+
 def register_sklearn(model, name, experiment_id=None, **log_options):
     """Log a fitted scikit-learn model in a new run and register it as ``name``.
 

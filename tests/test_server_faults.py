@@ -55,7 +55,7 @@ def server(tmp_path, migrated_store, monkeypatch):
         (tmp_path / "policy.toml").write_text(POLICY + keys_toml())
         yield running
     finally:
-        running.stop()
+        running.stop(signal.SIGKILL)  # a graceful stop takes 1-7 s and tests nothing here
 
 
 def _point_at(monkeypatch, url: str) -> None:
@@ -341,11 +341,14 @@ def explained(store, breast_cancer, monkeypatch, tmp_path):
     return tmp_path / "mlflow.db"
 
 
-def test_a_store_locked_mid_promote_is_one_line_and_exit_2(explained, monkeypatch):
+def test_a_store_locked_mid_promote_is_one_line_and_exit_2(
+    explained, monkeypatch, short_sqlite_lock_wait
+):
     """Another process takes the SQLite lock after the evidence was read, just before
     the gate run of a promotion is written: one line, exit code 2, and nothing written
-    (the promotion lock is taken over by the next promotion). MLflow waits 20 s for SQLite's lock at each of
-    the two statements (its fixed busy_timeout), so this takes about 40 s."""
+    (the promotion lock is taken over by the next promotion). MLflow waits for SQLite's
+    lock at each of the two statements (its busy_timeout, fixed at 20 s in every session
+    it opens); ``short_sqlite_lock_wait`` shortens that wait to 1 s."""
     command = ["promote", "--model-uri", "models:/credit-rf/1", "--alias", "prod"]
     command += ["--policy", "policy.toml"]
     client = MlflowClient()

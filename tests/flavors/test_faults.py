@@ -304,7 +304,7 @@ def test_after_sigkill_the_next_explain_recovers(big_registered, tmp_path):
     assert _versions() == [1]
 
 
-def test_locked_store_gives_one_clear_message(registered, tmp_path):
+def test_locked_store_gives_one_clear_message(registered, tmp_path, short_sqlite_lock_wait):
     import sqlite3
 
     from typer.testing import CliRunner
