@@ -13,7 +13,7 @@ import yaml
 from mlflow import MlflowClient
 from mlflow.projects._project_spec import load_project
 from mlflow_store import register_rf
-from project_copy import copy_project
+from project_copy import copy_project, mlflow_env_root, one_mlflow_run_at_a_time
 from signing_keys import keys_toml
 
 from miret_governance.flavors.request import MIN_TEST_ROWS
@@ -125,7 +125,7 @@ def env_root(tmp_path_factory):
     """A fresh MLflow environment root for this test session (shared with
     tests/test_readme.py): the first run builds the environment from this checkout
     (about a minute), the next ones reuse it."""
-    return tmp_path_factory.getbasetemp() / "mlflow-envs"
+    return mlflow_env_root(tmp_path_factory)
 
 
 def _mlflow_run(project, entry_point, params, experiment_id, env_root, cwd):
@@ -137,15 +137,16 @@ def _mlflow_run(project, entry_point, params, experiment_id, env_root, cwd):
     command = [sys.executable, "-m", "mlflow", "run", str(project), "-e", entry_point]
     for name, value in params.items():
         command += ["-P", f"{name}={value}"]
-    done = subprocess.run(
-        [*command, "--experiment-id", experiment_id],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
+    with one_mlflow_run_at_a_time(env_root):
+        done = subprocess.run(
+            [*command, "--experiment-id", experiment_id],
+            check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            timeout=600,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = MlflowClient().search_runs(
         [experiment_id], filter_string=f"tags.`mlflow.project.entryPoint` = '{entry_point}'"

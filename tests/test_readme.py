@@ -12,10 +12,11 @@ Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lin
 with ``HOME`` in the temporary folder (the token Ray generates lands there), and
 ``ray start`` runs with ``--block`` in its own process group, which the module stops at
 the end (the README's ``ray stop`` would stop every Ray cluster of the machine's user).
-MLflow's environments are built under the session's temporary folder, shared with
+MLflow's environments are built in the session's folder of ``project_copy``, shared with
 ``tests/test_mlproject.py``.
 """
 
+import contextlib
 import os
 import re
 import shlex
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from processes import stop_group
-from project_copy import ROOT, copy_project
+from project_copy import ROOT, copy_project, mlflow_env_root, one_mlflow_run_at_a_time
 
 NOT_RUN = "# not run by tests"
 UNSET = (
@@ -86,7 +87,7 @@ def demo(tmp_path_factory):
     (folder / "home").mkdir()
     state = {
         "folder": folder,
-        "env_root": tmp_path_factory.getbasetemp() / "mlflow-envs",
+        "env_root": mlflow_env_root(tmp_path_factory),
         "clusters": [],
     }
     done = subprocess.run(
@@ -153,14 +154,16 @@ def test_readme_command(step, demo):
         _start_ray(code, demo, env)
         return
     command = ["bash", "-c", code] if language == "bash" else [".venv/bin/python", "-c", code]
-    done = subprocess.run(
-        command,
-        check=False,
-        cwd=demo["folder"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    builds = "mlflow run " in code and "--env-manager local" not in code
+    with one_mlflow_run_at_a_time(demo["env_root"]) if builds else contextlib.nullcontext():
+        done = subprocess.run(
+            command,
+            check=False,
+            cwd=demo["folder"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     expected = expected_exit(code) if language == "bash" else 0
     assert done.returncode == expected, done.stdout[-2000:] + done.stderr[-3000:]
