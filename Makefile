@@ -25,7 +25,7 @@ ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --port $(PORT)
 
 # The whole suite (what CI runs), on two workers (pytest-xdist; a file's tests stay on one
-# worker, so module fixtures are built once): about 10 minutes on 2 cores.
+# worker, so module fixtures are built once): about 9 minutes on 2 cores.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
