@@ -43,10 +43,8 @@ def mlflow_env_root(tmp_path_factory) -> Path:
 @contextlib.contextmanager
 def one_mlflow_run_at_a_time(env_root: Path):
     """Hold an exclusive lock on ``env_root`` (the first ``mlflow run`` builds the
-    environment there; the others wait for it, then reuse it)."""
+    environment there; the others wait for it, then reuse it). Closing the file
+    releases the lock."""
     with open(env_root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield

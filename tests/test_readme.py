@@ -12,8 +12,8 @@ Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lin
 with ``HOME`` in the temporary folder (the token Ray generates lands there), and
 ``ray start`` runs with ``--block`` in its own process group, which the module stops at
 the end (the README's ``ray stop`` would stop every Ray cluster of the machine's user).
-MLflow's environments are built in the session's folder of ``project_copy``, shared with
-``tests/test_mlproject.py``.
+MLflow's environments are built in one folder per test session
+(``project_copy.mlflow_env_root``), shared with ``tests/test_mlproject.py``.
 """
 
 import contextlib
