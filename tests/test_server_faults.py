@@ -55,7 +55,7 @@ def server(tmp_path, migrated_store, monkeypatch):
         (tmp_path / "policy.toml").write_text(POLICY + keys_toml())
         yield running
     finally:
-        running.stop(signal.SIGKILL)  # a graceful stop takes 1-7 s and tests nothing here
+        running.stop()
 
 
 def _point_at(monkeypatch, url: str) -> None:
