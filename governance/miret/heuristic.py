@@ -5,8 +5,12 @@ level, Gini shortlist with greedy look-ahead above; one tree per shortlisted roo
 and takes the given seed trees (the CART baselines of :mod:`governance.miret.cart`),
 then improves the best few by tree alternating optimization
 (:mod:`governance.miret.local_search`). A move is kept only when the objective strictly
-decreases, so the result is never worse than any starting tree. Random subtree restarts
-("kicks") followed by local search use the rest of the budget.
+decreases, so the result is never worse than any starting tree. The search ends when
+no node improves or the budget is spent. Random subtree restarts of the best tree, each
+followed by local search, used to spend the rest of the budget: on the example datasets
+(RF and XGBoost targets, depths 2 to 4, HiGHS) they bettered 16 of 504 fold fits and 4
+of 42 final fits and changed one test fidelity (+1.7 points without them) for 1-41% of
+the fit time, so there are none.
 
 The budget is counted in work, not seconds: scanned sample-direction pairs plus
 ``cuts.SCAN_WORK`` per scan and ``local_search.LOGISTIC_WORK`` per row, column and
@@ -42,7 +46,6 @@ from miret_governance.governance.miret.tree import SurrogateTree
 
 STARTS = 4  # greedy starting trees improved by local search (seed trees come on top)
 GREEDY_SHARE = 0.4  # share of the work budget after which greedy trees stop looking ahead
-KICKS = 20  # random restarts of a subtree from the best tree, each followed by local search
 PAIRS_PER_UNIT = 2_500_000  # scanned pairs per unit of work (about one second of one core)
 DEFAULT_UNITS = 3.0  # default budget in units: the heuristic's of a fit with a 60 s limit
 
@@ -110,22 +113,6 @@ def improve(search, start, best):
     return best, done
 
 
-def kicks(search, best):
-    """Random subtree restarts of the best tree, each followed by local search."""
-    upper = np.arange(2 ** (search.depth - 1) - 1)
-    passes = improvements = 0
-    for _ in range(KICKS if upper.size else 0):
-        if search.exhausted():
-            break
-        search.set_tree(best[1], best[2], best[3])
-        if not search.kick(int(search.rng.choice(upper))):
-            continue
-        search.relabel()
-        best, done = improve(search, snapshot(search), best)
-        passes, improvements = passes + done[0], improvements + done[1]
-    return best, passes, improvements
-
-
 def warm_start(problem, random_state=0, work_budget=None, time_limit=np.inf, seeds=()):
     """A MILP-feasible surrogate tree: greedy and seed trees, then local search.
 
@@ -175,7 +162,6 @@ def warm_start(problem, random_state=0, work_budget=None, time_limit=np.inf, see
         passes, improvements = passes + done[0], improvements + done[1]
     if seeded and min(s[0] for s in seeded) < best[0] - IMPROVEMENT:
         best = min(seeded, key=lambda item: item[0])  # a seed skipped by the safety cap
-    best, more_passes, more_improvements = kicks(search, best)
     search.set_tree(best[1], best[2], best[3])
 
     tree = SurrogateTree(
@@ -193,8 +179,8 @@ def warm_start(problem, random_state=0, work_budget=None, time_limit=np.inf, see
         "greedy_objective": greedy[0][0],
         "seed_objective": min((s[0] for s in seeded), default=np.inf),
         "objective": tree.objective(problem),
-        "passes": passes + more_passes,
-        "improvements": improvements + more_improvements,
+        "passes": passes,
+        "improvements": improvements,
         "work": int(search.work),
         "time_limit_hit": bool(search.time_limit_hit),
         "time": time.perf_counter() - start,

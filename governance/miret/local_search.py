@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.svm._liblinear import set_verbosity_wrap, train_wrap
 
 from miret_governance.governance.miret.feasibility import components_broken
-from miret_governance.governance.miret.greedy import LOOKAHEAD, GreedySearch
+from miret_governance.governance.miret.greedy import GreedySearch
 from miret_governance.governance.miret.layout import hyperplane_values
 from miret_governance.governance.miret.search_state import IMPROVEMENT, digest, subtree_ranges
 
@@ -70,7 +70,7 @@ def _liblinear_seed(seed) -> int:
 
 
 class TreeSearch(GreedySearch):
-    """Node refits, subtree regrowth and random subtree restarts ("kicks")."""
+    """Node refits and subtree regrowth."""
 
     def child_costs(self, t, idx):
         """Loss of each sample of ``idx`` if sent left / right at ``t`` (inf-like when the
@@ -198,27 +198,6 @@ class TreeSearch(GreedySearch):
             return True
         self.coef, self.intercept, self.V = saved
         return False
-
-    def kick(self, t):
-        """Replace the subtree at ``t`` by a greedy one under a random shortlisted split."""
-        idx = self.reaching()[t]
-        level = int(self.level[t])
-        groups = np.unique(self.comp[idx], return_inverse=True)[1]
-        shortlist = self.gini_shortlist(idx, groups, level, LOOKAHEAD)
-        if not shortlist:
-            return False
-        a, b, _ = shortlist[int(self.rng.integers(len(shortlist)))]
-        left = hyperplane_values(self.X[idx], a, b) <= 0
-        out = {t: (a, b)}
-        self.grow(2 * t + 1, idx[left], True, out)
-        self.grow(2 * t + 2, idx[~left], True, out)
-        for start, size in subtree_ranges(t, self.depth - level):
-            for node in range(start, start + size):
-                a, b = out.get(node, (np.zeros(self.p), 0.0))
-                self.coef[node], self.intercept[node] = a, b
-                self.V[:, node] = hyperplane_values(self.X, a, b)
-        self.ensure_split()
-        return True
 
 
 def local_search(search):
