@@ -118,20 +118,24 @@ def constant_tree(problem, c) -> SurrogateTree:
     )
 
 
-def candidate_arrays(X, labels, depth, classes, random_state):
+def candidate_arrays(X, labels, depth, classes, random_state, thresholds=None):
     """``(cart, univariate)``: the CART tree and the optimal univariate tree on guessed
     thresholds (plain arrays) of depth ``depth`` on normalized ``X`` with ``labels``
-    (values of ``classes``)."""
+    (values of ``classes``); ``thresholds``: ``guessed_thresholds(X, labels,
+    random_state)`` when already known (they do not depend on the depth)."""
     cart, columns = fit_cart(X, labels, depth, random_state=random_state)
-    thresholds = guessed_thresholds(X, labels, random_state)
+    if thresholds is None:
+        thresholds = guessed_thresholds(X, labels, random_state)
     univariate = optimal_tree(X, labels, depth, *thresholds, classes)
     return cart_arrays(cart, columns), univariate
 
 
-def univariate_trees(problem, random_state):
+def univariate_trees(problem, random_state, thresholds=None):
     """:func:`candidate_arrays` on the problem's sample: they do not depend on alpha."""
     labels = problem.classes[problem.y]
-    return candidate_arrays(problem.X, labels, problem.depth, problem.classes, random_state)
+    return candidate_arrays(
+        problem.X, labels, problem.depth, problem.classes, random_state, thresholds
+    )
 
 
 def seed_trees(problem, random_state, trees=None):

@@ -3,9 +3,10 @@ makes on its rows: the held-out folds' and the final one.
 
 :class:`SampleFits` holds the fit's inputs once (the ensemble's inputs and labels, the
 MILP's sample, the wider sample of the returned CART and univariate trees) and builds
-each problem once per (rows, depth, proximity threshold) and each pair of CART and
-univariate trees once per (rows, depth): alpha only weighs the objective, and neither
-tree depends on alpha or ``m``.
+each problem once per (rows, depth, proximity threshold), the guessed thresholds once
+per rows and each pair of CART and univariate trees once per (rows, depth): alpha only
+weighs the objective, neither tree depends on alpha or ``m``, and the thresholds do not
+depend on the depth either (several depths are tried when none is given).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from miret_governance.governance.miret.engine import (
     univariate_trees,
 )
 from miret_governance.governance.miret.problem import build_problem
+from miret_governance.governance.miret.univariate import guessed_thresholds
 
 CANDIDATE_ROWS = 10_000
 """Rows (at most) the returned CART and optimal univariate trees are fitted on when
@@ -62,7 +64,7 @@ class SampleFits:
         self.ensemble, self.tree_inputs, self.labels = ensemble, tree_inputs, labels
         self.rows, self.wider, self.scaler = rows, wider, scaler
         self.params, self.begin = params, begin
-        self._problems, self._trees = {}, {}
+        self._problems, self._trees, self._thresholds = {}, {}, {}
         self.folds_cut = []  # the time cap cut a fold's heuristic: the choice may differ
 
     def problem(self, sample, depth, proximity_threshold):
@@ -93,9 +95,19 @@ class SampleFits:
         if trees is None:
             key = (tuple(sample), depth)
             if key not in self._trees:
-                self._trees[key] = univariate_trees(problem, self.params["random_state"])
+                seed = self.params["random_state"]
+                thresholds = self.guessed_thresholds(key[0], problem, seed)
+                self._trees[key] = univariate_trees(problem, seed, thresholds)
             trees = self._trees[key]
         return problem, fit_problem(problem, self.params, self.begin, trees=trees, **options)
+
+    def guessed_thresholds(self, sample, problem, seed):
+        """The guessed thresholds of the rows ``sample`` (a tuple), on the normalized
+        inputs and labels of ``problem`` (one of those rows' problems, any depth)."""
+        if sample not in self._thresholds:
+            labels = problem.classes[problem.y]
+            self._thresholds[sample] = guessed_thresholds(problem.X, labels, seed)
+        return self._thresholds[sample]
 
     def fold_candidates(self, train, depth, setting, share):
         """The candidates of a held-out fold's fit on ``rows[train]``: seeds and heuristic

@@ -9,7 +9,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedKFold
 from sklearn.tree import DecisionTreeClassifier
 
-from miret_governance.governance.miret import MiretSurrogate, grid
+from miret_governance.governance.miret import MiretSurrogate, fitting, grid
 from miret_governance.governance.miret.selection import folds
 
 
@@ -176,6 +176,30 @@ def test_an_easy_ensemble_gets_the_smallest_depth_and_the_papers_alpha(step, cho
         ]
         assert cv == pytest.approx(right / 120)
     assert len(folds(labels)) == 3
+
+
+def test_thresholds_are_guessed_once_per_rows_whatever_the_depths_tried(step, monkeypatch):
+    X, forest = step
+    rows_guessed = []
+    guess = fitting.guessed_thresholds
+
+    def counted(unit, labels, seed):
+        rows_guessed.append(len(unit))
+        return guess(unit, labels, seed)
+
+    monkeypatch.setattr(fitting, "guessed_thresholds", counted)
+    both = MiretSurrogate(forest, solver="highs", time_limit=30).fit(X)
+    # depths 2 and 3 on 3 folds of 80 rows, then the chosen depth on all 120 rows
+    assert sorted(rows_guessed) == [80, 80, 80, 120]
+    alone = MiretSurrogate(forest, depth=3, solver="highs", time_limit=30).fit(X)
+
+    def univariate_at_3(fitted):
+        rows = fitted.solve_report_.grid["rows"]
+        return [
+            r["cv_fidelity"] for r in rows if r["candidate"] == "univariate" and r["depth"] == 3
+        ]
+
+    assert univariate_at_3(both) == univariate_at_3(alone)
 
 
 def test_explicit_values_are_never_overridden(step):
