@@ -95,17 +95,19 @@ class SampleFits:
         if trees is None:
             key = (tuple(sample), depth)
             if key not in self._trees:
-                seed = self.params["random_state"]
-                thresholds = self.guessed_thresholds(key[0], problem, seed)
-                self._trees[key] = univariate_trees(problem, seed, thresholds)
+                thresholds = self.guessed_thresholds(key[0], problem)
+                self._trees[key] = univariate_trees(
+                    problem, self.params["random_state"], thresholds
+                )
             trees = self._trees[key]
         return problem, fit_problem(problem, self.params, self.begin, trees=trees, **options)
 
-    def guessed_thresholds(self, sample, problem, seed):
+    def guessed_thresholds(self, sample, problem):
         """The guessed thresholds of the rows ``sample`` (a tuple), on the normalized
         inputs and labels of ``problem`` (one of those rows' problems, any depth)."""
         if sample not in self._thresholds:
             labels = problem.classes[problem.y]
+            seed = self.params["random_state"]
             self._thresholds[sample] = guessed_thresholds(problem.X, labels, seed)
         return self._thresholds[sample]
 
