@@ -25,7 +25,7 @@ ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --port $(PORT)
 
 # The whole suite (what CI runs), on three workers (pytest-xdist; a file's tests stay on
-# one worker, so module fixtures are built once): 9.5 to 10 minutes on 2 cores. Many tests
+# one worker, so module fixtures are built once): 9.5 to 10.5 minutes on 2 cores. Many tests
 # wait on a server, a child process or an environment build, so a third worker fills
 # those waits (back to back on a quiet 2-core machine: 10:31 on two workers, 9:22 on three).
 test: $(STAMP)
