@@ -14,9 +14,11 @@ of the returned tree, and the MIRET procedure's held-out fidelity and mean fold 
 at that setting. ``--report`` replays rules on those rows and writes
 ``results_setting_rules.md``: the estimator today (its MIRET rows of
 ``results_surrogates_examples_<target>.csv``), its rule on the wider grid, each setting
-fixed, and a sparsity
-exchange rate (the setting with the most held-out fidelity points minus ``rate`` points
-per fold feature). An experiment for the issue's note, not a product code path.
+fixed, and two sparsity
+exchange rates: the setting with the most held-out fidelity points minus ``rate`` points
+per fold feature, or minus ``k`` standard errors of its held-out fidelity per fold feature
+(``sqrt(p (1 - p) / n)`` on the ``n`` held-out rows: a feature must buy ``k`` standard
+errors). An experiment for the issue's note, not a product code path.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from miret_governance.governance.miret import MiretSurrogate, grid
 HERE = Path(__file__).resolve().parent
 ALPHAS = (0.2, 0.5, 0.8, 2.0)
 RATES = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0)
+ERRORS = (0.5, 1.0, 1.5, 2.0)
 INCUMBENT = (0.5, 0.9)
 
 
@@ -67,6 +70,7 @@ def run(target: str) -> None:
                     {
                         "dataset": csv.stem,
                         "depth": depth,
+                        "held_out_rows": fit.n_rows_used_,
                         "alpha": setting[0],
                         "m": setting[1],
                         "rule_alpha": state["rule"][0],
@@ -90,9 +94,12 @@ def _pick(instance: pd.DataFrame, rule) -> pd.Series:
     if rule[0] == "fixed":
         alpha, m = rule[1]
         return instance[(instance["alpha"] == alpha) & (instance["m"] == m)].iloc[0]
-    _, rate, alphas = rule
+    kind, rate, alphas = rule
     allowed = instance[instance["alpha"].isin(alphas) | (instance["m"] != 0.9)]
-    score = (100 * allowed["cv_miret"] - rate * allowed["fold_features"]).round(9)
+    held_out = allowed["cv_miret"]
+    if kind == "errors":  # rate standard errors of the held-out fidelity, in points
+        rate = rate * 100 * np.sqrt(held_out * (1 - held_out) / allowed["held_out_rows"])
+    score = (100 * held_out - rate * allowed["fold_features"]).round(9)
     incumbent = (allowed["alpha"] == INCUMBENT[0]) & (allowed["m"] == INCUMBENT[1])
     order = np.lexsort((~incumbent.to_numpy(), -score.to_numpy()))
     return allowed.iloc[order[0]]
@@ -100,8 +107,10 @@ def _pick(instance: pd.DataFrame, rule) -> pd.Series:
 
 def _rules() -> list:
     fixed = [("fixed", (alpha, 0.9)) for alpha in ALPHAS] + [("fixed", (0.5, 1.0))]
-    rates = [("rate", rate, alphas) for alphas in ((0.2, 0.5, 2.0), ALPHAS) for rate in RATES]
-    return ["estimator", *fixed, *rates]
+    grids = ((0.2, 0.5, 2.0), ALPHAS)
+    rates = [("rate", rate, alphas) for alphas in grids for rate in RATES]
+    errors = [("errors", k, alphas) for alphas in grids for k in ERRORS]
+    return ["estimator", *fixed, *rates, *errors]
 
 
 def _label(rule) -> str:
@@ -112,7 +121,8 @@ def _label(rule) -> str:
     if rule[0] == "fixed":
         return f"alpha {rule[1][0]:g}, m {rule[1][1]:g} fixed"
     alphas = ", ".join(f"{alpha:g}" for alpha in rule[2])
-    return f"{rule[1]:g} points per feature, alphas {alphas}"
+    unit = "points" if rule[0] == "rate" else "standard errors"
+    return f"{rule[1]:g} {unit} per feature, alphas {alphas}"
 
 
 def report() -> None:
