@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 ALPHAS = (0.2, 0.5, 0.8, 2.0)
 RATES = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0)
 ERRORS = (0.5, 1.0, 1.5, 2.0)
-INCUMBENT = (0.5, 0.9)
+INCUMBENT = grid.incumbent(grid.settings(None, None))  # the paper's alpha 0.5 and m 0.9
 
 
 def run(target: str) -> None:
@@ -86,14 +86,17 @@ def run(target: str) -> None:
     pd.DataFrame(rows).to_csv(HERE / f"results_setting_rules_examples_{target}.csv", index=False)
 
 
+def _at(instance: pd.DataFrame, alpha: float, m: float) -> pd.Series:
+    """One instance's row of the setting ``(alpha, m)``."""
+    return instance[(instance["alpha"] == alpha) & (instance["m"] == m)].iloc[0]
+
+
 def _pick(instance: pd.DataFrame, rule) -> pd.Series:
     """The row ``rule`` returns among one instance's settings."""
     if rule == "estimator":
-        setting = (instance["rule_alpha"].iloc[0], instance["rule_m"].iloc[0])
-        return instance[(instance["alpha"] == setting[0]) & (instance["m"] == setting[1])].iloc[0]
+        return _at(instance, instance["rule_alpha"].iloc[0], instance["rule_m"].iloc[0])
     if rule[0] == "fixed":
-        alpha, m = rule[1]
-        return instance[(instance["alpha"] == alpha) & (instance["m"] == m)].iloc[0]
+        return _at(instance, *rule[1])
     kind, rate, alphas = rule
     allowed = instance[instance["alpha"].isin(alphas) | (instance["m"] != 0.9)]
     held_out = allowed["cv_miret"]
