@@ -75,6 +75,7 @@ from miret_governance.flavors.registry import (
     SURROGATE_TAG,
     model_id_of,
     resolve_model_version,
+    set_version_tag,
     version_uri,
 )
 from miret_governance.flavors.trust import trusted_keys
@@ -290,8 +291,8 @@ def evaluate_and_record(
         client.set_terminated(run_id, "FAILED")
         raise
     client.set_terminated(run_id, "FINISHED")
-    client.set_model_version_tag(version.name, version.version, GATE_TAG, result)
-    client.set_model_version_tag(version.name, version.version, GATE_RUN_TAG, run_id)
+    set_version_tag(client, version.name, version.version, GATE_TAG, result)
+    set_version_tag(client, version.name, version.version, GATE_RUN_TAG, run_id)
     outcome = GateOutcome(
         ensemble_uri=ensemble_uri,
         surrogate_uri=surrogate_uri,

@@ -53,6 +53,7 @@ from miret_governance.flavors.registry import (
     PROMOTION_RUN_TAG,
     PROMOTION_TAG,
     resolve_model_version,
+    set_version_tag,
     version_uri,
 )
 from miret_governance.governance.policy import Policy
@@ -226,9 +227,9 @@ def promote_model_version(
             client.set_registered_model_alias(name, alias, number)
         tag = PROMOTION_TAG.format(alias=alias)
         if passed or holder != number:
-            client.set_model_version_tag(name, number, tag, status)
-            client.set_model_version_tag(
-                name, number, PROMOTION_RUN_TAG.format(alias=alias), outcome.run_id
+            set_version_tag(client, name, number, tag, status)
+            set_version_tag(
+                client, name, number, PROMOTION_RUN_TAG.format(alias=alias), outcome.run_id
             )
         client.set_tag(outcome.run_id, tag, status)
     describe_versions(client, gated.version, gated.surrogate, checked.evidence, checked.features)

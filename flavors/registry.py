@@ -213,14 +213,29 @@ def find_surrogate(
     return next((v for v in newest_first if accept(v)), None)
 
 
+def set_version_tag(client: MlflowClient, name: str, version, key: str, value: str) -> None:
+    """Set tag ``key`` of model version ``name``/``version``, retried once when the write
+    fails.
+
+    MLflow's SQL store writes a tag by select-then-insert, so two explains linking the
+    same winner at once can both find no tag and the second insert then violates the
+    unique key. The row exists by then and the retry updates it, as a serialized write
+    would; a failure with another cause fails the retry the same way and is raised.
+    """
+    try:
+        client.set_model_version_tag(name, version, key, value)
+    except MlflowException:
+        client.set_model_version_tag(name, version, key, value)
+
+
 def link_surrogate(client: MlflowClient, ensemble_version, surrogate_version) -> None:
     """Point the ensemble version's ``governance.surrogate`` tag at ``surrogate_version``;
     the surrogate linked before is marked superseded (:func:`mark_superseded`)."""
     target = version_uri(surrogate_version)
     previous = ensemble_version.tags.get(SURROGATE_TAG)
     if previous != target:
-        client.set_model_version_tag(
-            ensemble_version.name, ensemble_version.version, SURROGATE_TAG, target
+        set_version_tag(
+            client, ensemble_version.name, ensemble_version.version, SURROGATE_TAG, target
         )
         if SUPERSEDED_TAG in (surrogate_version.tags or {}):
             client.delete_model_version_tag(
@@ -239,7 +254,7 @@ def mark_superseded(client: MlflowClient, previous_uri: str, successor) -> None:
     except ExplainError:
         return
     successor_uri = version_uri(successor)
-    client.set_model_version_tag(old.name, old.version, SUPERSEDED_TAG, successor_uri)
+    set_version_tag(client, old.name, old.version, SUPERSEDED_TAG, successor_uri)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     line = (
         f"**Superseded** by {version_link(successor.name, successor.version)} (linked "

@@ -15,11 +15,15 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
-from mlflow_store import interruptible_cli, register_wisconsin_rf
+from mlflow_store import interruptible_cli, linked_versions, register_wisconsin_rf
 
 from miret_governance.flavors.errors import ExplainError, GovernanceError
 from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.registry import SURROGATE_TAG, resolve_model_version
+from miret_governance.flavors.registry import (
+    SURROGATE_TAG,
+    link_surrogate,
+    resolve_model_version,
+)
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,6 +185,35 @@ def test_two_concurrent_explains_register_one_version(registered, tmp_path):
     runs = _explain_runs(registered)
     assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
     assert len(_live_models(registered)) == 2  # the ensemble's and the winner's surrogate
+
+
+def test_a_link_written_meanwhile_by_a_concurrent_explain_is_not_an_error(store, monkeypatch):
+    """MLflow's SQL store writes a tag by select-then-insert. Here the other explain,
+    linking the same winner, commits its tag between this one's select and insert, so
+    this insert violates the unique key (the race two concurrent explains can lose)."""
+    from mlflow.store.model_registry.dbmodels.models import SqlModelVersionTag
+    from sqlalchemy.orm import Session
+
+    client = MlflowClient()
+    linked_versions(store, {})
+    client.delete_model_version_tag("credit-rf", "1", SURROGATE_TAG)
+    ensemble = client.get_model_version("credit-rf", "1")
+    surrogate = client.get_model_version("credit-rf-surrogate", "1")
+    real_merge, raced = Session.merge, []
+
+    def merge_after_the_other_commits(session, instance, **kwargs):
+        merged = real_merge(session, instance, **kwargs)  # selected: no tag yet
+        if isinstance(instance, SqlModelVersionTag) and not raced:
+            raced.append(instance.key)
+            MlflowClient().set_model_version_tag(
+                instance.name, instance.version, instance.key, instance.value
+            )
+        return merged
+
+    monkeypatch.setattr(Session, "merge", merge_after_the_other_commits)
+    link_surrogate(client, ensemble, surrogate)
+    assert raced == [SURROGATE_TAG]
+    assert _link() == "models:/credit-rf-surrogate/1"
 
 
 def test_a_dataset_inserted_by_a_concurrent_run_is_linked_not_an_error(store, monkeypatch):
