@@ -22,9 +22,17 @@ from miret_governance.flavors.registry import name_filter
 
 @pytest.fixture(scope="session")
 def migrated_store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    """The migrated, empty store. MLflow gives its default experiment the artifact
+    location ``./mlruns/0`` resolved against the working folder when the store is
+    created: created from the repository (session fixtures come before the tests'
+    ``chdir``), every copy's default experiment wrote its artifacts to the repository's
+    ``./mlruns``; created beside the store, they stay in a temporary folder."""
+    folder = tmp_path_factory.mktemp("store")
+    path = folder / "mlflow.db"
     uri = f"sqlite:///{path}"
-    MlflowClient(tracking_uri=uri, registry_uri=uri).search_registered_models()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)
+        MlflowClient(tracking_uri=uri, registry_uri=uri).search_registered_models()
     return path
 
 
