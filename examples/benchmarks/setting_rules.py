@@ -18,7 +18,11 @@ fixed, and two sparsity
 exchange rates: the setting with the most held-out fidelity points minus ``rate`` points
 per fold feature, or minus ``k`` standard errors of its held-out fidelity per fold feature
 (``sqrt(p (1 - p) / n)`` on the ``n`` held-out rows: a feature must buy ``k`` standard
-errors). An experiment for the issue's note, not a product code path.
+errors), or ``rate`` points per fold feature beyond the features of the instance's CART
+tree (the bar compares with CART). ``--seed K`` runs another split and ensemble seed
+(``_seed<K>`` in the file name); the report's last section pools the seeds, with the
+peers of ``surrogates.py --seed K``. An experiment for the issue's note, not a product
+code path.
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ HERE = Path(__file__).resolve().parent
 ALPHAS = (0.2, 0.5, 0.8, 2.0)
 RATES = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0)
 ERRORS = (0.5, 1.0, 1.5, 2.0)
+BEYOND_RATES = (1.0, 2.0, np.inf)
 INCUMBENT = grid.incumbent(grid.settings(None, None))  # the paper's alpha 0.5 and m 0.9
 
 
-def run(target: str) -> None:
-    """Fit every example instance once per setting of the wider grid."""
+def run(target: str, seed: int) -> None:
+    """Fit every example instance of split seed ``seed`` once per setting of the wider
+    grid."""
     original, state = grid.choose, {}
 
     def forced(right, features, depths, tried):
@@ -54,7 +60,7 @@ def run(target: str) -> None:
     for depth in (2, 3, 4):
         for csv in sorted(paper.DATA.glob("*.csv")):
             inst = paper.make_instance(
-                pd.read_csv(csv), paper.ensemble_model(target, depth, 0), depth, 0
+                pd.read_csv(csv), paper.ensemble_model(target, depth, seed), depth, seed
             )
             for setting in grid.settings(None, None):
                 state["setting"] = setting
@@ -83,7 +89,8 @@ def run(target: str) -> None:
                     }
                 )
             print(f"{csv.stem} D={depth}", flush=True)
-    pd.DataFrame(rows).to_csv(HERE / f"results_setting_rules_examples_{target}.csv", index=False)
+    path = HERE / f"results_setting_rules_examples_{target}{surrogates.seed_suffix(seed)}.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
 
 
 def _at(instance: pd.DataFrame, alpha: float, m: float) -> pd.Series:
@@ -91,8 +98,10 @@ def _at(instance: pd.DataFrame, alpha: float, m: float) -> pd.Series:
     return instance[(instance["alpha"] == alpha) & (instance["m"] == m)].iloc[0]
 
 
-def _pick(instance: pd.DataFrame, rule) -> pd.Series:
-    """The row ``rule`` returns among one instance's settings."""
+def _pick(instance: pd.DataFrame, rule, cart_features: float) -> pd.Series:
+    """The row ``rule`` returns among one instance's settings (``cart_features``: the
+    features of the instance's CART tree, for the rules that charge only features
+    beyond CART's)."""
     if rule == "estimator":
         return _at(instance, instance["rule_alpha"].iloc[0], instance["rule_m"].iloc[0])
     if rule[0] == "fixed":
@@ -102,7 +111,10 @@ def _pick(instance: pd.DataFrame, rule) -> pd.Series:
     held_out = allowed["cv_miret"]
     if kind == "errors":  # rate standard errors of the held-out fidelity, in points
         rate = rate * 100 * np.sqrt(held_out * (1 - held_out) / allowed["held_out_rows"])
-    score = (100 * held_out - rate * allowed["fold_features"]).round(9)
+    charged = allowed["fold_features"]
+    if kind == "beyond":  # only the features beyond CART's; inf: never more than CART
+        charged = np.maximum(charged - cart_features, 0)
+    score = (100 * held_out - np.where(charged > 0, rate * charged, 0)).round(9)
     incumbent = (allowed["alpha"] == INCUMBENT[0]) & (allowed["m"] == INCUMBENT[1])
     order = np.lexsort((~incumbent.to_numpy(), -score.to_numpy()))
     return allowed.iloc[order[0]]
@@ -113,7 +125,8 @@ def _rules() -> list:
     grids = ((0.2, 0.5, 2.0), ALPHAS)
     rates = [("rate", rate, alphas) for alphas in grids for rate in RATES]
     errors = [("errors", k, alphas) for alphas in grids for k in ERRORS]
-    return ["estimator", *fixed, *rates, *errors]
+    beyond = [("beyond", rate, alphas) for alphas in grids for rate in BEYOND_RATES]
+    return ["estimator", *fixed, *rates, *errors, *beyond]
 
 
 def _label(rule) -> str:
@@ -124,6 +137,10 @@ def _label(rule) -> str:
     if rule[0] == "fixed":
         return f"alpha {rule[1][0]:g}, m {rule[1][1]:g} fixed"
     alphas = ", ".join(f"{alpha:g}" for alpha in rule[2])
+    if rule[0] == "beyond" and np.isinf(rule[1]):
+        return f"no more fold features than CART's tree has, alphas {alphas}"
+    if rule[0] == "beyond":
+        return f"{rule[1]:g} points per fold feature beyond CART's, alphas {alphas}"
     unit = "points" if rule[0] == "rate" else "standard errors"
     return f"{rule[1]:g} {unit} per feature, alphas {alphas}"
 
@@ -156,11 +173,15 @@ def report() -> None:
             cells = []
             for depth in (2, 3, 4):
                 part = frame[frame["depth"] == depth]
+                cart_of = wide["features"].xs(depth, level="depth")["CART"]
                 if rule == "today":
                     picked = today[today["depth"] == depth].set_index("dataset")
                 else:
                     picked = pd.DataFrame(
-                        [_pick(instance, rule) for _, instance in part.groupby("dataset")]
+                        [
+                            _pick(instance, rule, cart_of[dataset])
+                            for dataset, instance in part.groupby("dataset")
+                        ]
                     ).set_index("dataset")
                 fid = wide["test_fidelity"].xs(depth, level="depth")
                 best_peer = max(fid[name].mean() for name in surrogates.PEERS)
@@ -174,16 +195,92 @@ def report() -> None:
                 )
             lines.append(f"| {_label(rule)} | " + " | ".join(cells) + " |")
         lines.append("")
+    lines += _pooled()
     (HERE / "results_setting_rules.md").write_text("\n".join(lines))
     print(f"wrote {HERE / 'results_setting_rules.md'}")
+
+
+def _seed_frames(target: str) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
+    """``{seed: (setting rows, surrogates.py rows)}`` of every seed with both files."""
+    found = {}
+    for path in HERE.glob(f"results_setting_rules_examples_{target}*.csv"):
+        seed = int(path.stem.rsplit("_seed", 1)[1]) if "_seed" in path.stem else 0
+        peers = HERE / f"results_surrogates_examples_{target}{surrogates.seed_suffix(seed)}.csv"
+        if peers.exists():
+            found[seed] = (pd.read_csv(path), pd.read_csv(peers))
+    return found
+
+
+def _pooled() -> list[str]:
+    """The rules over every seed run (``--seed``), instance by instance pooled."""
+    lines = [
+        "## Over every seed run",
+        "",
+        (
+            "Each rule on the example instances of every seed run (``--seed K``, peers from "
+            "``surrogates.py --seed K``), pooled: MIRET - best peer on the mean test "
+            "fidelity over all (seed, dataset) instances (in brackets: the seeds whose own "
+            "mean meets the bar) / mean features (**ok** when <= CART's) / instances more "
+            "than 3 points below CART."
+        ),
+        "",
+    ]
+    for target in ("rf", "xgb"):
+        frames = _seed_frames(target)
+        if len(frames) < 2:
+            continue
+        lines += [
+            f"### {target.upper()}, seeds {', '.join(map(str, sorted(frames)))}",
+            "",
+            "| rule | D2 | D3 | D4 |",
+            "|---|---|---|---|",
+        ]
+        for rule in ["today", *_rules()]:
+            cells = []
+            for depth in (2, 3, 4):
+                picked, peers = [], []
+                for seed, (rows, found) in sorted(frames.items()):
+                    part = rows[rows["depth"] == depth]
+                    wide = found[found["depth"] == depth].pivot_table(
+                        index="dataset", columns="method", values=["test_fidelity", "features"]
+                    )
+                    cart_of = wide["features"]["CART"]
+                    if rule == "today":
+                        mine = found[(found["method"] == "MIRET") & (found["depth"] == depth)]
+                    else:
+                        mine = pd.DataFrame(
+                            [
+                                _pick(inst, rule, cart_of[dataset])
+                                for dataset, inst in part.groupby("dataset")
+                            ]
+                        )
+                    picked.append(mine.assign(seed=seed).set_index(["seed", "dataset"]))
+                    peers.append(pd.concat({seed: wide}, names=["seed"]))
+                mine, wide = pd.concat(picked), pd.concat(peers)
+                fid = wide["test_fidelity"]
+                best = max(fid[name].mean() for name in surrogates.PEERS)
+                by_seed = fid.groupby(level="seed").mean()[list(surrogates.PEERS)].max(axis=1)
+                own = mine["test_fidelity"].groupby(level="seed").mean()
+                met = int((own >= by_seed - 1e-9).sum())
+                features, cart_features = mine["features"].mean(), wide["features"]["CART"].mean()
+                verdict = "**ok**" if features <= cart_features else "over"
+                below = int((mine["test_fidelity"] - fid["CART"] < -3).sum())
+                cells.append(
+                    f"{mine['test_fidelity'].mean() - best:+.2f} ({met}/{len(frames)}) / "
+                    f"{features:.2f} {verdict} / {below}"
+                )
+            lines.append(f"| {_label(rule)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines if len(lines) > 6 else []
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=("rf", "xgb"), default="xgb")
+    surrogates.add_seed_argument(parser)
     parser.add_argument("--report", action="store_true", help="only write the Markdown")
     args = parser.parse_args(argv)
-    report() if args.report else run(args.target)
+    report() if args.report else run(args.target, args.seed)
 
 
 if __name__ == "__main__":

@@ -76,11 +76,27 @@ def fit_miret(inst: paper.Instance, _hyper: dict, args) -> paper.Surrogate:
     return paper.Surrogate(surrogate.predict, len(surrogate.selected_features_), report.stop_reason)
 
 
+def seed_suffix(seed: int) -> str:
+    """File-name suffix of a seed run (none for the issue's seed 0)."""
+    return "" if seed == 0 else f"_seed{seed}"
+
+
+def add_seed_argument(parser: argparse.ArgumentParser) -> None:
+    """``--seed``: the split and ensemble seed of a run."""
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="split and ensemble seed (the issue's protocol: 0); another adds _seed<value> "
+        "to the file name, and the report pools the seeds",
+    )
+
+
 def run(args) -> None:
     suffix = "" if args.alpha is None else f"_alpha{args.alpha:g}"
     suffix += "" if args.proximity_threshold is None else f"_m{args.proximity_threshold:g}"
     suffix += "" if args.solver == "highs" else f"_{args.solver}"
-    suffix += "" if args.seed == 0 else f"_seed{args.seed}"
+    suffix += seed_suffix(args.seed)
     path = HERE / f"results_surrogates_{args.group}_{args.target}{suffix}.csv"
     rows = pd.read_csv(path).to_dict("records") if args.resume and path.exists() else []
     done = {(row["dataset"], row["depth"]) for row in rows}
@@ -343,13 +359,7 @@ def main(argv=None) -> None:
         "licence gets) or auto (the estimator's default: Gurobi's size-limited licence "
         "for the node MILPs that fit it); auto adds _auto to the file name",
     )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="split and ensemble seed (the issue's protocol: 0); another adds _seed<value> "
-        "to the file name, and the report's last section pools the seeds",
-    )
+    add_seed_argument(parser)
     parser.add_argument("--report", action="store_true", help="only write the Markdown")
     args = parser.parse_args(argv)
     report() if args.report else run(args)
