@@ -213,19 +213,34 @@ def find_surrogate(
     return next((v for v in newest_first if accept(v)), None)
 
 
-def set_version_tag(client: MlflowClient, name: str, version, key: str, value: str) -> None:
-    """Set tag ``key`` of model version ``name``/``version``, retried once when the write
-    fails.
+_INSERT_RACE = re.compile(r"unique (key )?constraint|duplicate (key|entry)", re.IGNORECASE)
+"""A store's refusal of a duplicate row: SQLite and PostgreSQL ("UNIQUE constraint
+failed", "duplicate key value violates unique constraint"), MySQL ("Duplicate entry"),
+SQL Server ("Violation of UNIQUE KEY constraint")."""
 
-    MLflow's SQL store writes a tag by select-then-insert, so two explains linking the
-    same winner at once can both find no tag and the second insert then violates the
-    unique key. The row exists by then and the retry updates it, as a serialized write
-    would; a failure with another cause fails the retry the same way and is raised.
+
+def retried_after_insert_race(write, *args, **kwargs):
+    """``write(*args, **kwargs)``, once more when a concurrent writer inserted the same
+    row first.
+
+    MLflow's SQL stores write a model version tag or a dataset by select-then-insert, so
+    two processes can both find no row and the second insert then violates a unique
+    constraint (and is rolled back). The row exists by then, so the second attempt
+    updates or links it, as a serialized write would. Any other failure is raised at
+    once: a locked store or a hung server is not waited for twice.
     """
     try:
-        client.set_model_version_tag(name, version, key, value)
-    except MlflowException:
-        client.set_model_version_tag(name, version, key, value)
+        return write(*args, **kwargs)
+    except MlflowException as exc:
+        if not _INSERT_RACE.search(str(exc)):
+            raise
+        return write(*args, **kwargs)
+
+
+def set_version_tag(client: MlflowClient, name: str, version, key: str, value: str) -> None:
+    """Set tag ``key`` of model version ``name``/``version``; two explains linking the
+    same winner at once both write it (:func:`retried_after_insert_race`)."""
+    retried_after_insert_race(client.set_model_version_tag, name, version, key, value)
 
 
 def link_surrogate(client: MlflowClient, ensemble_version, surrogate_version) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 import mlflow
 import numpy as np
 from mlflow.entities import LoggedModelInput
-from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import ExplainError, ValidationFailedError
 from miret_governance.flavors.registry import (
@@ -30,6 +29,7 @@ from miret_governance.flavors.registry import (
     ENSEMBLE_URI_TAG,
     EXPLAIN_DIGEST_TAG,
     VALIDATION_TAG,
+    retried_after_insert_race,
 )
 from miret_governance.flavors.request import ExplainRequest
 from miret_governance.flavors.validation_worker import validate_frames
@@ -72,14 +72,9 @@ def log_params(params: dict) -> None:
 
 def log_dataset(data, context: str) -> None:
     """``mlflow.log_input`` of a dataset. When a concurrent run inserted the same dataset
-    first, the store refuses the duplicate row (a unique constraint) and rolls back;
-    logging again then links the dataset that run created."""
-    try:
-        mlflow.log_input(data, context=context)
-    except MlflowException as exc:
-        if "unique constraint" not in str(exc).lower():
-            raise
-        mlflow.log_input(data, context=context)
+    first, logging again links the dataset that run created
+    (:func:`flavors.registry.retried_after_insert_race`)."""
+    retried_after_insert_race(mlflow.log_input, data, context=context)
 
 
 # ---------------------------------------------------------------------- stages

@@ -23,6 +23,7 @@ from miret_governance.flavors.registry import (
     SURROGATE_TAG,
     link_surrogate,
     resolve_model_version,
+    set_version_tag,
 )
 
 pytest_plugins = ["mlflow_store"]
@@ -213,6 +214,23 @@ def test_a_link_written_meanwhile_by_a_concurrent_explain_is_not_an_error(store,
     monkeypatch.setattr(Session, "merge", merge_after_the_other_commits)
     link_surrogate(client, ensemble, surrogate)
     assert raced == [SURROGATE_TAG]
+    assert _link() == "models:/credit-rf-surrogate/1"
+
+
+def test_a_tag_write_that_fails_otherwise_is_not_retried(store):
+    """Only a unique-constraint refusal is the race: a locked store is not waited for
+    twice."""
+    client, calls = MlflowClient(), []
+    linked_versions(store, {})
+
+    def locked(*args):
+        calls.append(args)
+        raise MlflowException("(sqlite3.OperationalError) database is locked")
+
+    client.set_model_version_tag = locked
+    with pytest.raises(MlflowException, match="locked"):
+        set_version_tag(client, "credit-rf", "1", SURROGATE_TAG, "models:/other/1")
+    assert calls == [("credit-rf", "1", SURROGATE_TAG, "models:/other/1")]
     assert _link() == "models:/credit-rf-surrogate/1"
 
 
