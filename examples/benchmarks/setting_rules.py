@@ -21,13 +21,16 @@ per fold feature, or minus ``k`` standard errors of its held-out fidelity per fo
 errors), or ``rate`` points per fold feature beyond the features of the instance's CART
 tree (the bar compares with CART). ``--seed K`` runs another split and ensemble seed
 (``_seed<K>`` in the file name); the report's last section pools the seeds, with the
-peers of ``surrogates.py --seed K``. An experiment for the issue's note, not a product
+peers of ``surrogates.py --seed K``. ``--group unseen`` runs the data sets set aside
+(``results_setting_rules_unseen_<target>[_seed<K>].csv``), to check a rule chosen on the
+examples. An experiment for the issue's note, not a product
 code path.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +48,9 @@ BEYOND_RATES = (1.0, 2.0, np.inf)
 INCUMBENT = grid.incumbent(grid.settings(None, None))  # the paper's alpha 0.5 and m 0.9
 
 
-def run(target: str, seed: int) -> None:
-    """Fit every example instance of split seed ``seed`` once per setting of the wider
-    grid."""
+def run(target: str, seed: int, group: str = "examples") -> None:
+    """Fit every instance of ``group`` (``surrogates.GROUPS``) of split seed ``seed``
+    once per setting of the wider grid."""
     original, state = grid.choose, {}
 
     def forced(right, features, depths, tried):
@@ -58,7 +61,7 @@ def run(target: str, seed: int) -> None:
     grid.choose, grid.ALPHA_GRID = forced, ALPHAS
     rows = []
     for depth in (2, 3, 4):
-        for csv in sorted(paper.DATA.glob("*.csv")):
+        for csv in sorted(surrogates.GROUPS[group].glob("*.csv")):
             inst = paper.make_instance(
                 pd.read_csv(csv), paper.ensemble_model(target, depth, seed), depth, seed
             )
@@ -89,7 +92,7 @@ def run(target: str, seed: int) -> None:
                     }
                 )
             print(f"{csv.stem} D={depth}", flush=True)
-    path = HERE / f"results_setting_rules_examples_{target}{surrogates.seed_suffix(seed)}.csv"
+    path = HERE / f"results_setting_rules_{group}_{target}{surrogates.seed_suffix(seed)}.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
 
 
@@ -200,12 +203,12 @@ def report() -> None:
     print(f"wrote {HERE / 'results_setting_rules.md'}")
 
 
-def _seed_frames(target: str) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
+def _seed_frames(group: str, target: str) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
     """``{seed: (setting rows, surrogates.py rows)}`` of every seed with both files."""
     found = {}
-    for path in HERE.glob(f"results_setting_rules_examples_{target}*.csv"):
+    for path in HERE.glob(f"results_setting_rules_{group}_{target}*.csv"):
         seed = int(path.stem.rsplit("_seed", 1)[1]) if "_seed" in path.stem else 0
-        peers = HERE / f"results_surrogates_examples_{target}{surrogates.seed_suffix(seed)}.csv"
+        peers = HERE / f"results_surrogates_{group}_{target}{surrogates.seed_suffix(seed)}.csv"
         if peers.exists():
             found[seed] = (pd.read_csv(path), pd.read_csv(peers))
     return found
@@ -217,7 +220,7 @@ def _pooled() -> list[str]:
         "## Over every seed run",
         "",
         (
-            "Each rule on the example instances of every seed run (``--seed K``, peers from "
+            "Each rule on the instances of every seed run (``--seed K``, peers from "
             "``surrogates.py --seed K``), pooled: MIRET - best peer on the mean test "
             "fidelity over all (seed, dataset) instances (in brackets: the seeds whose own "
             "mean meets the bar) / mean features (**ok** when <= CART's) / instances more "
@@ -225,12 +228,12 @@ def _pooled() -> list[str]:
         ),
         "",
     ]
-    for target in ("rf", "xgb"):
-        frames = _seed_frames(target)
+    for group, target in itertools.product(surrogates.GROUPS, ("rf", "xgb")):
+        frames = _seed_frames(group, target)
         if len(frames) < 2:
             continue
         lines += [
-            f"### {target.upper()}, seeds {', '.join(map(str, sorted(frames)))}",
+            f"### {group}, {target.upper()}, seeds {', '.join(map(str, sorted(frames)))}",
             "",
             "| rule | D2 | D3 | D4 |",
             "|---|---|---|---|",
@@ -278,9 +281,16 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=("rf", "xgb"), default="xgb")
     surrogates.add_seed_argument(parser)
+    parser.add_argument(
+        "--group",
+        choices=tuple(surrogates.GROUPS),
+        default="examples",
+        help="the data sets (unseen: to check a rule chosen on the examples, never to "
+        "choose one); the report's last section has each group",
+    )
     parser.add_argument("--report", action="store_true", help="only write the Markdown")
     args = parser.parse_args(argv)
-    report() if args.report else run(args.target, args.seed)
+    report() if args.report else run(args.target, args.seed, args.group)
 
 
 if __name__ == "__main__":
