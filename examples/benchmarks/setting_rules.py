@@ -23,8 +23,7 @@ tree (the bar compares with CART). ``--seed K`` runs another split and ensemble 
 (``_seed<K>`` in the file name); the report's last section pools the seeds, with the
 peers of ``surrogates.py --seed K``. ``--group unseen`` runs the data sets set aside
 (``results_setting_rules_unseen_<target>[_seed<K>].csv``), to check a rule chosen on the
-examples. An experiment for the issue's note, not a product
-code path.
+examples. An experiment for the issue's note, not a product code path.
 """
 
 from __future__ import annotations
@@ -205,13 +204,13 @@ def report() -> None:
 
 def _seed_frames(group: str, target: str) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
     """``{seed: (setting rows, surrogates.py rows)}`` of every seed with both files."""
-    found = {}
-    for path in HERE.glob(f"results_setting_rules_{group}_{target}*.csv"):
-        seed = int(path.stem.rsplit("_seed", 1)[1]) if "_seed" in path.stem else 0
-        peers = HERE / f"results_surrogates_{group}_{target}{surrogates.seed_suffix(seed)}.csv"
-        if peers.exists():
-            found[seed] = (pd.read_csv(path), pd.read_csv(peers))
-    return found
+    rules = surrogates.seed_paths(f"results_setting_rules_{group}_{target}")
+    peers = surrogates.seed_paths(f"results_surrogates_{group}_{target}")
+    return {
+        seed: (pd.read_csv(path), pd.read_csv(peers[seed]))
+        for seed, path in rules.items()
+        if seed in peers
+    }
 
 
 def _pooled() -> list[str]:
@@ -262,9 +261,9 @@ def _pooled() -> list[str]:
                 mine, wide = pd.concat(picked), pd.concat(peers)
                 fid = wide["test_fidelity"]
                 best = max(fid[name].mean() for name in surrogates.PEERS)
-                by_seed = fid.groupby(level="seed").mean()[list(surrogates.PEERS)].max(axis=1)
-                own = mine["test_fidelity"].groupby(level="seed").mean()
-                met = int((own >= by_seed - 1e-9).sum())
+                met = surrogates.seeds_meeting_bar(
+                    mine["test_fidelity"], fid[list(surrogates.PEERS)]
+                )
                 features, cart_features = mine["features"].mean(), wide["features"]["CART"].mean()
                 verdict = "**ok**" if features <= cart_features else "over"
                 below = int((mine["test_fidelity"] - fid["CART"] < -3).sum())

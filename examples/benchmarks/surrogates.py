@@ -81,6 +81,23 @@ def seed_suffix(seed: int) -> str:
     return "" if seed == 0 else f"_seed{seed}"
 
 
+def seed_paths(stem: str) -> dict[int, Path]:
+    """``{seed: path}`` of the CSVs ``<stem>.csv`` (seed 0) and ``<stem>_seed<K>.csv``
+    present in this folder."""
+    base = HERE / f"{stem}.csv"
+    paths = {0: base} if base.exists() else {}
+    for path in HERE.glob(f"{stem}_seed*.csv"):
+        paths[int(path.stem.rsplit("_seed", 1)[1])] = path
+    return paths
+
+
+def seeds_meeting_bar(miret: pd.Series, peers: pd.DataFrame) -> int:
+    """Seeds whose mean MIRET test fidelity is at least the best peer's mean (``miret``
+    and ``peers``' columns indexed by seed and dataset)."""
+    by_seed = peers.groupby(level="seed").mean().max(axis=1)
+    return int((miret.groupby(level="seed").mean() >= by_seed - 1e-9).sum())
+
+
 def add_seed_argument(parser: argparse.ArgumentParser) -> None:
     """``--seed``: the split and ensemble seed of a run."""
     parser.add_argument(
@@ -251,10 +268,7 @@ SEED_VARIANTS = {"": "defaults", "_alpha0.5_m0.9": "alpha 0.5, m 0.9"}
 
 def _seed_runs(group: str, target: str, suffix: str) -> pd.DataFrame | None:
     """Every seed run of one group, target and MIRET variant (None: fewer than two)."""
-    base = HERE / f"results_surrogates_{group}_{target}{suffix}.csv"
-    paths = {0: base} if base.exists() else {}
-    for path in HERE.glob(f"results_surrogates_{group}_{target}{suffix}_seed*.csv"):
-        paths[int(path.stem.rsplit("_seed", 1)[1])] = path
+    paths = seed_paths(f"results_surrogates_{group}_{target}{suffix}")
     if len(paths) < 2:
         return None
     return pd.concat(pd.read_csv(path).assign(seed=seed) for seed, path in sorted(paths.items()))
@@ -268,8 +282,7 @@ def _seed_row(at: pd.DataFrame, fe: pd.DataFrame, miret: pd.DataFrame) -> str:
     best = max(PEERS, key=lambda name: at[name].mean())
     paired = at["MIRET"] - at[best]  # instance by instance, against that peer
     gap, error = paired.mean(), paired.std(ddof=1) / np.sqrt(len(paired))
-    by_seed = at.groupby(level="seed").mean()
-    met = int((by_seed["MIRET"] >= by_seed[list(PEERS)].max(axis=1) - 1e-9).sum())
+    met = seeds_meeting_bar(at["MIRET"], at[list(PEERS)])
     behind = at["MIRET"] - at["CART"]
     seed, dataset = behind.idxmin()
     peers_behind = ", ".join(
