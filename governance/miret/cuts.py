@@ -5,16 +5,18 @@ from __future__ import annotations
 import numpy as np
 
 from miret_governance.governance.miret.layout import hyperplane_values
-from miret_governance.governance.miret.search_state import SearchState
+from miret_governance.governance.miret.search_state import SearchState, digest
 
 REALIZE_TRIES = 12  # cheapest cuts tried when turning a cut into a feasible hyperplane
 SCAN_WORK = 2000  # work of one scan beyond its pairs (sorting, routing and realizing around it)
 PRESORT_SHARE = 4  # univariate scans of at least 1/4 of the rows reuse the sample's sort
+LAYOUT_CELLS = 1_000_000  # cells (rows x columns) of univariate layouts a search memoizes
 
 
 def splits_components(order: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """(m+1, k) bool: cut ``c`` (left = first ``c`` rows of ``order``'s column, an
-    argsort of the projections) separates a component."""
+    argsort of the projections) separates a component (``groups``: each row's component
+    number, non-negative)."""
     m, k = order.shape
     counts = np.bincount(groups)
     multi = counts[groups] > 1
@@ -93,19 +95,49 @@ class CutSearch(SearchState):
         ranked = position[self.sorted_rows[:, columns]].T
         return ranked[ranked >= 0].reshape(columns.size, m).T
 
-    def scan(self, S, L, R, groups, order=None):
-        """Cost of every cut of every projection column of ``S`` for both orientations.
-
-        ``order``: the stable argsort of ``S``'s columns when known. Returns
-        ``(cost, sorted_S, order)`` with ``cost`` of shape (2, m+1, k):
-        orientation 0 sends the low side to the left child, 1 to the right child;
-        invalid cuts (epsilon gap, components, empty side) cost ``inf``.
-        """
+    def layout(self, S, idx, order=None):
+        """``(order, sorted_S, valid)`` of the projection columns of ``S`` (the rows
+        ``idx``): the stable argsort of each column (``order`` when known), the sorted
+        projections and the (m+1, k) cuts that leave the epsilon gap and split no
+        component."""
         m, k = S.shape
-        self.work += m * k + SCAN_WORK
         if order is None:
             order = np.argsort(S, axis=0, kind="stable")
         sorted_S = S[order, np.arange(k)]
+        valid = np.zeros((m + 1, k), dtype=bool)
+        valid[1:m] = sorted_S[1:] - sorted_S[:-1] >= self.min_gap
+        valid[1:m] &= ~splits_components(order, self.comp[idx])[1:m]
+        return order, sorted_S, valid
+
+    def univariate_layout(self, idx, level):
+        """:meth:`layout` of the features allowed at ``level`` on the rows ``idx``,
+        memoized while the memo holds fewer than ``LAYOUT_CELLS`` cells: it depends on
+        the rows alone, and the greedy and local searches scan the same rows many times
+        with other costs."""
+        key = ("layout", level, digest(idx))
+        if key in self.memo:
+            return self.memo[key]
+        columns = np.flatnonzero(self.allowed[level])
+        found = self.layout(self.X[idx][:, columns], idx, self.column_order(idx, columns))
+        if self.layout_cells + found[2].size <= LAYOUT_CELLS:
+            self.layout_cells += found[2].size
+            self.memo[key] = found
+        return found
+
+    def count_scan(self, m, k):
+        """Count the work of a scan of ``m`` rows and ``k`` directions: its pairs plus
+        ``SCAN_WORK`` (also when a memo spares the scan, so the budget ends the search
+        where it would without the memo)."""
+        self.work += m * k + SCAN_WORK
+
+    def scan(self, L, R, layout):
+        """Cost of every cut of every projection column of a :meth:`layout` for both
+        orientations, shape (2, m+1, k): orientation 0 sends the low side to the left
+        child, 1 to the right child; invalid cuts (epsilon gap, components, empty side)
+        cost ``inf``."""
+        order, _, valid = layout
+        m, k = order.shape
+        self.count_scan(m, k)
         cum_left = np.zeros((m + 1, k))
         cum_right = np.zeros((m + 1, k))
         cum_left[1:] = np.cumsum(L[order], axis=0)
@@ -113,28 +145,26 @@ class CutSearch(SearchState):
         cost = np.empty((2, m + 1, k))
         np.add(cum_left, cum_right[-1] - cum_right, out=cost[0])
         np.add(cum_right, cum_left[-1] - cum_left, out=cost[1])
-        valid = np.zeros((m + 1, k), dtype=bool)
-        valid[1:m] = sorted_S[1:] - sorted_S[:-1] >= self.min_gap
-        valid[1:m] &= ~splits_components(order, groups)[1:m]
         cost[:, ~valid] = np.inf
-        return cost, sorted_S, order
+        return cost
 
-    def best_cut(self, W, extra, idx, L, R, groups, level, swappable, columns=None):
+    def best_cut(self, W, extra, idx, L, R, level, swappable, univariate=False):
         """Cheapest realizable cut over directions ``W`` (rows, max |w| = 1).
 
-        ``extra`` is the penalty of each direction; ``columns``: the features of ``W``'s
-        rows when they are :meth:`univariate`'s unit directions (the projections are
-        then those columns, exactly). Returns ``(cost, a, b, swap)`` or None; ``swap``
+        ``extra`` is the penalty of each direction; ``univariate``: ``W`` is
+        :meth:`univariate`'s unit directions of ``level`` (the projections are then
+        those columns, exactly). Returns ``(cost, a, b, swap)`` or None; ``swap``
         means the hyperplane sends the low side left only after the two child subtrees
         are exchanged.
         """
         if W.shape[0] == 0 or idx.size < 2:
             return None
-        if columns is None:
-            S, order = self.X[idx] @ W.T, None
+        if univariate:
+            layout = self.univariate_layout(idx, level)
         else:
-            S, order = self.X[idx][:, columns], self.column_order(idx, columns)
-        cost, sorted_S, order = self.scan(S, L, R, groups, order)
+            layout = self.layout(self.X[idx] @ W.T, idx)
+        order, sorted_S, _ = layout
+        cost = self.scan(L, R, layout)
         total = cost + extra[None, None, :]
         for index in cheapest(total.ravel(), REALIZE_TRIES):
             value = total.flat[index]
@@ -156,29 +186,38 @@ class CutSearch(SearchState):
         return None
 
     def univariate(self, level):
-        """Unit directions of the features allowed at ``level`` and their penalties."""
-        columns = np.flatnonzero(self.allowed[level])
-        W = np.zeros((columns.size, self.p))
-        W[np.arange(columns.size), columns] = 1.0
-        return W, self.penalty[level, columns]
+        """Unit directions of the features allowed at ``level`` and their penalties
+        (built once per level; read-only)."""
+        key = ("univariate", level)
+        if key not in self.memo:
+            columns = np.flatnonzero(self.allowed[level])
+            W = np.zeros((columns.size, self.p))
+            W[np.arange(columns.size), columns] = 1.0
+            self.memo[key] = W, self.penalty[level, columns]
+        return self.memo[key]
 
-    def gini_shortlist(self, idx, groups, level, size):
-        """Univariate splits with the lowest weighted Gini impurity, one per feature."""
+    def gini_shortlist(self, idx, level, size):
+        """Univariate splits with the lowest weighted Gini impurity, one per feature,
+        ``(a, b, penalty)``, at most ``size``. Memoized by rows: a shorter shortlist is
+        the head of a longer one."""
         columns = np.flatnonzero(self.allowed[level])
         if columns.size == 0 or idx.size < 2:
             return []
+        self.count_scan(idx.size, columns.size)
+        key = ("shortlist", level, digest(idx))
+        found, complete = self.memo.get(key, ([], False))
+        if len(found) < size and not complete:
+            found = self._gini_shortlist(idx, level, size)
+            self.memo[key] = found, len(found) < size
+        return found[:size]
+
+    def _gini_shortlist(self, idx, level, size):
+        columns = np.flatnonzero(self.allowed[level])
         W, extra = self.univariate(level)
-        # weight of each class (rows) among the samples; scan gives the valid cuts
+        # weight of each class (rows) among the samples; the layout gives the valid cuts
         mass = self.w[idx][None, :] * (self.y[idx][None, :] == np.arange(self.n_classes)[:, None])
-        cost, sorted_S, order = self.scan(
-            self.X[idx][:, columns],
-            mass[0],
-            np.zeros(idx.size),
-            groups,
-            self.column_order(idx, columns),
-        )
-        valid = np.isfinite(cost[0])
-        left = np.zeros((self.n_classes, *cost[0].shape))
+        order, sorted_S, valid = self.univariate_layout(idx, level)
+        left = np.zeros((self.n_classes, *valid.shape))
         for c in range(self.n_classes):
             left[c, 1:] = np.cumsum(mass[c][order], axis=0)
         right = mass.sum(axis=1)[:, None, None] - left

@@ -31,7 +31,6 @@ class GreedySearch(CutSearch):
     def _grow(self, t, idx, lookahead, out):
         level = int(self.level[t])
         y, w = self.y[idx], self.w[idx]
-        groups = np.unique(self.comp[idx], return_inverse=True)[1]
         if level == self.depth - 1:  # the two leaves' classes are fixed
             left_class, right_class = self.leaf_class[
                 2 * t + 1 - self.n_branch : 2 * t + 3 - self.n_branch
@@ -41,13 +40,12 @@ class GreedySearch(CutSearch):
             if R.sum() < L.sum():
                 best = (float(R.sum()), np.zeros(self.p), 1.0)
             W, extra = self.univariate(level)
-            columns = np.flatnonzero(self.allowed[level])
-            found = self.best_cut(W, extra, idx, L, R, groups, level, False, columns)
+            found = self.best_cut(W, extra, idx, L, R, level, False, univariate=True)
             if found is not None and found[0] < best[0] - IMPROVEMENT:
                 best = found[:3]
             out[t] = (best[1], best[2])
             return best[0]
-        candidates = self.gini_shortlist(idx, groups, level, LOOKAHEAD if lookahead else 1)
+        candidates = self.gini_shortlist(idx, level, LOOKAHEAD if lookahead else 1)
         candidates.insert(min(1, len(candidates)), (np.zeros(self.p), 0.0, 0.0))
         best = None
         for k, (a, b, penalty) in enumerate(candidates):

@@ -58,8 +58,7 @@ def greedy_trees(search):
     idx = np.arange(search.n)
     roots = [None]
     if search.depth > 1:
-        groups = np.unique(search.comp, return_inverse=True)[1]
-        roots += search.gini_shortlist(idx, groups, 0, LOOKAHEAD)
+        roots += search.gini_shortlist(idx, 0, LOOKAHEAD)
     starts = []
     for root in roots:
         if starts and search.work >= search.lookahead_work:

@@ -74,7 +74,8 @@ class TreeSearch(GreedySearch):
 
     def child_costs(self, t, idx):
         """Loss of each sample of ``idx`` if sent left / right at ``t`` (inf-like when the
-        fixed subtree there would break a component or put it in an epsilon gap)."""
+        fixed subtree there would break a component or put it in an epsilon gap), and
+        each sample's component numbered from 0."""
         groups = np.unique(self.comp[idx], return_inverse=True)[1]
         costs = []
         for child in (2 * t + 1, 2 * t + 2):
@@ -146,7 +147,7 @@ class TreeSearch(GreedySearch):
             if np.any(self.coef[t] != 0):
                 return self.commit(t, np.zeros(self.p), 0.0, False)
             return False
-        L, R, groups = self.child_costs(t, idx)
+        L, R, _ = self.child_costs(t, idx)
         key = ("settled", t, digest(idx, L, R, self.coef[t], self.intercept[t]))
         if key in self.memo:
             return False
@@ -157,9 +158,8 @@ class TreeSearch(GreedySearch):
         swappable = level < self.depth - 1
         W_uni, extra_uni = self.univariate(level)
         W_obl, extra_obl = self.directions(t, idx, L, R)
-        columns = np.flatnonzero(self.allowed[level])
-        for W, extra, unit in ((W_uni, extra_uni, columns), (W_obl, extra_obl, None)):
-            found = self.best_cut(W, extra, idx, L, R, groups, level, swappable, unit)
+        for W, extra, univariate in ((W_uni, extra_uni, True), (W_obl, extra_obl, False)):
+            found = self.best_cut(W, extra, idx, L, R, level, swappable, univariate)
             if found is not None and found[0] < best[0] - IMPROVEMENT:
                 best = found
         if best[0] < current - IMPROVEMENT and self.commit(t, best[1], best[2], best[3]):

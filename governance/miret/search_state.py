@@ -88,6 +88,7 @@ class SearchState:
         self.seed = int(rng.integers(2**31 - 1))
         self.memo = {}  # memoized logistic fits, greedy subtrees and settled nodes
         self.sorted_rows = None  # each column's rows in sorted order, once needed
+        self.layout_cells = 0  # cells of the univariate layouts in the memo
         self.work = 0
         self.work_budget = float(work_budget)
         self.lookahead_work = np.inf  # work after which greedy trees stop looking ahead
