@@ -178,3 +178,26 @@ def test_warm_start_on_a_random_forest_is_milp_feasible(breast_cancer):
     assert info["fidelity"] >= 0.95
     model = formulation.build_model(problem)
     assert model.is_feasible(formulation.encode(tree.coef, tree.intercept, tree.apply(X), model))
+
+
+def test_a_memoized_gini_shortlist_is_the_head_of_the_longer_one_and_counts_its_scan():
+    from miret_governance.governance.miret.local_search import TreeSearch
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(40, 4))
+    problem = make_problem(X, (X[:, 0] + X[:, 2] > 1).astype(int), depth=2)
+
+    def search():
+        return TreeSearch(problem, np.random.default_rng(0), work_budget=1e9)
+
+    idx = np.arange(40)
+    longer = search().gini_shortlist(idx, 0, 3)
+    assert len(longer) == 3
+    memoized = search()
+    shortlists = [memoized.gini_shortlist(idx, 0, size) for size in (1, 3, 2)]
+    # 40 rows x 4 features + SCAN_WORK per call, also when the memo answers (size 2)
+    assert memoized.work == 3 * (40 * 4 + 2000)
+    for shortlist in shortlists:
+        assert len(shortlist) in (1, 3, 2)
+        for (a, b, penalty), (a3, b3, penalty3) in zip(shortlist, longer, strict=False):
+            assert a.tolist() == a3.tolist() and b == b3 and penalty == penalty3
