@@ -193,15 +193,17 @@ class HangingProxy:
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
     def _pump(self, source, sink):
+        """Copy ``source`` to ``sink`` (dropping bytes while hung) until either side
+        closes: a client that gave up closes its end, which is no error."""
         while True:
             try:
                 chunk = source.recv(65536)
+                if not chunk:
+                    return
+                if not self.flag.exists():
+                    sink.sendall(chunk)
             except OSError:
                 return
-            if not chunk:
-                return
-            if not self.flag.exists():
-                sink.sendall(chunk)
 
     def close(self):
         self.listener.close()
