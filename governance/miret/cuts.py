@@ -10,7 +10,7 @@ from miret_governance.governance.miret.search_state import SearchState, digest
 REALIZE_TRIES = 12  # cheapest cuts tried when turning a cut into a feasible hyperplane
 SCAN_WORK = 2000  # work of one scan beyond its pairs (sorting, routing and realizing around it)
 PRESORT_SHARE = 4  # univariate scans of at least 1/4 of the rows reuse the sample's sort
-LAYOUT_CELLS = 1_000_000  # cells (rows x columns) of univariate layouts a search memoizes
+LAYOUT_CELLS = 1_000_000  # cells (rows x columns) of univariate layouts a search memoizes (17 MB)
 
 
 def splits_components(order: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -207,12 +207,11 @@ class CutSearch(SearchState):
         key = ("shortlist", level, digest(idx))
         found, complete = self.memo.get(key, ([], False))
         if len(found) < size and not complete:
-            found = self._gini_shortlist(idx, level, size)
+            found = self._gini_shortlist(idx, level, columns, size)
             self.memo[key] = found, len(found) < size
         return found[:size]
 
-    def _gini_shortlist(self, idx, level, size):
-        columns = np.flatnonzero(self.allowed[level])
+    def _gini_shortlist(self, idx, level, columns, size):
         W, extra = self.univariate(level)
         # weight of each class (rows) among the samples; the layout gives the valid cuts
         mass = self.w[idx][None, :] * (self.y[idx][None, :] == np.arange(self.n_classes)[:, None])
