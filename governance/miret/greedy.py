@@ -15,7 +15,11 @@ class GreedySearch(CutSearch):
     """Greedy subtrees; look-ahead completions stop once ``lookahead_work`` is spent."""
 
     def grow(self, t, idx, lookahead, out):
-        """Greedy subtree at ``t`` for samples ``idx``; writes ``out[node] = (a, b)``."""
+        """Greedy subtree at ``t`` for samples ``idx``; writes ``out[node] = (a, b)``.
+
+        Memoized by node, rows and leaf classes. Without look-ahead the subtree does not
+        depend on the work spent so far, and a memoized one counts again the work it
+        took, so the budget ends the search where it would without the memo."""
         if idx.size == 0:
             return 0.0
         if lookahead and self.work < self.lookahead_work:
@@ -26,7 +30,16 @@ class GreedySearch(CutSearch):
             cost, sub = self.memo[key]
             out.update(sub)
             return cost
-        return self._grow(t, idx, False, out)
+        key = ("plain", t, digest(idx, self.leaf_class))
+        if key in self.memo:
+            cost, sub, work = self.memo[key]
+            self.work += work
+        else:
+            sub, before = {}, self.work
+            cost = self._grow(t, idx, False, sub)
+            self.memo[key] = (cost, sub, self.work - before)
+        out.update(sub)
+        return cost
 
     def _grow(self, t, idx, lookahead, out):
         level = int(self.level[t])

@@ -201,3 +201,34 @@ def test_a_memoized_gini_shortlist_is_the_head_of_the_longer_one_and_counts_its_
         assert len(shortlist) in (1, 3, 2)
         for (a, b, penalty), (a3, b3, penalty3) in zip(shortlist, longer, strict=False):
             assert a.tolist() == a3.tolist() and b == b3 and penalty == penalty3
+
+
+def test_a_memoized_greedy_subtree_is_the_one_grown_and_counts_its_work_again():
+    from miret_governance.governance.miret.local_search import TreeSearch
+
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(60, 3))
+    problem = make_problem(X, (X[:, 0] - X[:, 1] > 0).astype(int), depth=3)
+
+    def search():
+        return TreeSearch(problem, np.random.default_rng(0), work_budget=1e9)
+
+    def grown(state, idx):
+        """(cost, subtree, work counted) of growing node 1 on the rows ``idx``."""
+        out, before = {}, state.work
+        cost = state.grow(1, idx, False, out)
+        subtree = {node: (a.tolist(), b) for node, (a, b) in out.items()}
+        return cost, subtree, state.work - before
+
+    idx = np.arange(0, 60, 2)
+    expected = grown(search(), idx)
+    assert sorted(expected[1]) == [1, 3, 4] and expected[2] > 0  # node 1 and its children
+
+    memoized, computed = search(), []
+    compute = memoized._grow
+    memoized._grow = lambda t, *args: computed.append(t) or compute(t, *args)
+    assert grown(memoized, idx) == expected
+    assert computed[0] == 1
+    computed.clear()
+    assert grown(memoized, idx) == expected  # the same work counted again
+    assert computed == []  # from the memo
