@@ -74,9 +74,8 @@ class TreeSearch(GreedySearch):
 
     def child_costs(self, t, idx):
         """Loss of each sample of ``idx`` if sent left / right at ``t`` (inf-like when the
-        fixed subtree there would break a component or put it in an epsilon gap), and
-        each sample's component numbered from 0."""
-        groups = np.unique(self.comp[idx], return_inverse=True)[1]
+        fixed subtree there would break a component or put it in an epsilon gap)."""
+        groups = self.comp[idx]
         costs = []
         for child in (2 * t + 1, 2 * t + 2):
             if int(self.level[t]) == self.depth - 1:
@@ -85,7 +84,7 @@ class TreeSearch(GreedySearch):
                 leaf, gap = self.route(idx, child)
             cost = self.loss(leaf, idx)
             costs.append(cost + self.big * components_broken(groups, leaf, gap))
-        return costs[0], costs[1], groups
+        return costs[0], costs[1]
 
     def logistic_directions(self, level, rows, target, weight):
         """Directions of L1 logistic fits with per-feature penalties ``alpha / f_{d,j}``
@@ -147,7 +146,7 @@ class TreeSearch(GreedySearch):
             if np.any(self.coef[t] != 0):
                 return self.commit(t, np.zeros(self.p), 0.0, False)
             return False
-        L, R, _ = self.child_costs(t, idx)
+        L, R = self.child_costs(t, idx)
         key = ("settled", t, digest(idx, L, R, self.coef[t], self.intercept[t]))
         if key in self.memo:
             return False

@@ -107,7 +107,8 @@ def node_model(search, t, include=None) -> NodeModel | None:
     X, eps, level = search.X, search.eps, int(search.level[t])
     # each row's misfit weight on either side, through the fixed subtree there; a side is
     # closed to a proximity group (cons: prox) its subtree would split or put in a gap
-    cost_left, cost_right, member = search.child_costs(t, rows)
+    cost_left, cost_right = search.child_costs(t, rows)
+    member = np.unique(search.comp[rows], return_inverse=True)[1]  # groups numbered from 0
     n_groups = int(member.max()) + 1
     closed = []
     for cost in (cost_left, cost_right):
