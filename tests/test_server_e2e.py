@@ -41,7 +41,14 @@ def wait_for_health(url: str, server: subprocess.Popen, timeout: float = 90.0) -
 
 class Server:
     """``mlflow server`` on a SQLite backend with proxied artifacts; stoppable and
-    restartable on the same store."""
+    restartable on the same store.
+
+    MLflow's job execution is off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``): by
+    default the server also starts a job runner and seven Huey consumers, each a Python
+    process importing MLflow (about 15 s of CPU per start on a 2-core machine), for
+    MLflow's GenAI jobs, which nothing here submits; the tracking and registry API the
+    tests use is the same.
+    """
 
     def __init__(self, tmp_path: Path, migrated_store: Path):
         self.folder = tmp_path
@@ -64,7 +71,11 @@ class Server:
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true"),
+                env=dict(
+                    os.environ,
+                    MLFLOW_DISABLE_TELEMETRY="true",
+                    MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
+                ),
                 start_new_session=True,
             )  # fmt: skip
         wait_for_health(self.url, self.process)
