@@ -77,3 +77,40 @@ def test_guessed_thresholds_find_the_label_boundary():
     assert set(features.tolist()) == {0}
     assert 0.625 in np.round(thresholds, 3)
     assert guessed_thresholds(X, np.zeros(100))[0].size == 0
+
+
+def test_guessed_thresholds_are_gosdts_elimination_with_scikit_learns_checks_on():
+    """The guessing skips scikit-learn's input checks; the splits are those of GOSDT's
+    procedure run here with every check on: 40 stumps, then drop the least important
+    split while a refitted reference scores no worse (the last one dropped comes back)."""
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 4))
+    rule = (X[:, 0] > 0.3) & (X[:, 1] < 0.7) | (X[:, 2] > 0.9)
+    labels = (rule ^ (rng.random(200) < 0.05)).astype(int)  # 5% noise: 11 splits
+
+    def reference(Z):
+        return GradientBoostingClassifier(n_estimators=40, max_depth=1, random_state=0).fit(
+            Z, labels
+        )
+
+    stumps = reference(X).estimators_.ravel()
+    pairs = sorted({(s.tree_.feature[0], s.tree_.threshold[0]) for s in stumps})
+    keep = list(range(len(pairs)))
+    Z = np.column_stack([X[:, j] <= t for j, t in pairs]).astype(float)
+    model = reference(Z)
+    base, dropped = model.score(Z, labels), []
+    while len(keep) > 1:
+        weakest = int(np.argmin(model.feature_importances_))
+        dropped.append(keep.pop(weakest))
+        Z = np.delete(Z, weakest, axis=1)
+        model = reference(Z)
+        if model.score(Z, labels) < base:
+            break
+    expected = sorted(keep + dropped[-1:])
+    assert len(dropped) == 8  # the elimination ran eight times
+
+    features, thresholds = guessed_thresholds(X, labels)
+    assert features.tolist() == [pairs[i][0] for i in expected]
+    np.testing.assert_array_equal(thresholds, [pairs[i][1] for i in expected])
