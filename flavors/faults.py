@@ -1,7 +1,10 @@
 """Interrupted and crashed explain runs end cleanly, and the next run cleans up after a kill.
 
-:func:`signals_raise` turns SIGTERM and SIGHUP into :class:`Interrupted` (SIGINT already
-raises ``KeyboardInterrupt``), so cleanup code runs for them too. :func:`guarded_run`
+:func:`signals_raise` turns SIGINT, SIGTERM and SIGHUP into :class:`Interrupted`, so
+cleanup code runs for each, and records them: an exception raised while a finalizer
+(``__del__``) runs is ignored by Python, so a signal that arrives then would be lost and
+the explain would go on; :func:`check_interrupted`, called at every stage and while the
+main thread waits for the fit, raises it again. :func:`guarded_run`
 ends an explain run KILLED on an interrupt and FAILED on any other exception, and marks
 the logged models of the run FAILED and deletes them, so no orphan is left behind.
 A SIGKILL runs no handler: every explain run records its host and process id as tags,
@@ -45,23 +48,38 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+_received: list[int] = []  # signals received in the block of signals_raise, not yet raised again
+
+
 def _raise_interrupted(signum, frame):
+    _received.append(signum)
     raise Interrupted(signum)
 
 
 @contextlib.contextmanager
 def signals_raise():
-    """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` (main thread only)."""
+    """Within the block, SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` and are
+    recorded for :func:`check_interrupted` (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    wanted = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
-    previous = {s: signal.signal(s, _raise_interrupted) for s in wanted}
+    wanted = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
+    _received.clear()
+    previous = {s: signal.signal(s, _raise_interrupted) for s in wanted if s is not None}
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        _received.clear()
+
+
+def check_interrupted() -> None:
+    """In the main thread, raise :class:`Interrupted` once for a signal received within
+    :func:`signals_raise` whose exception Python ignored (the handler ran inside a
+    finalizer); a no-op elsewhere and when none was received."""
+    if _received and threading.current_thread() is threading.main_thread():
+        raise Interrupted(_received.pop())
 
 
 def reraise_signal(signum: int) -> None:

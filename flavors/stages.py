@@ -24,6 +24,7 @@ import numpy as np
 from mlflow.entities import LoggedModelInput
 
 from miret_governance.flavors.errors import ExplainError, ValidationFailedError
+from miret_governance.flavors.faults import check_interrupted
 from miret_governance.flavors.registry import (
     DATA_DIGEST_TAG,
     ENSEMBLE_URI_TAG,
@@ -52,7 +53,9 @@ reported when it ends)."""
 
 
 def notify(progress, stage: str, detail: dict | None = None) -> None:
-    """Tell ``progress`` (if any) that ``stage`` runs, with optional ``detail``."""
+    """Tell ``progress`` (if any) that ``stage`` runs, with optional ``detail``; first
+    raise a signal the explain received but lost (:func:`flavors.faults.check_interrupted`)."""
+    check_interrupted()
     if progress is not None:
         progress(stage, detail or {})
 
@@ -312,6 +315,7 @@ def _interruptible_result(future: Future):
     the whole fit)."""
     while not future.done():
         wait([future], timeout=0.25)
+        check_interrupted()
     return future.result()
 
 

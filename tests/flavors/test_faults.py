@@ -374,3 +374,26 @@ def test_locked_store_gives_one_clear_message(registered, tmp_path, short_sqlite
     assert result.exit_code == 2
     assert "is locked by another process" in result.output
     assert "Traceback" not in result.output and result.output.count("error:") == 1
+
+
+def test_a_signal_lost_in_a_finalizer_is_raised_at_the_next_stage(monkeypatch):
+    """Python ignores an exception raised while ``__del__`` runs, so a SIGINT whose
+    handler runs there would let the explain go on; the next stage raises it (once)."""
+    from miret_governance.flavors import faults
+    from miret_governance.flavors.stages import notify
+
+    class Finalized:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)  # the handler runs in this finalizer
+
+    ignored, shown = [], []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    with faults.signals_raise():
+        Finalized()  # deleted at once
+        assert [i.exc_type for i in ignored] == [faults.Interrupted]  # Python ignored it
+        with pytest.raises(faults.Interrupted) as raised:
+            notify(lambda stage, detail: shown.append(stage), "register")
+        assert raised.value.signum == signal.SIGINT and shown == []
+        notify(lambda stage, detail: shown.append(stage), "register")  # raised once
+    assert shown == ["register"]
+    assert signal.getsignal(signal.SIGINT) is not faults._raise_interrupted
