@@ -75,11 +75,13 @@ def signals_raise():
 
 
 def check_interrupted() -> None:
-    """In the main thread, raise :class:`Interrupted` once for a signal received within
-    :func:`signals_raise` whose exception Python ignored (the handler ran inside a
-    finalizer); a no-op elsewhere and when none was received."""
+    """In the main thread, raise :class:`Interrupted` once for the signals received within
+    :func:`signals_raise` whose exceptions Python ignored (the handler ran inside a
+    finalizer), naming the last; a no-op elsewhere and when none was received."""
     if _received and threading.current_thread() is threading.main_thread():
-        raise Interrupted(_received.pop())
+        signum = _received[-1]
+        _received.clear()
+        raise Interrupted(signum)
 
 
 def reraise_signal(signum: int) -> None:
