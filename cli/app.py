@@ -4,6 +4,7 @@ The command modules are cheap to import (typer, rich and ``cli.common``); each c
 imports MLflow and the solver when it runs.
 """
 
+import inspect
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
@@ -38,6 +39,17 @@ reproduce.register(app)
 audit.register(app)
 keys.register(app)
 diff.register(app)
+
+
+def _reflowed(text: str) -> str:
+    """``text`` with each paragraph on one line, for the terminal to wrap: typer's rich
+    help keeps a docstring's line breaks, so paragraphs wrapped for the source broke
+    raggedly in a terminal narrower than them."""
+    return "\n\n".join(" ".join(part.split()) for part in text.split("\n\n"))
+
+
+for command in app.registered_commands:
+    command.help = _reflowed(command.help or inspect.getdoc(command.callback))
 
 
 def _installed(distribution: str) -> str:

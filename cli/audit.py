@@ -33,10 +33,10 @@ def approve(
     signing_key: common.SigningKeyOption = None,
     tracking_uri: common.TrackingUri = None,
 ) -> None:
-    """Record a reviewer's signed approval or rejection of promoting the ensemble version
-    to an alias, bound to the version and its linked surrogate's current evidence.
+    """Record a reviewer's signed approval or rejection of promoting a version to an alias.
 
-    The key (--signing-key) must be trusted by the policy for approve. A policy whose
+    The decision is bound to the ensemble version and its linked surrogate's current
+    evidence. The key (--signing-key) must be trusted by the policy for approve. A policy whose
     [approvals] names the alias lets promote move it only with that many distinct
     approver keys approving the current evidence, and none rejecting it.
     """
@@ -72,8 +72,9 @@ def audit(
     tracking_uri: common.TrackingUri = None,
     as_json: JsonOutput = False,
 ) -> None:
-    """Check the promotion trail of every version of a registered model: exit 1 when
-    something is found, 0 when clean. Read-only.
+    """Check the promotion trail of every version of a registered model.
+
+    Exit 1 when something is found, 0 when clean. Read-only.
 
     Findings: an alias whose holder has no valid signed promotion decision for it on the
     holder's current verified evidence (e.g. set by hand in the MLflow UI); a status

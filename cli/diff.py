@@ -105,8 +105,9 @@ def diff(
     ] = False,
     as_json: JsonOutput = False,
 ) -> None:
-    """Compare the explanations of two ensemble versions: the change in VITE level
-    frequencies (per feature and level, and one distance), the overlap of the features
+    """Compare the explanations of two ensemble versions.
+
+    The change in VITE level frequencies (per feature and level, and one distance), the overlap of the features
     the surrogates use, their rules side by side and, with --data (rows with both
     versions' feature columns in raw units: a pipeline that encodes categories takes its
     original columns, and a category not seen in training is refused by name; missing

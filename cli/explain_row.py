@@ -78,9 +78,11 @@ def explain_row(
     policy: PolicyFile = None,
     as_json: JsonOutput = False,
 ) -> None:
-    """Follow each row of --data through the surrogate: every split on its path in raw
-    input units and which side the row took, the leaf, the surrogate's and the
-    ensemble's answers, and whether they agree. The surrogate is read once its signature
+    """Follow each row of --data through the surrogate and compare with the ensemble.
+
+    Every split on a row's path in raw input units and which side the row took, the
+    leaf, the surrogate's and the ensemble's answers, and whether they agree. The
+    surrogate is read once its signature
     verifies with a key the policy (--policy or GOVERN_POLICY) trusts for explain; the
     ensemble is loaded without running code from it. Read-only: never creates a store.
     A disagreement is an answer, not a failure (exit code 0). For a pipeline whose

@@ -244,9 +244,10 @@ def promote(
     ] = None,
     tracking_uri: common.TrackingUri = None,
 ) -> None:
-    """Set an alias on the ensemble version only if every gate passes (and, when the
-    policy's \\[approvals] names the alias, enough trusted approvers approved the current
-    evidence with govern approve).
+    """Set an alias on the ensemble version only if every gate passes.
+
+    When the policy's \\[approvals] names the alias, enough trusted approvers must also
+    have approved the current evidence with govern approve.
 
     Compare-and-set: of two concurrent promotions to one alias exactly one succeeds; the
     other exits 2 naming it and records nothing. The decision is signed with
@@ -300,8 +301,10 @@ def pipeline(
     tracking_uri: common.TrackingUri = None,
     trust_pickle: common.TrustPickle = False,
 ) -> None:
-    """Validate the data, explain the ensemble version, then evaluate the gates, with the
-    surrogate's fidelity recomputed on the data (it must reproduce the evidence exactly)."""
+    """Validate the data, explain the ensemble version, then evaluate the gates.
+
+    The surrogate's fidelity is recomputed on the data and must reproduce the evidence
+    exactly."""
     target = target or None
     with exit_codes():
         from miret_governance.flavors.explain import explain_model_version

@@ -31,8 +31,9 @@ def keygen(
         ),
     ] = None,
 ) -> None:
-    """Make an elliptic-curve (P-256) key pair for OpenSSF model-signing. Existing files
-    are never overwritten (exit code 2).
+    """Make an elliptic-curve (P-256) key pair for OpenSSF model-signing.
+
+    Existing files are never overwritten (exit code 2).
 
     Give the private key to the CI job that runs explain, gate and promote only
     (--signing-key or GOVERN_SIGNING_KEY); name the public key in each policy's

@@ -101,8 +101,10 @@ def reproduce(
     trust_pickle: TrustPickle = False,
     policy: PolicyFile = None,
 ) -> None:
-    """Fit a registered explanation again from its evidence and say whether it is the
-    same tree with the same headline metrics.
+    """Fit a registered explanation again and say whether it is the same.
+
+    The fit runs from the explanation's evidence; the same tree with the same headline
+    metrics reproduces it.
 
     --data (and --test-data when the explanation had one) must be the explained files:
     their MLflow dataset digests must be the recorded ones. The ensemble is loaded, the

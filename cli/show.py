@@ -94,9 +94,11 @@ def show(
     policy: PolicyFile = None,
     as_json: JsonOutput = False,
 ) -> None:
-    """Print a surrogate's rules, metrics and CART baseline, and the gate and promotion
-    status of its ensemble, once its signature verifies with a key the policy (--policy
-    or GOVERN_POLICY) trusts for explain. Read-only: never creates a store.
+    """Print a surrogate's rules, metrics, CART baseline and its ensemble's gate status.
+
+    Shown once the surrogate's signature verifies with a key the policy (--policy or
+    GOVERN_POLICY) trusts for explain; the status is the ensemble's gate and promotion
+    status. Read-only: never creates a store.
 
     --json prints {"command": "show", "schema_version": 1, "surrogate_uri",
     "surrogate_model_id", "ensemble_uri", "aliases": list of str, "status": {tag: value}

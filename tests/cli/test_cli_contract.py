@@ -140,6 +140,25 @@ def test_help_documents_exit_codes_once_and_each_json_schema():
         assert "Exit codes:" not in invoke(command, "--help").output, command
 
 
+def test_command_help_is_a_one_line_summary_then_paragraphs_the_terminal_wraps():
+    """typer's rich help keeps a docstring's line breaks: a summary wrapped for the source
+    broke mid-sentence in the command list (``show``: "...and the gate and promotion" /
+    "status of its ensemble, ...") and ragged in a terminal narrower than the source."""
+
+    def narrow(*args):
+        return CliRunner().invoke(app, list(args), env={"COLUMNS": "80"}).output
+
+    listed = narrow("--help")
+    for name, command in typer.main.get_command(app).commands.items():
+        summary, *details = command.help.split("\n\n")
+        assert len(summary) <= 90 and summary.endswith("."), (name, summary)
+        assert all("\n" not in paragraph for paragraph in details), name
+        row = next(line for line in listed.splitlines() if line.startswith(f"│ {name} "))
+        assert summary.split()[0] in row, (name, row)
+    fragments = {"also", "succeeds; the", "gate"}  # the ragged line ends of promote's
+    assert not fragments & {line.strip() for line in narrow("promote", "--help").splitlines()}
+
+
 def test_file_options_are_one_shared_type():
     group = typer.main.get_command(app)
     helps = {}
