@@ -47,6 +47,21 @@ def file_digest(path) -> str:
     return sha.hexdigest()
 
 
+def model_files_digest(path) -> str:
+    """sha256 of a downloaded model directory: of each file's relative path and sha256,
+    ``registered_model_meta`` (written by the download) aside. An explanation records
+    its ensemble's (``ensemble_files_digest``), so a gate can tell when the files of the
+    explained version were replaced: a logged model's artifacts stay writable."""
+    root = Path(path)
+    files = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != "registered_model_meta"
+    )
+    listed = {name: file_digest(root / name) for name in files}
+    return hashlib.sha256(json.dumps(listed, sort_keys=True).encode()).hexdigest()
+
+
 def _model_files(path: str) -> list[str]:
     """Every file of a model directory but the manifest, the signature and MLflow's own
     metadata (POSIX, relative)."""

@@ -25,7 +25,7 @@ from mlflow import MlflowClient
 from miret_governance.flavors import context, faults, publish, reuse, stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.fit_params import FitParams, check_parameters
-from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
+from miret_governance.flavors.inputs import dataset, load_pinned_ensemble, read_data
 from miret_governance.flavors.outcome import ExplainResult, reused_result
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
@@ -186,7 +186,7 @@ def explain_model_version(
         client = MlflowClient()
         stages.notify(progress, "load model")
         version = resolve_model_version(client, model_uri)
-        ensemble = load_explainable_ensemble(version_uri(version), trust_pickle)
+        ensemble, files_digest = load_pinned_ensemble(version_uri(version), trust_pickle)
 
         stages.notify(progress, "load data")
         frame = read_data(data, target)
@@ -221,6 +221,7 @@ def explain_model_version(
             search=search,
             trust_pickle=_trust_record() if trust_pickle else "",
             min_test_rows=min_test_rows,
+            ensemble_files_digest=files_digest,
         )
         experiment_id = context.explain_experiment(client, version)
         recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)

@@ -7,7 +7,10 @@ reads ``evidence.json`` and re-hashes every file it lists; :func:`checked_eviden
 what only the registry can confirm: the model is a ``miret`` model (its MLmodel flavors), the evidence
 names this very ensemble version and data its explain run recorded as training input,
 the explain run's immutable param ``evidence_digest`` vouches for ``evidence.json``
-itself, and its metrics agree with the surrogate where they can be recomputed.
+itself, the ensemble version's model files are still the ones explain read (their
+digest, ``ensemble_files_digest``: a logged model's artifacts stay writable, so whoever
+can log could swap the explained forest for another), and its metrics agree with the
+surrogate where they can be recomputed.
 :func:`linked_surrogate` follows an ensemble version's link to its surrogate version.
 """
 
@@ -24,7 +27,11 @@ from mlflow.models import Model
 
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.errors import GateError, GovernanceError
-from miret_governance.flavors.evidence import EVIDENCE_FILE, TamperedModelError
+from miret_governance.flavors.evidence import (
+    EVIDENCE_FILE,
+    TamperedModelError,
+    model_files_digest,
+)
 from miret_governance.flavors.registry import (
     EVIDENCE_PARAM,
     SURROGATE_OF_TAG,
@@ -57,7 +64,7 @@ def evidence_view(manifest: dict) -> dict:
     Returns
     -------
     dict
-        ``ensemble`` ({name, version, uri, model_id}), ``data_digest``,
+        ``ensemble`` ({name, version, uri, model_id, files_digest}), ``data_digest``,
         ``explain_digest``, ``metrics``, ``validation`` ({status, success}),
         ``baseline``, ``solve``, ``input_range`` (feature -> [min, max] of the explained
         data), ``files`` and ``digest`` (of ``evidence.json``).
@@ -70,6 +77,7 @@ def evidence_view(manifest: dict) -> dict:
             "version": provenance.get("ensemble_version"),
             "uri": provenance.get("ensemble_uri"),
             "model_id": provenance.get("ensemble_model_id"),
+            "files_digest": provenance.get("ensemble_files_digest"),
         },
         "data_digest": provenance.get("data_digest"),
         "explain_digest": provenance.get("explain_digest"),
@@ -184,6 +192,7 @@ def checked_evidence(
             ) from error
     _check_provenance(client, ensemble_version, surrogate, evidence, again)
     _check_anchor(client, surrogate, evidence["digest"], again)
+    _check_ensemble_files(ensemble_version, evidence, again)
     tree = getattr(model.surrogate, "tree_", model.surrogate)
     features = tuple(tree.feature_names[j] for j in tree.used_features())
     recorded = evidence["metrics"].get("n_features_used")
@@ -256,6 +265,28 @@ def _check_anchor(client, surrogate, digest: str, again: str) -> None:
             f"its explain run "
             f"{surrogate.run_id} recorded (param {EVIDENCE_PARAM} = {anchor!r}): it was "
             f"edited or replaced; {again}"
+        )
+
+
+def _check_ensemble_files(ensemble_version, evidence: dict, again: str) -> None:
+    """The ensemble version's model files are the ones its explanation was made from."""
+    ensemble_uri = version_uri(ensemble_version)
+    recorded = evidence["ensemble"].get("files_digest")
+    if not recorded:
+        raise GateError(
+            f"the evidence of {ensemble_uri}'s surrogate does not record a digest of the "
+            "ensemble's model files (it predates govern pinning them), so it cannot show "
+            f"that it explains the files {ensemble_uri} holds now; {again}"
+        )
+    with tempfile.TemporaryDirectory(prefix="gate-ensemble-") as tmp:
+        current = model_files_digest(download_model(ensemble_uri, tmp, GateError))
+    if current != recorded:
+        raise GateError(
+            f"the model files of {ensemble_uri} changed after it was explained (sha256 "
+            f"{current[:12]}... now, {recorded[:12]}... in the signed evidence): its "
+            "explanation describes other files, and a logged model's artifacts must not "
+            f"change once explained; restore them, or register the new files as a new "
+            f"version and explain that: {again}"
         )
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 from mlflow.models import Model
 
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.evidence import model_files_digest
 from miret_governance.flavors.registry import download_model
 from miret_governance.governance import tables
 from miret_governance.governance.trees import MalformedModelError, UnsupportedModelError
@@ -197,9 +198,13 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
     (Ensemble, object)
         The uniform view and the loaded model.
     """
+    return _read_model_dir(download_model(model_uri), model_uri, trust_pickle)
+
+
+def _read_model_dir(local: str, model_uri: str, trust_pickle: bool):
+    """:func:`load_ensemble` of the model directory ``local``, downloaded from ``model_uri``."""
     from miret_governance.governance.readers import read_ensemble
 
-    local = download_model(model_uri)
     mlmodel = Model.load(local)
     flavors = mlmodel.flavors
     if not {"xgboost", "sklearn", "lightgbm"} & set(flavors):
@@ -229,9 +234,28 @@ def load_explainable_ensemble(model_uri: str, trust_pickle: bool = False):
     or explain in its encoded space (a single MinMaxScaler, a ColumnTransformer of
     :mod:`governance.encoding`, or a model's native categories,
     :mod:`governance.native_categories`) and categorical splits without categories."""
+    ensemble, _ = load_ensemble(model_uri, trust_pickle)
+    return _explainable(ensemble, model_uri)
+
+
+def load_pinned_ensemble(model_uri: str, trust_pickle: bool = False):
+    """:func:`load_explainable_ensemble` and the digest of the very files it read
+    (:func:`flavors.evidence.model_files_digest`), for the evidence to pin.
+
+    Returns
+    -------
+    (Ensemble, str)
+    """
+    local = download_model(model_uri)
+    digest = model_files_digest(local)
+    ensemble, _ = _read_model_dir(local, model_uri, trust_pickle)
+    return _explainable(ensemble, model_uri), digest
+
+
+def _explainable(ensemble, model_uri: str):
+    """``ensemble``, unless :func:`load_explainable_ensemble` refuses it."""
     from miret_governance.governance.encoding import encoding_of
 
-    ensemble, _ = load_ensemble(model_uri, trust_pickle)
     if ensemble.preprocessor is None and any(t.is_categorical.any() for t in ensemble.trees):
         raise ExplainError(
             f"{model_uri} has native categorical splits on category codes whose categories "

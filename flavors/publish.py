@@ -251,6 +251,7 @@ def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> d
         "ensemble_version": request.ensemble_version,
         "ensemble_model_id": request.ensemble_model_id,
         "ensemble_source": request.ensemble_source,
+        "ensemble_files_digest": request.ensemble_files_digest,
         "data_digest": request.data_digest,
         "test_data_digest": request.test_data_digest,
         "explain_digest": request.digest,

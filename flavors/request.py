@@ -137,6 +137,10 @@ class ExplainRequest:
     min_test_rows : int
         Fewest test rows per class the explanation accepts (:data:`MIN_TEST_ROWS`
         unless lowered explicitly; recorded as a run param and in the provenance).
+    ensemble_files_digest : str
+        :func:`flavors.evidence.model_files_digest` of the ensemble's model files as
+        explain read them; a gate refuses the evidence once the version's files differ
+        ("" only in evidence written before it was recorded).
     """
 
     model_uri: str
@@ -157,6 +161,7 @@ class ExplainRequest:
     trust_pickle: str = ""
     search: SearchSettings | None = None
     min_test_rows: int = MIN_TEST_ROWS
+    ensemble_files_digest: str = ""
 
     @property
     def ensemble_uri(self) -> str:
@@ -187,6 +192,8 @@ class ExplainRequest:
         }
         if self.search is not None:
             identity["search"] = self.search.identity()
+        if self.ensemble_files_digest:  # absent from older evidence: its digest stands
+            identity["ensemble_files_digest"] = self.ensemble_files_digest
         text = json.dumps(identity, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -202,6 +209,7 @@ class ExplainRequest:
             "ensemble_uri": self.ensemble_uri,
             "ensemble_model_id": self.ensemble_model_id,
             "ensemble_source": self.ensemble_source,
+            "ensemble_files_digest": self.ensemble_files_digest,
             "requested_model_uri": self.model_uri,
             "data": self.data,
             "data_digest": self.data_digest,

@@ -11,6 +11,7 @@ ensemble version.
 
 import hashlib
 import json
+import tempfile
 from pathlib import Path
 
 import mlflow
@@ -19,8 +20,8 @@ import yaml
 from mlflow import MlflowClient
 
 from miret_governance.flavors import miret as miret_flavor
-from miret_governance.flavors.evidence import file_digest
-from miret_governance.flavors.registry import model_id_of
+from miret_governance.flavors.evidence import file_digest, model_files_digest
+from miret_governance.flavors.registry import download_model, model_id_of
 from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.miret.tree import SurrogateTree
 from miret_governance.governance.signing import SigningKey
@@ -49,13 +50,22 @@ def register_ensemble(experiment, name="credit-rf") -> object:
     )
 
 
-def provenance_of(ensemble, data_digest, metrics, success=True) -> dict:
-    """The provenance explain stores (``flavors.publish.evidence_record``'s keys)."""
-    return {
+def files_digest(ensemble) -> str:
+    """The digest of the ensemble version's model files, as explain records it."""
+    with tempfile.TemporaryDirectory() as folder:
+        uri = f"models:/{ensemble.name}/{ensemble.version}"
+        return model_files_digest(download_model(uri, folder))
+
+
+def provenance_of(ensemble, data_digest, metrics, success=True, pin_files=True) -> dict:
+    """The provenance explain stores (``flavors.publish.evidence_record``'s keys;
+    ``pin_files=False``: without ``ensemble_files_digest``, as before it was recorded)."""
+    provenance = {
         "ensemble_uri": f"models:/{ensemble.name}/{ensemble.version}",
         "ensemble_name": ensemble.name,
         "ensemble_version": str(ensemble.version),
         "ensemble_model_id": model_id_of(ensemble),
+        "ensemble_files_digest": files_digest(ensemble),
         "data_digest": data_digest,
         "explain_digest": "e" * 16,
         "metrics": dict(metrics),
@@ -63,6 +73,9 @@ def provenance_of(ensemble, data_digest, metrics, success=True) -> dict:
         "baseline_cart": {"test_fidelity": 0.9, "n_features_used": 3},
         "solve": {"status": "optimal", "gap": 0.0},
     }
+    if not pin_files:
+        del provenance["ensemble_files_digest"]
+    return provenance
 
 
 def rewrite_evidence(model_dir, manifest: dict) -> None:
@@ -86,14 +99,15 @@ def explain(
     link=True,
     data_digest=None,
     sign=True,
+    pin_files=True,
 ):
     """Log, register and link a surrogate of ``ensemble`` with stored evidence.
 
     ``edit(model_dir, manifest)`` may change the model directory after the evidence was
     digested and its digest recorded, before it is signed (what the checks behind the
     signature find in evidence a trusted key signed); ``data_digest`` overrides the
-    digest the evidence names; ``sign=False`` leaves it unsigned. Returns the surrogate
-    version.
+    digest the evidence names; ``sign=False`` leaves it unsigned; ``pin_files=False``
+    leaves out the ensemble files' digest. Returns the surrogate version.
     """
     client = MlflowClient()
     frame = pd.DataFrame({"x0": [0.1, 0.9], "x1": [0.2, 0.8], "x2": [0.5, 0.5], "y": [0, 1]})
@@ -106,7 +120,8 @@ def explain(
         data = mlflow.data.from_pandas(frame, name="train.csv", targets="y")
         mlflow.log_input(data, context="training")
         tree = SurrogateTree(COEF, [0.0, 0.0, 0.0], 2, feature_names=FEATURES, classes=(0, 1))
-        provenance = provenance_of(ensemble, data_digest or data.digest, metrics, success)
+        digest = data_digest or data.digest
+        provenance = provenance_of(ensemble, digest, metrics, success, pin_files)
         miret_flavor.save_model(tree, str(model_dir), evidence=provenance)
         manifest = json.loads((model_dir / "evidence.json").read_text())
         mlflow.log_param("evidence_digest", file_digest(model_dir / "evidence.json"))

@@ -423,6 +423,37 @@ def test_surrogate_of_another_ensemble_version_is_refused(store, tmp_path):
     assert f"not models:/credit-rf/1 (model id {model_id_of(v1)})" in message
 
 
+def test_ensemble_files_replaced_after_the_explanation_are_refused(store, tmp_path):
+    """A logged model's artifacts stay writable: an insider overwrote the explained
+    forest's model file (QA: a coin-flip forest, then a backdoored one agreeing on every
+    data row) and gate, promote and audit still trusted the old explanation."""
+    from miret_governance.flavors.audit import audit_model
+    from miret_governance.flavors.promotion import promote_model_version
+
+    uri = explained(store, tmp_path)
+    policy = trusted_default()
+    assert gate_model_version(uri, policy).evaluation.all_passed
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    (swapped / "model.skops").write_bytes(b"another forest")
+    client = MlflowClient()
+    client.log_model_artifacts(model_id_of(client.get_model_version("credit-rf", "1")), swapped)
+    message = f"the model files of {uri} changed after it was explained"
+    with pytest.raises(GateError, match=message):
+        gate_model_version(uri, policy)
+    with pytest.raises(GateError, match=message):
+        promote_model_version(uri, "champion", policy)
+    assert not client.get_registered_model("credit-rf").aliases
+    report = audit_model("credit-rf", policy)
+    assert [(f.kind, f.version) for f in report.findings] == [("evidence", uri)]
+    assert message in report.findings[0].message
+
+
+def test_evidence_without_the_ensemble_files_digest_is_refused(store, tmp_path):
+    uri = explained(store, tmp_path, pin_files=False)
+    with pytest.raises(GateError, match="does not record a digest of the ensemble's model files"):
+        gate_model_version(uri, trusted_default())
+
 def _edited_metrics(model_dir, manifest):
     provenance = manifest["provenance"]
     metrics = dict(provenance["metrics"], test_fidelity=0.99)

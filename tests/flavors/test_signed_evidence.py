@@ -84,6 +84,7 @@ def forge(tmp_path, experiment, ensemble_uri="models:/credit-rf/1", digest="f" *
             "ensemble_name": name,
             "ensemble_version": number,
             "ensemble_model_id": model_id_of(ensemble),
+            "ensemble_files_digest": gate_store.files_digest(ensemble),
             "data_digest": data.digest,
             "explain_digest": digest,
             "metrics": {"test_fidelity": 1.0, "test_fidelity_ci_low": 1.0, "n_features_used": 1},
