@@ -48,12 +48,20 @@ def _seen_categories(ensemble) -> dict:
     """Categorical input column -> categories seen in training, for an ensemble behind a
     ``ColumnTransformer`` (:mod:`governance.encoding`); empty otherwise."""
     encoding = encoding_of(ensemble.preprocessor)
-    return {} if encoding is None else dict(encoding.seen)
+    if encoding is None:
+        return {}
+    # as Python values: an expectation is serialized as JSON, which has no numpy int64
+    # (HistGradientBoosting's categorical_features on integer codes)
+    return {
+        column: [v.item() if isinstance(v, np.generic) else v for v in values]
+        for column, values in encoding.seen.items()
+    }
 
 
 def structure_suite(frame, features, label, ensemble, mostly):
     """At least one row, exactly the ``features`` (and ``label``) columns, numeric types
-    or categories seen in training, and a label among the ensemble's classes."""
+    or categories seen in training, and a label on every row among the ensemble's
+    classes."""
     import great_expectations.expectations as gxe
 
     expected = features + ([label] if label is not None else [])
@@ -70,13 +78,14 @@ def structure_suite(frame, features, label, ensemble, mostly):
             if c not in categorical
         ]
     suite += [  # an unseen category is reported by name, never mapped
-        gxe.ExpectColumnValuesToBeInSet(column=c, value_set=list(categorical[c]), mostly=mostly)
+        gxe.ExpectColumnValuesToBeInSet(column=c, value_set=categorical[c], mostly=mostly)
         for c in present
         if c in categorical
     ]
     if label is not None and label in frame.columns:
         classes = np.asarray(ensemble.classes).tolist()
-        suite += [  # binary: both classes; k > 2: at least two of the k
+        suite += [  # every row labelled; binary: both classes; k > 2: at least two of the k
+            gxe.ExpectColumnValuesToNotBeNull(column=label, meta={"label": True}),
             gxe.ExpectColumnUniqueValueCountToBeBetween(
                 column=label, min_value=2, max_value=len(classes)
             ),

@@ -114,6 +114,12 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
 def _missing_message(column, result, meta: dict) -> str:
     """Missing values in words, against the training data's share when it is known."""
     n = result.get("unexpected_count", 0)
+    if meta.get("label"):
+        rows = _rows(result)
+        return (
+            f"label column {column!r}: {_count(n)} without a label (null/NaN); every row "
+            "needs one: label them or drop them" + (f" ({rows})" if rows else "")
+        )
     head = (
         f"column {column!r}: {_count(n)} ({result.get('unexpected_percent', 0):.3g}%) with "
         "missing values (null/NaN)"
