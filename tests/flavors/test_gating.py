@@ -454,6 +454,7 @@ def test_evidence_without_the_ensemble_files_digest_is_refused(store, tmp_path):
     with pytest.raises(GateError, match="does not record a digest of the ensemble's model files"):
         gate_model_version(uri, trusted_default())
 
+
 def _edited_metrics(model_dir, manifest):
     provenance = manifest["provenance"]
     metrics = dict(provenance["metrics"], test_fidelity=0.99)

@@ -325,6 +325,7 @@ def test_integer_category_codes_of_a_histogram_model_are_checked_by_value():
     failure = only(validate_inputs(X.assign(region=X["region"].replace(3, 7)), ensemble))
     assert failure.column == "region" and "7" in failure.message
 
+
 def test_not_a_frame(raw_ensemble):
     with pytest.raises(TypeError, match="needs a pandas DataFrame"):
         validate_inputs(np.zeros((2, 4)), raw_ensemble)
