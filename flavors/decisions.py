@@ -44,6 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mlflow import MlflowClient
+from mlflow.entities import ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_USER
 
@@ -125,8 +126,8 @@ def require_key(key: SigningKey | None, command: str, purpose: str) -> SigningKe
 
 
 def now_utc() -> str:
-    """The current UTC time, ISO 8601 to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    """The current UTC time, ISO 8601 to the millisecond (approvals are ordered by it)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def new_record(kind: str, ensemble, surrogate, checked, policy, decider: dict, **fields) -> dict:
@@ -234,16 +235,35 @@ def experiment_id(client: MlflowClient, name: str) -> str:
 
 
 def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str) -> list:
-    """Runs of ``experiment_name`` tagged with ``ensemble_uri``, oldest first."""
+    """Runs of ``experiment_name`` tagged with ``ensemble_uri``, oldest first, deleted
+    ones included: whoever can log can delete a run, and a signed rejection must not
+    disappear with its run (until the store's garbage collection, which needs the
+    database)."""
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is None:
         return []
     return client.search_runs(
         [experiment.experiment_id],
         filter_string=f"tags.`governance.ensemble_uri` = {quoted(ensemble_uri)}",
+        run_view_type=ViewType.ALL,
         order_by=["attributes.start_time ASC"],
         max_results=5000,
     )
+
+
+def _newer(decision: Decision, than: Decision) -> bool:
+    """Was ``decision`` signed after ``than`` (or at the same time, in a later run)? By
+    the signed time, never by the run's start time, which is the logger's to choose: a
+    copy of an older record logged again is no newer."""
+    return _signed_time(decision) >= _signed_time(than)
+
+
+def _signed_time(decision: Decision) -> datetime:
+    """The record's signed ``time`` (the earliest possible time when it has none)."""
+    try:
+        return datetime.fromisoformat(str(decision.record.get("time")))
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
 
 
 # ---------------------------------------------------------------------- approvals
@@ -271,7 +291,7 @@ def approval_state(
 ) -> ApprovalState:
     """The approvals of ``alias`` on ``ensemble`` whose record verifies with ``trusted``
     and binds this ensemble version (URI and model id), the alias and the evidence
-    ``digest``; per key the latest counts, one rejection blocks."""
+    ``digest``; per key the latest signed counts, one rejection blocks."""
     uri, model_id = version_uri(ensemble), model_id_of(ensemble) or ""
     latest: dict[str, Decision] = {}
     for run in decision_runs(client, APPROVAL_EXPERIMENT, uri):
@@ -287,7 +307,9 @@ def approval_state(
             or (record.get("evidence") or {}).get("digest") != digest
         ):
             continue
-        latest[decision.signer.fingerprint] = decision  # runs are oldest first
+        key = decision.signer.fingerprint
+        if key not in latest or _newer(decision, latest[key]):
+            latest[key] = decision
     counted = sorted(latest.values(), key=lambda d: d.signer.name)
     rejected = [d for d in counted if d.record.get("decision") == "reject"]
     approvers = [d.signer.name for d in counted if d.record.get("decision") == "approve"]

@@ -269,6 +269,37 @@ def test_four_eyes(store, tmp_path):
     assert "fidelity too low" not in text  # bob's latest decision replaced it
 
 
+def test_a_replayed_approval_or_a_deleted_rejection_does_not_unblock(store, tmp_path):
+    """QA: alice approved, bob approved, alice rejected; an insider logged a copy of
+    alice's old approval in a new run (approvals went by the run's start time) or deleted
+    her rejection run (searches skipped deleted runs), and promote went through."""
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    policy = load_policy(
+        policy_file(tmp_path, approvals="champion = 2", approvers=("alice", "bob"))
+    )
+    first = approve_model_version(
+        uri, "champion", "approve", "ok", policy, signing_key=approver("alice")
+    )
+    approve_model_version(uri, "champion", "approve", "ok", policy, signing_key=approver("bob"))
+    rejection = approve_model_version(
+        uri, "champion", "reject", "on second thought", policy, signing_key=approver("alice")
+    )
+    blocked = "every gate passed; @champion was rejected by alice (on second thought)"
+    assert promote_model_version(uri, "champion", policy).reason == blocked
+
+    copied = client.download_artifacts(first.run_id, decisions.RECORD_FOLDER, str(tmp_path))
+    old = client.get_run(first.run_id)
+    replay = client.create_run(old.info.experiment_id, tags=old.data.tags)
+    client.log_artifacts(replay.info.run_id, copied, decisions.RECORD_FOLDER)
+    client.set_terminated(replay.info.run_id)
+    assert promote_model_version(uri, "champion", policy).reason == blocked
+
+    client.delete_run(rejection.run_id)
+    assert promote_model_version(uri, "champion", policy).reason == blocked
+    assert not client.get_registered_model("credit-rf").aliases
+
+
 def test_superseded_decisions_are_shown_as_such(store, tmp_path):
     client = MlflowClient()
     ensemble = register_ensemble(store)
