@@ -29,7 +29,7 @@ def _json(summary: dict) -> dict:
         "ensemble_uri": ensemble["uri"],
         "aliases": ensemble["aliases"],
         "status": ensemble["status"],
-        "validation": summary["tags"].get("governance.validation"),
+        "validation": summary["validation"],
         "rules": summary["rules"],
         "metrics": summary["metrics"],
         "solve": summary["solve"],
@@ -52,10 +52,15 @@ def _print(summary: dict) -> None:
     )
     if summary["solve"]:
         console.print(describe_stop(summary["solve"]), **plain)
-    validation = summary["tags"].get("governance.validation")
+    validation = summary["validation"]
     if validation:
         console.print(f"input validation: {validation}", **plain)
-    console.print("\n[bold]Gate and promotion status[/] of " + escape(ensemble["uri"]))
+    console.print(
+        "\n[bold]Gate and promotion status[/] of "
+        + escape(ensemble["uri"])
+        + " (its tags, which are not signed: govern audit checks them against the signed "
+        "decision records)"
+    )
     aliases = ", ".join(f"@{a}" for a in ensemble["aliases"]) or "none"
     console.print(f"  aliases: {aliases}", **plain)
     for key, value in ensemble["status"].items():
@@ -102,8 +107,9 @@ def show(
 
     --json prints {"command": "show", "schema_version": 1, "surrogate_uri",
     "surrogate_model_id", "ensemble_uri", "aliases": list of str, "status": {tag: value}
-    (the ensemble's governance.last_gate* and governance.promotion.* tags), "validation":
-    "passed", "failed" or null, "rules": str (raw input units), "metrics": {name: number
+    (the ensemble's governance.last_gate* and governance.promotion.* tags, not signed:
+    govern audit checks them), "validation": "passed", "failed" or null (from the signed
+    evidence, like "metrics"), "rules": str (raw input units), "metrics": {name: number
     or null}, "solve": the solver report, "signed_by": {"name", "fingerprint"} (the
     trusted key that signed the surrogate), "approvals": list of {"run_id", "alias",
     "decision", "comment", "signed_by" (null when not trusted), "problem", "mlflow_user",

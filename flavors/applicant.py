@@ -20,6 +20,7 @@ from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.inputs import load_explainable_ensemble, read_table
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,
+    check_explains,
     download_model,
     linked_versions,
     version_uri,
@@ -96,6 +97,7 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
     with tempfile.TemporaryDirectory(prefix="surrogate-") as tmp:
         local = download_model(surrogate_uri, tmp)
         verified = miret_flavor.open_model_dir(local, trusted, surrogate_uri)
+    check_explains(surrogate_uri, verified.manifest["provenance"], ensemble_version)
     tree = getattr(verified.surrogate, "tree_", verified.surrogate)
     ensemble_uri = version_uri(ensemble_version)
     ensemble = load_explainable_ensemble(ensemble_uri)

@@ -10,7 +10,6 @@ import mlflow
 
 from miret_governance.flavors import reuse
 from miret_governance.flavors.registry import (
-    VALIDATION_TAG,
     describe_surrogate,
     link_surrogate,
     model_id_of,
@@ -90,7 +89,7 @@ def reused_result(client, ensemble_version, existing, request, started, recovere
         metrics=summary["metrics"],
         rules=summary["rules"],
         reused=True,
-        validation=existing.tags.get(VALIDATION_TAG, ""),
+        validation=summary["validation"] or "",
         solve=summary["solve"],
         tracking_uri=mlflow.get_tracking_uri(),
         seconds=time.time() - started,

@@ -136,6 +136,29 @@ def linked_versions(client: MlflowClient, model_uri: str, advice: str) -> tuple:
     )
 
 
+def check_explains(surrogate_uri: str, provenance: dict, ensemble_version) -> None:
+    """Refuse to present ``surrogate_uri`` as the explanation of ``ensemble_version``
+    unless its signed ``provenance`` names that version (URI and model id): the link
+    tags are anyone's to set, so they could pair an honest surrogate with another model.
+
+    Raises
+    ------
+    ExplainError
+    """
+    uri, model_id = version_uri(ensemble_version), model_id_of(ensemble_version) or ""
+    named = (
+        str(provenance.get("ensemble_uri") or ""),
+        str(provenance.get("ensemble_model_id") or ""),
+    )
+    if named != (uri, model_id):
+        raise ExplainError(
+            f"{surrogate_uri} explains {named[0] or 'an unnamed ensemble'} (model id "
+            f"{named[1] or '-'}) according to its signed evidence, not {uri} (model id "
+            f"{model_id or '-'}), which the registry's link tags pair it with; explain "
+            f"{uri}: govern explain --model-uri {uri} --data <file>"
+        )
+
+
 def registry_unavailable(exc: MlflowException) -> GovernanceError:
     """The error for a registry that did not answer (or failed), never "not found"."""
     uri = mlflow.get_registry_uri()
@@ -361,10 +384,12 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
     Returns
     -------
     dict
-        ``uri``, ``rules`` (raw units, original columns), ``metrics`` (of the logged model), ``tags``
-        (of the model version), ``solve`` (from the model's metadata), ``parameters``
-        (the explain run's, from the evidence), ``model_id``, ``signer``
-        (``governance.signing.Signer``).
+        ``uri``, ``rules`` (raw units, original columns), ``metrics`` and ``validation``
+        (its status) from the signed evidence (not the logged model's metrics or the
+        version's tags, which anyone can set), ``tags`` (of the model version),
+        ``solve`` (from the model's metadata), ``parameters`` (the explain run's, from
+        the evidence), ``provenance`` (the whole signed provenance), ``model_id``,
+        ``signer`` (``governance.signing.Signer``).
     """
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
@@ -374,7 +399,8 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         verified = miret_flavor.open_model_dir(local, trusted, uri)
         mlmodel = Model.load(local)
         surrogate, scaler = verified.surrogate, verified.scaler
-        parameters = verified.manifest["provenance"].get("parameters") or {}
+        provenance = verified.manifest["provenance"]
+        parameters = provenance.get("parameters") or {}
         # the rules as explain wrote them (signed with the directory): in original
         # columns and categories, which the surrogate alone cannot name
         written = Path(local, "rules.txt")
@@ -387,17 +413,16 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         rules = surrogate.rules(class_names if class_names and class_names[0] else None)
     else:
         rules = tree.rules(scaler=scaler)
-    metrics, model_id = {}, model_id_of(version)
-    if model_id:
-        metrics = {m.key: m.value for m in client.get_logged_model(model_id).metrics or []}
     return {
         "uri": uri,
         "rules": rules,
-        "metrics": metrics,
+        "metrics": dict(provenance.get("metrics") or {}),
+        "validation": (provenance.get("validation") or {}).get("status"),
+        "provenance": provenance,
         "tags": dict(version.tags),
         "solve": (mlmodel.metadata or {}).get("solve", {}),
         "parameters": parameters,
-        "model_id": model_id or "",
+        "model_id": model_id_of(version) or "",
         "signer": verified.signer,
     }
 

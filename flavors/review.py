@@ -8,6 +8,7 @@ from mlflow import MlflowClient
 from miret_governance.flavors.decisions import approvals_of
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,
+    check_explains,
     describe_surrogate,
     linked_versions,
     version_uri,
@@ -42,7 +43,8 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     Raises
     ------
     ExplainError
-        The version is neither a surrogate nor an explained ensemble.
+        The version is neither a surrogate nor an explained ensemble, or the surrogate's
+        signed evidence names another ensemble version than the one linked.
     governance.signing.SignatureError
         No trust configured, or the surrogate is unsigned, signed by an untrusted key or
         altered since it was signed.
@@ -51,6 +53,7 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     client = client or MlflowClient()
     ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
     summary = describe_surrogate(surrogate_uri, trusted, client)
+    check_explains(summary["uri"], summary["provenance"], ensemble)
     summary["ensemble"] = {
         "uri": version_uri(ensemble),
         "aliases": sorted(ensemble.aliases or []),

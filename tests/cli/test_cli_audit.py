@@ -3,6 +3,7 @@ audit's JSON schema, and approvals a policy requires before ``promote``."""
 
 import json
 
+import pytest
 import typer
 from gate_store import explained
 from mlflow import MlflowClient
@@ -120,3 +121,39 @@ def test_approvals_before_promotion(store, tmp_path):
     assert promoted.exit_code == 0, promoted.output
     assert MlflowClient().get_model_version_by_alias("credit-rf", "champion").version == 1
     assert run("audit", "--model-name", "credit-rf", "--policy", policy).exit_code == 0
+
+
+def test_show_presents_only_what_the_signed_evidence_says(store, tmp_path):
+    """QA: show printed metrics set by hand on the surrogate's logged model under the
+    "signed by" line, and followed a hand-set link from another model to an honest
+    surrogate, presenting it as that model's explanation."""
+    from miret_governance.flavors.registry import model_id_of
+
+    policy = tmp_path / "p.toml"
+    policy.write_text("[gates]\nmin_fidelity = 0.9\n" + keys_toml())
+    uri = explained(store, tmp_path)
+    client = MlflowClient()
+    surrogate = client.get_model_version("credit-rf-surrogate", "1")
+    client.log_metric(surrogate.run_id, "test_fidelity", 1.0, model_id=model_id_of(surrogate))
+    client.set_model_version_tag("credit-rf-surrogate", "1", "governance.validation", "failed")
+    shown = json.loads(run("show", "--model-uri", uri, "--policy", policy, "--json").stdout)
+    assert shown["metrics"]["test_fidelity"] == 0.95  # gate_store.GOOD, as signed
+    assert shown["validation"] == "passed"
+    text = " ".join(run("show", "--model-uri", uri, "--policy", policy).output.split())
+    assert "(its tags, which are not signed: govern audit checks them" in text
+
+    other = explained(store, tmp_path, name="other-rf")
+    client.set_model_version_tag(
+        "other-rf", "1", "governance.surrogate", "models:/credit-rf-surrogate/1"
+    )
+    refused = run("show", "--model-uri", other, "--policy", policy)
+    assert refused.exit_code == 2
+    assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/1 (model id " in " ".join(
+        refused.output.split()
+    )
+    assert f"not {other} (model id " in " ".join(refused.output.split())
+    from miret_governance.flavors.applicant import explain_rows
+    from miret_governance.flavors.errors import ExplainError
+
+    with pytest.raises(ExplainError, match=f"according to its signed evidence, not {other}"):
+        explain_rows(other, tmp_path / "unread.csv", policy)
