@@ -77,7 +77,9 @@ def audit(
     Exit 1 when something is found, 0 when clean. Read-only.
 
     Findings: an alias whose holder has no valid signed promotion decision for it on the
-    holder's current verified evidence (e.g. set by hand in the MLflow UI); a status
+    holder's current verified evidence (e.g. set by hand in the MLflow UI), is not the
+    version the latest signed promotion to it moved it to (moved back by hand), or lacks
+    the approvals the audited policy's [approvals] requires; a status
     (last gate, promotion) decided on superseded evidence; linked evidence that is
     unsigned, untrusted or altered; decision records that are unsigned or fail
     verification.

@@ -5,7 +5,12 @@ For every version of the model the audit verifies, with the keys a policy trusts
 - **alias**: each alias's holder has a valid signed promotion decision (kind
   ``promotion``, decision ``promoted``, for that alias and this ensemble version's URI
   and model id) on the evidence its linked surrogate holds now, and that evidence
-  verifies; an alias set by hand (in the MLflow UI, or by any API call) has none;
+  verifies; an alias set by hand (in the MLflow UI, or by any API call) has none; the
+  holder is the version the latest signed promotion to that alias moved it to (by the
+  records' signed time: an alias moved back by hand to a version promoted earlier is
+  found); and when the audited policy's ``[approvals]`` names the alias, the holder's
+  current evidence has the approvals it requires and no standing rejection (a promotion
+  decided under a laxer policy is found);
 - **superseded**: the decisions a version's status tags show (``governance.last_gate.run``,
   ``governance.promotion.<alias>.run``) were made on the current evidence;
 - **evidence**: the linked surrogate's evidence is signed by a key trusted for
@@ -27,8 +32,10 @@ from miret_governance.flavors.decisions import (
     SIGNER_TAG,
     UNSIGNED,
     Decision,
+    approval_state,
     decision_runs,
     read_record,
+    signed_time,
 )
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gate_evidence import checked_evidence
@@ -135,7 +142,9 @@ def _valid_promotion(decision: Decision, version, alias: str, digest: str | None
     )
 
 
-def _audit_version(client, version, held: list, policy: Policy, report: AuditReport) -> None:
+def _audit_version(client, version, held: list, policy: Policy, report: AuditReport) -> dict:
+    """Add the findings of one version to ``report``; its valid signed promotions by
+    alias (the latest decision of each)."""
     uri = version_uri(version)
     digest = _evidence_digest(client, version, policy, report)
     runs = decision_runs(client, GATE_EXPERIMENT, uri) + decision_runs(
@@ -177,6 +186,19 @@ def _audit_version(client, version, held: list, policy: Policy, report: AuditRep
                 )
             )
     for alias in held:
+        needed = policy.approvals.get(alias)
+        if needed and digest is not None:
+            state = approval_state(client, version, alias, digest, policy.keys, needed)
+            if not state.approved:
+                report.findings.append(
+                    Finding(
+                        "alias",
+                        uri,
+                        f"@{alias} is on {uri}, but the audited policy's approvals are not "
+                        f"met on its current evidence: {state.reason}",
+                        alias,
+                    )
+                )
         if not any(_valid_promotion(d, version, alias, digest) for d in decisions.values()):
             report.findings.append(
                 Finding(
@@ -189,6 +211,19 @@ def _audit_version(client, version, held: list, policy: Policy, report: AuditRep
                     alias,
                 )
             )
+    promoted = {}
+    for decision in decisions.values():
+        record = decision.record
+        if (
+            decision.valid
+            and record.get("kind") == "promotion"
+            and record.get("decision") == "promoted"
+            and record.get("ensemble") == {"uri": uri, "model_id": model_id_of(version) or ""}
+        ):
+            alias = record.get("alias")
+            if alias not in promoted or signed_time(decision) >= signed_time(promoted[alias]):
+                promoted[alias] = decision
+    return promoted
 
 
 def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = None):
@@ -213,8 +248,31 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
         )
     report = AuditReport(model_name, policy.label, policy.digest)
     aliases = client.get_registered_model(model_name).aliases or {}
+    latest = {}  # alias -> (decision, version) of the latest valid signed promotion
+    promoted = {}  # version -> aliases it was ever validly promoted to
     for version in sorted(versions, key=lambda v: int(v.version)):
         held = sorted(a for a, v in aliases.items() if str(v) == str(version.version))
-        _audit_version(client, version, held, policy, report)
-        report.versions += 1
+        found = _audit_version(client, version, held, policy, report)
+        promoted[str(version.version)] = set(found)
+        for alias, decision in found.items():
+            if alias not in latest or signed_time(decision) >= signed_time(latest[alias][0]):
+                latest[alias] = (decision, version)
+    for alias, holder in sorted(aliases.items()):
+        decision, version = latest.get(alias, (None, None))
+        # a holder never promoted to the alias has its own finding already
+        back = alias in promoted.get(str(holder), ())
+        if back and str(version.version) != str(holder):
+            report.findings.append(
+                Finding(
+                    "alias",
+                    f"models:/{model_name}/{holder}",
+                    f"@{alias} is on version {holder}, but the latest signed promotion to it "
+                    f"(run {decision.run_id}, {decision.record.get('time')}) moved it to "
+                    f"{version_uri(version)}: it was moved back by hand; promote the version "
+                    f"that should hold it with govern promote --alias {alias}",
+                    alias,
+                    decision.run_id,
+                )
+            )
+    report.versions = len(versions)
     return report

@@ -255,10 +255,10 @@ def _newer(decision: Decision, than: Decision) -> bool:
     """Was ``decision`` signed after ``than`` (or at the same time, in a later run)? By
     the signed time, never by the run's start time, which is the logger's to choose: a
     copy of an older record logged again is no newer."""
-    return _signed_time(decision) >= _signed_time(than)
+    return signed_time(decision) >= signed_time(than)
 
 
-def _signed_time(decision: Decision) -> datetime:
+def signed_time(decision: Decision) -> datetime:
     """The record's signed ``time`` (the earliest possible time when it has none)."""
     try:
         return datetime.fromisoformat(str(decision.record.get("time")))

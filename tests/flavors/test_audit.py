@@ -105,6 +105,53 @@ def test_unsigned_evidence_and_altered_records_are_found(store, tmp_path, policy
     assert "the evidence of models:/credit-rf-surrogate/2 is unsigned" in report.findings[3].message
 
 
+def test_an_alias_moved_back_by_hand_is_found(store, tmp_path, policy):
+    """QA: CI promoted v1, then v2, to @champion; an insider set it back on v1, whose
+    old promotion record still counted."""
+    client = MlflowClient()
+    first, second = explained(store, tmp_path), explained(store, tmp_path)
+    assert promote_model_version(first, "champion", policy).promoted
+    latest = promote_model_version(second, "champion", policy)
+    assert latest.promoted and audit_model("credit-rf", policy).clean
+    client.set_registered_model_alias("credit-rf", "champion", "1")
+    report = audit_model("credit-rf", policy)
+    assert findings(report) == [("alias", first, "champion")]
+    assert report.findings[0].run_id == latest.gate.run_id
+    assert report.findings[0].message.startswith(
+        "@champion is on version 1, but the latest signed promotion to it (run "
+    )
+    assert f"moved it to {second}: it was moved back by hand" in report.findings[0].message
+    assert promote_model_version(first, "champion", policy).promoted  # rolled back properly
+    assert audit_model("credit-rf", policy).clean
+
+
+def test_a_promotion_short_of_the_audited_policys_approvals_is_found(store, tmp_path, policy):
+    """QA: with a reviewer's rejection standing, CI promoted @prod under a policy without
+    approvals; the audit under the four-eyes policy said clean."""
+    from signing_keys import key_pair
+
+    from miret_governance.flavors.promotion import approve_model_version
+    from miret_governance.governance.signing import SigningKey
+
+    uri = explained(store, tmp_path)
+    four_eyes = tmp_path / "four-eyes.toml"
+    four_eyes.write_text(
+        'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n'
+        + keys_toml(approvers=("alice",))
+        + "\n[approvals]\nprod = 1\n"
+    )
+    strict = load_policy(four_eyes)
+    reviewer = SigningKey.load(key_pair("alice")[0])
+    approve_model_version(uri, "prod", "reject", "not yet", strict, signing_key=reviewer)
+    assert promote_model_version(uri, "prod", policy).promoted  # the lax policy
+    report = audit_model("credit-rf", strict)
+    assert findings(report) == [("alias", uri, "prod")]
+    assert report.findings[0].message == (
+        f"@prod is on {uri}, but the audited policy's approvals are not met on its current "
+        "evidence: @prod was rejected by alice (not yet)"
+    )
+
+
 def test_unknown_model(store, policy):
     with pytest.raises(GovernanceError, match="no registered model 'nope' with versions"):
         audit_model("nope", policy)
