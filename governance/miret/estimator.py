@@ -262,7 +262,16 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
                 )
         complete = np.flatnonzero(~np.isnan(tree_inputs).any(axis=1))  # the MILP's rows
         if not complete.size:
-            raise ValueError("every row of X has a missing value; the fit needs complete rows")
+            shares = np.isnan(tree_inputs).mean(axis=0)
+            worst = np.argsort(-shares, kind="stable")[: min(3, int((shares > 0).sum()))]
+            named = ", ".join(
+                f"{ensemble.feature_names[j]!r} {100 * shares[j]:.0f}%" for j in worst
+            )
+            raise ValueError(
+                f"every row of X has a missing value (most often: {named}); the surrogate's "
+                "splits are fitted on complete rows: give data with some complete rows, or "
+                "fill in (impute) those columns first"
+            )
         # the MILP's sample and the wider one of the returned CART and univariate trees,
         # from one stratification (the copy of the complete rows is freed at once)
         sizes = (self.max_rows, wider_size(self.max_rows))
