@@ -167,8 +167,10 @@ def test_sklearn_conventions(small_forest):
         (lambda X: np.full_like(X, np.nan), "every row of X has a missing value"),
         (  # mutually exclusive gaps (QA): the columns are named, and what to do
             lambda X: np.where(np.arange(X.shape[1]) == np.arange(len(X))[:, None] % 2, np.nan, X),
-            r"every row of X has a missing value \(most often: '\w+' 50%, '\w+' 50%\); .* "
-            r"give data with some complete rows, or fill in \(impute\) those columns first",
+            (
+                r"every row of X has a missing value \(most often: '\w+' 50%, '\w+' 50%\); "
+                r".* give data with some complete rows, or fill in \(impute\) those columns"
+            ),
         ),
         (lambda X: np.hstack([X, X]), "3 columns"),
     ],
