@@ -223,7 +223,8 @@ def parse_policy(
         hint = " (gate keys belong in the [gates] table)" if set(extra) & gate_keys else ""
         raise PolicyError(
             f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
-            f"name and one [gates] table with these keys:\n{_valid_keys()}"
+            "name, optional [keys.<name>] and [approvals] tables, drift_against, and one "
+            f"[gates] table with these keys:\n{_valid_keys()}"
         )
     policy_name = data.get("name", default_name)
     if not isinstance(policy_name, str) or not _NAME.match(policy_name):
@@ -271,11 +272,15 @@ def _approvals(table, keys: TrustedKeys, source: str) -> dict:
     if not isinstance(table, dict):
         raise PolicyError(f"{source}: [approvals] must map aliases to numbers of approvals")
     for alias, count in table.items():
+        if not approvers:
+            raise PolicyError(
+                f"{source}: approvals {alias} = {count!r} needs keys trusted to approve, and "
+                'the policy trusts none: add [keys.<name>] tables with may_sign = ["approve"]'
+            )
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= approvers:
             raise PolicyError(
                 f"{source}: approvals {alias} = {count!r}; give a whole number from 1 to "
                 f"{approvers}, the keys the policy trusts to approve"
-                + ("" if approvers else ' (add [keys.<name>] with may_sign = ["approve"])')
             )
     return dict(sorted(table.items()))
 
@@ -337,5 +342,10 @@ def load_policy(path=None) -> Policy:
         raise PolicyError(f"policy file {path} is not UTF-8 text: {error}") from error
     except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"policy file {path} is not valid TOML: {error}") from error
+    if not data:
+        raise PolicyError(
+            f"policy file {path} is empty: give a TOML file with a [gates] table (see "
+            "examples/policies/)"
+        )
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)[:40] or "policy"
     return parse_policy(data, source=str(path), default_name=stem, base_dir=path.parent)

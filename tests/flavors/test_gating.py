@@ -136,6 +136,13 @@ def test_policy_name_from_key_or_file_stem(tmp_path):
         ("[gates]\nrequire_validation_pass = 1\n", "expected true or false"),
         ("[gates\nmin_fidelity = 0.9\n", "is not valid TOML"),
         ("gates = 3\n", "'gates' must be a table"),
+        ("", "bad.toml is empty: give a TOML file with a [gates] table"),
+        ("# only a comment\n", "is empty"),
+        ("[extra]\n", "optional [keys.<name>] and [approvals] tables, drift_against"),
+        (
+            "[gates]\n[approvals]\nprod = 1\n",
+            "approvals prod = 1 needs keys trusted to approve, and the policy trusts none",
+        ),
     ],
 )
 def test_invalid_policies_name_the_problem(tmp_path, text, message):
