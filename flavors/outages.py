@@ -1,4 +1,4 @@
-"""Store and server failures in words: a locked SQLite store, a tracking server that
+"""Store and server failures in words: a locked or read-only SQLite store, a tracking server that
 refuses connections or stops answering, a full disk or a failing artifact store.
 
 MLflow reports these as its own exceptions with the raw text of the layer below
@@ -85,6 +85,12 @@ def outage_message(error: BaseException) -> str | None:
             f"the tracking store {_tracking_uri()} is locked by another process (SQLite: "
             "database is locked); retry when it is done, or use a tracking server for "
             "concurrent work"
+        )
+    if "attempt to write a readonly database" in text:
+        return (
+            f"the tracking store {_tracking_uri()} is read-only (SQLite: attempt to write a "
+            "readonly database); nothing was recorded: run with write access to the file and "
+            "its folder, or point --tracking-uri / MLFLOW_TRACKING_URI at a writable store"
         )
     full = [e for e in chain if isinstance(e, OSError) and e.errno == errno.ENOSPC]
     if full or "database or disk is full" in text or "No space left on device" in text:

@@ -46,3 +46,27 @@ def test_a_wrapped_refusal_names_the_server_not_the_http_library(monkeypatch):
         "or --tracking-uri / MLFLOW_TRACKING_URI names another port); start it and run the "
         "command again"
     )
+
+
+def test_a_read_only_store_is_named_as_such(tmp_path, monkeypatch):
+    """A real SQLite refusal (a connection opened read-only), as MLflow wraps it: QA got
+    SQLAlchemy's whole autoflush text and the statement from a read-only mlflow.db."""
+    import sqlite3
+
+    path = tmp_path / "mlflow.db"
+    sqlite3.connect(path).execute("CREATE TABLE runs (id TEXT)").connection.commit()
+    monkeypatch.setattr(mlflow, "get_tracking_uri", lambda: f"sqlite:///{path}")
+    with pytest.raises(sqlite3.OperationalError) as info:
+        sqlite3.connect(f"file:{path}?mode=ro", uri=True).execute("INSERT INTO runs VALUES ('a')")
+    try:
+        raise MlflowException(
+            f"(sqlite3.OperationalError) {info.value} [SQL: INSERT]"
+        ) from info.value
+    except MlflowException as wrapped:
+        raised = wrapped
+    assert error_message(raised) == (
+        f"the tracking store sqlite:///{path} is read-only (SQLite: attempt to write a "
+        "readonly database); nothing was recorded: run with write access to the file and its "
+        "folder, or point --tracking-uri / MLFLOW_TRACKING_URI at a writable store"
+    )
+    assert exit_code(raised) == 2
