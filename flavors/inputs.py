@@ -376,14 +376,19 @@ def feature_inputs(ensemble, frame: pd.DataFrame, source) -> np.ndarray:
     Raises
     ------
     ExplainError
-        A missing feature column or an unseen category.
+        A missing feature column, a column holding text or infinite values, no rows, or
+        an unseen category.
     """
     from miret_governance.governance.encoding import EncodingError, encoding_of
+    from miret_governance.governance.miret.paths import RowsError, feature_rows
 
     encoding = encoding_of(ensemble.preprocessor)
     if encoding is None:
         X, _ = split_features(frame, ensemble, None, source)
-        return ensemble.transform(X)
+        try:  # text, infinite values or no rows named, not left to the preprocessing
+            return ensemble.transform(feature_rows(X, ensemble.feature_names, source))
+        except RowsError as exc:
+            raise ExplainError(str(exc)) from None
     try:
         return encoding.encode(ensemble.preprocessor, frame).to_numpy()
     except (EncodingError, KeyError) as exc:

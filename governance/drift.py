@@ -44,7 +44,7 @@ from miret_governance.governance.encoding import encoding_of
 from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.gates import GateResult, readable_pair
 from miret_governance.governance.miret.missing import check_missing_rule
-from miret_governance.governance.miret.paths import RowsError, encoded_rows
+from miret_governance.governance.miret.paths import RowsError, encoded_rows, feature_rows
 from miret_governance.governance.policy import DRIFT_GATES
 
 SUM_TOLERANCE = 1e-6
@@ -271,7 +271,11 @@ def _inputs(rows: pd.DataFrame, ensemble, name: str) -> tuple[np.ndarray, np.nda
         if encoding is not None:
             encoded = encoded_rows(rows, encoding, ensemble.preprocessor).to_numpy()
             return encoded, encoded
-        raw = feature_matrix(rows, ensemble.feature_names, allow_nan=True)
+        names = [str(n) for n in ensemble.feature_names]
+        if set(names) <= {str(c) for c in rows.columns}:  # named: refusals name the column
+            raw = feature_rows(rows, names, "the rows").to_numpy()
+        else:
+            raw = feature_matrix(rows, names, allow_nan=True)
     except (RowsError, ValueError) as error:
         raise DriftError(f"the rows cannot be scored by {name}: {error}") from None
     return raw, ensemble.transform(raw)

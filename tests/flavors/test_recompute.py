@@ -1,6 +1,9 @@
 """``govern gate --data``: the surrogate's fidelity measured again (flavors.recompute)."""
 
+import re
+
 import numpy as np
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
 from mlflow_store import register_sklearn
@@ -142,3 +145,36 @@ def test_with_a_test_file_each_file_reproduces_its_own_split_exactly(demo):
     assert on_test.passed and on_test.value == {"test_fidelity": 141 / 143}
     on_train = _recomputed(_gate(demo, "train.csv"))
     assert on_train.passed and on_train.value == {"train_fidelity": 416 / 426}
+
+
+def test_data_the_ensemble_cannot_take_is_refused_by_column_and_row(demo):
+    """QA: text in a numeric column, an infinite value and a header-only file reached the
+    scaler, which answered "could not convert string to float: 'abc'"."""
+    from miret_governance.flavors.errors import ExplainError
+
+    test = pd.read_csv(demo["root"] / "test.csv")
+    text = test.astype({"mean radius": object})
+    text.loc[3, "mean radius"] = "abc"
+    text.to_csv(demo["root"] / "text.csv", index=False)
+    test.assign(**{"mean area": np.inf}).to_csv(demo["root"] / "inf.csv", index=False)
+    test.iloc[:0].to_csv(demo["root"] / "empty.csv", index=False)
+    cases = {
+        "text.csv": "the columns must hold numbers in raw units: 'mean radius' holds text "
+        "(row 3: 'abc')",
+        "inf.csv": "'mean area' has infinite values (rows [0, 1, 2, 3, 4])",
+        "empty.csv": "has no rows",
+    }
+    from mlflow.entities import ViewType
+
+    from miret_governance.flavors.gating import GATE_EXPERIMENT
+
+    def gate_runs():
+        found = MlflowClient().get_experiment_by_name(GATE_EXPERIMENT)
+        ids = [found.experiment_id] if found else []
+        return len(MlflowClient().search_runs(ids, run_view_type=ViewType.ALL)) if ids else 0
+
+    before = gate_runs()
+    for data, message in cases.items():
+        with pytest.raises(ExplainError, match=re.escape(message)):
+            _gate(demo, data)
+    assert gate_runs() == before  # nothing recorded

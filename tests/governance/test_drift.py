@@ -129,6 +129,10 @@ def test_cross_fidelity_refusals_name_the_problem():
         drift.cross_fidelity(champion, champion, ROWS[["x0"]])
     with pytest.raises(DriftError, match="at least one row"):
         drift.cross_fidelity(champion, champion, ROWS.iloc[:0])
+    text = ROWS.astype({"x1": object})
+    text.iloc[1, text.columns.get_loc("x1")] = "abc"  # QA: "could not convert string to float"
+    with pytest.raises(DriftError, match="by v1: .*'x1' holds text \\(row 1: 'abc'\\)"):
+        drift.cross_fidelity(champion, champion, text)
 
 
 def three_grades(name: str, low: float, high: float) -> Explanation:
