@@ -20,7 +20,9 @@ recorded) instead of raising.
   Wilson interval (:func:`governance.metrics.wilson_interval`) must overlap the stored
   test fidelity's interval: the two measurements may differ only as much as sampling
   allows. With 114 stored test rows all agreeing (0.967-1), 200 new rows pass down to
-  189 agreeing (0.904-0.969) and fail from 188 (0.898-0.965) down.
+  189 agreeing (0.904-0.969) and fail from 188 (0.898-0.965) down. A file of fewer rows
+  than the explanation's ``min_test_rows`` is refused (exit 2, nothing recorded): its
+  interval is too wide to contradict anything.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from miret_governance.flavors import stages
+from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.inputs import (
     dataset,
     feature_inputs,
@@ -38,7 +41,7 @@ from miret_governance.flavors.inputs import (
     read_table,
 )
 from miret_governance.flavors.registry import version_uri
-from miret_governance.flavors.request import ExplainRequest
+from miret_governance.flavors.request import MIN_TEST_ROWS, ExplainRequest
 from miret_governance.governance.arrays import scaled
 from miret_governance.governance.gates import Evaluation, GateResult
 from miret_governance.governance.metrics import wilson_interval
@@ -123,7 +126,21 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
     ):
         return _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored)
     X = feature_inputs(ensemble, frame, data)
+    _check_rows(X, int(record.get("min_test_rows", MIN_TEST_ROWS)), data)
     return _overlap(_agreeing(ensemble, tree, tree_scaler, X), len(X), stored)
+
+
+def _check_rows(X, minimum: int, data) -> None:
+    """Refuse rows too few to check a fidelity: fewer than ``minimum`` (the
+    explanation's ``min_test_rows``; 5 rows gave a 95% interval wide enough to overlap
+    any stored one, so the gate passed on nothing)."""
+    if len(X) >= minimum:
+        return
+    raise ExplainError(
+        f"{Path(data).name} has too few rows to check the fidelity: {len(X)}, fewer than "
+        f"the {minimum} the explanation measured per class (20 agreeing rows of 20 give a "
+        "95% interval of 0.84-1); give a file with more rows. Nothing was recorded"
+    )
 
 
 def _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored) -> GateResult:

@@ -163,7 +163,9 @@ def test_data_the_ensemble_cannot_take_is_refused_by_column_and_row(demo):
         "(row 3: 'abc')",
         "inf.csv": "'mean area' has infinite values (rows [0, 1, 2, 3, 4])",
         "empty.csv": "has no rows",
+        "few.csv": "few.csv has too few rows to check the fidelity: 5, fewer than the 20",
     }
+    test.iloc[:5].to_csv(demo["root"] / "few.csv", index=False)  # QA: 5 rows passed
     from mlflow.entities import ViewType
 
     from miret_governance.flavors.gating import GATE_EXPERIMENT
