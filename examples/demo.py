@@ -19,6 +19,7 @@ Each step is a small function called from :func:`main`; a step takes and returns
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import tempfile
@@ -372,7 +373,13 @@ STEPS = [
 ]
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    """Run every step from the repository root, so that ``mlflow.db`` and the artifacts
+    it points to (``./mlruns``) land together wherever the demo was started from."""
+    argparse.ArgumentParser(
+        prog="examples/demo.py", description=__doc__.split("\n\n")[0].replace("\n", " ")
+    ).parse_args(argv)
+    os.chdir(ROOT)
     state = DemoState()
     for step in STEPS:
         start = time.perf_counter()
