@@ -57,6 +57,9 @@ class ValidationReport:
     failures : list of Failure
     mostly : float
     n_rows : int
+    ignored_columns : list of str
+        Columns of the file that are neither a feature nor the label, left out before
+        validating (``govern validate`` and explain read a file alike).
     """
 
     success: bool
@@ -66,6 +69,7 @@ class ValidationReport:
     failures: list = field(default_factory=list)
     mostly: float = 1.0
     n_rows: int = 0
+    ignored_columns: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         """Great Expectations' validation result (JSON-serializable dict).
@@ -86,6 +90,8 @@ class ValidationReport:
             f"expectations met on {self.n_rows} rows (mostly={self.mostly:g})."
         )
         lines = [head] + [f"  - {failure.message}" for failure in self.failures]
+        if self.ignored_columns:
+            lines.append(f"  (not used by the model, not checked: {self.ignored_columns})")
         if not self.success:
             lines.append(
                 "Fix the data (or the model's feature schema): the columns must be the "

@@ -359,6 +359,11 @@ def test_cli_validate_exit_codes(store, tmp_path, data, monkeypatch):
     drift = run("--data", str(tmp_path / "drift.csv"))
     assert drift.exit_code == 1 and "column 'debt'" in drift.output
     assert run("--data", str(tmp_path / "drift.csv"), "--mostly", "0.2").exit_code == 0
+    # QA: validate failed a file with an id column that explain validated and passed
+    raw.assign(customer_id=1).to_csv(tmp_path / "ids.csv", index=False)
+    ids = run("--data", str(tmp_path / "ids.csv"))
+    assert ids.exit_code == 0, ids.output
+    assert "(not used by the model, not checked: ['customer_id'])" in ids.output
     missing = run("--data", str(tmp_path / "nope.csv"))
     assert missing.exit_code == 2 and "nope.csv does not exist" in missing.output
     bad_uri = runner.invoke(
