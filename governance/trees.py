@@ -193,10 +193,14 @@ class Tree:
             raise MalformedModelError("a split uses a negative feature index")
         split = ~is_leaf
         children = np.concatenate([left[split], right[split]])
-        if children.size and (children.min() < 1 or children.max() >= n):
+        if children.size and children.min() == 0:
+            raise MalformedModelError(
+                "a child index points back to the root (node 0): the nodes form a cycle"
+            )
+        if children.size and (children.min() < 0 or children.max() >= n):
             raise MalformedModelError(
                 f"a child index lies outside the tree's {n} nodes (found "
-                f"{int(children.min() if children.min() < 1 else children.max())})"
+                f"{int(children.min() if children.min() < 0 else children.max())})"
             )
         left_codes, known_codes = _categories(self.category_left, self.category_known, split)
         categorical = np.array([codes is not None for codes in left_codes], dtype=bool)

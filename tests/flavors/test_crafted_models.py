@@ -58,7 +58,11 @@ def test_a_feature_index_beyond_the_model_is_refused_before_scikit_learn_predict
     ("field", "value", "message"),
     [
         ("left_child", 2**40, "a child index lies outside the tree's"),
-        ("right_child", 0, "a child index lies outside the tree's"),
+        (
+            "right_child",
+            0,
+            r"a child index points back to the root \(node 0\): the nodes form a cycle",
+        ),
         ("left_child", -2, r"a child index lies outside the tree's \d+ nodes \(found -2\)"),
         ("right_child", -1, "a node is a leaf exactly when feature, left and right are -1"),
         ("threshold", np.nan, "a split threshold is NaN"),
