@@ -479,7 +479,9 @@ def test_without_a_usable_child_validation_stays_in_this_process(
     validate_inputs(raw, raw_ensemble)  # imports Great Expectations in this process
     with caplog.at_level("WARNING", logger="miret_governance.flavors.validation_worker"):
         assert ValidationWorker().validate(frames, raw_ensemble, "label") is None
-    assert caplog.text == ""  # no child was started: nothing failed
+    worker_logs = [r for r in caplog.records if r.name.endswith("validation_worker")]
+    assert worker_logs == []  # no child was started: nothing failed (GE's own import
+    # warnings may be logged here when this test runs first in its process)
 
     worker = _started_worker(monkeypatch)
     worker.close()  # the child is gone before it is asked
