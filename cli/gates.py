@@ -198,8 +198,7 @@ def gate(
     """Evaluate the promotion gates on the ensemble version's linked surrogate.
 
     The decision record (decision/record.json on the gate run) is signed with
-    --signing-key, which the policy must trust for decide (exit 2, nothing recorded,
-    otherwise); without one it is recorded unsigned, as a what-if that never counts.
+    --signing-key; without one it is recorded unsigned, as a what-if that never counts.
 
     With --data the surrogate's fidelity to the ensemble is measured again on that file
     (gate recomputed_fidelity): on the explain run's own data the stored train and test

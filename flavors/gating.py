@@ -338,10 +338,9 @@ def gate_model_version(
     target : str, optional
         Label column of ``data`` (default: the explanation's).
     signing_key : SigningKey, optional
-        Signs the gate's decision record, and must be trusted by ``policy`` for
-        ``decide`` (else nothing is recorded); default: ``GOVERN_SIGNING_KEY``, whose
-        record counts only when trusted. Without either the record is unsigned (tag
-        ``governance.decision_signer = unsigned``) and never counts.
+        Signs the gate's decision record (default: ``GOVERN_SIGNING_KEY``); without one
+        the record is unsigned (tag ``governance.decision_signer = unsigned``) and never
+        counts.
 
     Returns
     -------
@@ -351,11 +350,7 @@ def gate_model_version(
     ------
     GateError
         No linked surrogate, or its evidence fails :func:`checked_evidence`.
-    governance.signing.SignatureError
-        ``signing_key`` is not trusted by ``policy`` for ``decide``.
     """
-    if signing_key is not None:  # given for this decision: one no policy counts is refused
-        policy.keys.key_for(signing_key.fingerprint, "decide", "the decision gate records")
     client = client or MlflowClient()
     key = signing_key or SigningKey.from_env()
     gated = evaluate_and_record(client, model_uri, policy, data, target)
