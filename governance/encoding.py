@@ -208,8 +208,10 @@ class Encoding:
                 for column, values in unseen.items()
             )
             raise EncodingError(
-                f"categories not seen in training: {shown}; the model has no branch for "
-                "them: map them to a trained category or re-train with them"
+                f"categories not seen in training: {shown}; the model never learned from "
+                "them (an encoder that ignores unknown categories scores them as none of the "
+                "known ones), so they are refused: map them to a trained category or "
+                "re-train with them"
             )
         encoded = transformer.transform(frame[list(self.inputs)])
         if hasattr(encoded, "toarray"):

@@ -69,6 +69,11 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
             message = (
                 f"column {column!r} has type {result.get('observed_value')}, not numeric "
                 f"(e.g. {frame[column].head(3).tolist()})"
+                + (
+                    ": write True/False as 1/0"
+                    if str(result.get("observed_value")) in ("bool", "bool_")
+                    else ""
+                )
             )
         elif kind == "expect_column_values_to_not_be_null":
             message = _missing_message(column, result, config.get("meta") or {})
@@ -98,8 +103,9 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
                 f"column {column!r} has categories not seen in training: "
                 f"{', '.join(map(str, unseen[:10]))} ({_count(result.get('unexpected_count', 0))}"
                 f"{', ' + _rows(result) if _rows(result) else ''}); seen in training: "
-                f"{', '.join(map(str, seen))}. The model has no branch for them: map them to "
-                "a trained category or re-train with them"
+                f"{', '.join(map(str, seen))}. The model never learned from them (an encoder "
+                "that ignores unknown categories scores them as none of the known ones), so "
+                "they are refused: map them to a trained category or re-train with them"
             )
         elif kind == "expect_column_values_to_be_between" and frame is raw:
             message = _raw_range_message(column, result, raw, kwargs)

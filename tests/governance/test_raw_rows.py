@@ -120,7 +120,9 @@ def test_raw_rows_that_cannot_be_encoded_are_refused_by_name():
     assert str(refused.value) == (
         "new.csv: categories not seen in training: purpose: boat (seen in training: car, "
         "education, furniture); housing: castle (seen in training: free, own, rent); the "
-        "model has no branch for them: map them to a trained category or re-train with them"
+        "model never learned from them (an encoder that ignores unknown categories scores "
+        "them as none of the known ones), so they are refused: map them to a trained "
+        "category or re-train with them"
     )
     with pytest.raises(RowsError, match=r"new.csv lacks the columns \['age'\]; give every"):
         encoded_rows(TRAIN.drop(columns="age"), encoding, prep, "new.csv")

@@ -275,6 +275,8 @@ def test_string_column_is_not_normalized(data, raw_ensemble):
     failure = only(report)
     assert failure.expectation == "expect_column_values_to_be_in_type_list"
     assert failure.message.startswith("column 'income' has type str, not numeric (e.g. [")
+    flags = only(validate_inputs(raw.assign(income=raw["income"] > 50), raw_ensemble))
+    assert flags.message.endswith(": write True/False as 1/0")  # QA: bool columns
     assert report.normalized is None  # the range stage never ran
 
 
