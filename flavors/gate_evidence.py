@@ -152,9 +152,13 @@ class CheckedEvidence:
 
 
 def checked_evidence(
-    client: MlflowClient, ensemble_version, surrogate, trusted: TrustedKeys
+    client: MlflowClient, ensemble_version, surrogate, trusted: TrustedKeys, pinned=True
 ) -> CheckedEvidence:
     """The stored evidence of ``surrogate``, checked against ``ensemble_version``.
+
+    ``pinned=False`` (``govern reproduce``, which fits again from the evidence and says
+    why a result differs) also accepts evidence that records no digest of the ensemble's
+    files, written before it was recorded; a recorded digest must still match.
 
     The signature is verified first, with the keys ``trusted`` for ``explain``: nothing
     of an unsigned or altered surrogate is read.
@@ -192,7 +196,7 @@ def checked_evidence(
             ) from error
     _check_provenance(client, ensemble_version, surrogate, evidence, again)
     _check_anchor(client, surrogate, evidence["digest"], again)
-    _check_ensemble_files(ensemble_version, evidence, again)
+    _check_ensemble_files(ensemble_version, evidence, again, pinned)
     tree = getattr(model.surrogate, "tree_", model.surrogate)
     features = tuple(tree.feature_names[j] for j in tree.used_features())
     recorded = evidence["metrics"].get("n_features_used")
@@ -268,10 +272,12 @@ def _check_anchor(client, surrogate, digest: str, again: str) -> None:
         )
 
 
-def _check_ensemble_files(ensemble_version, evidence: dict, again: str) -> None:
+def _check_ensemble_files(ensemble_version, evidence: dict, again: str, required: bool) -> None:
     """The ensemble version's model files are the ones its explanation was made from."""
     ensemble_uri = version_uri(ensemble_version)
     recorded = evidence["ensemble"].get("files_digest")
+    if not recorded and not required:
+        return
     if not recorded:
         raise GateError(
             f"the evidence of {ensemble_uri}'s surrogate does not record a digest of the "

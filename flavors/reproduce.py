@@ -103,8 +103,9 @@ def _equal(recorded, reproduced) -> bool:
 
 def _checked(client: MlflowClient, ensemble, surrogate, trusted):
     """The surrogate's evidence after every check a gate makes, its signature first
-    (:func:`flavors.gate_evidence.checked_evidence`)."""
-    checked = checked_evidence(client, ensemble, surrogate, trusted)
+    (:func:`flavors.gate_evidence.checked_evidence`; evidence from before the ensemble's
+    files were pinned is fitted again too, and files changed since are refused)."""
+    checked = checked_evidence(client, ensemble, surrogate, trusted, pinned=False)
     provenance = checked.provenance
     if "request" not in provenance:
         raise ExplainError(

@@ -201,6 +201,11 @@ def test_evidence_without_a_request_record_cannot_be_reproduced(store, tmp_path)
     uri = explained_by_hand(store, tmp_path)  # verified evidence, written without a request
     with pytest.raises(ExplainError, match="does not record its request.*--force"):
         reproduce_explanation(uri, "data.csv")
+    # evidence from before the ensemble's files were pinned still gets this far (a gate
+    # refuses it): a regulator's re-run of an old explanation is told what is missing
+    older = explained_by_hand(store, tmp_path, pin_files=False)
+    with pytest.raises(ExplainError, match="does not record its request"):
+        reproduce_explanation(older, "data.csv")
 
 
 def test_a_searched_explanation_is_searched_again(case):
