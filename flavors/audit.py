@@ -128,17 +128,27 @@ def _evidence_digest(client, version, policy: Policy, report: AuditReport) -> st
         return None
 
 
-def _valid_promotion(decision: Decision, version, alias: str, digest: str | None) -> bool:
+def _promoted_alias(decision: Decision, version) -> str | None:
+    """The alias a valid signed promotion of ``version`` moved (None for any other
+    decision)."""
     record = decision.record
-    return (
+    if (
         decision.valid
-        and digest is not None
         and record.get("kind") == "promotion"
         and record.get("decision") == "promoted"
-        and record.get("alias") == alias
         and record.get("ensemble")
         == {"uri": version_uri(version), "model_id": model_id_of(version) or ""}
-        and (record.get("evidence") or {}).get("digest") == digest
+    ):
+        return record.get("alias")
+    return None
+
+
+def _valid_promotion(decision: Decision, version, alias: str, digest: str | None) -> bool:
+    """A valid signed promotion of ``version`` to ``alias`` on the evidence ``digest``."""
+    return (
+        digest is not None
+        and _promoted_alias(decision, version) == alias
+        and (decision.record.get("evidence") or {}).get("digest") == digest
     )
 
 
@@ -213,16 +223,11 @@ def _audit_version(client, version, held: list, policy: Policy, report: AuditRep
             )
     promoted = {}
     for decision in decisions.values():
-        record = decision.record
-        if (
-            decision.valid
-            and record.get("kind") == "promotion"
-            and record.get("decision") == "promoted"
-            and record.get("ensemble") == {"uri": uri, "model_id": model_id_of(version) or ""}
+        alias = _promoted_alias(decision, version)
+        if alias is not None and (
+            alias not in promoted or signed_time(decision) >= signed_time(promoted[alias])
         ):
-            alias = record.get("alias")
-            if alias not in promoted or signed_time(decision) >= signed_time(promoted[alias]):
-                promoted[alias] = decision
+            promoted[alias] = decision
     return promoted
 
 
