@@ -17,10 +17,10 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.gate_evidence import check_explains
 from miret_governance.flavors.inputs import load_explainable_ensemble, read_table
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,
-    check_explains,
     download_model,
     linked_versions,
     version_uri,

@@ -296,24 +296,55 @@ def _check_ensemble_files(ensemble_version, evidence: dict, again: str, required
         )
 
 
-def _check_provenance(client, ensemble_version, surrogate, evidence: dict, again: str) -> None:
-    """The evidence names ``ensemble_version`` and data the explain run recorded."""
-    surrogate_uri, ensemble_uri = version_uri(surrogate), version_uri(ensemble_version)
-    named = evidence.get("ensemble") if isinstance(evidence.get("ensemble"), dict) else {}
+def check_explains(surrogate_uri: str, provenance: dict, ensemble_version) -> None:
+    """Refuse to present ``surrogate_uri`` as the explanation of ``ensemble_version``
+    (``govern show``, ``explain-row``) unless its signed ``provenance`` names that
+    version: the link tags are anyone's to set, so they could pair an honest surrogate
+    with another model.
+
+    Raises
+    ------
+    GateError
+    """
+    named = evidence_view({"provenance": provenance})["ensemble"]
+    try:
+        _check_named(surrogate_uri, named, ensemble_version)
+    except GateError as error:
+        uri = version_uri(ensemble_version)
+        raise GateError(
+            f"{error}, which the registry's link tags pair it with; explain {uri}: govern "
+            f"explain --model-uri {uri} --data <file>"
+        ) from None
+
+
+def _check_named(surrogate_uri: str, named, ensemble_version) -> None:
+    """The ensemble the evidence names (``{name, version, uri, model_id}``) is
+    ``ensemble_version``."""
+    named = named if isinstance(named, dict) else {}
     expected = {
         "name": ensemble_version.name,
         "version": str(ensemble_version.version),
-        "uri": ensemble_uri,
+        "uri": version_uri(ensemble_version),
         "model_id": model_id_of(ensemble_version) or "",
     }
     stored = {key: str(named.get(key) or "") for key in expected}
     if stored != expected:
         raise GateError(
             f"{surrogate_uri} explains {stored['uri'] or 'an unnamed ensemble'} (model id "
-            f"{stored['model_id'] or '-'}), not {ensemble_uri} (model id "
-            f"{expected['model_id'] or '-'}), according to its stored evidence; a surrogate "
-            f"vouches only for the ensemble version it was made from: {again}"
+            f"{stored['model_id'] or '-'}) according to its signed evidence, not "
+            f"{expected['uri']} (model id {expected['model_id'] or '-'})"
         )
+
+
+def _check_provenance(client, ensemble_version, surrogate, evidence: dict, again: str) -> None:
+    """The evidence names ``ensemble_version`` and data the explain run recorded."""
+    surrogate_uri = version_uri(surrogate)
+    try:
+        _check_named(surrogate_uri, evidence.get("ensemble"), ensemble_version)
+    except GateError as error:
+        raise GateError(
+            f"{error}; a surrogate vouches only for the ensemble version it was made from: {again}"
+        ) from None
     run_id = surrogate.run_id or ""
     model_id = model_id_of(surrogate)
     try:

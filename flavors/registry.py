@@ -136,29 +136,6 @@ def linked_versions(client: MlflowClient, model_uri: str, advice: str) -> tuple:
     )
 
 
-def check_explains(surrogate_uri: str, provenance: dict, ensemble_version) -> None:
-    """Refuse to present ``surrogate_uri`` as the explanation of ``ensemble_version``
-    unless its signed ``provenance`` names that version (URI and model id): the link
-    tags are anyone's to set, so they could pair an honest surrogate with another model.
-
-    Raises
-    ------
-    ExplainError
-    """
-    uri, model_id = version_uri(ensemble_version), model_id_of(ensemble_version) or ""
-    named = (
-        str(provenance.get("ensemble_uri") or ""),
-        str(provenance.get("ensemble_model_id") or ""),
-    )
-    if named != (uri, model_id):
-        raise ExplainError(
-            f"{surrogate_uri} explains {named[0] or 'an unnamed ensemble'} (model id "
-            f"{named[1] or '-'}) according to its signed evidence, not {uri} (model id "
-            f"{model_id or '-'}), which the registry's link tags pair it with; explain "
-            f"{uri}: govern explain --model-uri {uri} --data <file>"
-        )
-
-
 def registry_unavailable(exc: MlflowException) -> GovernanceError:
     """The error for a registry that did not answer (or failed), never "not found"."""
     uri = mlflow.get_registry_uri()

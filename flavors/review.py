@@ -6,9 +6,9 @@ from __future__ import annotations
 from mlflow import MlflowClient
 
 from miret_governance.flavors.decisions import approvals_of
+from miret_governance.flavors.gate_evidence import check_explains
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,
-    check_explains,
     describe_surrogate,
     linked_versions,
     version_uri,
@@ -43,8 +43,10 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     Raises
     ------
     ExplainError
-        The version is neither a surrogate nor an explained ensemble, or the surrogate's
-        signed evidence names another ensemble version than the one linked.
+        The version is neither a surrogate nor an explained ensemble.
+    GateError
+        The surrogate's signed evidence names another ensemble version than the one
+        linked (:func:`flavors.gate_evidence.check_explains`).
     governance.signing.SignatureError
         No trust configured, or the surrogate is unsigned, signed by an untrusted key or
         altered since it was signed.

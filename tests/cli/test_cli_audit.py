@@ -153,7 +153,7 @@ def test_show_presents_only_what_the_signed_evidence_says(store, tmp_path):
     )
     assert f"not {other} (model id " in " ".join(refused.output.split())
     from miret_governance.flavors.applicant import explain_rows
-    from miret_governance.flavors.errors import ExplainError
+    from miret_governance.flavors.errors import GateError
 
-    with pytest.raises(ExplainError, match=f"according to its signed evidence, not {other}"):
+    with pytest.raises(GateError, match=f"according to its signed evidence, not {other}"):
         explain_rows(other, tmp_path / "unread.csv", policy)
