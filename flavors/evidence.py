@@ -53,12 +53,8 @@ def model_files_digest(path) -> str:
     its ensemble's (``ensemble_files_digest``), so a gate can tell when the files of the
     explained version were replaced: a logged model's artifacts stay writable."""
     root = Path(path)
-    files = sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.is_file() and p.name != "registered_model_meta"
-    )
-    listed = {name: file_digest(root / name) for name in files}
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    listed = {name: file_digest(root / name) for name in files if name != "registered_model_meta"}
     return hashlib.sha256(json.dumps(listed, sort_keys=True).encode()).hexdigest()
 
 

@@ -456,6 +456,25 @@ def test_ensemble_files_replaced_after_the_explanation_are_refused(store, tmp_pa
     assert message in report.findings[0].message
 
 
+def test_the_files_digest_covers_every_file_but_the_downloads_own_metadata(tmp_path):
+    from miret_governance.flavors.evidence import model_files_digest
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "MLmodel").write_text("flavors: {}\n")
+    (tmp_path / "sub" / "model.skops").write_bytes(b"trees")
+    digest = model_files_digest(tmp_path)
+    (tmp_path / "registered_model_meta").write_text("model_name: credit-rf\n")
+    assert model_files_digest(tmp_path) == digest  # written by MLflow's download
+    for change in (
+        lambda: (tmp_path / "sub" / "registered_model_meta").write_text("x"),  # not the download's
+        lambda: (tmp_path / "MLmodel").write_text("flavors: {sklearn: {}}\n"),
+        lambda: (tmp_path / "sub" / "model.skops").write_bytes(b"other trees"),
+    ):
+        change()
+        assert model_files_digest(tmp_path) != digest
+        digest = model_files_digest(tmp_path)
+
+
 def test_evidence_without_the_ensemble_files_digest_is_refused(store, tmp_path):
     uri = explained(store, tmp_path, pin_files=False)
     with pytest.raises(GateError, match="does not record a digest of the ensemble's model files"):
