@@ -71,6 +71,8 @@ SIGNER_TAG = "governance.decision_signer"
 ``unsigned`` (a what-if gate run without a key: it never counts)."""
 UNSIGNED = "unsigned"
 APPROVAL_EXPERIMENT = "governance-approvals"
+DECISION_PAGE = 1000
+"""Runs per page of :func:`decision_runs` (it reads every page)."""
 ALIAS_RUN_TAG = "governance.alias"
 DECISION_RUN_TAG = "governance.decision"
 COMMENT_RUN_TAG = "governance.comment"
@@ -242,13 +244,20 @@ def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is None:
         return []
-    return client.search_runs(
-        [experiment.experiment_id],
-        filter_string=f"tags.`governance.ensemble_uri` = {quoted(ensemble_uri)}",
-        run_view_type=ViewType.ALL,
-        order_by=["attributes.start_time ASC"],
-        max_results=5000,
-    )
+    runs, token = [], None
+    while True:  # every page: a search capped at one page let 5,000 junk runs hide a record
+        page = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.`governance.ensemble_uri` = {quoted(ensemble_uri)}",
+            run_view_type=ViewType.ALL,
+            order_by=["attributes.start_time ASC"],
+            max_results=DECISION_PAGE,
+            page_token=token,
+        )
+        runs += page
+        token = page.token
+        if not token:
+            return runs
 
 
 def _newer(decision: Decision, than: Decision) -> bool:

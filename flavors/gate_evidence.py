@@ -299,22 +299,22 @@ def _check_ensemble_files(ensemble_version, evidence: dict, again: str, required
 def check_explains(surrogate_uri: str, provenance: dict, ensemble_version) -> None:
     """Refuse to present ``surrogate_uri`` as the explanation of ``ensemble_version``
     (``govern show``, ``explain-row``) unless its signed ``provenance`` names that
-    version: the link tags are anyone's to set, so they could pair an honest surrogate
-    with another model.
+    version (the link tags are anyone's to set, so they could pair an honest surrogate
+    with another model) and, when it records them, the version's files are still the
+    ones explained.
 
     Raises
     ------
     GateError
     """
-    named = evidence_view({"provenance": provenance})["ensemble"]
+    view = evidence_view({"provenance": provenance})
+    uri = version_uri(ensemble_version)
+    again = f"explain {uri}: govern explain --model-uri {uri} --data <file>"
     try:
-        _check_named(surrogate_uri, named, ensemble_version)
+        _check_named(surrogate_uri, view["ensemble"], ensemble_version)
     except GateError as error:
-        uri = version_uri(ensemble_version)
-        raise GateError(
-            f"{error}, which the registry's link tags pair it with; explain {uri}: govern "
-            f"explain --model-uri {uri} --data <file>"
-        ) from None
+        raise GateError(f"{error}, which the registry's link tags pair it with; {again}") from None
+    _check_ensemble_files(ensemble_version, view, again, required=False)
 
 
 def _check_named(surrogate_uri: str, named, ensemble_version) -> None:

@@ -157,3 +157,13 @@ def test_show_presents_only_what_the_signed_evidence_says(store, tmp_path):
 
     with pytest.raises(GateError, match=f"according to its signed evidence, not {other}"):
         explain_rows(other, tmp_path / "unread.csv", policy)
+    # QA round 2: the ensemble's files replaced after the explanation
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    (swapped / "model.skops").write_bytes(b"another forest")
+    client.log_model_artifacts(model_id_of(client.get_model_version("credit-rf", "1")), swapped)
+    changed = run("show", "--model-uri", uri, "--policy", policy)
+    assert changed.exit_code == 2
+    assert f"the model files of {uri} changed after it was explained" in " ".join(
+        changed.output.split()
+    )

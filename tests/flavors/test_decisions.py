@@ -269,10 +269,13 @@ def test_four_eyes(store, tmp_path):
     assert "fidelity too low" not in text  # bob's latest decision replaced it
 
 
-def test_a_replayed_approval_or_a_deleted_rejection_does_not_unblock(store, tmp_path):
+def test_a_replayed_approval_or_a_deleted_rejection_does_not_unblock(store, tmp_path, monkeypatch):
     """QA: alice approved, bob approved, alice rejected; an insider logged a copy of
     alice's old approval in a new run (approvals went by the run's start time) or deleted
-    her rejection run (searches skipped deleted runs), and promote went through."""
+    her rejection run (searches skipped deleted runs), and promote went through. Pages of
+    two runs: the rejection is on the second (QA round 2 hid one behind 5,000 junk runs
+    when only the first page was read)."""
+    monkeypatch.setattr(decisions, "DECISION_PAGE", 2)
     client = MlflowClient()
     uri = explained(store, tmp_path)
     policy = load_policy(
