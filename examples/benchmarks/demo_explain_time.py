@@ -17,6 +17,7 @@ the working folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -91,7 +92,8 @@ def main() -> None:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="demo-explain-") as tmp:
         folder = Path(tmp)
-        env = set_up(folder)
+        with contextlib.chdir(folder):  # the store's artifacts (./mlruns) land beside it
+            env = set_up(folder)
         print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
         runs, cpus = [], []
         for n in range(options.repeat):
