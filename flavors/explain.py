@@ -280,7 +280,13 @@ def explain_model_version(
                     client, version, linked, request, started, recovered, signing_key
                 )
             reuse.describe_new_version(
-                client, version, registered, signing_key, evidence, tags[EVIDENCE_DIGEST_TAG]
+                client,
+                version,
+                registered,
+                signing_key,
+                evidence,
+                tags[EVIDENCE_DIGEST_TAG],
+                request.ensemble_files_digest,
             )
             description = context.run_description(
                 request, evidence, solve, ensemble.n_features, info.name, registered

@@ -152,13 +152,20 @@ class CheckedEvidence:
 
 
 def checked_evidence(
-    client: MlflowClient, ensemble_version, surrogate, trusted: TrustedKeys, pinned=True
+    client: MlflowClient,
+    ensemble_version,
+    surrogate,
+    trusted: TrustedKeys,
+    pinned=True,
+    files_digest: str | None = None,
 ) -> CheckedEvidence:
     """The stored evidence of ``surrogate``, checked against ``ensemble_version``.
 
     ``pinned=False`` (``govern reproduce``, which fits again from the evidence and says
     why a result differs) also accepts evidence that records no digest of the ensemble's
     files, written before it was recorded; a recorded digest must still match.
+    ``files_digest``: the digest of the ensemble's files when the caller has just read
+    them (explain), compared instead of downloading them again.
 
     The signature is verified first, with the keys ``trusted`` for ``explain``: nothing
     of an unsigned or altered surrogate is read.
@@ -196,7 +203,7 @@ def checked_evidence(
             ) from error
     _check_provenance(client, ensemble_version, surrogate, evidence, again)
     _check_anchor(client, surrogate, evidence["digest"], again)
-    _check_ensemble_files(ensemble_version, evidence, again, pinned)
+    _check_ensemble_files(ensemble_version, evidence, again, pinned, files_digest)
     tree = getattr(model.surrogate, "tree_", model.surrogate)
     features = tuple(tree.feature_names[j] for j in tree.used_features())
     recorded = evidence["metrics"].get("n_features_used")
@@ -272,8 +279,11 @@ def _check_anchor(client, surrogate, digest: str, again: str) -> None:
         )
 
 
-def _check_ensemble_files(ensemble_version, evidence: dict, again: str, required: bool) -> None:
-    """The ensemble version's model files are the ones its explanation was made from."""
+def _check_ensemble_files(
+    ensemble_version, evidence: dict, again: str, required: bool, current: str | None = None
+) -> None:
+    """The ensemble version's model files (``current``: their digest, else downloaded and
+    hashed) are the ones its explanation was made from."""
     ensemble_uri = version_uri(ensemble_version)
     recorded = evidence["ensemble"].get("files_digest")
     if not recorded and not required:
@@ -284,8 +294,9 @@ def _check_ensemble_files(ensemble_version, evidence: dict, again: str, required
             "ensemble's model files (it predates govern pinning them), so it cannot show "
             f"that it explains the files {ensemble_uri} holds now; {again}"
         )
-    with tempfile.TemporaryDirectory(prefix="gate-ensemble-") as tmp:
-        current = model_files_digest(download_model(ensemble_uri, tmp, GateError))
+    if current is None:
+        with tempfile.TemporaryDirectory(prefix="gate-ensemble-") as tmp:
+            current = model_files_digest(download_model(ensemble_uri, tmp, GateError))
     if current != recorded:
         raise GateError(
             f"the model files of {ensemble_uri} changed after it was explained (sha256 "

@@ -97,13 +97,19 @@ def find_reusable(client, request, key: SigningKey | None):
     )
 
 
-def describe_new_version(client, ensemble_version, registered, key, evidence, digest) -> None:
+def describe_new_version(
+    client, ensemble_version, registered, key, evidence, digest, files_digest
+) -> None:
     """Write both version pages after an explain registered ``registered``: from its
     stored evidence checked as a gate checks it (signature by this explain's ``key``
-    first), or, for an unsigned explanation, from the figures of this run (``evidence``:
-    a :class:`flavors.publish.Evidence`; ``digest``: of its ``evidence.json``)."""
+    first; ``files_digest``: of the ensemble's files as this explain read them, so they
+    are not downloaded again), or, for an unsigned explanation, from the figures of this
+    run (``evidence``: a :class:`flavors.publish.Evidence`; ``digest``: of its
+    ``evidence.json``)."""
     if key is not None:
-        checked = checked_evidence(client, ensemble_version, registered, own_trust(key))
+        checked = checked_evidence(
+            client, ensemble_version, registered, own_trust(key), files_digest=files_digest
+        )
         describe_versions(client, ensemble_version, registered, checked.evidence, checked.features)
         return
     status = evidence.validation.status
