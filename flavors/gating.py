@@ -396,7 +396,7 @@ def validate_model_inputs(
     -------
     governance.validation.ValidationReport
     """
-    from miret_governance.governance.validation import raw_columns, validate_inputs
+    from miret_governance.governance.validation import model_columns, validate_inputs
 
     client = MlflowClient()
     version = resolve_model_version(client, model_uri)
@@ -413,17 +413,16 @@ def validate_model_inputs(
         if ensemble.scaler is None:
             training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
         training_missing = stored.provenance.get("missing_share") or None
-    frame = read_table(data)
-    wanted = raw_columns(ensemble) + ([target] if target else [])
+    used, ignored = model_columns(read_table(data), ensemble, target)
     report = validate_inputs(
-        frame[[c for c in frame.columns if c in wanted]],  # as explain validates a file
+        used,
         ensemble,
         label=target,
         mostly=mostly,
         training_range=training_range,
         training_missing=training_missing,
     )
-    report.ignored_columns = [str(c) for c in frame.columns if c not in wanted]
+    report.ignored_columns = ignored
     return report
 
 

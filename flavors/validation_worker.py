@@ -41,17 +41,17 @@ def validate_frames(frames: dict, ensemble, label: str | None) -> dict:
     """
     from miret_governance.governance.validation import (
         missing_shares,
+        model_columns,
         raw_columns,
         validate_inputs,
     )
 
-    wanted = raw_columns(ensemble) + ([label] if label else [])
     training = next(iter(frames.values()))
     reference = missing_shares(training, [c for c in raw_columns(ensemble) if c in training])
     outcomes = {}
     for name, frame in frames.items():
         report = validate_inputs(
-            frame[[c for c in wanted if c in frame.columns]],
+            model_columns(frame, ensemble, label or None)[0],
             ensemble,
             label=label or None,
             training_missing=reference,

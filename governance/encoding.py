@@ -29,6 +29,13 @@ import pandas as pd
 
 from miret_governance.governance.errors import GovernanceError
 
+UNSEEN_ADVICE = (
+    "the model never learned from them (an encoder that ignores unknown categories scores "
+    "them as none of the known ones), so they are refused: map them to a trained category "
+    "or re-train with them"
+)
+"""What every refusal of categories not seen in training says to do."""
+
 ONE_HOT, ORDINAL, NUMERIC = "one-hot", "ordinal", "numeric"
 
 
@@ -207,12 +214,7 @@ class Encoding:
                 f"{', '.join(map(str, self.seen[column]))})"
                 for column, values in unseen.items()
             )
-            raise EncodingError(
-                f"categories not seen in training: {shown}; the model never learned from "
-                "them (an encoder that ignores unknown categories scores them as none of the "
-                "known ones), so they are refused: map them to a trained category or "
-                "re-train with them"
-            )
+            raise EncodingError(f"categories not seen in training: {shown}; {UNSEEN_ADVICE}")
         encoded = transformer.transform(frame[list(self.inputs)])
         if hasattr(encoded, "toarray"):
             encoded = encoded.toarray()

@@ -107,6 +107,15 @@ def raw_columns(ensemble) -> list[str]:
     return [str(n) for n in (names if names is not None else ensemble.feature_names)]
 
 
+def model_columns(frame: pd.DataFrame, ensemble, label: str | None = None):
+    """``(used, ignored)``: ``frame`` with only the ensemble's input columns (and
+    ``label``) that it holds, in that order, and the names of its other columns; explain
+    and ``govern validate`` validate ``used``, so both read a file alike."""
+    wanted = raw_columns(ensemble) + ([label] if label else [])
+    used = frame[[c for c in wanted if c in frame.columns]]
+    return used, [str(c) for c in frame.columns if c not in wanted]
+
+
 def missing_shares(frame: pd.DataFrame, columns) -> dict:
     """Share of the rows of ``frame`` missing each of ``columns`` (null or NaN), the
     ``training_missing`` reference of :func:`validate_inputs`."""

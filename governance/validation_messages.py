@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from miret_governance.governance.encoding import UNSEEN_ADVICE
+
 EXAMPLES = 5
 """Example rows and values quoted per failed expectation."""
 
@@ -103,9 +105,7 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
                 f"column {column!r} has categories not seen in training: "
                 f"{', '.join(map(str, unseen[:10]))} ({_count(result.get('unexpected_count', 0))}"
                 f"{', ' + _rows(result) if _rows(result) else ''}); seen in training: "
-                f"{', '.join(map(str, seen))}. The model never learned from them (an encoder "
-                "that ignores unknown categories scores them as none of the known ones), so "
-                "they are refused: map them to a trained category or re-train with them"
+                f"{', '.join(map(str, seen))}; {UNSEEN_ADVICE}"
             )
         elif kind == "expect_column_values_to_be_between" and frame is raw:
             message = _raw_range_message(column, result, raw, kwargs)
