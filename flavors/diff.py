@@ -7,8 +7,8 @@ evidence is believed only after every check of
 :func:`flavors.gate_evidence.checked_evidence` (its signature by a key the policy trusts
 for ``explain`` first). The VITE level frequencies come from that verified directory
 (``vite/level_frequency.json``), the rules from the verified ``surrogate.json``. Both
-ensembles are loaded without executing code
-(:func:`flavors.inputs.load_explainable_ensemble`): for cross-fidelity, and for the rules
+ensembles are loaded without executing code, from the files their evidence pins
+(:func:`flavors.gate_evidence.pinned_ensemble`): for cross-fidelity, and for the rules
 of a pipeline whose ``ColumnTransformer`` encodes categories (written in its original
 columns and categories, as ``govern explain`` writes them). What is compared, and the
 distance: :mod:`governance.drift`.
@@ -34,8 +34,9 @@ from miret_governance.flavors.gate_evidence import (
     CheckedEvidence,
     checked_evidence,
     linked_surrogate,
+    pinned_ensemble,
 )
-from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_table
+from miret_governance.flavors.inputs import dataset, read_table
 from miret_governance.flavors.registry import (
     SURROGATE_OF_TAG,
     resolve_model_version,
@@ -80,7 +81,7 @@ class Side:
     def with_ensemble(self, trust_pickle: bool = False) -> Side:
         """This side with its ensemble loaded safely (for cross-fidelity), and its rules
         in the original columns and categories when the ensemble's pipeline encodes them."""
-        ensemble = load_explainable_ensemble(version_uri(self.version), trust_pickle)
+        ensemble = pinned_ensemble(self.version, self.checked.evidence, trust_pickle)
         encoding = encoding_of(ensemble.preprocessor)
         rules = self.explanation.rules if encoding is None else _rules(self.checked, encoding)
         explanation = replace(self.explanation, ensemble=ensemble, rules=rules)

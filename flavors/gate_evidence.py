@@ -10,7 +10,9 @@ the explain run's immutable param ``evidence_digest`` vouches for ``evidence.jso
 itself, the ensemble version's model files are still the ones explain read (their
 digest, ``ensemble_files_digest``: a logged model's artifacts stay writable, so whoever
 can log could swap the explained forest for another), and its metrics agree with the
-surrogate where they can be recomputed.
+surrogate where they can be recomputed. :func:`pinned_ensemble` loads an ensemble to
+recompute with from the very files it compares with that digest (checking one download
+and loading another would trust files replaced in between).
 :func:`linked_surrogate` follows an ensemble version's link to its surrogate version.
 """
 
@@ -32,6 +34,7 @@ from miret_governance.flavors.evidence import (
     TamperedModelError,
     model_files_digest,
 )
+from miret_governance.flavors.inputs import load_pinned_ensemble
 from miret_governance.flavors.registry import (
     EVIDENCE_PARAM,
     SURROGATE_OF_TAG,
@@ -307,12 +310,33 @@ def _check_ensemble_files(
         )
 
 
-def check_explains(surrogate_uri: str, provenance: dict, ensemble_version) -> None:
+def pinned_ensemble(ensemble_version, evidence: dict, trust_pickle: bool = False):
+    """The ensemble of ``ensemble_version``, loaded safely
+    (:func:`flavors.inputs.load_pinned_ensemble`) from files whose digest is the one the
+    checked ``evidence`` (:func:`evidence_view`) records, when it records one.
+
+    Raises
+    ------
+    GateError
+        The files differ from the explained ones.
+    ExplainError
+        The ensemble cannot be loaded safely.
+    """
+    uri = version_uri(ensemble_version)
+    ensemble, files = load_pinned_ensemble(uri, trust_pickle)
+    again = f"explain it again: govern explain --model-uri {uri} --data <file> --force"
+    _check_ensemble_files(ensemble_version, evidence, again, required=False, current=files)
+    return ensemble
+
+
+def check_explains(
+    surrogate_uri: str, provenance: dict, ensemble_version, files_digest: str | None = None
+) -> None:
     """Refuse to present ``surrogate_uri`` as the explanation of ``ensemble_version``
     (``govern show``, ``explain-row``) unless its signed ``provenance`` names that
     version (the link tags are anyone's to set, so they could pair an honest surrogate
     with another model) and, when it records them, the version's files are still the
-    ones explained.
+    ones explained (``files_digest``: theirs when the caller has just read them).
 
     Raises
     ------
@@ -325,7 +349,7 @@ def check_explains(surrogate_uri: str, provenance: dict, ensemble_version) -> No
         _check_named(surrogate_uri, view["ensemble"], ensemble_version)
     except GateError as error:
         raise GateError(f"{error}, which the registry's link tags pair it with; {again}") from None
-    _check_ensemble_files(ensemble_version, view, again, required=False)
+    _check_ensemble_files(ensemble_version, view, again, required=False, current=files_digest)
 
 
 def _check_named(surrogate_uri: str, named, ensemble_version) -> None:

@@ -1,7 +1,8 @@
 """The gate's own measurement: the surrogate's fidelity to the ensemble recomputed on data.
 
 ``govern gate --data FILE`` does not only read the evidence: it loads the ensemble
-safely (:func:`flavors.inputs.load_explainable_ensemble`, as explain does), takes the
+safely, from files whose digest is the one the evidence pins
+(:func:`flavors.gate_evidence.pinned_ensemble`), takes the
 surrogate the gate read from its verified, signed model directory
 (:attr:`flavors.gate_evidence.CheckedEvidence.surrogate`: one read, so the surrogate
 measured is the one whose evidence was checked), and measures again how often the
@@ -34,13 +35,12 @@ import numpy as np
 
 from miret_governance.flavors import stages
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.gate_evidence import pinned_ensemble
 from miret_governance.flavors.inputs import (
     dataset,
     feature_inputs,
-    load_explainable_ensemble,
     read_table,
 )
-from miret_governance.flavors.registry import version_uri
 from miret_governance.flavors.request import MIN_TEST_ROWS, ExplainRequest
 from miret_governance.governance.arrays import scaled
 from miret_governance.governance.gates import Evaluation, GateResult
@@ -115,7 +115,7 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
     frame = read_table(data)
     if target is None and record["target"] in frame.columns:
         target = record["target"]
-    ensemble = load_explainable_ensemble(version_uri(ensemble_version))
+    ensemble = pinned_ensemble(ensemble_version, evidence)
     surrogate = checked.surrogate
     tree = getattr(surrogate, "tree_", surrogate)
     tree_scaler = None if ensemble.scaler is not None else getattr(surrogate, "input_scaler_", None)

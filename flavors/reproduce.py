@@ -4,8 +4,9 @@
 version's ``governance.surrogate`` link is followed), refuses data whose MLflow dataset
 digest differs from the recorded one, rebuilds the
 :class:`~flavors.request.ExplainRequest` from ``provenance.request`` and runs, in this
-process, the explain stages that decide the tree: the ensemble loaded safely
-(:func:`flavors.inputs.load_explainable_ensemble`), :func:`flavors.stages.prepare`,
+process, the explain stages that decide the tree: the ensemble loaded safely from the
+files the evidence pins, when it pins them (:func:`flavors.gate_evidence.pinned_ensemble`),
+:func:`flavors.stages.prepare`,
 :func:`flavors.stages.fit_surrogate` (or :func:`flavors.search.search_surrogate`) and
 :func:`flavors.stages.evaluate`. It creates no run, no model version and no artifact.
 :class:`Reproduction` compares the tree digest, every headline metric and the software
@@ -23,8 +24,8 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors import stages
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.gate_evidence import checked_evidence
-from miret_governance.flavors.inputs import dataset, load_explainable_ensemble, read_data
+from miret_governance.flavors.gate_evidence import checked_evidence, pinned_ensemble
+from miret_governance.flavors.inputs import dataset, read_data
 from miret_governance.flavors.registry import (
     linked_versions,
     resolve_model_version,
@@ -210,7 +211,7 @@ def reproduce_explanation(
         data=str(Path(data).resolve()),
         test_data=str(Path(test_data).resolve()) if test_frame is not None else "",
     )
-    ensemble = load_explainable_ensemble(version_uri(ensemble_version), trust_pickle)
+    ensemble = pinned_ensemble(ensemble_version, checked.evidence, trust_pickle)
     prepared = stages.prepare(request, ensemble, frame, test_frame)
     if request.search is None:
         surrogate = stages.fit_surrogate(request, prepared.ensemble, prepared.raw_train)

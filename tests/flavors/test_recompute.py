@@ -1,6 +1,7 @@
 """``govern gate --data``: the surrogate's fidelity measured again (flavors.recompute)."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -180,3 +181,43 @@ def test_data_the_ensemble_cannot_take_is_refused_by_column_and_row(demo):
         with pytest.raises(ExplainError, match=re.escape(message)):
             _gate(demo, data)
     assert gate_runs() == before  # nothing recorded
+
+
+def test_files_replaced_after_the_gates_check_are_not_the_ones_measured(demo, monkeypatch):
+    """QA: the gate compared the ensemble files' digest with the evidence, then downloaded
+    them again to recompute: files an insider replaced in between (here a forest trained
+    on flipped labels) were measured. The recomputation compares the very files it loads."""
+    import skops.io
+
+    from miret_governance.flavors import gating
+    from miret_governance.flavors.errors import GateError
+    from miret_governance.flavors.registry import download_model, model_id_of
+
+    client = MlflowClient()
+    model_id = model_id_of(client.get_model_version("wisconsin-rf", "1"))
+    original = download_model("models:/wisconsin-rf/1", demo["root"] / "original")
+    flipped = demo["root"] / "flipped"
+    flipped.mkdir()
+    X = demo["X"]
+    forged = Pipeline(
+        demo["model"].steps[:1] + [("forest", RandomForestClassifier(n_estimators=3))]
+    )
+    skops.io.dump(forged.fit(X, 1 - demo["model"].predict(X)), flipped / "model.skops")
+    checked_evidence = gating.checked_evidence
+
+    def check_then_replace(*args, **kwargs):
+        checked = checked_evidence(*args, **kwargs)
+        client.log_model_artifacts(model_id, flipped)
+        return checked
+
+    monkeypatch.setattr(gating, "checked_evidence", check_then_replace)
+    try:
+        with pytest.raises(GateError, match="model files of models:/wisconsin-rf/1 changed"):
+            _gate(demo, "test.csv")
+    finally:
+        only_model = demo["root"] / "restore"
+        only_model.mkdir()
+        (only_model / "model.skops").write_bytes((Path(original) / "model.skops").read_bytes())
+        client.log_model_artifacts(model_id, only_model)
+    monkeypatch.setattr(gating, "checked_evidence", checked_evidence)
+    assert _recomputed(_gate(demo, "test.csv")).passed  # the explained files are back
