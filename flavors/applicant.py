@@ -4,8 +4,8 @@ The model URI names an explained ensemble version (its ``governance.surrogate`` 
 followed) or a surrogate version (its ``governance.surrogate_of`` link names the
 ensemble). The surrogate is read only once its signature verifies with a key the policy
 trusts for ``explain`` (:func:`flavors.miret.open_model_dir`); the ensemble is loaded
-without executing code (:func:`flavors.inputs.load_pinned_ensemble`), from files whose
-digest its evidence pins. Each row's
+without executing code, from files whose digest its evidence pins
+(:func:`flavors.gate_evidence.explained_ensemble`). Each row's
 path comes from :func:`governance.miret.paths.row_paths`.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from miret_governance.flavors import miret as miret_flavor
-from miret_governance.flavors.gate_evidence import check_explains
-from miret_governance.flavors.inputs import load_pinned_ensemble, read_table
+from miret_governance.flavors.gate_evidence import explained_ensemble
+from miret_governance.flavors.inputs import read_table
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,
     download_model,
@@ -98,10 +98,10 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
     with tempfile.TemporaryDirectory(prefix="surrogate-") as tmp:
         local = download_model(surrogate_uri, tmp)
         verified = miret_flavor.open_model_dir(local, trusted, surrogate_uri)
-    ensemble_uri = version_uri(ensemble_version)
-    ensemble, files = load_pinned_ensemble(ensemble_uri)
-    check_explains(surrogate_uri, verified.manifest["provenance"], ensemble_version, files)
+    provenance = verified.manifest["provenance"]
+    ensemble = explained_ensemble(surrogate_uri, provenance, ensemble_version)
     tree = getattr(verified.surrogate, "tree_", verified.surrogate)
+    ensemble_uri = version_uri(ensemble_version)
     frame, source = read_table(data), Path(data).name
     encoding = encoding_of(ensemble.preprocessor)
     if encoding is None:
@@ -111,7 +111,7 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
         rows = encoded_rows(frame, encoding, ensemble.preprocessor, source)
         labels = ensemble.predict(rows)
     check_missing_rule(tree, rows, surrogate_uri, rows.index)
-    record = verified.manifest["provenance"].get("request") or {}
+    record = provenance.get("request") or {}
     paths = row_paths(
         tree,
         rows,

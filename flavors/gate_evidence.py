@@ -329,19 +329,37 @@ def pinned_ensemble(ensemble_version, evidence: dict, trust_pickle: bool = False
     return ensemble
 
 
-def check_explains(
-    surrogate_uri: str, provenance: dict, ensemble_version, files_digest: str | None = None
-) -> None:
+def check_explains(surrogate_uri: str, provenance: dict, ensemble_version) -> None:
     """Refuse to present ``surrogate_uri`` as the explanation of ``ensemble_version``
-    (``govern show``, ``explain-row``) unless its signed ``provenance`` names that
-    version (the link tags are anyone's to set, so they could pair an honest surrogate
-    with another model) and, when it records them, the version's files are still the
-    ones explained (``files_digest``: theirs when the caller has just read them).
+    (``govern show``) unless its signed ``provenance`` names that version (the link tags
+    are anyone's to set, so they could pair an honest surrogate with another model) and,
+    when it records them, the version's files are still the ones explained.
 
     Raises
     ------
     GateError
     """
+    view, again = _paired(surrogate_uri, provenance, ensemble_version)
+    _check_ensemble_files(ensemble_version, view, again, required=False)
+
+
+def explained_ensemble(surrogate_uri: str, provenance: dict, ensemble_version):
+    """The checks of :func:`check_explains` (``govern explain-row``), then the ensemble
+    loaded from the very files they compare (:func:`pinned_ensemble`).
+
+    Raises
+    ------
+    GateError
+    ExplainError
+        The ensemble cannot be loaded safely.
+    """
+    view, _ = _paired(surrogate_uri, provenance, ensemble_version)
+    return pinned_ensemble(ensemble_version, view)
+
+
+def _paired(surrogate_uri: str, provenance: dict, ensemble_version) -> tuple[dict, str]:
+    """The evidence view of ``provenance`` and the advice to explain again, once the
+    evidence names ``ensemble_version``."""
     view = evidence_view({"provenance": provenance})
     uri = version_uri(ensemble_version)
     again = f"explain {uri}: govern explain --model-uri {uri} --data <file>"
@@ -349,7 +367,7 @@ def check_explains(
         _check_named(surrogate_uri, view["ensemble"], ensemble_version)
     except GateError as error:
         raise GateError(f"{error}, which the registry's link tags pair it with; {again}") from None
-    _check_ensemble_files(ensemble_version, view, again, required=False, current=files_digest)
+    return view, again
 
 
 def _check_named(surrogate_uri: str, named, ensemble_version) -> None:
