@@ -170,7 +170,7 @@ def chosen_text(parameters: dict) -> str:
     return ", ".join(shown)
 
 
-def _facts(request, evidence, solve: dict, n_features: int) -> list[str]:
+def _facts(request, evidence, solve: dict, ensemble) -> list[str]:
     """The bullet points both descriptions share."""
     from miret_governance.governance.formatting import format_number
     from miret_governance.governance.report.wording import describe_stop
@@ -217,13 +217,25 @@ def _facts(request, evidence, solve: dict, n_features: int) -> list[str]:
     names = ", ".join(markdown_literal(n) for n in request.class_names or ())
     return [
         line,
-        f"**Features used**: {used} of {n_features}",
+        f"**Features used**: {used} of {ensemble.n_features}{_columns(metrics, ensemble)}",
         f"**Data**: {rows}",
         f"**Hyperparameters**: {how}",
         f"**Solver**: {describe_stop(solve)}",
         f"**Input validation**: {evidence.validation.status}"
         + (f"; **classes**: {names}" if names else ""),
     ]
+
+
+def _columns(metrics: dict, ensemble) -> str:
+    """How many of a pipeline's input columns the features used come from (its encoded
+    columns are the features; nothing without an encoding)."""
+    if ensemble.encoding is None or "n_columns_used" not in metrics:
+        return ""
+    used, inputs = int(metrics["n_columns_used"]), len(ensemble.encoding.inputs)
+    return (
+        f" encoded columns, from {used} of {inputs} input columns (the one-hot columns of "
+        "a categorical column count once)"
+    )
 
 
 def _ensemble(request) -> str:
@@ -233,7 +245,7 @@ def _ensemble(request) -> str:
     )
 
 
-def model_description(request, evidence, solve: dict, n_features: int) -> str:
+def model_description(request, evidence, solve: dict, ensemble) -> str:
     """The logged surrogate's description (Markdown): what it is, of which ensemble
     version, on which data, how faithful, with which parameters."""
     head = (
@@ -242,7 +254,7 @@ def model_description(request, evidence, solve: dict, n_features: int) -> str:
         "for review before promotion. The report is `report.html` among its artifacts."
     )
     return "\n".join(
-        [head, "", *(f"- {fact}" for fact in _facts(request, evidence, solve, n_features))]
+        [head, "", *(f"- {fact}" for fact in _facts(request, evidence, solve, ensemble))]
     )
 
 
@@ -255,7 +267,7 @@ def started_description(request) -> str:
     )
 
 
-def run_description(request, evidence, solve: dict, n_features: int, model: str, registered) -> str:
+def run_description(request, evidence, solve: dict, ensemble, model: str, registered) -> str:
     """The finished explain run's description (Markdown): the logged model ``model``,
     the registered version ``registered`` and the facts of :func:`model_description`."""
     head = (
@@ -264,7 +276,7 @@ def run_description(request, evidence, solve: dict, n_features: int, model: str,
         f"{version_link(registered.name, registered.version)}."
     )
     return "\n".join(
-        [head, "", *(f"- {fact}" for fact in _facts(request, evidence, solve, n_features))]
+        [head, "", *(f"- {fact}" for fact in _facts(request, evidence, solve, ensemble))]
     )
 
 

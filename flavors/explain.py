@@ -289,7 +289,7 @@ def explain_model_version(
                 request.ensemble_files_digest,
             )
             description = context.run_description(
-                request, evidence, solve, ensemble.n_features, info.name, registered
+                request, evidence, solve, ensemble, info.name, registered
             )
             mlflow.set_tag(context.DESCRIPTION_TAG, description)
         mlflow.end_run()

@@ -314,7 +314,7 @@ def log_surrogate(
             VALIDATION_TAG: status,
             SURROGATE_OF_TAG: request.ensemble_uri,
             run_context.DESCRIPTION_TAG: run_context.model_description(
-                request, evidence, solve, ensemble.n_features
+                request, evidence, solve, ensemble
             ),
             **run_context.source_tags(),
         },

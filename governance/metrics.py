@@ -30,6 +30,7 @@ __all__ = [  # the per-class figures of governance.confusion are re-exported
     "class_fidelity",
     "class_fidelity_metrics",
     "class_metric_name",
+    "column_count",
     "confusion",
     "effective_depth",
     "feature_counts",
@@ -68,6 +69,7 @@ DETAIL_METRICS = (
     "test_accuracy_ensemble",
     "train_proximity_pairs",
     "test_proximity_pairs",
+    "n_columns_used",
     "n_feature_uses",
     "effective_depth",
 )
@@ -219,6 +221,17 @@ def feature_counts(tree) -> tuple[int, int]:
     return int(used.any(axis=0).sum()), int(used.sum())
 
 
+def column_count(tree, encoding=None) -> int:
+    """Distinct input columns a surrogate tree reads: with ``encoding`` (a pipeline's
+    :class:`governance.encoding.Encoding`, whose columns are the tree's features) an
+    encoded column counts as its original column, so the one-hot columns of one
+    categorical column count once; without, its distinct features."""
+    used = np.flatnonzero((np.asarray(tree.coef) != 0).any(axis=0))
+    if encoding is None:
+        return int(used.size)
+    return len({encoding.columns[j].column for j in used})
+
+
 def _chunks(n: int, chunk_rows: int):
     for start in range(0, n, chunk_rows):
         yield slice(start, min(start + chunk_rows, n))
@@ -315,7 +328,8 @@ def surrogate_metrics(
     -------
     dict
         ``train_fidelity``, ``train_proximity_pairs``, ``train_proximity_rows``,
-        ``n_features_used``, ``n_feature_uses``, ``effective_depth``; with test data
+        ``n_features_used``, ``n_columns_used`` (:func:`column_count`),
+        ``n_feature_uses``, ``effective_depth``; with test data
         ``test_fidelity`` with its 95% Wilson interval ``test_fidelity_ci_low`` /
         ``test_fidelity_ci_high`` and ``n_test_rows``, ``test_proximity_pairs``,
         ``test_proximity_rows`` and (when
@@ -386,6 +400,7 @@ def surrogate_metrics(
             metrics["test_proximity_agreement"] = agreement
     distinct, uses = feature_counts(tree)
     metrics["n_features_used"] = float(distinct)
+    metrics["n_columns_used"] = float(column_count(tree, getattr(ensemble, "encoding", None)))
     metrics["n_feature_uses"] = float(uses)
     metrics["effective_depth"] = float(
         effective_depth(tree, to_tree(np.asarray(X_train, dtype=np.float64)), int(chunk_rows))

@@ -9,6 +9,7 @@ level::
     [gates]
     min_fidelity = 0.90            # test-set fidelity of the surrogate
     max_features = 5               # distinct features used by the surrogate
+    max_columns = 3                # optional: distinct input columns (one-hot groups once)
     min_train_fidelity = 0.95      # optional
     min_proximity_agreement = 0.8  # optional
     min_class_fidelity = 0.8       # optional: test fidelity of every class
@@ -81,6 +82,13 @@ GATES = {
         "lower end of the 95% Wilson interval of test fidelity, in [0, 1]",
     ),
     "max_features": GateSpec("n_features_used", False, int, "distinct features, integer >= 0"),
+    "max_columns": GateSpec(
+        "n_columns_used",
+        False,
+        int,
+        "distinct input columns (a pipeline's encoded columns count as their original "
+        "column), integer >= 0",
+    ),
     "min_train_fidelity": GateSpec("train_fidelity", True, float, "train fidelity, in [0, 1]"),
     "min_proximity_agreement": GateSpec(
         "test_proximity_agreement", True, float, "test proximity agreement, in [0, 1]"

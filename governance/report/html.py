@@ -34,6 +34,7 @@ METRIC_ROWS = (
 )
 SPARSITY_ROWS = (
     ("Distinct features used", "n_features_used"),
+    ("Distinct input columns used (a one-hot group counts once)", "n_columns_used"),
     ("Feature uses (multiset)", "n_feature_uses"),
     ("Effective depth", "effective_depth"),
 )
@@ -190,6 +191,14 @@ def _rows(metrics: dict, spec) -> list[dict]:
     ]
 
 
+def _without_same_count(metrics: dict) -> dict:
+    """``metrics`` without ``n_columns_used`` when it repeats ``n_features_used`` (no
+    encoded categorical column among the features used)."""
+    if metrics.get("n_columns_used") != metrics.get("n_features_used"):
+        return metrics
+    return {k: v for k, v in metrics.items() if k != "n_columns_used"}
+
+
 WHOLE_MILP_NOT_RUN = "\u2013 (whole MILP not run)"
 """The gap shown when no whole-MILP solve gave a bound (the node MILPs only, or a phase
 skipped): the logged ``solver.gap`` is then 1, what a ``max_gap`` gate reads as
@@ -213,7 +222,7 @@ def _template_values(context: ReportContext) -> dict:
     return {
         "c": context,
         "metric_rows": _metric_table(context.metrics),
-        "sparsity_rows": _rows(context.metrics, SPARSITY_ROWS),
+        "sparsity_rows": _rows(_without_same_count(context.metrics), SPARSITY_ROWS),
         "solver_rows": _solver_rows(context),
         "range_rows": range_rows,
         "has_raw_ranges": bool(range_rows) and "low_raw" in range_rows[0],

@@ -2,6 +2,7 @@
 real store: loaded with the fixed trusted types, explained by ``govern explain`` in its
 encoded space, and every artifact names the original columns and categories."""
 
+import json
 from pathlib import Path
 
 import mlflow
@@ -21,6 +22,8 @@ from miret_governance.cli.app import app
 from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
 from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES, load_explainable_ensemble
 from miret_governance.flavors.promotion import promote_model_version
+from miret_governance.flavors.registry import model_id_of
+from miret_governance.governance.miret.tree import SurrogateTree
 from miret_governance.governance.policy import load_policy
 from miret_governance.governance.report.gate_markdown import gate_markdown
 
@@ -81,10 +84,25 @@ def test_govern_explain_speaks_in_original_columns(registered):
     assert "purpose in {car}" in report or "purpose not in {car}" in report
     assert "VITE: level frequency of each original column" in report
     policy_path = Path("lenient.toml")
-    policy_path.write_text("[gates]\nmin_fidelity = 0.8\nmax_features = 10\n" + keys_toml())
+    gates = "[gates]\nmin_fidelity = 0.8\nmax_features = 10\nmax_columns = 5\n"
+    policy_path.write_text(gates + keys_toml())
     policy = load_policy(policy_path)
     gated = gate_model_version("models:/credit-cat/1", policy, data="data.csv", target="label")
     assert gated.evaluation.all_passed, gate_markdown(gated.evaluation)
+    # max_columns counts the original columns of the encoded features the tree uses
+    results = {r.name: r for r in gated.evaluation.results}
+    used = json.loads(Path(folder, "surrogate.json").read_text())
+    tree = SurrogateTree.from_dict(used["tree"])
+    names = [tree.feature_names[j] for j in tree.used_features()]
+    originals = {
+        n.split("__", 1)[1].split("_", 1)[0] if n.startswith("cat__") else n for n in names
+    }
+    assert results["max_features"].value == len(names)
+    assert results["max_columns"].value == len(originals) <= len(names)
+    version = mlflow.MlflowClient().get_model_version("credit-cat-surrogate", "1")
+    description = mlflow.get_logged_model(model_id_of(version)).tags["mlflow.note.content"]
+    shown = f"**Features used**: {len(names)} of 10 encoded columns, from {len(originals)} of 5"
+    assert shown in description
     (recomputed,) = [r for r in gated.evaluation.results if r.name == "recomputed_fidelity"]
     assert recomputed.passed and recomputed.threshold == "reproduced exactly"
     assert promote_model_version("models:/credit-cat/1", "champion", policy).promoted

@@ -220,6 +220,21 @@ def test_exact_results_and_missing_or_nan_metrics():
     assert nan.to_json()["results"][1]["value"] is None  # JSON has no NaN
 
 
+def test_max_columns_counts_input_columns_and_fails_on_evidence_without_them():
+    """A pipeline's surrogate on purpose=car, purpose=boat and amount: 3 features, 2
+    input columns; evidence from before the count was recorded fails the gate."""
+    policy = parse_policy({"gates": {"max_features": 3, "max_columns": 2}})
+    evidence = {"metrics": {"test_fidelity": 0.95, "n_features_used": 3.0}}
+    evidence["validation"] = {"success": True}
+    columns = {r.name: r for r in evaluate(policy, evidence).results}["max_columns"]
+    assert (columns.passed, columns.reason) == (False, "metric n_columns_used was not logged")
+    evidence["metrics"]["n_columns_used"] = 2.0
+    assert evaluate(policy, evidence).all_passed
+    stricter = parse_policy({"gates": {"max_features": 3, "max_columns": 1}})
+    (failed,) = [r for r in evaluate(stricter, evidence).results if not r.passed]
+    assert failed.reason == "n_columns_used = 2 does not meet <= 1"
+
+
 def test_validation_gate_reads_the_evidence_record():
     policy = parse_policy({"gates": {"require_validation_pass": True}})
     passed = {"metrics": GOOD_METRICS, "validation": {"success": True}}

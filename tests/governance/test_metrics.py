@@ -10,6 +10,7 @@ from miret_governance.governance.metrics import (
     class_fidelity,
     class_fidelity_metrics,
     class_metric_name,
+    column_count,
     confusion,
     effective_depth,
     feature_counts,
@@ -96,8 +97,32 @@ def test_surrogate_metrics_exact_values():
     assert metrics["test_proximity_pairs"] == 1
     assert metrics["test_proximity_agreement"] == 0.0
     assert metrics["n_features_used"] == 2
+    assert metrics["n_columns_used"] == 2  # no encoding: a feature is a column
     assert metrics["n_feature_uses"] == 2
     assert metrics["effective_depth"] == 2
+
+
+def test_one_hot_columns_of_one_input_column_count_once():
+    """Encoded columns [purpose=car, purpose=boat, amount, age]: a tree on purpose=car,
+    purpose=boat and amount uses 3 features from 2 input columns."""
+    from miret_governance.governance.encoding import EncodedColumn, Encoding
+
+    encoding = Encoding(
+        columns=(
+            EncodedColumn("purpose_car", "purpose", "one-hot", ("car",)),
+            EncodedColumn("purpose_boat", "purpose", "one-hot", ("boat",)),
+            EncodedColumn("amount", "amount", "numeric"),
+            EncodedColumn("age", "age", "numeric"),
+        ),
+        inputs=("purpose", "amount", "age"),
+        seen={"purpose": ("boat", "car")},
+    )
+    coef = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    names = encoding.names
+    tree = SurrogateTree(coef, np.zeros(3), depth=2, feature_names=names, classes=(0, 1))
+    assert feature_counts(tree) == (3, 3)
+    assert column_count(tree, encoding) == 2
+    assert column_count(tree) == 3
 
 
 @pytest.mark.parametrize(("agreeing", "rows"), [(84, 86), (86, 86), (0, 10), (5, 10), (1, 1)])
