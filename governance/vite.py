@@ -203,12 +203,14 @@ def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFra
         and feature index, with columns ``position``, ``feature`` (name), ``low``,
         ``high`` (ensemble input units, normalized when the ensemble has a
         MinMaxScaler; NaN where every threshold is infinite, or every split there is
-        categorical) and ``count`` (number of trees splitting there on that feature).
-        With a known ``ensemble.scaler`` also ``low_raw`` and ``high_raw``: the same
+        categorical), ``count`` (number of trees splitting there on that feature) and
+        ``share`` (their weight over the weight of the trees splitting there: the node
+        frequency :func:`node_frequency` gives, ``count`` over all counts of the
+        position when every tree weighs the same). With a known ``ensemble.scaler`` also ``low_raw`` and ``high_raw``: the same
         thresholds in raw input units, ``(threshold - min_) / scale_``.
     """
     depth = _node_levels(ensemble, depth)
-    feature, _, position, threshold, _, _ = _split_nodes(ensemble, depth)
+    feature, _, position, threshold, weight, _ = _split_nodes(ensemble, depth)
     key = position * ensemble.n_features + feature
     keys, group = np.unique(key, return_inverse=True)
     low = np.full(keys.size, np.inf)
@@ -221,6 +223,8 @@ def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFra
     low[unbounded] = np.nan
     high[unbounded] = np.nan
     used_feature = keys % ensemble.n_features
+    weights = np.bincount(group, weights=weight, minlength=keys.size)
+    at_position = np.bincount(position, weights=weight)[keys // ensemble.n_features]
     table = pd.DataFrame(
         {
             "position": keys // ensemble.n_features,
@@ -228,6 +232,7 @@ def threshold_ranges(ensemble: Ensemble, depth: int | None = None) -> pd.DataFra
             "low": low,
             "high": high,
             "count": np.bincount(group, minlength=keys.size),
+            "share": _safe_divide(weights, at_position),
         }
     )
     scaler = ensemble.scaler

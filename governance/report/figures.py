@@ -27,6 +27,8 @@ CMAP = "Blues"
 MAX_ROWS = 8
 """Rows shown per node of the tree; beyond it the least used features become "other"."""
 OTHER = "other"
+WEIGHTED = "each tree counted with its boosting weight"
+"""What a share of splits says of a boosted ensemble, whose trees weigh differently."""
 MAX_LEVELS = 4
 """Levels of the representative tree drawn by default (8 nodes on the last one)."""
 
@@ -156,6 +158,7 @@ def plot_vite_tree(
     max_rows: int = MAX_ROWS,
     max_levels: int = MAX_LEVELS,
     title: str | None = None,
+    weighted: bool = False,
 ) -> Figure:
     """Representative tree with a node-frequency heatmap at every branch position.
 
@@ -181,6 +184,9 @@ def plot_vite_tree(
         Levels drawn from the root; deeper branch nodes are left out and the title
         says so.
     title : str, optional
+    weighted : bool
+        The trees weigh differently (a boosted ensemble): the title says the shares
+        count each tree with its weight.
 
     Returns
     -------
@@ -218,8 +224,9 @@ def plot_vite_tree(
     fig.suptitle(
         title
         or f"VITE representative tree (depth {full_depth}{trees}{shown})\n"
-        "share of the trees' splits on each feature at each node; thresholds [l, u]\n"
-        f"in {units}; a node's left child (<= threshold) is drawn left",
+        "share of the trees' splits on each feature at each node"
+        + (f",\n{WEIGHTED}; " if weighted else "; ")
+        + f"thresholds [l, u]\nin {units}; a node's left child (<= threshold) is drawn left",
         fontsize=NODE_FONT + 0.5,
         y=1 - 0.1 / height_in,
         va="top",
@@ -346,23 +353,26 @@ def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]
         depth = min(ensemble.max_depth, MAX_LEVELS)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    weighted = bool(np.ptp(ensemble.tree_weights) > 0)
     figures = {
         "level_frequency": plot_level_frequency(
             vite.level_frequency(ensemble, depth=depth),
             title=f"VITE level frequency ({ensemble.n_trees} trees)\nshare of the splits "
-            "at each level",
+            "at each level" + (f",\n{WEIGHTED}" if weighted else ""),
         ),
         "vite_tree": plot_vite_tree(
             vite.node_frequency(ensemble, depth=depth),
             vite.threshold_ranges(ensemble, depth=depth),
             ensemble.n_trees,
+            weighted=weighted,
         ),
     }
     if ensemble.encoding is not None:  # a pipeline's encoded columns: one row per original
         figures["level_frequency_by_column"] = plot_level_frequency(
             vite.level_frequency_by_column(ensemble, depth=depth),
             title=f"VITE level frequency per original column ({ensemble.n_trees} trees)\n"
-            "share of the splits at each level, a one-hot group summed",
+            "share of the splits at each level, a one-hot group summed"
+            + (f",\n{WEIGHTED}" if weighted else ""),
         )
     written = []
     for name, fig in figures.items():

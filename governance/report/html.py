@@ -302,21 +302,22 @@ def vite_nodes(ranges, depth: int, max_rows: int = MAX_ROWS) -> list[dict]:
 
     Each node is a dict with ``position``, ``level``, ``parent`` and ``side`` (``"left"``
     for the ``<=`` branch), ``trees`` (splits at the node) and ``rows`` of ``feature``,
-    ``trees``, ``share`` and ``thresholds`` (``[l, u]`` in raw units when ``ranges`` has
-    them); beyond ``max_rows`` the least used features are summed into one row.
+    ``trees``, ``share`` (weighted by tree weight, as the VITE figures) and
+    ``thresholds`` (``[l, u]`` in raw units when ``ranges`` has them), most used first;
+    beyond ``max_rows`` the least used features are summed into one row.
     """
     raw = "low_raw" in ranges.columns
     low, high = ("low_raw", "high_raw") if raw else ("low", "high")
     shown = ranges[ranges.position < 2**depth - 1]
     nodes = []
     for position, group in shown.groupby("position", sort=True):
-        group = group.sort_values("count", ascending=False, kind="stable")
+        group = group.sort_values(["share", "count"], ascending=False, kind="stable")
         total = int(group["count"].sum())
         rows = [
             {
                 "feature": str(row.feature),
                 "trees": int(row.count),
-                "share": row.count / total,
+                "share": row.share,
                 "thresholds": format_interval(getattr(row, low), getattr(row, high)),
             }
             for row in group.itertuples(index=False)

@@ -123,21 +123,33 @@ def test_toy_weighted_frequencies_are_scale_invariant(toy):
 
 def test_toy_threshold_ranges(toy):
     ranges = vite.threshold_ranges(toy)
-    assert list(ranges.columns) == ["position", "feature", "low", "high", "count"]
+    assert list(ranges.columns) == ["position", "feature", "low", "high", "count", "share"]
     expected = [
-        (0, "x1", 0.5, 0.55, 2),
-        (0, "x2", 0.4, 0.4, 1),
-        (1, "x1", 0.25, 0.25, 1),
-        (1, "x3", 0.2, 0.3, 2),
-        (2, "x2", 0.6, 0.6, 1),
-        (2, "x3", 0.35, 0.35, 1),
-        (3, "x1", 0.2, 0.2, 1),
-        (3, "x2", 0.1, 0.15, 2),
-        (4, "x1", 0.3, 0.3, 1),
-        (4, "x2", 0.15, 0.15, 1),
-        (5, "x2", 0.7, 0.7, 1),
+        (0, "x1", 0.5, 0.55, 2, F(2, 3)),
+        (0, "x2", 0.4, 0.4, 1, F(1, 3)),
+        (1, "x1", 0.25, 0.25, 1, F(1, 3)),
+        (1, "x3", 0.2, 0.3, 2, F(2, 3)),
+        (2, "x2", 0.6, 0.6, 1, F(1, 2)),
+        (2, "x3", 0.35, 0.35, 1, F(1, 2)),
+        (3, "x1", 0.2, 0.2, 1, F(1, 3)),
+        (3, "x2", 0.1, 0.15, 2, F(2, 3)),
+        (4, "x1", 0.3, 0.3, 1, F(1, 2)),
+        (4, "x2", 0.15, 0.15, 1, F(1, 2)),
+        (5, "x2", 0.7, 0.7, 1, F(1)),
     ]
-    assert [tuple(row) for row in ranges.itertuples(index=False)] == expected
+    found = [(*row[:5], F(row[5]).limit_denominator(100)) for row in ranges.itertuples(index=False)]
+    assert found == expected
+    # the node frequency the VITE figure shows, with the tree weights: at position 1 the
+    # trees weigh 2 (x3), 1 (x1) and 1 (x3), so x3 has 3/4 of the weight though 2 of 3 trees
+    weighted = vite.threshold_ranges(toy.with_tree_weights([2.0, 1.0, 1.0]))
+    at_1 = weighted[weighted.position == 1].set_index("feature")
+    assert (at_1["count"].to_dict(), at_1["share"].to_dict()) == (
+        {"x1": 1, "x3": 2},
+        {"x1": 0.25, "x3": 0.75},
+    )
+    frequency = vite.node_frequency(toy.with_tree_weights([2.0, 1.0, 1.0]))
+    for row in weighted.itertuples(index=False):
+        assert row.share == pytest.approx(frequency.loc[row.position, row.feature])
 
 
 def test_toy_proximity_and_class_probability(toy):

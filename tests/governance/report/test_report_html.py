@@ -1,3 +1,5 @@
+import pytest
+
 """The reviewer's page and model card: escaping, valid tables, score tables, the
 solver's outcome in words, the glossary, the VITE node tables."""
 
@@ -108,6 +110,7 @@ def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
             "low_raw": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
             "high_raw": [1.0, 2.5, 3.5, 4.0, 5.0, 6.0],
             "count": [3, 1, 1, 2, 1, 4],
+            "share": [0.75, 0.25, 0.2, 0.6, 0.2, 1.0],  # weighted: not count over trees
         }
     )
     nodes = vite_nodes(ranges, depth=2, max_rows=2)  # position 3 is on level 2: left out
@@ -119,9 +122,9 @@ def test_vite_nodes_lists_features_by_trees_and_folds_the_tail():
         ("b", 1, 0.25, "[2, 2.5]"),
     ]
     assert (left["parent"], left["side"], left["level"]) == (0, "left", 1)
-    assert [(r["feature"], r["trees"]) for r in left["rows"]] == [
-        ("b", 2),
-        ("other (2 features)", 2),
+    assert [(r["feature"], r["trees"], r["share"]) for r in left["rows"]] == [
+        ("b", 2, 0.6),
+        ("other (2 features)", 2, pytest.approx(0.4)),
     ]
 
 
