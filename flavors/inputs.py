@@ -10,6 +10,7 @@ trusts them explicitly (``trust_pickle``).
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,7 +199,8 @@ def load_ensemble(model_uri: str, trust_pickle: bool = False):
     (Ensemble, object)
         The uniform view and the loaded model.
     """
-    return _read_model_dir(download_model(model_uri), model_uri, trust_pickle)
+    with tempfile.TemporaryDirectory(prefix="ensemble-") as private:
+        return _read_model_dir(download_model(model_uri, private), model_uri, trust_pickle)
 
 
 def _read_model_dir(local: str, model_uri: str, trust_pickle: bool):
@@ -246,9 +248,10 @@ def load_pinned_ensemble(model_uri: str, trust_pickle: bool = False):
     -------
     (Ensemble, str)
     """
-    local = download_model(model_uri)
-    digest = model_files_digest(local)
-    ensemble, _ = _read_model_dir(local, model_uri, trust_pickle)
+    with tempfile.TemporaryDirectory(prefix="ensemble-") as private:
+        local = download_model(model_uri, private)  # a copy: a local store's own folder
+        digest = model_files_digest(local)  # could change between the hash and the load
+        ensemble, _ = _read_model_dir(local, model_uri, trust_pickle)
     return _explainable(ensemble, model_uri), digest
 
 

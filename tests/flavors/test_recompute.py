@@ -200,7 +200,7 @@ def test_files_replaced_after_the_gates_check_are_not_the_ones_measured(demo, mo
     flipped.mkdir()
     X = demo["X"]
     forged = Pipeline(
-        demo["model"].steps[:1] + [("forest", RandomForestClassifier(n_estimators=3))]
+        [("scale", MinMaxScaler()), ("forest", RandomForestClassifier(n_estimators=3))]
     )
     skops.io.dump(forged.fit(X, 1 - demo["model"].predict(X)), flipped / "model.skops")
     checked_evidence = gating.checked_evidence
@@ -221,3 +221,36 @@ def test_files_replaced_after_the_gates_check_are_not_the_ones_measured(demo, mo
         client.log_model_artifacts(model_id, only_model)
     monkeypatch.setattr(gating, "checked_evidence", checked_evidence)
     assert _recomputed(_gate(demo, "test.csv")).passed  # the explained files are back
+
+
+def test_the_ensemble_is_hashed_and_loaded_from_a_private_copy(demo, monkeypatch):
+    """QA: with a local artifact store MLflow's download returns the store's own folder,
+    so a file swapped there between the hash and the load (MLflow even writes
+    registered_model_meta into it first, a trigger) was loaded under the digest of the
+    other. The ensemble is hashed and loaded from a private copy."""
+    import mlflow
+    import skops.io
+
+    from miret_governance.flavors import inputs
+
+    store_folder = Path(mlflow.artifacts.download_artifacts("models:/wisconsin-rf/1"))
+    original = (store_folder / "model.skops").read_bytes()
+    X = demo["X"]
+    forged = Pipeline(
+        [("scale", MinMaxScaler()), ("forest", RandomForestClassifier(n_estimators=3))]
+    )
+    flipped = demo["root"] / "flipped-in-place.skops"
+    skops.io.dump(forged.fit(X, 1 - demo["model"].predict(X)), flipped)
+    hash_files = inputs.model_files_digest
+
+    def hash_then_swap(folder):
+        digest = hash_files(folder)
+        (store_folder / "model.skops").write_bytes(flipped.read_bytes())
+        return digest
+
+    monkeypatch.setattr(inputs, "model_files_digest", hash_then_swap)
+    try:
+        ensemble, _ = inputs.load_pinned_ensemble("models:/wisconsin-rf/1")
+    finally:
+        (store_folder / "model.skops").write_bytes(original)
+    assert (ensemble.predict(ensemble.transform(X)) == demo["model"].predict(X)).all()
