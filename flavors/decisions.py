@@ -287,7 +287,8 @@ class ApprovalState:
     reason : str
         In words (names the approvers, rejections and what is missing).
     counted : list of Decision
-        The latest valid decision of each approver key on the current evidence.
+        The latest valid decision of each approver key on this version and alias that
+        counts: a rejection, or an approval of the current evidence.
     """
 
     approved: bool
@@ -299,8 +300,11 @@ def approval_state(
     client: MlflowClient, ensemble, alias: str, digest: str, trusted: TrustedKeys, needed: int
 ) -> ApprovalState:
     """The approvals of ``alias`` on ``ensemble`` whose record verifies with ``trusted``
-    and binds this ensemble version (URI and model id), the alias and the evidence
-    ``digest``; per key the latest signed counts, one rejection blocks."""
+    and binds this ensemble version (URI and model id) and the alias; per key the latest
+    signed decision counts. An approval counts only on the evidence ``digest``; a
+    rejection blocks on any evidence of the version until its key approves later: which
+    explanation is linked is anyone's to change (and a new explanation is CI's to make),
+    so neither may set aside a reviewer's rejection."""
     uri, model_id = version_uri(ensemble), model_id_of(ensemble) or ""
     latest: dict[str, Decision] = {}
     for run in decision_runs(client, APPROVAL_EXPERIMENT, uri):
@@ -313,13 +317,17 @@ def approval_state(
             or record.get("kind") != "approval"
             or record.get("alias") != alias
             or record.get("ensemble") != {"uri": uri, "model_id": model_id}
-            or (record.get("evidence") or {}).get("digest") != digest
         ):
             continue
         key = decision.signer.fingerprint
         if key not in latest or _newer(decision, latest[key]):
             latest[key] = decision
-    counted = sorted(latest.values(), key=lambda d: d.signer.name)
+    counted = [  # an approval of other evidence counts for nothing
+        d
+        for d in sorted(latest.values(), key=lambda d: d.signer.name)
+        if d.record.get("decision") == "reject"
+        or (d.record.get("evidence") or {}).get("digest") == digest
+    ]
     rejected = [d for d in counted if d.record.get("decision") == "reject"]
     approvers = [d.signer.name for d in counted if d.record.get("decision") == "approve"]
     if rejected:

@@ -23,7 +23,7 @@ from miret_governance.flavors.decisions import (
 )
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.promotion import approve_model_version, promote_model_version
-from miret_governance.flavors.registry import link_surrogate
+from miret_governance.flavors.registry import link_surrogate, version_uri
 from miret_governance.governance.policy import load_policy
 from miret_governance.governance.signing import SignatureError, SigningKey
 
@@ -301,6 +301,34 @@ def test_a_replayed_approval_or_a_deleted_rejection_does_not_unblock(store, tmp_
     client.delete_run(rejection.run_id)
     assert promote_model_version(uri, "champion", policy).reason == blocked
     assert not client.get_registered_model("credit-rf").aliases
+
+
+def test_a_rejection_of_newer_evidence_blocks_after_the_link_is_moved_back(store, tmp_path):
+    """QA: alice approved v1 on surrogate 1; CI explained v1 again (surrogate 2) and alice
+    rejected it there; an insider moved the link tags back to surrogate 1, whose approval
+    then counted and promote went through. A rejection blocks on any evidence of the
+    version until its key approves again."""
+    client = MlflowClient()
+    ensemble = register_ensemble(store)
+    first = explain(store, ensemble, tmp_path)
+    uri = "models:/credit-rf/1"
+    policy = load_policy(policy_file(tmp_path, approvals="champion = 1", approvers=("alice",)))
+    approve_model_version(uri, "champion", "approve", "ok", policy, signing_key=approver("alice"))
+    newer = explain(store, ensemble, tmp_path, metrics=dict(GOOD, test_fidelity=0.96), link=False)
+    link_surrogate(client, client.get_model_version("credit-rf", "1"), newer)
+    approve_model_version(
+        uri, "champion", "reject", "fairness review", policy, signing_key=approver("alice")
+    )
+    blocked = "every gate passed; @champion was rejected by alice (fairness review)"
+    assert promote_model_version(uri, "champion", policy).reason == blocked
+    client.set_model_version_tag("credit-rf", "1", "governance.surrogate", version_uri(first))
+    client.delete_model_version_tag(first.name, first.version, "governance.superseded_by")
+    assert promote_model_version(uri, "champion", policy).reason == blocked
+    assert not client.get_registered_model("credit-rf").aliases
+    approve_model_version(
+        uri, "champion", "approve", "fixed", policy, signing_key=approver("alice")
+    )
+    assert promote_model_version(uri, "champion", policy).promoted  # on surrogate 1 again
 
 
 def test_superseded_decisions_are_shown_as_such(store, tmp_path):
