@@ -29,6 +29,7 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors.decisions import (
     APPROVAL_EXPERIMENT,
+    GATE_EXPERIMENT,
     SIGNER_TAG,
     UNSIGNED,
     Decision,
@@ -39,7 +40,7 @@ from miret_governance.flavors.decisions import (
 )
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gate_evidence import checked_evidence
-from miret_governance.flavors.gating import GATE_EXPERIMENT, linked_surrogate
+from miret_governance.flavors.gating import linked_surrogate
 from miret_governance.flavors.registry import (
     GATE_RUN_TAG,
     SURROGATE_TAG,

@@ -50,7 +50,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_USER
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.faults import alive
-from miret_governance.flavors.registry import model_id_of, quoted, version_uri
+from miret_governance.flavors.registry import PROMOTION_TAG, model_id_of, quoted, version_uri
 from miret_governance.governance.signing import (
     SignatureError,
     Signer,
@@ -70,6 +70,8 @@ SIGNER_TAG = "governance.decision_signer"
 """Run tag: the name (or fingerprint) of the key that signed the record, or
 ``unsigned`` (a what-if gate run without a key: it never counts)."""
 UNSIGNED = "unsigned"
+GATE_EXPERIMENT = "governance-gates"
+"""Gate and promotion runs (:mod:`flavors.gating`, :mod:`flavors.promotion`)."""
 APPROVAL_EXPERIMENT = "governance-approvals"
 DECISION_PAGE = 1000
 """Runs per page of :func:`decision_runs` (it reads every page)."""
@@ -258,6 +260,66 @@ def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str)
         token = page.token
         if not token:
             return runs
+
+
+def latest_promotion(client: MlflowClient, name: str, alias: str, trusted: TrustedKeys):
+    """The latest valid signed promotion of a version of ``name`` to ``alias`` (a
+    :class:`Decision`, None when no record verifies), deleted runs included."""
+    experiment = client.get_experiment_by_name(GATE_EXPERIMENT)
+    if experiment is None:
+        return None
+    prefix = f"models:/{name}/"
+    search = (
+        f"tags.`{PROMOTION_TAG.format(alias=alias)}` = 'promoted' and "
+        f"tags.`governance.ensemble_uri` LIKE {quoted(prefix + '%')}"
+    )
+    latest, token = None, None
+    while True:
+        page = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=search,
+            run_view_type=ViewType.ALL,
+            max_results=DECISION_PAGE,
+            page_token=token,
+        )
+        for run in page:
+            decision = read_record(client, run.info.run_id, trusted)
+            record = decision.record
+            if (
+                decision.valid
+                and record.get("kind") == "promotion"
+                and record.get("decision") == "promoted"
+                and record.get("alias") == alias
+                and str((record.get("ensemble") or {}).get("uri", "")).startswith(prefix)
+                and (latest is None or _newer(decision, latest))
+            ):
+                latest = decision
+        token = page.token
+        if not token:
+            return latest
+
+
+def alias_moved_by_hand(client: MlflowClient, name: str, alias: str, holder, trusted) -> str:
+    """Why the version holding ``alias`` now (``holder``, None when none does) is not the
+    one the latest valid signed promotion put there; ``""`` when it is, or when no
+    signed promotion to ``alias`` exists (an alias set before governance)."""
+    promotion = latest_promotion(client, name, alias, trusted)
+    if promotion is None:
+        return ""
+    signed = promotion.record.get("ensemble")
+    now = (
+        None
+        if holder is None
+        else {"uri": version_uri(holder), "model_id": model_id_of(holder) or ""}
+    )
+    if signed == now:
+        return ""
+    where = "no version holds it" if holder is None else f"it points to {now['uri']}"
+    return (
+        f"@{alias} was moved by hand: {where}, but the latest signed promotion (run "
+        f"{promotion.run_id}, {promotion.record.get('time')}) put {signed.get('uri')} there; "
+        f"restore the alias, or promote a version to @{alias} with govern promote"
+    )
 
 
 def _newer(decision: Decision, than: Decision) -> bool:

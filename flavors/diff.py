@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 from mlflow import MlflowClient
 
+from miret_governance.flavors.decisions import alias_moved_by_hand
 from miret_governance.flavors.errors import ExplainError, GateError
 from miret_governance.flavors.gate_evidence import (
     CheckedEvidence,
@@ -250,6 +251,11 @@ def _holder(client: MlflowClient, name: str, alias: str):
         return None
 
 
+def _failed_drift(policy: Policy, alias: str, reason: str) -> list:
+    """Every drift gate of ``policy``, failed with ``reason``."""
+    return [replace(r, passed=False, reason=reason) for r in drift_gates(policy.gates, None, alias)]
+
+
 def drift_results(
     client: MlflowClient, version, checked: CheckedEvidence, policy: Policy, data=None
 ) -> tuple[list, dict | None]:
@@ -270,17 +276,16 @@ def drift_results(
         return [], None
     alias = policy.drift_against
     holder = _holder(client, version.name, alias)
+    moved = alias_moved_by_hand(client, version.name, alias, holder, policy.keys)
+    if moved:
+        return _failed_drift(policy, alias, moved), None
     if holder is None:
         return drift_gates(policy.gates, None, alias), None
     try:
         against = side_of(client, holder, policy.keys)
         candidate = side_of(client, version, policy.keys, checked)
     except DiffError as error:
-        reason = f"cannot compare with @{alias}: {error}"
-        failed = [
-            replace(r, passed=False, reason=reason) for r in drift_gates(policy.gates, None, alias)
-        ]
-        return failed, None
+        return _failed_drift(policy, alias, f"cannot compare with @{alias}: {error}"), None
     rows, recorded = None, None
     if data is not None:
         rows, recorded = _rows(data)

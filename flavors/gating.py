@@ -48,6 +48,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_USER
 
 from miret_governance.flavors.context import file_name
 from miret_governance.flavors.decisions import (
+    GATE_EXPERIMENT,
     decided_by,
     experiment_id,
     log_record,
@@ -83,8 +84,6 @@ from miret_governance.governance.gates import Evaluation, evaluate
 from miret_governance.governance.policy import GATES, Policy
 from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.signing import SignatureError, SigningKey
-
-GATE_EXPERIMENT = "governance-gates"
 
 
 # ---------------------------------------------------------------------- evaluation

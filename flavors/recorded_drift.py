@@ -23,9 +23,11 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from miret_governance.flavors.decisions import (
+    GATE_EXPERIMENT,
     SIGNER_TAG,
     UNSIGNED,
     DecisionError,
+    alias_moved_by_hand,
     decision_runs,
     read_record,
 )
@@ -36,7 +38,6 @@ from miret_governance.flavors.gate_evidence import (
     checked_evidence,
     linked_surrogate,
 )
-from miret_governance.flavors.gating import GATE_EXPERIMENT
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
     model_id_of,
@@ -108,8 +109,9 @@ def recorded_drift(client: MlflowClient, policy: Policy, version, checked: Check
     ``policy.drift_against`` on that version's current verified evidence, with
     cross-fidelity (``govern gate --data`` records them); the gates are decided on them
     with this policy's thresholds. The figures keep ``decision_run``, the gate run they
-    come from. No holder, or a holder whose explanation does not verify: as
-    :func:`flavors.diff.drift_results` (the gates pass, or fail).
+    come from. No holder, a holder the latest signed promotion did not put there, or a
+    holder whose explanation does not verify: as :func:`flavors.diff.drift_results` (the
+    gates pass, or fail).
 
     Returns
     -------
@@ -126,6 +128,8 @@ def recorded_drift(client: MlflowClient, policy: Policy, version, checked: Check
         holder = resolve_model_version(client, f"models:/{version.name}@{alias}")
     except ExplainError:  # no version holds it (an unreachable registry is another error)
         return drift_results(client, version, checked, policy)
+    if alias_moved_by_hand(client, version.name, alias, holder, policy.keys):
+        return drift_results(client, version, checked, policy)  # the gates fail, with why
     try:
         surrogate = linked_surrogate(client, holder)
         digest = checked_evidence(client, holder, surrogate, policy.keys).digest

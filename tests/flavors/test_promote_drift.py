@@ -4,6 +4,7 @@ without it, it decides on the figures of the latest signed gate decision record 
 current evidence of both versions, or refuses (exit 2, nothing recorded)."""
 
 import json
+import re
 from pathlib import Path
 
 import mlflow
@@ -177,7 +178,7 @@ def test_a_record_counts_only_against_the_current_holder_on_its_current_evidence
     with pytest.raises(DecisionError, match=r"against models:/credit-rf/1 \(@prod\)"):
         promote_model_version(V2, "prod", prod)
     assert promote_model_version(V2, "champion", policy).promoted  # the record counts here
-    client.set_registered_model_alias("credit-rf", "champion", "1")
+    assert promote_model_version(V1, "champion", policy, data=rows).promoted  # back to v1
     # the holder explained again: the record compared with its earlier evidence
     explain_model_version(
         V1,
@@ -191,3 +192,37 @@ def test_a_record_counts_only_against_the_current_holder_on_its_current_evidence
     )
     with pytest.raises(DecisionError, match=REFUSED):
         promote_model_version(V2, "champion", policy)
+
+
+def test_an_alias_moved_by_hand_after_a_signed_promotion_fails_the_drift_gates(
+    pair, store, tmp_path
+):
+    """QA: with v1 promoted to @champion, an insider deleted the alias (the drift gates
+    then passed as "no champion yet") or pointed it at the candidate itself (drift 0),
+    promoted v2, and restored the alias. The drift gates compare with the version the
+    latest signed promotion put on the alias, and fail when the alias says otherwise."""
+    client = MlflowClient()
+    rows = pair["root"] / "rows.csv"
+    policy = load_policy(drift_policy(tmp_path, max_explanation_drift=0.9, min_cross_fidelity=0.1))
+    assert promote_model_version(V1, "champion", policy).promoted  # no champion yet
+    moved = (
+        r"@champion was moved by hand: {}, but the latest signed promotion \(run \w+, .*\) "
+        r"put models:/credit-rf/1 there"
+    )
+    client.delete_registered_model_alias("credit-rf", "champion")
+    for where in ("no version holds it", "it points to models:/credit-rf/2"):
+        if where != "no version holds it":
+            client.set_registered_model_alias("credit-rf", "champion", "2")
+        outcome = gate_model_version(V2, policy, data=rows)
+        drift = {
+            r.name: r
+            for r in outcome.evaluation.results
+            if r.name in ("max_explanation_drift", "min_cross_fidelity")
+        }
+        assert not outcome.evaluation.all_passed and len(drift) == 2
+        for result in drift.values():
+            assert not result.passed and re.fullmatch(moved.format(where) + ".*", result.reason)
+    refused = promote_model_version(V2, "prod", policy, data=rows)
+    assert not refused.promoted
+    client.set_registered_model_alias("credit-rf", "champion", "1")  # restored
+    assert gate_model_version(V2, policy, data=rows).evaluation.all_passed
