@@ -39,7 +39,7 @@ import socket
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -411,11 +411,19 @@ def approval_state(
 def approvals_of(client: MlflowClient, ensemble, trusted: TrustedKeys, surrogate_uri: str):
     """Every approval run of the ensemble version, oldest first, as the reviewer's view
     lists them: alias, decision, comment, who (verified key or the problem), time, and
-    whether it was made on the surrogate linked now (``surrogate_uri``)."""
+    whether it was made on the surrogate linked now (``surrogate_uri``). A verified
+    record of another version (its run re-tagged) is listed with that as its problem."""
     listed = []
-    for run in decision_runs(client, APPROVAL_EXPERIMENT, version_uri(ensemble)):
+    uri = version_uri(ensemble)
+    bound = {"uri": uri, "model_id": model_id_of(ensemble) or ""}
+    for run in decision_runs(client, APPROVAL_EXPERIMENT, uri):
         decision = read_record(client, run.info.run_id, trusted)
         record = decision.record
+        if decision.valid and record.get("ensemble") != bound:
+            named = (record.get("ensemble") or {}).get("uri")
+            decision = replace(
+                decision, signer=None, problem=f"its signed record is about {named}, not {uri}"
+            )
         listed.append(
             {
                 "run_id": run.info.run_id,

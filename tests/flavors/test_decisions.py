@@ -331,6 +331,33 @@ def test_a_rejection_of_newer_evidence_blocks_after_the_link_is_moved_back(store
     assert promote_model_version(uri, "champion", policy).promoted  # on surrogate 1 again
 
 
+def test_an_approval_of_another_version_retagged_is_not_listed_as_this_ones(store, tmp_path):
+    """QA: an insider copied v2's signed approval into a run tagged with v1; govern show
+    listed it as an approval of v1."""
+    client = MlflowClient()
+    explained(store, tmp_path)
+    v2 = explained(store, tmp_path)
+    policy = load_policy(policy_file(tmp_path, approvers=("alice",)))
+    approval = approve_model_version(
+        v2, "champion", "approve", "ok", policy, signing_key=approver("alice")
+    )
+    copied = client.download_artifacts(approval.run_id, decisions.RECORD_FOLDER, str(tmp_path))
+    old = client.get_run(approval.run_id)
+    tags = {**old.data.tags, "governance.ensemble_uri": "models:/credit-rf/1"}
+    replay = client.create_run(old.info.experiment_id, tags=tags)
+    client.log_artifacts(replay.info.run_id, copied, decisions.RECORD_FOLDER)
+    v1 = client.get_model_version("credit-rf", "1")
+    (listed,) = decisions.approvals_of(client, v1, policy.keys, "models:/credit-rf-surrogate/1")
+    assert (listed["run_id"], listed["signed_by"]) == (replay.info.run_id, None)
+    assert listed["problem"] == (
+        "its signed record is about models:/credit-rf/2, not models:/credit-rf/1"
+    )
+    (own,) = decisions.approvals_of(
+        client, client.get_model_version("credit-rf", "2"), policy.keys, ""
+    )
+    assert own["signed_by"]["name"] == "alice" and own["problem"] is None
+
+
 def test_superseded_decisions_are_shown_as_such(store, tmp_path):
     client = MlflowClient()
     ensemble = register_ensemble(store)
