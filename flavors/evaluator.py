@@ -251,10 +251,11 @@ def fit_and_measure(ensemble, params: FitParams, raw) -> tuple:
 def _write_artifacts(surrogate, class_names, model_uri: str, params, out: Path) -> dict:
     """Rules, tree figure and ``fit.json`` in ``out``; name -> file written."""
     from miret_governance.governance.report.tree_figure import save_tree_figure
+    from miret_governance.governance.report.wording import tree_kind
 
     rules = out / "rules.txt"
     rules.write_text(surrogate.rules(class_names) + "\n", encoding="utf-8")
-    png, _ = save_tree_figure(surrogate.display(class_names), out)
+    png, _ = save_tree_figure(surrogate.display(class_names), out, tree_kind(surrogate))
     fit = out / "fit.json"
     record = {
         "model_uri": model_uri,

@@ -138,7 +138,7 @@ def write_report(
     from miret_governance.governance.report.html import ReportContext
     from miret_governance.governance.report.html import write_report as render
     from miret_governance.governance.report.tree_figure import save_tree_figure
-    from miret_governance.governance.report.wording import describe_stop
+    from miret_governance.governance.report.wording import describe_stop, tree_kind
 
     tree, solve, validation = (
         surrogate.tree_,
@@ -147,14 +147,18 @@ def write_report(
     )
     # purity by the ensemble's labels; conditions in original columns and categories
     display = surrogate_display(surrogate, request.class_names, ensemble.encoding)
-    save_tree_figure(display, out / "figures")
+    kind = tree_kind(surrogate)
+    save_tree_figure(display, out / "figures", kind)
     provenance = {
         "ensemble_uri": request.ensemble_uri,
         "ensemble_source": request.ensemble_source,
         "data": request.data,
         "data_digest": request.data_digest,
-        "solver": f"{solve['solver']} {solve['solver_version']}",
-        "solver_status": solve["status"],
+        # "solver none, status not_run" read as if nothing was solved: the node MILPs
+        # and the heuristic are in solver_outcome
+        "whole_milp": f"{solve['solver']} {solve['solver_version']}, {solve['status']}"
+        if solve["status"] != "not_run"
+        else "not run",
         "solver_outcome": describe_stop(solve),
         "time_limit_s": request.fit.time_limit,
         "seed": request.seed,
@@ -178,6 +182,7 @@ def write_report(
     params = evidence.params(request, solve)
     context = ReportContext(
         title=request.ensemble_uri,
+        tree_kind=kind,
         depth=tree.depth,
         display=display,
         rules=evidence.rules,

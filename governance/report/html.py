@@ -60,6 +60,8 @@ class ReportContext:
     title : str
         What is explained, e.g. ``models:/credit-rf/3``.
     depth : int
+    tree_kind : str
+        What the returned tree is (:func:`governance.report.wording.tree_kind`).
     display : governance.miret.display.DisplayTree or None
         The pruned tree; its leaf rules are listed (else the ``rules`` text lines).
     rules : str
@@ -110,6 +112,7 @@ class ReportContext:
     provenance: dict
     validation: dict
     solve: dict = field(default_factory=dict)
+    tree_kind: str = "MIRET tree"
     figures: dict = field(default_factory=dict)
     tree_svg: Path | None = None
     threshold_ranges: object = None

@@ -190,9 +190,10 @@ def _score_width(blocks) -> tuple[list, float]:
     return columns, max(sum(columns) + 0.5, headings)
 
 
-def draw_display_tree(display):
+def draw_display_tree(display, kind: str = "MIRET tree"):
     """A matplotlib figure of a :class:`~governance.miret.display.DisplayTree`, sized
-    to its text (inches of the figure are the inches of the layout)."""
+    to its text (inches of the figure are the inches of the layout); ``kind`` names the
+    tree in the title (:func:`governance.report.wording.tree_kind`)."""
     from matplotlib.figure import Figure
 
     from miret_governance.governance.formatting import format_percent
@@ -209,8 +210,7 @@ def draw_display_tree(display):
     columns, table_width = _score_width(blocks)
     width = max(_MIN_WIDTH_IN, tree_width, table_width) + 2 * _MARGIN_IN
     title = (
-        f"MIRET surrogate tree, effective depth {display.effective_depth} "
-        f"(MILP depth {display.depth})"
+        f"Surrogate: {kind}, effective depth {display.effective_depth} (MILP depth {display.depth})"
     )
     note = textwrap.fill(
         f"{display.n_samples} training samples. Each condition reads value <= threshold: "
@@ -317,8 +317,9 @@ def _draw_scores(ax, blocks, columns, left: float, y: float, line: float) -> Non
             _text(ax, left + columns[0] + columns[1] + 0.5, y, row[2], ha="left", **style)
 
 
-def save_tree_figure(display, out_dir) -> list[Path]:
-    """Write ``surrogate_tree.png`` and ``surrogate_tree.svg`` (text as text) into ``out_dir``.
+def save_tree_figure(display, out_dir, kind: str = "MIRET tree") -> list[Path]:
+    """Write ``surrogate_tree.png`` and ``surrogate_tree.svg`` (text as text) into ``out_dir``
+    (``kind``: as :func:`draw_display_tree`).
 
     Returns
     -------
@@ -328,7 +329,7 @@ def save_tree_figure(display, out_dir) -> list[Path]:
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig = draw_display_tree(display)
+    fig = draw_display_tree(display, kind)
     paths = [out_dir / "surrogate_tree.png", out_dir / "surrogate_tree.svg"]
     fig.savefig(paths[0], dpi=110)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "surrogate-tree"}):

@@ -3,12 +3,15 @@
 - :func:`solver_outcome`: what the fit proved and what it did not, for people, with
   the solver's technical status beside it; :func:`describe_stop` says it in one line
   (``govern show``, the report's provenance).
+- :func:`tree_kind`: what the returned tree is (MIRET, optimal univariate or CART).
 - :func:`glossary`: every term the reviewer page and the model card show, explained.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from miret_governance.governance.miret.conditions import CONVENTION_NOTE
 
@@ -26,6 +29,16 @@ TECHNICAL = {
 
 CHOSEN = {"univariate": "optimal univariate tree", "cart": "CART tree", "miret": "MIRET tree"}
 """The candidates of :mod:`governance.miret.selection` in words."""
+
+
+def tree_kind(surrogate) -> str:
+    """What a fitted surrogate's tree is, for titles: the candidate the fit returned
+    (:data:`CHOSEN`) and, for a MIRET tree, whether a split combines features."""
+    chosen = getattr(getattr(surrogate, "solve_report_", None), "chosen", None) or "miret"
+    if chosen != "miret":
+        return CHOSEN.get(chosen, f"{chosen} tree")
+    oblique = bool(((np.asarray(surrogate.tree_.coef) != 0).sum(axis=1) > 1).any())
+    return "MIRET tree with oblique splits" if oblique else "MIRET tree, one feature per split"
 
 
 def _percent(value) -> str:

@@ -223,7 +223,7 @@ def test_vite_counts_categorical_splits_and_lists_their_categories():
     assert set(splits.feature) <= {"purpose", "grade"}
     assert all(re.fullmatch(r"\{[A-Za-z, ]+\}", left) for left in splits.left)
     ranges = vite.threshold_ranges(view)
-    assert list(ranges.columns) == ["position", "feature", "low", "high", "count"]
+    assert list(ranges.columns) == ["position", "feature", "low", "high", "count", "share"]
     on_groups = ranges[ranges.feature.isin(["purpose_business", "grade_A"])]
     assert on_groups[["low", "high"]].isna().all().all()  # no invented numeric range
 

@@ -122,13 +122,13 @@ def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
     tree = SurrogateTree(coef, [-0.5, -1.0, 1.0], 2, feature_names=names, classes=(0, 1))
     X = np.array([[0.2, 0.0], [0.7, 1.0], [0.9, 0.3]])
     shown = display_tree(tree, X, tree.predict(X), class_names=(names[1], "yes"))
-    fig = draw_display_tree(shown)
+    fig = draw_display_tree(shown, "optimal univariate tree")
     boxes, labels = _boxes(fig)
     assert len(boxes) == len(shown.nodes()) == 3  # root and two leaves, no dummy node
     assert boxes[0].get_text() == "$\\frac{a$ <= 0.5\n3 samples (100.0%)"
     assert sorted(t.get_text() for t in labels) == ["no", "yes"]
     assert fig.axes[0].texts[0].get_text() == (
-        "MIRET surrogate tree, effective depth 1 (MILP depth 2)"
+        "Surrogate: optimal univariate tree, effective depth 1 (MILP depth 2)"
     )
     # One colour per class: the two leaves differ.
     leaf_colours = {b.get_bbox_patch().get_facecolor() for b in boxes[1:]}

@@ -1,8 +1,14 @@
 """The solver's outcome for people and the glossary."""
 
+import numpy as np
 import pytest
 
-from miret_governance.governance.report.wording import describe_stop, glossary, solver_outcome
+from miret_governance.governance.report.wording import (
+    describe_stop,
+    glossary,
+    solver_outcome,
+    tree_kind,
+)
 
 
 @pytest.mark.parametrize(
@@ -120,3 +126,22 @@ def test_glossary_lists_the_terms_of_the_sections_shown():
     ):
         assert everything[term].endswith(".")
     assert "lower values go left" in everything["yes / no"]
+
+
+def test_the_tree_is_named_by_the_candidate_returned_and_its_splits():
+    """QA: an optimal univariate tree, and a MIRET tree whose every split is on one
+    feature, were both titled "MIRET oblique decision tree"."""
+    from types import SimpleNamespace
+
+    one_feature = np.array([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]])
+    two_features = np.array([[1.0, 0.5], [0.0, 2.0], [0.0, 0.0]])
+
+    def fitted(chosen, coef):
+        return SimpleNamespace(
+            solve_report_=SimpleNamespace(chosen=chosen), tree_=SimpleNamespace(coef=coef)
+        )
+
+    assert tree_kind(fitted("univariate", two_features)) == "optimal univariate tree"
+    assert tree_kind(fitted("cart", one_feature)) == "CART tree"
+    assert tree_kind(fitted("miret", one_feature)) == "MIRET tree, one feature per split"
+    assert tree_kind(fitted("miret", two_features)) == "MIRET tree with oblique splits"
