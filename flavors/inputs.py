@@ -306,9 +306,15 @@ def read_data(path, target: str | None) -> pd.DataFrame:
     return frame
 
 
-def dataset(frame: pd.DataFrame, source, target: str | None, name: str | None = None):
-    """The MLflow dataset of a data file: named after the file (or ``name``), with its
-    digest; its source is the file's name, never a local folder."""
+LEGACY_DIGEST_CHARS = 8
+"""Length of MLflow's own dataset digest, which explanations recorded before
+:func:`governance.tables.content_digest` (it hashes only the first 10,000 rows)."""
+
+
+def dataset(frame: pd.DataFrame, source, target: str | None, name: str | None = None, digest=None):
+    """The MLflow dataset of a data file: named after the file (or ``name``), with the
+    digest of its content (:func:`governance.tables.content_digest`; ``digest=False``:
+    MLflow's own); its source is the file's name, never a local folder."""
     with warnings.catch_warnings():  # source-type ambiguity and integer-column hints
         warnings.simplefilter("ignore", UserWarning)
         return mlflow.data.from_pandas(
@@ -316,7 +322,15 @@ def dataset(frame: pd.DataFrame, source, target: str | None, name: str | None = 
             source=Path(source).name,
             name=name or Path(source).stem,
             targets=target or None,
+            digest=None if digest is False else tables.content_digest(frame),
         )
+
+
+def digest_like(frame: pd.DataFrame, source, target: str | None, recorded: str) -> str:
+    """The digest of ``frame`` to compare with the ``recorded`` one: MLflow's own when
+    that is one (an explanation from before the content digest), else the content's."""
+    legacy = len(recorded) == LEGACY_DIGEST_CHARS
+    return dataset(frame, source, target, digest=False if legacy else None).digest
 
 
 def split_features(frame: pd.DataFrame, ensemble, target, source) -> tuple:

@@ -36,11 +36,7 @@ import numpy as np
 from miret_governance.flavors import stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import pinned_ensemble
-from miret_governance.flavors.inputs import (
-    dataset,
-    feature_inputs,
-    read_table,
-)
+from miret_governance.flavors.inputs import digest_like, feature_inputs, read_table
 from miret_governance.flavors.request import MIN_TEST_ROWS, ExplainRequest
 from miret_governance.governance.arrays import scaled
 from miret_governance.governance.gates import Evaluation, GateResult
@@ -119,8 +115,8 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
     surrogate = checked.surrogate
     tree = getattr(surrogate, "tree_", surrogate)
     tree_scaler = None if ensemble.scaler is not None else getattr(surrogate, "input_scaler_", None)
-    digest = dataset(frame, data, target).digest
     stored = evidence["metrics"]
+    digest = digest_like(frame, data, target, record["data_digest"])
     if digest in (record["data_digest"], record["test_data_digest"]) and target == (
         record["target"] or None
     ):

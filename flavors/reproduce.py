@@ -25,7 +25,7 @@ from mlflow import MlflowClient
 from miret_governance.flavors import stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import checked_evidence, pinned_ensemble
-from miret_governance.flavors.inputs import dataset, read_data
+from miret_governance.flavors.inputs import digest_like, read_data
 from miret_governance.flavors.registry import (
     linked_versions,
     resolve_model_version,
@@ -118,7 +118,7 @@ def _checked(client: MlflowClient, ensemble, surrogate, trusted):
 
 
 def _checked_frame(given, recorded_path: str, recorded_digest: str, target, option: str):
-    """The data frame of ``given``, refused unless its MLflow dataset digest is the one
+    """The data frame of ``given``, refused unless its dataset digest is the one
     recorded (``option``: the command-line option that names the file)."""
     if not recorded_digest:
         if given is None:
@@ -129,14 +129,14 @@ def _checked_frame(given, recorded_path: str, recorded_digest: str, target, opti
         )
     if given is None:
         raise ExplainError(
-            f"the explanation was tested on a separate file (MLflow dataset digest "
+            f"the explanation was tested on a separate file (dataset digest "
             f"{recorded_digest}, read from {recorded_path}); pass it with {option}"
         )
     frame = read_data(given, target)
-    digest = dataset(frame, given, target).digest
+    digest = digest_like(frame, given, target, recorded_digest)
     if digest != recorded_digest:
         raise ExplainError(
-            f"{given} is not the data of this explanation: its MLflow dataset digest is "
+            f"{given} is not the data of this explanation: its dataset digest is "
             f"{digest}, the recorded one is {recorded_digest}; pass the file the explain run "
             f"read ({recorded_path}) with {option}"
         )

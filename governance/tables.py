@@ -4,12 +4,14 @@
 would otherwise read silently wrong: directories and devices, files over a size cap,
 non-UTF-8 text, a file that parses as one column (wrong delimiter), and duplicate column
 names (pandas renames the second ``x`` to ``x.1``). :func:`check_labels` is the one
-label check of ``validate`` and ``explain``.
+label check of ``validate`` and ``explain``. :func:`content_digest` identifies a table by
+every value it holds.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from pathlib import Path
 
@@ -31,6 +33,42 @@ class TableError(GovernanceError, ValueError):
     Exit code 2. Also a ValueError: ``governance.validation`` and callers of
     :func:`check_labels` catch bad label values as one.
     """
+
+
+DIGEST_CHARS = 32
+"""Hex digits of :func:`content_digest` kept (128 bits; MLflow stores at most 36)."""
+
+
+def content_digest(frame: pd.DataFrame) -> str:
+    """sha256 of a table's shape, column names and every value, in order.
+
+    MLflow's own dataset digest hashes only the first 10,000 rows and leaves out columns
+    that are neither numbers nor all text (a category column with a missing value), so
+    edited data could pass as the data of an explanation. Numbers and booleans are hashed
+    as float64 (a CSV and a Parquet copy of the same values agree; ``-0.0`` and every NaN
+    alike), anything else as text with its missing values marked.
+
+    Returns
+    -------
+    str
+        The first :data:`DIGEST_CHARS` hex digits.
+    """
+    digest = hashlib.sha256(repr(frame.shape).encode())
+    for name in frame.columns:
+        column = frame[name]
+        digest.update(b"\0column\0" + str(name).encode("utf-8", "surrogatepass"))
+        numeric = pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
+        if numeric and not isinstance(column.dtype, pd.CategoricalDtype):
+            values = column.astype("float64").to_numpy(dtype=np.float64, na_value=np.nan)
+            values = np.where(np.isnan(values), np.nan, values + 0.0)
+            digest.update(b"numbers" + np.ascontiguousarray(values).tobytes())
+            continue
+        missing = column.isna().to_numpy()
+        texts = [str(v) for v in column.astype(object).to_numpy()[~missing]]
+        digest.update(b"text" + np.packbits(missing).tobytes())
+        digest.update(np.array([len(t) for t in texts], dtype=np.int64).tobytes())
+        digest.update("".join(texts).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:DIGEST_CHARS]
 
 
 def _duplicates(names) -> list[str]:

@@ -5,6 +5,8 @@ import dataclasses
 import json
 import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
 from mlflow_store import register_rf
@@ -225,3 +227,27 @@ def test_a_searched_explanation_is_searched_again(case):
     assert record["search"] == settings.identity()
     reproduction = reproduce_explanation("models:/search-rf/1", "data.csv")
     assert reproduction.identical and reproduction.time_limit_hit["reproduced"] is False
+
+
+def test_a_file_edited_past_mlflows_first_10000_rows_is_not_the_explained_data(case):
+    """QA: MLflow's own dataset digest hashes the first 10,000 rows only, so reproduce (and
+    explain's reuse) took an edited file for the explained one. The recorded digest is the
+    content's (governance.tables.content_digest); an explanation recorded with MLflow's
+    8-character digest before is still compared in that scheme."""
+    from miret_governance.flavors.inputs import dataset, digest_like
+    from miret_governance.governance.tables import content_digest
+
+    frame = pd.DataFrame({"x": np.arange(10_200.0), "label": [0, 1] * 5_100})
+    edited = frame.copy()
+    edited.loc[10_100, "x"] = -5.0
+
+    def mlflows(f):
+        return dataset(f, "data.csv", "label", digest=False).digest
+
+    assert mlflows(frame) == mlflows(edited) and len(mlflows(frame)) == 8
+    ours = dataset(frame, "data.csv", "label").digest
+    assert ours == content_digest(frame) != dataset(edited, "data.csv", "label").digest
+    assert digest_like(frame, "data.csv", "label", mlflows(frame)) == mlflows(frame)
+    assert digest_like(frame, "data.csv", "label", ours) == ours
+    recorded = read_evidence(case["result"].surrogate_uri)["provenance"]["data_digest"]
+    assert recorded == content_digest(pd.read_csv("data.csv"))

@@ -58,3 +58,32 @@ def test_labels_of_three_classes_map_to_them_and_name_the_others():
     )
     with pytest.raises(ValueError, match=r"values \['2'\]"):
         check_labels(["2"], np.array([0, 1, 2]))
+
+
+def test_content_digest_covers_every_row_and_column_and_ignores_number_types(tmp_path):
+    """QA: MLflow's dataset digest hashes the first 10,000 rows and skips a category
+    column with a missing value, so edited data passed as an explanation's data."""
+    from miret_governance.governance.tables import DIGEST_CHARS, content_digest
+
+    rows = 10_200
+    frame = pd.DataFrame(
+        {
+            "amount": np.arange(rows, dtype=np.int64),
+            "rate": np.linspace(0.0, 1.0, rows),
+            "purpose": pd.Series(["car", None, "boat"] * (rows // 3), dtype="category"),
+        }
+    )
+    digest = content_digest(frame)
+    assert len(digest) == DIGEST_CHARS and int(digest, 16) >= 0
+    same = frame.astype({"amount": "Int64", "rate": "float32"}).astype({"rate": "float64"})
+    assert content_digest(same.assign(rate=frame.rate)) == digest  # Int64 = int64 values
+    frame.to_parquet(tmp_path / "copy.parquet")
+    assert content_digest(pd.read_parquet(tmp_path / "copy.parquet")) == digest
+    assert content_digest(frame.assign(rate=frame.rate * -0.0 + frame.rate)) == digest
+    tail = frame.copy()
+    tail.loc[rows - 1, "amount"] = -1  # past row 10,000
+    category = frame.copy()
+    category.loc[2, "purpose"] = "car"  # a category column with missing values
+    reordered = frame[["rate", "amount", "purpose"]]
+    changed = {content_digest(f) for f in (tail, category, reordered, frame.iloc[:-1])}
+    assert digest not in changed and len(changed) == 4
