@@ -22,6 +22,9 @@ from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.signing import SIGNATURE_FILE
 
 EVIDENCE_FILE = "evidence.json"
+FLAVORS_CODE = (Path(__file__).parent,)
+"""This package's folder: its code (how data is prepared for the fit) is digested into the
+evidence's environment with the domain's (``governance.environment.SOURCE_KEY``)."""
 EVIDENCE_FORMAT = "miret-evidence"
 WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
 """Files MLflow itself writes (MLmodel, which holds the manifest's digest, and the

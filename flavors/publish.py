@@ -18,6 +18,7 @@ import mlflow
 
 from miret_governance.flavors import context as run_context
 from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.evidence import FLAVORS_CODE
 from miret_governance.flavors.fit_params import HYPERPARAMETERS
 from miret_governance.flavors.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.flavors.request import ExplainRequest
@@ -262,7 +263,7 @@ def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> d
         "explain_digest": request.digest,
         "request": request.record(),
         "tree_digest": surrogate.tree_digest(),
-        "environment": environment(gurobi=solve["solver"] == "gurobi"),
+        "environment": environment(gurobi=solve["solver"] == "gurobi", code=FLAVORS_CODE),
         "run_id": mlflow.active_run().info.run_id,
         "parameters": evidence.params(request, solve),
         "metrics": dict(evidence.metrics),

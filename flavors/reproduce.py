@@ -24,6 +24,7 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors import stages
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.evidence import FLAVORS_CODE
 from miret_governance.flavors.gate_evidence import checked_evidence, pinned_ensemble
 from miret_governance.flavors.inputs import digest_like, read_data
 from miret_governance.flavors.registry import (
@@ -225,7 +226,9 @@ def reproduce_explanation(
     names = [m for m in HEADLINE_METRICS if m in recorded_metrics or m in metrics]
     recorded_env = provenance.get("environment") or {}
     solver = surrogate.solve_report_.solver
-    current_env = environment(gurobi=GUROBI in recorded_env or solver == "gurobi")
+    current_env = environment(
+        gurobi=GUROBI in recorded_env or solver == "gurobi", code=FLAVORS_CODE
+    )
     return Reproduction(
         model_uri=model_uri,
         surrogate_uri=version_uri(surrogate_version),

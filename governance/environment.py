@@ -3,13 +3,17 @@ tree, and the platform.
 
 :func:`environment` is recorded in the surrogate's evidence (``provenance.environment``)
 and compared by ``govern reproduce``: a re-run on other versions may find another tree.
-Versions are read from the installed distributions' metadata; nothing is imported.
+Versions are read from the installed distributions' metadata; nothing is imported. The
+product's own code changes without its version (an editable install, a patched copy), so
+its source files are digested too (:data:`SOURCE_KEY`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import platform
 from importlib import metadata
+from pathlib import Path
 
 PACKAGES = (
     "numpy",
@@ -23,6 +27,20 @@ PACKAGES = (
 )
 """Distributions whose versions decide the tree (``gurobipy`` too when Gurobi solved)."""
 GUROBI = "gurobipy"
+SOURCE_KEY = "miret-governance source"
+"""sha256 (16 hex digits) of the product's Python files: this package and the folders
+its caller adds (:func:`source_digest`)."""
+
+
+def source_digest(folders) -> str:
+    """sha256 of the relative path and bytes of every ``.py`` file under ``folders``, in
+    sorted order; its first 16 hex digits."""
+    digest = hashlib.sha256()
+    for folder in map(Path, folders):
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(f"{folder.name}/{path.relative_to(folder).as_posix()}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
 
 
 def package_version(name: str) -> str | None:
@@ -33,20 +51,23 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def environment(gurobi: bool = False) -> dict:
+def environment(gurobi: bool = False, code=()) -> dict:
     """Python, package and platform versions of this process.
 
     Parameters
     ----------
     gurobi : bool
         Also record ``gurobipy`` (the fit was solved by Gurobi).
+    code : sequence of path
+        More folders of the product's code digested with this package
+        (:data:`SOURCE_KEY`).
 
     Returns
     -------
     dict
-        ``python``, one key per :data:`PACKAGES` name (and ``gurobipy``), ``platform``
-        (``platform.platform()``) and ``machine``; a package that is not installed is
-        None.
+        ``python``, one key per :data:`PACKAGES` name (and ``gurobipy``),
+        :data:`SOURCE_KEY`, ``platform`` (``platform.platform()``) and ``machine``; a
+        package that is not installed is None.
 
     Examples
     --------
@@ -58,6 +79,7 @@ def environment(gurobi: bool = False) -> dict:
     return {
         "python": platform.python_version(),
         **{name: package_version(name) for name in names},
+        SOURCE_KEY: source_digest((Path(__file__).parent, *code)),
         "platform": platform.platform(),
         "machine": platform.machine(),
     }

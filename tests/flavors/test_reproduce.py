@@ -12,6 +12,7 @@ from mlflow import MlflowClient
 from mlflow_store import register_rf
 
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.evidence import FLAVORS_CODE
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.fit_params import FitParams
 from miret_governance.flavors.miret import load_model, read_evidence
@@ -95,7 +96,12 @@ def test_evidence_records_the_request_the_tree_digest_and_the_versions(case):
     provenance = read_evidence(result.surrogate_uri)["provenance"]
     assert provenance["tree_digest"] == load_model(result.surrogate_uri).tree_digest()
     assert len(provenance["tree_digest"]) == 64
-    assert provenance["environment"] == environment()  # no gurobipy: HiGHS solved
+    # no gurobipy (HiGHS solved); the product's own code, here and in flavors/, by digest
+    assert provenance["environment"] == environment(code=FLAVORS_CODE)
+    assert (
+        provenance["environment"]["miret-governance source"]
+        != environment()["miret-governance source"]
+    )
     record = provenance["request"]
     assert record["fit"] == dict(FitParams(depth=2, solver="highs", time_limit=60))
     assert (record["target"], record["test_size"], record["search"]) == ("label", 0.2, None)
@@ -251,3 +257,21 @@ def test_a_file_edited_past_mlflows_first_10000_rows_is_not_the_explained_data(c
     assert digest_like(frame, "data.csv", "label", ours) == ours
     recorded = read_evidence(case["result"].surrogate_uri)["provenance"]["data_digest"]
     assert recorded == content_digest(pd.read_csv("data.csv"))
+
+
+def test_a_changed_source_file_of_the_product_is_named_among_the_differences(tmp_path):
+    """QA: the product's version stayed 0.1.0 through every change of its fitting code, so
+    a re-run on patched code said every recorded version was the one installed."""
+    from miret_governance.governance.environment import SOURCE_KEY, differences, source_digest
+
+    (tmp_path / "miret").mkdir()
+    (tmp_path / "miret" / "search.py").write_text("STARTS = 2\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    before = {SOURCE_KEY: source_digest([tmp_path])}
+    (tmp_path / "notes.txt").write_text("still not code")
+    assert source_digest([tmp_path]) == before[SOURCE_KEY]
+    (tmp_path / "miret" / "search.py").write_text("STARTS = 1\n")
+    after = {SOURCE_KEY: source_digest([tmp_path])}
+    assert differences(before, after) == {
+        SOURCE_KEY: {"recorded": before[SOURCE_KEY], "current": after[SOURCE_KEY]}
+    }
