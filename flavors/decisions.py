@@ -243,14 +243,23 @@ def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str)
     ones included: whoever can log can delete a run, and a signed rejection must not
     disappear with its run (until the store's garbage collection, which needs the
     database)."""
+    return _every_run(
+        client, experiment_name, f"tags.`governance.ensemble_uri` = {quoted(ensemble_uri)}"
+    )
+
+
+def _every_run(client: MlflowClient, experiment_name: str, filter_string: str) -> list:
+    """Every run of ``experiment_name`` that ``filter_string`` selects, oldest first,
+    deleted ones included, every page read (a search capped at one page let 5,000 junk
+    runs hide a record)."""
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is None:
         return []
     runs, token = [], None
-    while True:  # every page: a search capped at one page let 5,000 junk runs hide a record
+    while True:
         page = client.search_runs(
             [experiment.experiment_id],
-            filter_string=f"tags.`governance.ensemble_uri` = {quoted(ensemble_uri)}",
+            filter_string=filter_string,
             run_view_type=ViewType.ALL,
             order_by=["attributes.start_time ASC"],
             max_results=DECISION_PAGE,
@@ -265,38 +274,25 @@ def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str)
 def latest_promotion(client: MlflowClient, name: str, alias: str, trusted: TrustedKeys):
     """The latest valid signed promotion of a version of ``name`` to ``alias`` (a
     :class:`Decision`, None when no record verifies), deleted runs included."""
-    experiment = client.get_experiment_by_name(GATE_EXPERIMENT)
-    if experiment is None:
-        return None
     prefix = f"models:/{name}/"
     search = (
         f"tags.`{PROMOTION_TAG.format(alias=alias)}` = 'promoted' and "
         f"tags.`governance.ensemble_uri` LIKE {quoted(prefix + '%')}"
     )
-    latest, token = None, None
-    while True:
-        page = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=search,
-            run_view_type=ViewType.ALL,
-            max_results=DECISION_PAGE,
-            page_token=token,
-        )
-        for run in page:
-            decision = read_record(client, run.info.run_id, trusted)
-            record = decision.record
-            if (
-                decision.valid
-                and record.get("kind") == "promotion"
-                and record.get("decision") == "promoted"
-                and record.get("alias") == alias
-                and str((record.get("ensemble") or {}).get("uri", "")).startswith(prefix)
-                and (latest is None or _newer(decision, latest))
-            ):
-                latest = decision
-        token = page.token
-        if not token:
-            return latest
+    latest = None
+    for run in _every_run(client, GATE_EXPERIMENT, search):
+        decision = read_record(client, run.info.run_id, trusted)
+        record = decision.record
+        if (
+            decision.valid
+            and record.get("kind") == "promotion"
+            and record.get("decision") == "promoted"
+            and record.get("alias") == alias
+            and str((record.get("ensemble") or {}).get("uri", "")).startswith(prefix)
+            and (latest is None or _newer(decision, latest))
+        ):
+            latest = decision
+    return latest
 
 
 def alias_moved_by_hand(client: MlflowClient, name: str, alias: str, holder, trusted) -> str:

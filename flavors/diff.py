@@ -251,7 +251,7 @@ def _holder(client: MlflowClient, name: str, alias: str):
         return None
 
 
-def _failed_drift(policy: Policy, alias: str, reason: str) -> list:
+def failed_drift(policy: Policy, alias: str, reason: str) -> list:
     """Every drift gate of ``policy``, failed with ``reason``."""
     return [replace(r, passed=False, reason=reason) for r in drift_gates(policy.gates, None, alias)]
 
@@ -278,14 +278,14 @@ def drift_results(
     holder = _holder(client, version.name, alias)
     moved = alias_moved_by_hand(client, version.name, alias, holder, policy.keys)
     if moved:
-        return _failed_drift(policy, alias, moved), None
+        return failed_drift(policy, alias, moved), None
     if holder is None:
         return drift_gates(policy.gates, None, alias), None
     try:
         against = side_of(client, holder, policy.keys)
         candidate = side_of(client, version, policy.keys, checked)
     except DiffError as error:
-        return _failed_drift(policy, alias, f"cannot compare with @{alias}: {error}"), None
+        return failed_drift(policy, alias, f"cannot compare with @{alias}: {error}"), None
     rows, recorded = None, None
     if data is not None:
         rows, recorded = _rows(data)

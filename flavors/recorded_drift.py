@@ -31,7 +31,7 @@ from miret_governance.flavors.decisions import (
     decision_runs,
     read_record,
 )
-from miret_governance.flavors.diff import AGAINST_TAG, drift_results
+from miret_governance.flavors.diff import AGAINST_TAG, drift_results, failed_drift
 from miret_governance.flavors.errors import ExplainError, GateError
 from miret_governance.flavors.gate_evidence import (
     CheckedEvidence,
@@ -128,8 +128,9 @@ def recorded_drift(client: MlflowClient, policy: Policy, version, checked: Check
         holder = resolve_model_version(client, f"models:/{version.name}@{alias}")
     except ExplainError:  # no version holds it (an unreachable registry is another error)
         return drift_results(client, version, checked, policy)
-    if alias_moved_by_hand(client, version.name, alias, holder, policy.keys):
-        return drift_results(client, version, checked, policy)  # the gates fail, with why
+    moved = alias_moved_by_hand(client, version.name, alias, holder, policy.keys)
+    if moved:
+        return failed_drift(policy, alias, moved), None
     try:
         surrogate = linked_surrogate(client, holder)
         digest = checked_evidence(client, holder, surrogate, policy.keys).digest

@@ -222,7 +222,8 @@ def test_an_alias_moved_by_hand_after_a_signed_promotion_fails_the_drift_gates(
         assert not outcome.evaluation.all_passed and len(drift) == 2
         for result in drift.values():
             assert not result.passed and re.fullmatch(moved.format(where) + ".*", result.reason)
-    refused = promote_model_version(V2, "prod", policy, data=rows)
-    assert not refused.promoted
+    for data in (rows, None):  # measured, or on a recorded gate decision
+        refused = promote_model_version(V2, "prod", policy, data=data)
+        assert not refused.promoted and "@champion was moved by hand" in refused.reason
     client.set_registered_model_alias("credit-rf", "champion", "1")  # restored
     assert gate_model_version(V2, policy, data=rows).evaluation.all_passed
