@@ -3,7 +3,7 @@ a signed decision record of every outcome.
 
 ``promote`` is compare-and-set: it reads which version holds the alias when it starts
 (or is told, ``expected_holder``), takes the alias's promotion lock
-(:func:`flavors.decisions.promotion_lock`), and inside it refuses to go on when the
+(:func:`flavors.promotion_lock.promotion_lock`), and inside it refuses to go on when the
 alias moved meanwhile. Of two concurrent promotions to one alias exactly one succeeds;
 the other records nothing and raises :class:`ConcurrentPromotionError` (exit code 2).
 A policy's ``[approvals]`` makes the gates necessary but not sufficient: the alias also
@@ -32,20 +32,19 @@ from miret_governance.flavors.decisions import (
     APPROVAL_EXPERIMENT,
     COMMENT_RUN_TAG,
     DECISION_RUN_TAG,
-    ConcurrentPromotionError,
     DecisionError,
     approval_state,
     decided_by,
     experiment_id,
     log_record,
     new_record,
-    promotion_lock,
     require_key,
 )
 from miret_governance.flavors.descriptions import describe_versions
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gate_evidence import checked_evidence
 from miret_governance.flavors.gating import GateOutcome, evaluate_and_record, linked_surrogate
+from miret_governance.flavors.promotion_lock import ConcurrentPromotionError, promotion_lock
 from miret_governance.flavors.recorded_drift import recorded_drift
 from miret_governance.flavors.registry import (
     ENSEMBLE_URI_TAG,

@@ -13,16 +13,15 @@ from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
 from signing_keys import CI_KEY, key_pair, keys_toml
 
-from miret_governance.flavors import decisions
+from miret_governance.flavors import decisions, promotion_lock
 from miret_governance.flavors.decisions import (
-    ConcurrentPromotionError,
     DecisionError,
-    lock_name,
     mlflow_user,
     read_record,
 )
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.promotion import approve_model_version, promote_model_version
+from miret_governance.flavors.promotion_lock import ConcurrentPromotionError, lock_name
 from miret_governance.flavors.registry import link_surrogate, version_uri
 from miret_governance.governance.policy import load_policy
 from miret_governance.governance.signing import SignatureError, SigningKey
@@ -170,7 +169,8 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monk
     policy = load_policy(policy_file(tmp_path))
     lock = lock_name("credit-rf", "prod")
     client.create_registered_model(
-        lock, tags={decisions.LOCK_OWNER_TAG: "4242@ci", decisions.LOCK_URI_TAG: "models:/x/9"}
+        lock,
+        tags={promotion_lock.LOCK_OWNER_TAG: "4242@ci", promotion_lock.LOCK_URI_TAG: "models:/x/9"},
     )
     with pytest.raises(ConcurrentPromotionError) as refused:
         promote_model_version(uri, "prod", policy)
@@ -178,7 +178,7 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monk
         "another promotion to @prod is running: models:/x/9 by process 4242@ci since "
     )
     assert client.get_experiment_by_name("governance-gates") is None
-    monkeypatch.setattr(decisions, "LOCK_TTL_SECONDS", -1.0)
+    monkeypatch.setattr(promotion_lock, "LOCK_TTL_SECONDS", -1.0)
     assert promote_model_version(uri, "prod", policy).promoted
     assert not client.search_registered_models(f"name = '{lock}'")
 
@@ -195,7 +195,8 @@ def test_a_lock_of_a_gone_process_of_this_host_is_taken_over(store, tmp_path):
     owner = f"{gone.stdout.strip()}@{socket.gethostname()}"
     lock = lock_name("credit-rf", "prod")
     client.create_registered_model(
-        lock, tags={decisions.LOCK_OWNER_TAG: owner, decisions.LOCK_URI_TAG: "models:/x/9"}
+        lock,
+        tags={promotion_lock.LOCK_OWNER_TAG: owner, promotion_lock.LOCK_URI_TAG: "models:/x/9"},
     )
     assert promote_model_version(uri, "prod", load_policy(policy_file(tmp_path))).promoted
     assert not client.search_registered_models(f"name = '{lock}'")
