@@ -404,7 +404,8 @@ def verify_path(path, signature_path, trusted: TrustedKeys, purpose: str, what: 
     if not Path(signature_path).is_file():
         raise SignatureError(
             f"{what} is unsigned (no {Path(signature_path).name}): it was not produced by a "
-            f"job holding a trusted signing key ({SIGNING_KEY_ENV})"
+            f"job holding a trusted signing key ({SIGNING_KEY_ENV}), or its signature was "
+            "deleted from the store since"
         )
     key = trusted.key_for(signed_by(signature_path), purpose, what)
     with tempfile.TemporaryDirectory(prefix="govern-pub-") as tmp:

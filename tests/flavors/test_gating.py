@@ -413,7 +413,7 @@ def test_empty_model_linked_by_tags_fails_every_gate(store):
     unsigned = (
         f"unverified evidence: the evidence of {outcome.surrogate_uri} is unsigned (no "
         "model.sig): it was not produced by a job holding a trusted signing key "
-        "(GOVERN_SIGNING_KEY)"
+        "(GOVERN_SIGNING_KEY), or its signature was deleted from the store since"
     )
     assert {r.reason for r in outcome.evaluation.results} == {unsigned}
 
