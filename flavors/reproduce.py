@@ -212,6 +212,12 @@ def reproduce_explanation(
         data=str(Path(data).resolve()),
         test_data=str(Path(test_data).resolve()) if test_frame is not None else "",
     )
+    if provenance.get("trust_pickle") and not trust_pickle:  # re-logging: another version
+        raise ExplainError(
+            f"the explanation loaded {version_uri(ensemble_version)}, a pickled model, "
+            f"trusted by {provenance['trust_pickle']}; loading it again runs the artifact's "
+            "code: pass --trust-pickle to reproduce it"
+        )
     ensemble = pinned_ensemble(ensemble_version, checked.evidence, trust_pickle)
     prepared = stages.prepare(request, ensemble, frame, test_frame)
     if request.search is None:

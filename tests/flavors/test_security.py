@@ -107,6 +107,16 @@ def test_trust_pickle_loads_and_is_recorded(data):
     local = mlflow.artifacts.download_artifacts(result.surrogate_uri, dst_path="dl")
     assert record in Path(local, "model_card.md").read_text()
     assert "MLFLOW_ALLOW_PICKLE_DESERIALIZATION" not in __import__("os").environ
+    # QA: reproduce advised re-logging with skops, which makes another version
+    from miret_governance.flavors.reproduce import reproduce_explanation
+
+    with pytest.raises(ExplainError) as refused:
+        reproduce_explanation("models:/old-rf/1", "data.csv")
+    assert str(refused.value) == (
+        f"the explanation loaded models:/old-rf/1, a pickled model, trusted by {record}; "
+        "loading it again runs the artifact's code: pass --trust-pickle to reproduce it"
+    )
+    assert reproduce_explanation("models:/old-rf/1", "data.csv", trust_pickle=True).identical
 
 
 def test_xgboost_model_class_and_code_from_mlmodel_are_ignored(data, tmp_path):
