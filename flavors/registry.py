@@ -103,7 +103,8 @@ def resolve_model_version(client: MlflowClient, model_uri: str):
             raise registry_unavailable(exc) from exc
         registry = mlflow.get_registry_uri()
         raise ExplainError(
-            f"{model_uri} was not found in the registry at {registry}: {exc.message}. "
+            f"{model_uri} was not found in the registry at {registry}: "
+            f"{exc.message.rstrip('.')}. "
             f"Browse the registered versions with `{sys.executable} -m mlflow ui "
             f"--backend-store-uri {registry}`"
         ) from exc

@@ -198,9 +198,13 @@ def reproduce_explanation(
     provenance = checked.provenance
     record = provenance["request"]
     if target is not None and target != record["target"]:
+        recorded = record["target"]
         raise ExplainError(
-            f"the explanation used the label column {record['target'] or '(none)'!r}, not "
-            f"{target!r}; leave out --target or pass --target {record['target']}"
+            f"the explanation used the label column {recorded!r}, not {target!r}; leave out "
+            f"--target or pass --target {recorded}"
+            if recorded
+            else f"the explanation was made without a label column, not with {target!r}; "
+            "leave out --target"
         )
     target = record["target"] or None
     frame = _checked_frame(data, record["data"], record["data_digest"], target, "--data")

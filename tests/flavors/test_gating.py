@@ -566,6 +566,9 @@ def test_version_without_surrogate_exits_2(store):
     assert "has no linked surrogate (tag governance.surrogate)" in result.output
     result = CliRunner().invoke(cli(), ["gate", "--model-uri", "models:/nope/4"])
     assert result.exit_code == 2 and "was not found in the registry" in result.output
+    assert "found.." not in result.output and "not found. Browse" in " ".join(result.output.split())
+    result = CliRunner().invoke(cli(), ["gate", "--model-uri", "models:/lonely@nope"])
+    assert result.exit_code == 2 and ".." not in result.output.replace("...", "")
 
 
 def test_unreachable_server_fails_fast():
