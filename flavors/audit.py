@@ -123,7 +123,7 @@ def _evidence_digest(client, version, policy: Policy, report: AuditReport) -> st
         return None
     try:
         surrogate = linked_surrogate(client, version)
-        return checked_evidence(client, version, surrogate, policy.keys).digest
+        return checked_evidence(client, version, surrogate, policy.keys, current=True).digest
     except GovernanceError as error:
         report.findings.append(Finding("evidence", uri, str(error)))
         return None

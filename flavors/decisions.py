@@ -6,7 +6,7 @@ Every gate evaluation, promotion and approval leaves one JSON record on its run,
 gates and promotions, ``approve`` for a reviewer's approval or rejection. A record
 holds::
 
-    {"kind": "gate" | "promotion" | "approval",
+    {"kind": "gate" | "promotion" | "approval" | "link"   (a link's fields: flavors.links),
      "ensemble": {"uri", "model_id"}, "surrogate": {"uri", "model_id"},
      "evidence": {"digest", "signer": {"name", "fingerprint"} | null},
      "policy": {"label", "digest"},
@@ -55,8 +55,9 @@ RECORD_FOLDER = "decision"
 RECORD_FILE = "record.json"
 RECORD_SIGNATURE = "record.sig"
 RECORD_PATH = f"{RECORD_FOLDER}/{RECORD_FILE}"
-KIND_PURPOSE = {"gate": "decide", "promotion": "decide", "approval": "approve"}
-"""The signing purpose (:data:`governance.signing.PURPOSES`) of each kind of record."""
+KIND_PURPOSE = {"gate": "decide", "promotion": "decide", "approval": "approve", "link": "explain"}
+"""The signing purpose (:data:`governance.signing.PURPOSES`) of each kind of record (a
+``link``: :mod:`flavors.links`)."""
 SIGNER_TAG = "governance.decision_signer"
 """Run tag: the name (or fingerprint) of the key that signed the record, or
 ``unsigned`` (a what-if gate run without a key: it never counts)."""
@@ -269,7 +270,7 @@ def latest_promotion(client: MlflowClient, name: str, alias: str, trusted: Trust
             and record.get("decision") == "promoted"
             and record.get("alias") == alias
             and str((record.get("ensemble") or {}).get("uri", "")).startswith(prefix)
-            and (latest is None or _newer(decision, latest))
+            and (latest is None or newer(decision, latest))
         ):
             latest = decision
     return latest
@@ -298,7 +299,7 @@ def alias_moved_by_hand(client: MlflowClient, name: str, alias: str, holder, tru
     )
 
 
-def _newer(decision: Decision, than: Decision) -> bool:
+def newer(decision: Decision, than: Decision) -> bool:
     """Was ``decision`` signed after ``than`` (or at the same time, in a later run)? By
     the signed time, never by the run's start time, which is the logger's to choose: a
     copy of an older record logged again is no newer."""
@@ -358,7 +359,7 @@ def approval_state(
         ):
             continue
         key = decision.signer.fingerprint
-        if key not in latest or _newer(decision, latest[key]):
+        if key not in latest or newer(decision, latest[key]):
             latest[key] = decision
     counted = [  # an approval of other evidence counts for nothing
         d

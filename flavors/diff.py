@@ -137,7 +137,7 @@ def side_of(client: MlflowClient, version, trusted, checked: CheckedEvidence | N
         )
     try:
         surrogate = linked_surrogate(client, version)
-        checked = checked or checked_evidence(client, version, surrogate, trusted)
+        checked = checked or checked_evidence(client, version, surrogate, trusted, current=True)
     except (GateError, SignatureError) as error:
         raise DiffError(f"the explanation of {uri} cannot be used: {error}") from None
     surrogate_uri = version_uri(surrogate)

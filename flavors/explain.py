@@ -22,7 +22,7 @@ import mlflow
 import pandas as pd
 from mlflow import MlflowClient
 
-from miret_governance.flavors import context, faults, publish, reuse, stages
+from miret_governance.flavors import context, faults, links, publish, reuse, stages
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.fit_params import FitParams, check_parameters
 from miret_governance.flavors.inputs import dataset, load_pinned_ensemble, read_data
@@ -271,6 +271,7 @@ def explain_model_version(
                 deduplicate=None
                 if force or signing_key is None
                 else reuse.verified_for(request, reuse.own_trust(signing_key)),
+                after_link=lambda winner: links.record_link(client, version, winner, signing_key),
             )
             if linked is not registered:  # a concurrent explain registered the same request
                 mlflow.set_tag("governance.duplicate_of", version_uri(linked))

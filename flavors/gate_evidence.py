@@ -13,7 +13,9 @@ can log could swap the explained forest for another), and its metrics agree with
 surrogate where they can be recomputed. :func:`pinned_ensemble` loads an ensemble to
 recompute with from the very files it compares with that digest (checking one download
 and loading another would trust files replaced in between).
-:func:`linked_surrogate` follows an ensemble version's link to its surrogate version.
+:func:`linked_surrogate` follows an ensemble version's link to its surrogate version; the
+gates take its evidence only when the latest signed link record names that version
+(``checked_evidence(current=True)``, :mod:`flavors.links`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from miret_governance.flavors.evidence import (
     model_files_digest,
 )
 from miret_governance.flavors.inputs import load_pinned_ensemble
+from miret_governance.flavors.links import check_signed_link
 from miret_governance.flavors.registry import (
     EVIDENCE_PARAM,
     SURROGATE_OF_TAG,
@@ -161,8 +164,14 @@ def checked_evidence(
     trusted: TrustedKeys,
     pinned=True,
     files_digest: str | None = None,
+    current=False,
 ) -> CheckedEvidence:
     """The stored evidence of ``surrogate``, checked against ``ensemble_version``.
+
+    ``current=True`` (what the gates read: ``surrogate`` is the one the version's tag
+    links) also requires ``surrogate`` to be the one the latest link record signed by a
+    key ``trusted`` for ``explain`` names (:func:`flavors.links.check_signed_link`):
+    the tag alone is anyone's to move back to an older explanation.
 
     ``pinned=False`` (``govern reproduce``, which fits again from the evidence and says
     why a result differs) also accepts evidence that records no digest of the ensemble's
@@ -180,8 +189,9 @@ def checked_evidence(
         signed (a gate turns it into a failure of every gate: :func:`refused_evaluation`).
     GateError
         Not a ``miret`` model, no or tampered evidence, evidence of another ensemble
-        version or of data the explain run did not record, or metrics that disagree
-        with the surrogate itself.
+        version or of data the explain run did not record, metrics that disagree
+        with the surrogate itself, or (``current``) a link tag moved by hand since the
+        latest signed link.
     """
     surrogate_uri, ensemble_uri = version_uri(surrogate), version_uri(ensemble_version)
     again = f"explain it again: govern explain --model-uri {ensemble_uri} --data <file> --force"
@@ -215,6 +225,8 @@ def checked_evidence(
             f"the evidence of {surrogate_uri} says n_features_used = {recorded!r}, but its "
             f"surrogate.json uses {len(features)} features; {again}"
         )
+    if current:
+        check_signed_link(client, ensemble_version, surrogate, trusted)
     return CheckedEvidence(
         evidence,
         evidence["digest"],

@@ -224,7 +224,7 @@ def evaluate_and_record(
     surrogate = linked_surrogate(client, version)
     ensemble_uri, surrogate_uri = version_uri(version), version_uri(surrogate)
     try:
-        checked = checked_evidence(client, version, surrogate, policy.keys)
+        checked = checked_evidence(client, version, surrogate, policy.keys, current=True)
         evaluation = evaluate_gates(policy, checked.evidence)
         if data is not None:
             recomputed = recompute_fidelity(version, checked, data, target)
@@ -408,7 +408,9 @@ def validate_model_inputs(
             if ensemble.scaler is None:
                 raise
     if trusted is not None:
-        stored = checked_evidence(client, version, linked_surrogate(client, version), trusted)
+        stored = checked_evidence(
+            client, version, linked_surrogate(client, version), trusted, current=True
+        )
         if ensemble.scaler is None:
             training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
         training_missing = stored.provenance.get("missing_share") or None

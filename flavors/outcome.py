@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import mlflow
 
-from miret_governance.flavors import reuse
+from miret_governance.flavors import links, reuse
 from miret_governance.flavors.registry import (
     describe_surrogate,
     link_surrogate,
@@ -76,8 +76,10 @@ class ExplainResult:
 
 def reused_result(client, ensemble_version, existing, request, started, recovered, key):
     """The result for an existing surrogate version, verified with ``key``, which the
-    ensemble version now links (so ``govern gate`` evaluates exactly the version reported)."""
+    ensemble version now links, with a signed link record (so ``govern gate`` evaluates
+    exactly the version reported, :mod:`flavors.links`)."""
     link_surrogate(client, ensemble_version, existing)
+    links.record_link(client, ensemble_version, existing, key)
     summary = describe_surrogate(version_uri(existing), reuse.own_trust(key), client)
     return ExplainResult(
         surrogate_uri=summary["uri"],

@@ -308,7 +308,7 @@ def approve_model_version(
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
-    checked = checked_evidence(client, version, surrogate, policy.keys)
+    checked = checked_evidence(client, version, surrogate, policy.keys, current=True)
     by = decided_by(policy.keys, key)
     record = new_record(
         "approval",

@@ -133,7 +133,7 @@ def recorded_drift(client: MlflowClient, policy: Policy, version, checked: Check
         return failed_drift(policy, alias, moved), None
     try:
         surrogate = linked_surrogate(client, holder)
-        digest = checked_evidence(client, holder, surrogate, policy.keys).digest
+        digest = checked_evidence(client, holder, surrogate, policy.keys, current=True).digest
     except (GateError, SignatureError):  # the comparison fails, with the reason
         return drift_results(client, version, checked, policy)
     against = {

@@ -287,15 +287,17 @@ def register_surrogate(
     ensemble_version,
     tags: dict,
     deduplicate=None,
+    after_link=None,
 ):
-    """Register the surrogate with ``tags``, then link the ensemble version to it.
+    """Register the surrogate with ``tags``, then link the ensemble version to it (and
+    call ``after_link(linked_version)``: explain's signed link record, :mod:`flavors.links`).
 
     With ``deduplicate``, a predicate on versions (no identical version existed when the
     caller looked), versions of the same request registered meanwhile by concurrent
     explains that it confirms (:func:`flavors.reuse.verified_for`) are settled: the
     lowest version number wins, the others delete their own version, and every process
-    links the winner. The surrogate version is deleted again when the link cannot be
-    written, so a failure leaves no version behind.
+    links the winner. The surrogate version is deleted again when the link or
+    ``after_link`` fails, so a failure leaves no version behind.
 
     Returns
     -------
@@ -316,6 +318,8 @@ def register_surrogate(
             ]
             winner = min([registered, *same], key=lambda v: int(v.version))
         link_surrogate(client, ensemble_version, winner)
+        if after_link is not None:
+            after_link(winner)
     except BaseException:
         client.delete_model_version(registered_name, registered.version)
         raise

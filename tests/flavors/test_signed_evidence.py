@@ -25,7 +25,8 @@ from mlflow_store import register_wisconsin_rf
 from signing_keys import key_pair, keys_toml
 from typer.testing import CliRunner
 
-from miret_governance.flavors import miret, reuse
+from miret_governance.flavors import links, miret, reuse
+from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.registry import EXPLAIN_DIGEST_TAG, model_id_of, register_surrogate
@@ -264,11 +265,62 @@ def test_without_a_signing_key_explain_warns_and_reuses_nothing(honest, monkeypa
             "models:/credit-rf/1", "data.csv", target="label", time_limit=2
         )
     assert not result.reused and result.version == "2" and result.signed_by == ""
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("governance-links").experiment_id])
+    assert run.data.tags["governance.surrogate_uri"] == "models:/credit-rf-surrogate/1"
     outcome = gate_model_version("models:/credit-rf/1", load_policy("lenient.toml"))
     assert not outcome.evaluation.all_passed
     assert outcome.evaluation.results[0].reason.startswith(
         "unverified evidence: the evidence of models:/credit-rf-surrogate/2 is unsigned"
     )
+
+
+# ---------------------------------------------------------------------- (e) the link
+def test_a_link_moved_back_to_an_older_explanation_is_not_followed(honest, tmp_path):
+    """QA: two CI-signed explanations of v1 exist; the insider points the link tag back at
+    the older one (and clears its superseded mark), then signs a link record of their own.
+    The gates follow only the latest link record a trusted key signed, until CI links
+    an explanation again."""
+    client = MlflowClient()
+    lenient = load_policy(tmp_path / "lenient.toml")
+    newer = explain_model_version(
+        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, force=True
+    )
+    assert newer.surrogate_uri == "models:/credit-rf-surrogate/2"
+    latest = links.latest_link(client, "models:/credit-rf/1", lenient.keys)
+    assert latest.record["surrogate"] == {
+        "uri": "models:/credit-rf-surrogate/2",
+        "model_id": model_id_of(client.get_model_version("credit-rf-surrogate", "2")),
+    }
+    assert gate_model_version("models:/credit-rf/1", lenient).evaluation.all_passed
+
+    client.set_model_version_tag(
+        "credit-rf", "1", "governance.surrogate", "models:/credit-rf-surrogate/1"
+    )
+    client.delete_model_version_tag("credit-rf-surrogate", "1", "governance.superseded_by")
+    insider = SigningKey.load(key_pair("insider")[0])
+    links.record_link(
+        client,
+        client.get_model_version("credit-rf", "1"),
+        client.get_model_version("credit-rf-surrogate", "1"),
+        insider,
+    )
+    moved = (
+        "models:/credit-rf/1 is tagged governance.surrogate = models:/credit-rf-surrogate/1, "
+        f"but the latest link that explain signed (run {latest.run_id}, "
+        f"{latest.record['time']}) is to models:/credit-rf-surrogate/2"
+    )
+    with pytest.raises(GateError) as refused:
+        gate_model_version("models:/credit-rf/1", lenient)
+    assert str(refused.value).startswith(moved)
+    result = govern("gate", "--model-uri", "models:/credit-rf/1", "--policy", "lenient.toml")
+    assert result.exit_code == 2 and moved in " ".join(result.output.split())
+
+    again = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
+    assert again.reused
+    relinked = links.latest_link(client, "models:/credit-rf/1", lenient.keys)
+    assert relinked.record["surrogate"]["uri"] == again.surrogate_uri
+    assert gate_model_version("models:/credit-rf/1", lenient).evaluation.all_passed
 
 
 # ---------------------------------------------------------------------- (d) code

@@ -1,0 +1,130 @@
+"""Signed links: which explanation of an ensemble version is the current one.
+
+An ensemble version names its explanation in the tag ``governance.surrogate``, and
+whoever can write the registry can move a tag. Every explanation of one version is
+signed by the same CI key and pins the same files, so pointing the tag back at an older
+one (made on friendlier data, whose evidence passes a policy the newer one fails) used
+to pass every gate. Explain therefore leaves a **link record** each time it links a
+surrogate, new or reused: a run of the ``governance-links`` experiment holding a record
+of kind ``link`` (:mod:`flavors.decisions`: ``ensemble`` and ``surrogate`` {uri,
+model_id}, ``decided_by``, ``time``) signed with the explain key. A gate follows the tag
+only to the surrogate of the latest link record that a key the policy trusts for
+``explain`` signed (by signed time; deleted runs and every page included), and refuses
+a tag that names another (:func:`check_signed_link`).
+
+Reuse may rightly link an older explanation again, so "the newest surrogate wins" would
+be wrong; the record of that re-link is what makes it current. A version without any
+signed link record (explained before links were recorded, or only by unsigned what-if
+explains) is followed by its tag, as before. Like every record, a link record can be
+withheld by re-tagging its run or renaming the experiment (docs/architecture.md): the
+signature proves what a record says, not that none was hidden.
+"""
+
+from __future__ import annotations
+
+from mlflow import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_USER
+
+from miret_governance.flavors.decisions import (
+    Decision,
+    decided_by,
+    decision_runs,
+    experiment_id,
+    log_record,
+    mlflow_user,
+    newer,
+    now_utc,
+    read_record,
+)
+from miret_governance.flavors.errors import GateError
+from miret_governance.flavors.registry import model_id_of, version_uri
+from miret_governance.governance.signing import SigningKey, TrustedKeys
+
+LINK_EXPERIMENT = "governance-links"
+"""The experiment of the link records' runs."""
+
+
+def _pinned(version) -> dict:
+    """``{uri, model_id}`` of a model version, as records name one."""
+    return {"uri": version_uri(version), "model_id": model_id_of(version) or ""}
+
+
+def record_link(
+    client: MlflowClient, ensemble_version, surrogate_version, key: SigningKey | None
+) -> str | None:
+    """Leave the signed record of ``ensemble_version`` linked to ``surrogate_version``;
+    the record's run id (None without a key: an unsigned explain is a what-if that no
+    gate believes, so its link proves nothing either)."""
+    if key is None:
+        return None
+    record = {
+        "kind": "link",
+        "ensemble": _pinned(ensemble_version),
+        "surrogate": _pinned(surrogate_version),
+        "decided_by": decided_by(TrustedKeys(), key),
+        "time": now_utc(),
+    }
+    run = client.create_run(
+        experiment_id(client, LINK_EXPERIMENT),
+        run_name=(
+            f"LINK {ensemble_version.name} v{ensemble_version.version} → "
+            f"{surrogate_version.name} v{surrogate_version.version}"
+        ),
+        tags={
+            "governance.ensemble_uri": record["ensemble"]["uri"],
+            "governance.surrogate_uri": record["surrogate"]["uri"],
+            MLFLOW_USER: mlflow_user(),
+        },
+    )
+    run_id = run.info.run_id
+    try:
+        log_record(client, run_id, record, key)
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def latest_link(client: MlflowClient, ensemble_uri: str, trusted: TrustedKeys) -> Decision | None:
+    """The latest link record of ``ensemble_uri`` that a key ``trusted`` for ``explain``
+    signed (None when none verifies); a record about another version never counts."""
+    latest = None
+    for run in decision_runs(client, LINK_EXPERIMENT, ensemble_uri):
+        link = read_record(client, run.info.run_id, trusted)
+        if not link.valid or link.record.get("kind") != "link":
+            continue
+        if (link.record.get("ensemble") or {}).get("uri") != ensemble_uri:
+            continue
+        if latest is None or newer(link, latest):
+            latest = link
+    return latest
+
+
+def check_signed_link(client: MlflowClient, ensemble_version, surrogate, trusted) -> None:
+    """``surrogate`` (the version the tag names) is the one the latest signed link record
+    of ``ensemble_version`` names.
+
+    Raises
+    ------
+    GateError
+        The tag names another surrogate version (or the same number of another logged
+        model) than the latest signed link: it was moved by hand since.
+    """
+    ensemble_uri = version_uri(ensemble_version)
+    latest = latest_link(client, ensemble_uri, trusted)
+    if latest is None:
+        return
+    signed = latest.record.get("surrogate") or {}
+    if signed == _pinned(surrogate):
+        return
+    raise GateError(
+        f"{ensemble_uri} is tagged governance.surrogate = {version_uri(surrogate)}, but the "
+        f"latest link that explain signed (run {latest.run_id}, {latest.record.get('time')}) "
+        f"is to {signed.get('uri')}: the tag was changed since by something other than an "
+        "explain with a trusted key (by hand, or by the recovery of a killed explain), so "
+        "the gates do not follow it; to make an explanation current, run govern explain "
+        "--model-uri "
+        f"{ensemble_uri} --data <file> with the CI key (an identical earlier explanation "
+        "is reused and linked again)"
+    )
