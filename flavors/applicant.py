@@ -20,6 +20,7 @@ from mlflow import MlflowClient
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.gate_evidence import explained_ensemble
 from miret_governance.flavors.inputs import read_table
+from miret_governance.flavors.links import check_presented
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,
     download_model,
@@ -91,6 +92,9 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
         Rows with a missing value, for a surrogate of format version 1 (no rule for one).
     ExplainError
         Unreadable file, unexplained version, or an ensemble that cannot be loaded safely.
+    GateError
+        The evidence names another ensemble version, the ensemble's files changed since,
+        or the link tag was moved by hand since the latest signed link.
     """
     trusted = trusted_keys(policy)
     client = client or MlflowClient()
@@ -99,6 +103,7 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
         local = download_model(surrogate_uri, tmp)
         verified = miret_flavor.open_model_dir(local, trusted, surrogate_uri)
     provenance = verified.manifest["provenance"]
+    check_presented(client, model_uri, ensemble_version, trusted)
     ensemble = explained_ensemble(surrogate_uri, provenance, ensemble_version)
     tree = getattr(verified.surrogate, "tree_", verified.surrogate)
     ensemble_uri = version_uri(ensemble_version)

@@ -10,7 +10,9 @@ of kind ``link`` (:mod:`flavors.decisions`: ``ensemble`` and ``surrogate`` {uri,
 model_id}, ``decided_by``, ``time``) signed with the explain key. A gate follows the tag
 only to the surrogate of the latest link record that a key the policy trusts for
 ``explain`` signed (by signed time; deleted runs and every page included), and refuses
-a tag that names another (:func:`check_signed_link`).
+a tag that names another (:func:`check_signed_link`); ``govern show`` and
+``explain-row`` refuse to present it as the version's explanation
+(:func:`check_presented`).
 
 Reuse may rightly link an older explanation again, so "the newest surrogate wins" would
 be wrong; the record of that re-link is what makes it current. A version without any
@@ -37,7 +39,12 @@ from miret_governance.flavors.decisions import (
     read_record,
 )
 from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.registry import model_id_of, version_uri
+from miret_governance.flavors.registry import (
+    SURROGATE_TAG,
+    model_id_of,
+    resolve_model_version,
+    version_uri,
+)
 from miret_governance.governance.signing import SigningKey, TrustedKeys
 
 LINK_EXPERIMENT = "governance-links"
@@ -128,3 +135,13 @@ def check_signed_link(client: MlflowClient, ensemble_version, surrogate, trusted
         f"{ensemble_uri} --data <file> with the CI key (an identical earlier explanation "
         "is reused and linked again)"
     )
+
+
+def check_presented(client: MlflowClient, model_uri: str, ensemble_version, trusted) -> None:
+    """:func:`check_signed_link` when ``model_uri`` names the ensemble version, whose link
+    ``govern show`` and ``explain-row`` followed to present its current explanation (a
+    surrogate named by its own URI is shown as what it is)."""
+    named = resolve_model_version(client, model_uri)
+    if version_uri(named) == version_uri(ensemble_version):
+        linked = resolve_model_version(client, ensemble_version.tags[SURROGATE_TAG])
+        check_signed_link(client, ensemble_version, linked, trusted)

@@ -7,6 +7,7 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors.decisions import approvals_of
 from miret_governance.flavors.gate_evidence import check_explains
+from miret_governance.flavors.links import check_presented
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,
     describe_surrogate,
@@ -46,7 +47,8 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
         The version is neither a surrogate nor an explained ensemble.
     GateError
         The surrogate's signed evidence names another ensemble version than the one
-        linked (:func:`flavors.gate_evidence.check_explains`).
+        linked (:func:`flavors.gate_evidence.check_explains`), or the link tag was moved
+        by hand since the latest signed link (:func:`flavors.links.check_presented`).
     governance.signing.SignatureError
         No trust configured, or the surrogate is unsigned, signed by an untrusted key or
         altered since it was signed.
@@ -56,6 +58,7 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
     summary = describe_surrogate(surrogate_uri, trusted, client)
     check_explains(summary["uri"], summary["provenance"], ensemble)
+    check_presented(client, model_uri, ensemble, trusted)
     summary["ensemble"] = {
         "uri": version_uri(ensemble),
         "aliases": sorted(ensemble.aliases or []),

@@ -313,8 +313,13 @@ def test_a_link_moved_back_to_an_older_explanation_is_not_followed(honest, tmp_p
     with pytest.raises(GateError) as refused:
         gate_model_version("models:/credit-rf/1", lenient)
     assert str(refused.value).startswith(moved)
-    result = govern("gate", "--model-uri", "models:/credit-rf/1", "--policy", "lenient.toml")
-    assert result.exit_code == 2 and moved in " ".join(result.output.split())
+    for command in (("gate",), ("show",), ("explain-row", "--data", "data.csv")):
+        result = govern(*command, "--model-uri", "models:/credit-rf/1", "--policy", "lenient.toml")
+        assert result.exit_code == 2 and moved in " ".join(result.output.split()), command
+    shown = govern(
+        "show", "--model-uri", "models:/credit-rf-surrogate/1", "--policy", "lenient.toml"
+    )
+    assert shown.exit_code == 0, shown.output  # an older explanation named by its own URI
 
     again = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
     assert again.reused
