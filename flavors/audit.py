@@ -14,7 +14,8 @@ For every version of the model the audit verifies, with the keys a policy trusts
 - **superseded**: the decisions a version's status tags show (``governance.last_gate.run``,
   ``governance.promotion.<alias>.run``) were made on the current evidence;
 - **evidence**: the linked surrogate's evidence is signed by a key trusted for
-  ``explain``, unaltered, and passes the gate's checks;
+  ``explain``, unaltered, and passes the gate's checks, among them that the link tag
+  names the surrogate of the latest signed link record (:mod:`flavors.links`);
 - **decision_record**: every decision record of the model's gate, promotion and approval
   runs verifies (unsigned what-if gate runs count only when a status tag cites them).
 
