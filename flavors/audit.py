@@ -17,7 +17,11 @@ For every version of the model the audit verifies, with the keys a policy trusts
   ``explain``, unaltered, and passes the gate's checks, among them that the link tag
   names the surrogate of the latest signed link record (:mod:`flavors.links`);
 - **decision_record**: every decision record of the model's gate, promotion and approval
-  runs verifies (unsigned what-if gate runs count only when a status tag cites them).
+  runs verifies (unsigned what-if gate runs count only when a status tag cites them); and
+  no verified record about a version of the model sits on a run tagged with another
+  version, or (an approval) another alias: the gates and ``promote`` find records by
+  those tags, so re-tagging a run hides its record from them (:func:`_retagged`; this
+  reads every record of the store's gate, approval and link experiments).
 
 Nothing here reads a tag as proof: tags only say where to look.
 """
@@ -29,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from mlflow import MlflowClient
 
 from miret_governance.flavors.decisions import (
+    ALIAS_RUN_TAG,
     APPROVAL_EXPERIMENT,
     GATE_EXPERIMENT,
     SIGNER_TAG,
@@ -36,13 +41,16 @@ from miret_governance.flavors.decisions import (
     Decision,
     approval_state,
     decision_runs,
+    every_run,
     read_record,
     signed_time,
 )
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gate_evidence import checked_evidence
 from miret_governance.flavors.gating import linked_surrogate
+from miret_governance.flavors.links import LINK_EXPERIMENT
 from miret_governance.flavors.registry import (
+    ENSEMBLE_URI_TAG,
     GATE_RUN_TAG,
     SURROGATE_TAG,
     check_registered_name,
@@ -233,6 +241,38 @@ def _audit_version(client, version, held: list, policy: Policy, report: AuditRep
     return promoted
 
 
+def _retagged(client, model_name: str, policy: Policy, report: AuditReport) -> None:
+    """Add a finding for each verified record about a version of ``model_name`` whose
+    run's tags say another version (or, an approval, another alias): whoever can write
+    the store can re-tag a run, and every search by version or alias then misses it (a
+    rejection no longer blocks, a later promotion no longer shows an alias moved back)."""
+    prefix = f"models:/{model_name}/"
+    for experiment in (GATE_EXPERIMENT, APPROVAL_EXPERIMENT, LINK_EXPERIMENT):
+        for run in every_run(client, experiment):
+            decision = read_record(client, run.info.run_id, policy.keys)
+            about = str((decision.record.get("ensemble") or {}).get("uri", ""))
+            if not decision.valid or not about.startswith(prefix):
+                continue
+            tags = run.data.tags
+            said = {"version": (tags.get(ENSEMBLE_URI_TAG), about)}
+            if experiment == APPROVAL_EXPERIMENT:
+                said["alias"] = (tags.get(ALIAS_RUN_TAG), decision.record.get("alias"))
+            for what, (tagged, signed) in said.items():
+                if tagged != signed:
+                    report.findings.append(
+                        Finding(
+                            "decision_record",
+                            about,
+                            f"the signed {decision.record.get('kind')} record of run "
+                            f"{run.info.run_id} is about {what} {signed}, but the run is "
+                            f"tagged {tagged!r}: it was re-tagged, which hides it from the "
+                            "gates' and promote's searches; restore the run's tags",
+                            decision.record.get("alias"),
+                            run.info.run_id,
+                        )
+                    )
+
+
 def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = None):
     """Audit every version of ``model_name`` (module docstring).
 
@@ -281,5 +321,6 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
                     decision.run_id,
                 )
             )
+    _retagged(client, model_name, policy, report)
     report.versions = len(versions)
     return report

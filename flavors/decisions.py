@@ -224,12 +224,12 @@ def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str)
     ones included: whoever can log can delete a run, and a signed rejection must not
     disappear with its run (until the store's garbage collection, which needs the
     database)."""
-    return _every_run(
+    return every_run(
         client, experiment_name, f"tags.`governance.ensemble_uri` = {quoted(ensemble_uri)}"
     )
 
 
-def _every_run(client: MlflowClient, experiment_name: str, filter_string: str) -> list:
+def every_run(client: MlflowClient, experiment_name: str, filter_string: str = "") -> list:
     """Every run of ``experiment_name`` that ``filter_string`` selects, oldest first,
     deleted ones included, every page read (a search capped at one page let 5,000 junk
     runs hide a record)."""
@@ -261,7 +261,7 @@ def latest_promotion(client: MlflowClient, name: str, alias: str, trusted: Trust
         f"tags.`governance.ensemble_uri` LIKE {quoted(prefix + '%')}"
     )
     latest = None
-    for run in _every_run(client, GATE_EXPERIMENT, search):
+    for run in every_run(client, GATE_EXPERIMENT, search):
         decision = read_record(client, run.info.run_id, trusted)
         record = decision.record
         if (

@@ -152,6 +152,42 @@ def test_a_promotion_short_of_the_audited_policys_approvals_is_found(store, tmp_
     )
 
 
+def test_a_record_on_a_retagged_run_is_found(store, tmp_path):
+    """QA (stop 35): re-tagging a rejection's run with another alias or version hid it
+    from promote, and the audit, which searched by those tags too, said clean."""
+    from signing_keys import key_pair
+
+    from miret_governance.flavors.promotion import approve_model_version
+    from miret_governance.governance.signing import SigningKey
+
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    four_eyes = tmp_path / "four-eyes.toml"
+    four_eyes.write_text(
+        'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n' + keys_toml(approvers=("alice",))
+    )
+    strict = load_policy(four_eyes)
+    reviewer = SigningKey.load(key_pair("alice")[0])
+    rejection = approve_model_version(uri, "prod", "reject", "no", strict, signing_key=reviewer)
+    assert audit_model("credit-rf", strict).clean
+    run = rejection.run_id
+    client.set_tag(run, "governance.alias", "staging")
+    report = audit_model("credit-rf", strict)
+    assert findings(report) == [("decision_record", uri, "prod")]
+    assert report.findings[0].message == (
+        f"the signed approval record of run {run} is about alias prod, but the run is "
+        "tagged 'staging': it was re-tagged, which hides it from the gates' and promote's "
+        "searches; restore the run's tags"
+    )
+    client.set_tag(run, "governance.alias", "prod")
+    client.set_tag(run, "governance.ensemble_uri", "models:/other-rf/1")
+    report = audit_model("credit-rf", strict)
+    assert findings(report) == [("decision_record", uri, "prod")]
+    assert f"is about version {uri}, but the run is tagged 'models:/other-rf/1'" in (
+        report.findings[0].message
+    )
+
+
 def test_unknown_model(store, policy):
     with pytest.raises(GovernanceError, match="no registered model 'nope' with versions"):
         audit_model("nope", policy)
