@@ -40,6 +40,7 @@ from miret_governance.flavors.decisions import (
 )
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.registry import (
+    ENSEMBLE_URI_TAG,
     SURROGATE_TAG,
     model_id_of,
     resolve_model_version,
@@ -78,7 +79,7 @@ def record_link(
             f"{surrogate_version.name} v{surrogate_version.version}"
         ),
         tags={
-            "governance.ensemble_uri": record["ensemble"]["uri"],
+            ENSEMBLE_URI_TAG: record["ensemble"]["uri"],
             "governance.surrogate_uri": record["surrogate"]["uri"],
             MLFLOW_USER: mlflow_user(),
         },
