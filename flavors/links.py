@@ -18,8 +18,9 @@ Reuse may rightly link an older explanation again, so "the newest surrogate wins
 be wrong; the record of that re-link is what makes it current. A version without any
 signed link record (explained before links were recorded, or only by unsigned what-if
 explains) is followed by its tag, as before. Like every record, a link record can be
-withheld by re-tagging its run or renaming the experiment (docs/architecture.md): the
-signature proves what a record says, not that none was hidden.
+withheld by re-tagging its run (``govern audit`` finds that) or renaming the experiment
+(docs/architecture.md): the signature proves what a record says, not that none was
+hidden.
 """
 
 from __future__ import annotations
