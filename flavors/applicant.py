@@ -18,8 +18,8 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.data_files import read_table
 from miret_governance.flavors.gate_evidence import explained_ensemble
-from miret_governance.flavors.inputs import read_table
 from miret_governance.flavors.links import check_presented
 from miret_governance.flavors.registry import (
     EXPLAIN_FIRST,

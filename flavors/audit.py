@@ -162,9 +162,11 @@ def _valid_promotion(decision: Decision, version, alias: str, digest: str | None
     )
 
 
-def _audit_version(client, version, held: list, policy: Policy, report: AuditReport) -> dict:
+def _audit_version(
+    client, version, held: list, policy: Policy, report: AuditReport, read: dict
+) -> dict:
     """Add the findings of one version to ``report``; its valid signed promotions by
-    alias (the latest decision of each)."""
+    alias (the latest decision of each). ``read`` collects the records read, by run id."""
     uri = version_uri(version)
     digest = _evidence_digest(client, version, policy, report)
     runs = decision_runs(client, GATE_EXPERIMENT, uri) + decision_runs(
@@ -178,7 +180,7 @@ def _audit_version(client, version, held: list, policy: Policy, report: AuditRep
     decisions = {}
     for run in runs:
         run_id = run.info.run_id
-        decision = decisions[run_id] = read_record(client, run_id, policy.keys)
+        decision = decisions[run_id] = read[run_id] = read_record(client, run_id, policy.keys)
         unsigned_what_if = run.data.tags.get(SIGNER_TAG) == UNSIGNED and (
             decision.record.get("kind") == "gate"
         )
@@ -241,15 +243,17 @@ def _audit_version(client, version, held: list, policy: Policy, report: AuditRep
     return promoted
 
 
-def _retagged(client, model_name: str, policy: Policy, report: AuditReport) -> None:
+def _retagged(client, model_name: str, policy: Policy, report: AuditReport, read: dict) -> None:
     """Add a finding for each verified record about a version of ``model_name`` whose
     run's tags say another version (or, an approval, another alias): whoever can write
     the store can re-tag a run, and every search by version or alias then misses it (a
-    rejection no longer blocks, a later promotion no longer shows an alias moved back)."""
+    rejection no longer blocks, a later promotion no longer shows an alias moved back).
+    ``read``: records already read, by run id."""
     prefix = f"models:/{model_name}/"
     for experiment in (GATE_EXPERIMENT, APPROVAL_EXPERIMENT, LINK_EXPERIMENT):
         for run in every_run(client, experiment):
-            decision = read_record(client, run.info.run_id, policy.keys)
+            run_id = run.info.run_id
+            decision = read.get(run_id) or read_record(client, run_id, policy.keys)
             about = str((decision.record.get("ensemble") or {}).get("uri", ""))
             if not decision.valid or not about.startswith(prefix):
                 continue
@@ -264,11 +268,11 @@ def _retagged(client, model_name: str, policy: Policy, report: AuditReport) -> N
                             "decision_record",
                             about,
                             f"the signed {decision.record.get('kind')} record of run "
-                            f"{run.info.run_id} is about {what} {signed}, but the run is "
+                            f"{run_id} is about {what} {signed}, but the run is "
                             f"tagged {tagged!r}: it was re-tagged, which hides it from the "
                             "gates' and promote's searches; restore the run's tags",
                             decision.record.get("alias"),
-                            run.info.run_id,
+                            run_id,
                         )
                     )
 
@@ -297,9 +301,10 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
     aliases = client.get_registered_model(model_name).aliases or {}
     latest = {}  # alias -> (decision, version) of the latest valid signed promotion
     promoted = {}  # version -> aliases it was ever validly promoted to
+    read = {}  # run id -> Decision, every record read
     for version in sorted(versions, key=lambda v: int(v.version)):
         held = sorted(a for a, v in aliases.items() if str(v) == str(version.version))
-        found = _audit_version(client, version, held, policy, report)
+        found = _audit_version(client, version, held, policy, report, read)
         promoted[str(version.version)] = set(found)
         for alias, decision in found.items():
             if alias not in latest or signed_time(decision) >= signed_time(latest[alias][0]):
@@ -321,6 +326,6 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
                     decision.run_id,
                 )
             )
-    _retagged(client, model_name, policy, report)
+    _retagged(client, model_name, policy, report, read)
     report.versions = len(versions)
     return report

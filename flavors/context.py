@@ -28,8 +28,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import fluent
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE, MLFLOW_SOURCE_NAME
 
+from miret_governance.flavors.data_files import dataset
 from miret_governance.flavors.errors import GovernanceError
-from miret_governance.flavors.inputs import dataset
 from miret_governance.flavors.registry import (
     SURROGATE_TAG,
     markdown_literal,

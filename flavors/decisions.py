@@ -115,13 +115,18 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def pinned(version) -> dict:
+    """``{uri, model_id}``: a model version as records name it."""
+    return {"uri": version_uri(version), "model_id": model_id_of(version) or ""}
+
+
 def new_record(kind: str, ensemble, surrogate, checked, policy, decider: dict, **fields) -> dict:
     """A decision record (module docstring) of ``kind`` on ``checked`` evidence."""
     signer = getattr(checked, "signer", None)
     return {
         "kind": kind,
-        "ensemble": {"uri": version_uri(ensemble), "model_id": model_id_of(ensemble) or ""},
-        "surrogate": {"uri": version_uri(surrogate), "model_id": model_id_of(surrogate) or ""},
+        "ensemble": pinned(ensemble),
+        "surrogate": pinned(surrogate),
         "evidence": {
             "digest": checked.digest,
             "signer": signer.to_json() if signer is not None else None,
@@ -284,11 +289,7 @@ def alias_moved_by_hand(client: MlflowClient, name: str, alias: str, holder, tru
     if promotion is None:
         return ""
     signed = promotion.record.get("ensemble")
-    now = (
-        None
-        if holder is None
-        else {"uri": version_uri(holder), "model_id": model_id_of(holder) or ""}
-    )
+    now = None if holder is None else pinned(holder)
     if signed == now:
         return ""
     where = "no version holds it" if holder is None else f"it points to {now['uri']}"
@@ -391,8 +392,8 @@ def approvals_of(client: MlflowClient, ensemble, trusted: TrustedKeys, surrogate
     whether it was made on the surrogate linked now (``surrogate_uri``). A verified
     record of another version (its run re-tagged) is listed with that as its problem."""
     listed = []
-    uri = version_uri(ensemble)
-    bound = {"uri": uri, "model_id": model_id_of(ensemble) or ""}
+    bound = pinned(ensemble)
+    uri = bound["uri"]
     for run in decision_runs(client, APPROVAL_EXPERIMENT, uri):
         decision = read_record(client, run.info.run_id, trusted)
         record = decision.record

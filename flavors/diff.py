@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 from mlflow import MlflowClient
 
+from miret_governance.flavors.data_files import dataset, read_table
 from miret_governance.flavors.decisions import alias_moved_by_hand
 from miret_governance.flavors.errors import ExplainError, GateError
 from miret_governance.flavors.gate_evidence import (
@@ -37,7 +38,6 @@ from miret_governance.flavors.gate_evidence import (
     linked_surrogate,
     pinned_ensemble,
 )
-from miret_governance.flavors.inputs import dataset, read_table
 from miret_governance.flavors.registry import (
     SURROGATE_OF_TAG,
     resolve_model_version,

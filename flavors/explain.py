@@ -23,9 +23,10 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from miret_governance.flavors import context, faults, links, publish, reuse, stages
+from miret_governance.flavors.data_files import dataset, read_data
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.fit_params import FitParams, check_parameters
-from miret_governance.flavors.inputs import dataset, load_pinned_ensemble, read_data
+from miret_governance.flavors.inputs import load_pinned_ensemble
 from miret_governance.flavors.outcome import ExplainResult, reused_result
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,

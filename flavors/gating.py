@@ -47,6 +47,7 @@ from mlflow.entities import LoggedModelInput
 from mlflow.utils.mlflow_tags import MLFLOW_USER
 
 from miret_governance.flavors.context import file_name
+from miret_governance.flavors.data_files import read_table
 from miret_governance.flavors.decisions import (
     GATE_EXPERIMENT,
     decided_by,
@@ -65,7 +66,7 @@ from miret_governance.flavors.gate_evidence import (
     linked_surrogate,
     refused_evaluation,
 )
-from miret_governance.flavors.inputs import load_ensemble, read_table
+from miret_governance.flavors.inputs import load_ensemble
 from miret_governance.flavors.recompute import recompute_fidelity, with_result
 from miret_governance.flavors.registry import (
     EVIDENCE_DIGEST_TAG,
@@ -379,7 +380,7 @@ def validate_model_inputs(
     policy=None,
 ):
     """Validate a data file against a registered ensemble's feature schema and input
-    domain (the data is read by :func:`flavors.inputs.read_table`, labels checked by
+    domain (the data is read by :func:`flavors.data_files.read_table`, labels checked by
     ``check_labels``; ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`).
 
     The domain is the ensemble's own MinMaxScaler range when it has one; otherwise the

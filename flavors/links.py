@@ -37,13 +37,13 @@ from miret_governance.flavors.decisions import (
     mlflow_user,
     newer,
     now_utc,
+    pinned,
     read_record,
 )
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.registry import (
     ENSEMBLE_URI_TAG,
     SURROGATE_TAG,
-    model_id_of,
     resolve_model_version,
     version_uri,
 )
@@ -51,11 +51,6 @@ from miret_governance.governance.signing import SigningKey, TrustedKeys
 
 LINK_EXPERIMENT = "governance-links"
 """The experiment of the link records' runs."""
-
-
-def _pinned(version) -> dict:
-    """``{uri, model_id}`` of a model version, as records name one."""
-    return {"uri": version_uri(version), "model_id": model_id_of(version) or ""}
 
 
 def record_link(
@@ -68,8 +63,8 @@ def record_link(
         return None
     record = {
         "kind": "link",
-        "ensemble": _pinned(ensemble_version),
-        "surrogate": _pinned(surrogate_version),
+        "ensemble": pinned(ensemble_version),
+        "surrogate": pinned(surrogate_version),
         "decided_by": decided_by(TrustedKeys(), key),
         "time": now_utc(),
     }
@@ -125,7 +120,7 @@ def check_signed_link(client: MlflowClient, ensemble_version, surrogate, trusted
     if latest is None:
         return
     signed = latest.record.get("surrogate") or {}
-    if signed == _pinned(surrogate):
+    if signed == pinned(surrogate):
         return
     raise GateError(
         f"{ensemble_uri} is tagged governance.surrogate = {version_uri(surrogate)}, but the "

@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from miret_governance.flavors import stages
+from miret_governance.flavors.data_files import digest_like, feature_inputs, read_table
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gate_evidence import pinned_ensemble
-from miret_governance.flavors.inputs import digest_like, feature_inputs, read_table
 from miret_governance.flavors.request import MIN_TEST_ROWS, ExplainRequest
 from miret_governance.governance.arrays import scaled
 from miret_governance.governance.gates import Evaluation, GateResult

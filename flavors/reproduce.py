@@ -23,10 +23,10 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from miret_governance.flavors import stages
+from miret_governance.flavors.data_files import digest_like, read_data
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import FLAVORS_CODE
 from miret_governance.flavors.gate_evidence import checked_evidence, pinned_ensemble
-from miret_governance.flavors.inputs import digest_like, read_data
 from miret_governance.flavors.registry import (
     linked_versions,
     resolve_model_version,

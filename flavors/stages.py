@@ -168,7 +168,7 @@ def validate(request: ExplainRequest, ensemble, frames: dict, run_id: str, out: 
 class Prepared:
     """The data of one explain run, ready for the fit.
 
-    ``data`` is the :class:`flavors.inputs.Holdout` (raw units); ``raw_train`` its
+    ``data`` is the :class:`flavors.data_files.Holdout` (raw units); ``raw_train`` its
     training rows as fitted (clipped to the ensemble scaler's range, see
     :func:`prepare`); ``X_train``/``X_test`` the normalized rows (``X_test`` None
     without test rows); ``ensemble`` the ensemble weighted by ``X_train``. Behind a
@@ -184,7 +184,7 @@ class Prepared:
 
 
 def prepare(request: ExplainRequest, ensemble, frame, test_frame) -> Prepared:
-    """Split the data (:func:`flavors.inputs.holdout`), normalize it and weight the
+    """Split the data (:func:`flavors.data_files.holdout`), normalize it and weight the
     ensemble by the training rows.
 
     Training rows outside the range of the ensemble's MinMaxScaler are clipped to it:
@@ -199,7 +199,7 @@ def prepare(request: ExplainRequest, ensemble, frame, test_frame) -> Prepared:
         Fewer test rows of a class than ``request.min_test_rows`` (:func:`check_test_rows`),
         or a category not seen in training.
     """
-    from miret_governance.flavors.inputs import encoded_inputs, holdout
+    from miret_governance.flavors.data_files import encoded_inputs, holdout
 
     ensemble, frame, test_frame = encoded_inputs(request, ensemble, frame, test_frame)
     data = holdout(request, ensemble, frame, test_frame)

@@ -22,9 +22,9 @@ from miret_governance.flavors.context import (
     logged_model_name,
     portable_uri,
 )
+from miret_governance.flavors.data_files import dataset
 from miret_governance.flavors.explain import explain_model_version
 from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.inputs import dataset
 from miret_governance.flavors.registry import model_id_of
 from miret_governance.governance.formatting import format_number
 from miret_governance.governance.metrics import fidelity_with_interval

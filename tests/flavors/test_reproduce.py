@@ -240,7 +240,7 @@ def test_a_file_edited_past_mlflows_first_10000_rows_is_not_the_explained_data(c
     explain's reuse) took an edited file for the explained one. The recorded digest is the
     content's (governance.tables.content_digest); an explanation recorded with MLflow's
     8-character digest before is still compared in that scheme."""
-    from miret_governance.flavors.inputs import dataset, digest_like
+    from miret_governance.flavors.data_files import dataset, digest_like
     from miret_governance.governance.tables import content_digest
 
     frame = pd.DataFrame({"x": np.arange(10_200.0), "label": [0, 1] * 5_100})
