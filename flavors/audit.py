@@ -19,9 +19,10 @@ For every version of the model the audit verifies, with the keys a policy trusts
 - **decision_record**: every decision record of the model's gate, promotion and approval
   runs verifies (unsigned what-if gate runs count only when a status tag cites them); and
   no verified record about a version of the model sits on a run tagged with another
-  version, or (an approval) another alias: the gates and ``promote`` find records by
-  those tags, so re-tagging a run hides its record from them (:func:`_retagged`; this
-  reads every record of the store's gate, approval and link experiments).
+  version, alias (an approval) or decision (a promotion): the gates, ``promote`` and the
+  audit find records by those tags, so re-tagging a run hides its record from them
+  (:func:`_retagged`; this reads every record of the store's gate, approval and link
+  experiments).
 
 Nothing here reads a tag as proof: tags only say where to look.
 """
@@ -52,6 +53,7 @@ from miret_governance.flavors.links import LINK_EXPERIMENT
 from miret_governance.flavors.registry import (
     ENSEMBLE_URI_TAG,
     GATE_RUN_TAG,
+    PROMOTION_TAG,
     SURROGATE_TAG,
     check_registered_name,
     model_id_of,
@@ -245,33 +247,36 @@ def _audit_version(
 
 def _retagged(client, model_name: str, policy: Policy, report: AuditReport, read: dict) -> None:
     """Add a finding for each verified record about a version of ``model_name`` whose
-    run's tags say another version (or, an approval, another alias): whoever can write
-    the store can re-tag a run, and every search by version or alias then misses it (a
-    rejection no longer blocks, a later promotion no longer shows an alias moved back).
-    ``read``: records already read, by run id."""
+    run's tags say otherwise: another version, or another alias (an approval) or decision
+    (a promotion). Whoever can write the store can re-tag a run, and every search by
+    those tags then misses it (a rejection no longer blocks, a later promotion no longer
+    shows an alias moved back). ``read``: records already read, by run id."""
     prefix = f"models:/{model_name}/"
     for experiment in (GATE_EXPERIMENT, APPROVAL_EXPERIMENT, LINK_EXPERIMENT):
         for run in every_run(client, experiment):
             run_id = run.info.run_id
             decision = read.get(run_id) or read_record(client, run_id, policy.keys)
-            about = str((decision.record.get("ensemble") or {}).get("uri", ""))
+            record = decision.record
+            about = str((record.get("ensemble") or {}).get("uri", ""))
             if not decision.valid or not about.startswith(prefix):
                 continue
-            tags = run.data.tags
-            said = {"version": (tags.get(ENSEMBLE_URI_TAG), about)}
-            if experiment == APPROVAL_EXPERIMENT:
-                said["alias"] = (tags.get(ALIAS_RUN_TAG), decision.record.get("alias"))
-            for what, (tagged, signed) in said.items():
-                if tagged != signed:
+            signed = {ENSEMBLE_URI_TAG: about}
+            if record.get("kind") == "approval":
+                signed[ALIAS_RUN_TAG] = record.get("alias")
+            if record.get("kind") == "promotion":
+                signed[PROMOTION_TAG.format(alias=record.get("alias"))] = record.get("decision")
+            for tag, value in signed.items():
+                if run.data.tags.get(tag) != value:
                     report.findings.append(
                         Finding(
                             "decision_record",
                             about,
-                            f"the signed {decision.record.get('kind')} record of run "
-                            f"{run_id} is about {what} {signed}, but the run is "
-                            f"tagged {tagged!r}: it was re-tagged, which hides it from the "
-                            "gates' and promote's searches; restore the run's tags",
-                            decision.record.get("alias"),
+                            f"run {run_id}'s signed {record.get('kind')} record says "
+                            f"{tag} = {value!r}, but the run is tagged "
+                            f"{run.data.tags.get(tag)!r}: it was re-tagged, which hides it "
+                            "from the searches of the gates, promote and the audit; restore "
+                            "the run's tags",
+                            record.get("alias"),
                             run_id,
                         )
                     )

@@ -152,9 +152,10 @@ def test_a_promotion_short_of_the_audited_policys_approvals_is_found(store, tmp_
     )
 
 
-def test_a_record_on_a_retagged_run_is_found(store, tmp_path):
+def test_a_record_on_a_retagged_run_is_found(store, tmp_path, policy):
     """QA (stop 35): re-tagging a rejection's run with another alias or version hid it
-    from promote, and the audit, which searched by those tags too, said clean."""
+    from promote, and re-tagging a promotion run hid it from the audit's search for the
+    latest promotion; the audit, which searched by those tags too, said clean."""
     from signing_keys import key_pair
 
     from miret_governance.flavors.promotion import approve_model_version
@@ -175,15 +176,24 @@ def test_a_record_on_a_retagged_run_is_found(store, tmp_path):
     report = audit_model("credit-rf", strict)
     assert findings(report) == [("decision_record", uri, "prod")]
     assert report.findings[0].message == (
-        f"the signed approval record of run {run} is about alias prod, but the run is "
-        "tagged 'staging': it was re-tagged, which hides it from the gates' and promote's "
-        "searches; restore the run's tags"
+        f"run {run}'s signed approval record says governance.alias = 'prod', but the run "
+        "is tagged 'staging': it was re-tagged, which hides it from the searches of the "
+        "gates, promote and the audit; restore the run's tags"
     )
     client.set_tag(run, "governance.alias", "prod")
     client.set_tag(run, "governance.ensemble_uri", "models:/other-rf/1")
     report = audit_model("credit-rf", strict)
     assert findings(report) == [("decision_record", uri, "prod")]
-    assert f"is about version {uri}, but the run is tagged 'models:/other-rf/1'" in (
+    assert f"governance.ensemble_uri = '{uri}', but the run is tagged 'models:/other-rf/1'" in (
+        report.findings[0].message
+    )
+    client.set_tag(run, "governance.ensemble_uri", uri)
+    promotion = promote_model_version(uri, "champion", policy)
+    assert promotion.promoted and audit_model("credit-rf", strict).clean
+    client.set_tag(promotion.gate.run_id, "governance.promotion.champion", "refused")
+    report = audit_model("credit-rf", strict)
+    assert findings(report) == [("decision_record", uri, "champion")]
+    assert "says governance.promotion.champion = 'promoted', but the run is tagged 'refused'" in (
         report.findings[0].message
     )
 
