@@ -289,8 +289,9 @@ def register_surrogate(
     deduplicate=None,
     after_link=None,
 ):
-    """Register the surrogate with ``tags``, then link the ensemble version to it (and
-    call ``after_link(linked_version)``: explain's signed link record, :mod:`flavors.links`).
+    """Register the surrogate with ``tags``, then link the ensemble version to it (and,
+    when the version linked is this call's, call ``after_link(version)``: explain's signed
+    link record, :mod:`flavors.links`; a concurrent winner's caller records its own link).
 
     With ``deduplicate``, a predicate on versions (no identical version existed when the
     caller looked), versions of the same request registered meanwhile by concurrent
@@ -318,7 +319,7 @@ def register_surrogate(
             ]
             winner = min([registered, *same], key=lambda v: int(v.version))
         link_surrogate(client, ensemble_version, winner)
-        if after_link is not None:
+        if after_link is not None and winner is registered:
             after_link(winner)
     except BaseException:
         client.delete_model_version(registered_name, registered.version)

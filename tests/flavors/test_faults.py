@@ -186,6 +186,10 @@ def test_two_concurrent_explains_register_one_version(registered, tmp_path):
     runs = _explain_runs(registered)
     assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
     assert len(_live_models(registered)) == 2  # the ensemble's and the winner's surrogate
+    client = MlflowClient()
+    links = client.search_runs([client.get_experiment_by_name("governance-links").experiment_id])
+    # one signed link record per explain, both to the winner
+    assert [r.data.tags["governance.surrogate_uri"] for r in links] == [_link(), _link()]
 
 
 def test_a_link_written_meanwhile_by_a_concurrent_explain_is_not_an_error(store, monkeypatch):
