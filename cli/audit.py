@@ -86,9 +86,10 @@ def audit(
 
     --json prints {"command": "audit", "schema_version": 1, "model_name", "policy" (name
     v<digest8>), "policy_digest", "clean": bool, "exit_code": 0 or 1, "versions_checked":
-    int, "decisions_checked": int, "findings": list of {"kind": "alias", "superseded",
-    "evidence" or "decision_record", "version" (models:/<name>/<v>), "alias" (or null),
-    "run_id" (or null), "message"}}.
+    int, "decisions_checked": int, "findings": list of {"kind": "alias", "policy",
+    "superseded", "evidence" or "decision_record", "version" (models:/<name>/<v>), "alias"
+    (or null), "run_id" (or null), "message"}, "cleared": list of {"run_id", "problem",
+    "clearance_run_id", "cleared_by", "time", "reason"}}.
     """
     with exit_codes():
         from miret_governance.flavors.audit import audit_model
@@ -108,6 +109,12 @@ def audit(
         console.print(
             f"FINDING {finding.kind} {finding.version}{where}{run}: {finding.message}", **plain
         )
+    for cleared in report.cleared:
+        console.print(
+            f"CLEARED run {cleared['run_id']} by {cleared['cleared_by']} ({cleared['time']}, "
+            f"run {cleared['clearance_run_id']}): {cleared['reason']}",
+            **plain,
+        )
     verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
     console.print(
         f"audit of {model_name} under policy {report.policy}: {verdict} (versions checked: "
@@ -117,7 +124,60 @@ def audit(
     raise typer.Exit(code)
 
 
+def clear(
+    model_uri: ModelUri,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why the blocking records may be set aside.")
+    ],
+    alias: Annotated[
+        str | None,
+        typer.Option("--alias", help="Also clear the records of promotions to this alias."),
+    ] = None,
+    run_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run-id",
+            help="Clear exactly these runs' records (repeatable): e.g. records bound to no "
+            "version, which the audit reports.",
+        ),
+    ] = None,
+    policy: PolicyFile = None,
+    signing_key: common.SigningKeyOption = None,
+    tracking_uri: common.TrackingUri = None,
+) -> None:
+    """Set aside the records that block decisions on a version, with a signed clearance.
+
+    A record about the version (or its alias) that does not read, is not bound to its
+    run, was replaced or re-tagged, or does not verify blocks gate, promote and approve
+    (fail closed). This records one signed clearance (key trusted for decide) naming each
+    such record as it is now; the audit lists it. A record replaced again blocks again.
+    """
+    with exit_codes():
+        from miret_governance.flavors.decisions import clear_records
+        from miret_governance.flavors.promotion import check_alias
+        from miret_governance.governance.policy import load_policy
+
+        check_model_uri(model_uri)
+        if alias is not None:
+            check_alias(alias)
+        key = common.load_signing_key(signing_key)
+        parsed = load_policy(policy)
+        connect(tracking_uri)
+        clearance, cleared = clear_records(
+            model_uri, reason, parsed, key, alias, run_ids=tuple(run_id or ())
+        )
+    plain = {"highlight": False, "soft_wrap": True, "markup": False}
+    for decision in cleared:
+        console.print(f"cleared run {decision.run_id}: {decision.problem}", **plain)
+    console.print(
+        f"{len(cleared)} record(s) cleared for {model_uri}; clearance run {clearance} "
+        "(experiment governance-clearances, decision/record.json)",
+        **plain,
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add approve and audit to the ``govern`` app."""
+    """Add approve, clear and audit to the ``govern`` app."""
     app.command()(approve)
+    app.command()(clear)
     app.command()(audit)

@@ -157,7 +157,8 @@ SigningKeyOption = Annotated[
 
 def load_signing_key(value: str | None):
     """The :class:`governance.signing.SigningKey` of ``--signing-key`` (None when not
-    given), loaded and checked before anything connects.
+    given), loaded and checked before anything connects. Messages name the option, or
+    :data:`SIGNING_KEY_ENV` when the value is the variable's, and never the value.
 
     Raises
     ------
@@ -166,7 +167,10 @@ def load_signing_key(value: str | None):
     """
     if value is None or not value.strip():
         return None
-    return SigningKey.load(value.strip(), os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None)
+    value = value.strip()
+    from_env = os.environ.get(SIGNING_KEY_ENV, "").strip() == value
+    source = SIGNING_KEY_ENV if from_env else "--signing-key"
+    return SigningKey.load(value, os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None, source)
 
 
 ModelUri = Annotated[

@@ -24,6 +24,7 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors import context, faults, links, publish, reuse, stages
 from miret_governance.flavors.data_files import dataset, read_data
+from miret_governance.flavors.decisions import LINK_EXPERIMENT, decision_runs, end_killed_runs
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.fit_params import FitParams, check_parameters
 from miret_governance.flavors.inputs import load_pinned_ensemble
@@ -226,6 +227,9 @@ def explain_model_version(
         )
         experiment_id = context.explain_experiment(client, version)
         recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)
+        end_killed_runs(  # link records a killed explain was writing
+            client, decision_runs(client, LINK_EXPERIMENT, request.ensemble_uri)
+        )
         if not force:
             existing = reuse.find_reusable(client, request, signing_key)
             if existing is not None:

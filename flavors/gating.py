@@ -50,9 +50,10 @@ from miret_governance.flavors.context import file_name
 from miret_governance.flavors.data_files import read_table
 from miret_governance.flavors.decisions import (
     GATE_EXPERIMENT,
+    check_trail,
     decided_by,
     experiment_id,
-    log_record,
+    finish_with_record,
     mlflow_user,
     new_record,
 )
@@ -60,6 +61,7 @@ from miret_governance.flavors.descriptions import describe_versions
 from miret_governance.flavors.diff import drift_results, log_drift
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.evidence import EVIDENCE_FILE
+from miret_governance.flavors.faults import process_tags
 from miret_governance.flavors.gate_evidence import (
     CheckedEvidence,
     checked_evidence,
@@ -256,6 +258,7 @@ def evaluate_and_record(
             "governance.surrogate_uri": surrogate_uri,
             "governance.requested_model_uri": model_uri,
             MLFLOW_USER: mlflow_user(),
+            **process_tags(),
         },
     )
     run_id = run.info.run_id
@@ -290,7 +293,6 @@ def evaluate_and_record(
     except Exception:
         client.set_terminated(run_id, "FAILED")
         raise
-    client.set_terminated(run_id, "FINISHED")
     set_version_tag(client, version.name, version.version, GATE_TAG, result)
     set_version_tag(client, version.name, version.version, GATE_RUN_TAG, run_id)
     outcome = GateOutcome(
@@ -353,6 +355,7 @@ def gate_model_version(
     """
     client = client or MlflowClient()
     key = signing_key or SigningKey.from_env()
+    check_trail(client, resolve_model_version(client, model_uri), policy.keys)
     gated = evaluate_and_record(client, model_uri, policy, data, target)
     evaluation = gated.outcome.evaluation
     record = new_record(
@@ -365,7 +368,7 @@ def gate_model_version(
         result="PASS" if evaluation.all_passed else "FAIL",
         **({"drift": gated.outcome.drift} if gated.outcome.drift else {}),
     )
-    log_record(client, gated.outcome.run_id, record, key)
+    finish_with_record(client, gated.outcome.run_id, record, key)
     _describe(client, gated)
     return gated.outcome
 

@@ -17,10 +17,10 @@ a tag that names another (:func:`check_signed_link`); ``govern show`` and
 Reuse may rightly link an older explanation again, so "the newest surrogate wins" would
 be wrong; the record of that re-link is what makes it current. A version without any
 signed link record (explained before links were recorded, or only by unsigned what-if
-explains) is followed by its tag, as before. Like every record, a link record can be
-withheld by re-tagging its run (``govern audit`` finds that) or renaming the experiment
-(docs/architecture.md): the signature proves what a record says, not that none was
-hidden.
+explains) is followed by its tag, as before. Like every record, a link record is bound to its run and a
+link record of the version that does not verify blocks the gates (fail closed:
+:mod:`flavors.decisions`); renaming the experiment still hides one (docs/architecture.md):
+the signature proves what a record says, not that none was hidden.
 """
 
 from __future__ import annotations
@@ -29,16 +29,19 @@ from mlflow import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_USER
 
 from miret_governance.flavors.decisions import (
+    LINK_EXPERIMENT,
+    SURROGATE_URI_TAG,
     Decision,
     decided_by,
     decision_runs,
-    experiment_id,
-    log_record,
     mlflow_user,
     newer,
     now_utc,
     pinned,
-    read_record,
+    read_all,
+    record_in_new_run,
+    signed_time,
+    unknown_since,
 )
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.registry import (
@@ -48,9 +51,6 @@ from miret_governance.flavors.registry import (
     version_uri,
 )
 from miret_governance.governance.signing import SigningKey, TrustedKeys
-
-LINK_EXPERIMENT = "governance-links"
-"""The experiment of the link records' runs."""
 
 
 def record_link(
@@ -68,40 +68,55 @@ def record_link(
         "decided_by": decided_by(TrustedKeys(), key),
         "time": now_utc(),
     }
-    run = client.create_run(
-        experiment_id(client, LINK_EXPERIMENT),
-        run_name=(
-            f"LINK {ensemble_version.name} v{ensemble_version.version} → "
-            f"{surrogate_version.name} v{surrogate_version.version}"
-        ),
-        tags={
+    return record_in_new_run(
+        client,
+        LINK_EXPERIMENT,
+        f"LINK {ensemble_version.name} v{ensemble_version.version} → "
+        f"{surrogate_version.name} v{surrogate_version.version}",
+        {
             ENSEMBLE_URI_TAG: record["ensemble"]["uri"],
-            "governance.surrogate_uri": record["surrogate"]["uri"],
+            SURROGATE_URI_TAG: record["surrogate"]["uri"],
             MLFLOW_USER: mlflow_user(),
         },
+        record,
+        key,
     )
-    run_id = run.info.run_id
-    try:
-        log_record(client, run_id, record, key)
-    except BaseException:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    client.set_terminated(run_id, "FINISHED")
-    return run_id
 
 
-def latest_link(client: MlflowClient, ensemble_uri: str, trusted: TrustedKeys) -> Decision | None:
-    """The latest link record of ``ensemble_uri`` that a key ``trusted`` for ``explain``
-    signed (None when none verifies); a record about another version never counts."""
+def latest_link(client: MlflowClient, ensemble_version, trusted: TrustedKeys) -> Decision | None:
+    """The latest link record of ``ensemble_version`` that a key ``trusted`` for
+    ``explain`` signed (None when there is none); a record about another version never
+    counts.
+
+    Raises
+    ------
+    BlockedError
+        A link record of the version does not verify (fail closed:
+        :func:`flavors.decisions.read_all`); overwriting the newest one must not make an
+        older one current.
+    GateError
+        Such a record was cleared and no link was signed since: the current one is
+        unknown until explain links again.
+    """
+    ensemble_uri = version_uri(ensemble_version)
+    runs = decision_runs(client, LINK_EXPERIMENT, ensemble_uri)
     latest = None
-    for run in decision_runs(client, LINK_EXPERIMENT, ensemble_uri):
-        link = read_record(client, run.info.run_id, trusted)
-        if not link.valid or link.record.get("kind") != "link":
+    read = read_all(client, runs, trusted, ensemble_version.name)
+    for link in read:
+        if not link.valid or link.record["kind"] != "link":
             continue
-        if (link.record.get("ensemble") or {}).get("uri") != ensemble_uri:
+        if link.record["ensemble"]["uri"] != ensemble_uri:
             continue
         if latest is None or newer(link, latest):
             latest = link
+    cleared = unknown_since(read)
+    if cleared is not None and (latest is None or signed_time(latest) < cleared):
+        raise GateError(
+            f"a link record of {ensemble_uri} was cleared ({cleared.isoformat()}) without "
+            "being readable, so which explanation is current is unknown: run govern explain "
+            f"--model-uri {ensemble_uri} --data <file> with the CI key (an identical earlier "
+            "explanation is reused and linked again)"
+        )
     return latest
 
 
@@ -116,7 +131,7 @@ def check_signed_link(client: MlflowClient, ensemble_version, surrogate, trusted
         model) than the latest signed link: it was moved by hand since.
     """
     ensemble_uri = version_uri(ensemble_version)
-    latest = latest_link(client, ensemble_uri, trusted)
+    latest = latest_link(client, ensemble_version, trusted)
     if latest is None:
         return
     signed = latest.record.get("surrogate") or {}

@@ -58,7 +58,14 @@ def _tracking_uri() -> str:
     return mlflow.get_tracking_uri()
 
 
-UNREACHABLE = ("database is locked", "Connection refused", "NewConnectionError", "Read timed out")
+UNREACHABLE = (
+    "database is locked",
+    "Connection refused",
+    "NewConnectionError",
+    "Read timed out",
+    "Connection reset by peer",
+    "Connection aborted",
+)
 """Texts of a store that cannot be reached at all: a cleanup would wait as long again
 (MLflow gives each SQLite statement 20 s on a locked store), so it is left to the next
 explain (:func:`flavors.faults.recover_killed_runs`)."""
@@ -113,6 +120,12 @@ def outage_message(error: BaseException) -> str | None:
             f"the tracking server {_tracking_uri()} stopped answering (no reply within "
             f"{float(timeout or HTTP_TIMEOUT):g} s; MLFLOW_HTTP_REQUEST_TIMEOUT sets the wait): "
             "check that it is running and not overloaded, then run the command again"
+        )
+    if "Connection reset by peer" in text or "Connection aborted" in text:
+        return (
+            f"the tracking server {_tracking_uri()} dropped the connection in the middle of a "
+            "request (it stopped, restarted or was killed); check that it is running, then "
+            "run the command again"
         )
     if "Connection refused" in text or "NewConnectionError" in text:
         return (

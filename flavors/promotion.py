@@ -34,10 +34,11 @@ from miret_governance.flavors.decisions import (
     DECISION_RUN_TAG,
     DecisionError,
     approval_state,
+    check_trail,
     decided_by,
-    experiment_id,
-    log_record,
+    finish_with_record,
     new_record,
+    record_in_new_run,
     require_key,
 )
 from miret_governance.flavors.descriptions import describe_versions
@@ -181,7 +182,8 @@ def promote_model_version(
         expected = _alias_version(client, name, alias)
     else:
         expected = None if str(expected_holder).lower() == "none" else str(expected_holder)
-    with promotion_lock(client, name, alias, uri):
+    check_trail(client, version, policy.keys, alias)  # before a lock could be taken over
+    with promotion_lock(client, name, alias, uri, key, policy.keys) as taken_over:
         holder = _alias_version(client, name, alias)
         if holder != expected:
             raise ConcurrentPromotionError(_moved(client, name, alias, expected, holder))
@@ -198,9 +200,13 @@ def promote_model_version(
         counted = []
         needed = policy.approvals.get(alias, 0)
         if passed and needed:
-            approvals = approval_state(
-                client, gated.version, alias, checked.digest, policy.keys, needed
-            )
+            try:
+                approvals = approval_state(
+                    client, gated.version, alias, checked.digest, policy.keys, needed
+                )
+            except BaseException:  # the gate run holds no decision: it failed
+                client.set_terminated(outcome.run_id, "FAILED")
+                raise
             counted, passed = approvals.counted, approvals.approved
             reason = f"{reason}; {approvals.reason}"
         status = "promoted" if passed else "refused"
@@ -216,12 +222,13 @@ def promote_model_version(
             decision=status,
             reason=reason,
             approvals=[
-                {"run_id": d.run_id, "decision": d.record.get("decision")} | d.signer.to_json()
+                {"run_id": d.run_id, "decision": d.record["decision"]} | d.signer.to_json()
                 for d in counted
             ],
             **({"drift": outcome.drift} if outcome.drift else {}),
+            **({"lock_taken_over": taken_over.to_json()} if taken_over else {}),
         )
-        log_record(client, outcome.run_id, record, key)
+        finish_with_record(client, outcome.run_id, record, key)
         if passed:
             client.set_registered_model_alias(name, alias, number)
         tag = PROMOTION_TAG.format(alias=alias)
@@ -308,6 +315,7 @@ def approve_model_version(
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
+    check_trail(client, version, policy.keys, alias)
     checked = checked_evidence(client, version, surrogate, policy.keys, current=True)
     by = decided_by(policy.keys, key)
     record = new_record(
@@ -322,10 +330,11 @@ def approve_model_version(
         comment=comment.strip(),
     )
     uri, surrogate_uri = version_uri(version), version_uri(surrogate)
-    run = client.create_run(
-        experiment_id(client, APPROVAL_EXPERIMENT),
-        run_name=f"{decision.upper()} @{alias} · {version.name} v{version.version}",
-        tags={
+    run_id = record_in_new_run(
+        client,
+        APPROVAL_EXPERIMENT,
+        f"{decision.upper()} @{alias} · {version.name} v{version.version}",
+        {
             MLFLOW_USER: by["mlflow_user"],
             ENSEMBLE_URI_TAG: uri,
             "governance.surrogate_uri": surrogate_uri,
@@ -334,13 +343,9 @@ def approve_model_version(
             DECISION_RUN_TAG: decision,
             COMMENT_RUN_TAG: comment.strip()[:500],
         },
+        record,
+        key,
     )
-    try:
-        log_record(client, run.info.run_id, record, key)
-    except Exception:
-        client.set_terminated(run.info.run_id, "FAILED")
-        raise
-    client.set_terminated(run.info.run_id, "FINISHED")
     describe_versions(client, version, surrogate, checked.evidence, checked.features)
     return ApprovalOutcome(
         ensemble_uri=uri,
@@ -350,6 +355,6 @@ def approve_model_version(
         comment=comment.strip(),
         evidence_digest=checked.digest,
         signer=by["key_name"],
-        run_id=run.info.run_id,
+        run_id=run_id,
         time=record["time"],
     )

@@ -24,14 +24,12 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors.decisions import (
     GATE_EXPERIMENT,
-    SIGNER_TAG,
-    UNSIGNED,
     DecisionError,
     alias_moved_by_hand,
     decision_runs,
-    read_record,
+    read_all,
 )
-from miret_governance.flavors.diff import AGAINST_TAG, drift_results, failed_drift
+from miret_governance.flavors.diff import drift_results, failed_drift
 from miret_governance.flavors.errors import ExplainError, GateError
 from miret_governance.flavors.gate_evidence import (
     CheckedEvidence,
@@ -39,7 +37,6 @@ from miret_governance.flavors.gate_evidence import (
     linked_surrogate,
 )
 from miret_governance.flavors.registry import (
-    EVIDENCE_DIGEST_TAG,
     model_id_of,
     resolve_model_version,
     version_uri,
@@ -78,26 +75,18 @@ def _recorded_figures(client, version, digest: str, against: dict, trusted) -> d
     ensemble and surrogate URIs, evidence digest), with cross-fidelity; None when none."""
     uri = version_uri(version)
     ensemble = {"uri": uri, "model_id": model_id_of(version) or ""}
-    runs = [
-        run
-        for run in decision_runs(client, GATE_EXPERIMENT, uri)
-        if run.data.tags.get(EVIDENCE_DIGEST_TAG) == digest
-        and run.data.tags.get(AGAINST_TAG) == against["ensemble_uri"]
-        and run.data.tags.get(SIGNER_TAG) != UNSIGNED
-    ]
-    for run in reversed(runs):  # newest first
-        decision = read_record(client, run.info.run_id, trusted)
+    runs = decision_runs(client, GATE_EXPERIMENT, uri)
+    for decision in reversed(read_all(client, runs, trusted, version.name)):  # newest first
         record = decision.record
-        figures = record.get("drift") or {}
         if (
             decision.valid
-            and record.get("kind") == "gate"
-            and record.get("ensemble") == ensemble
-            and (record.get("evidence") or {}).get("digest") == digest
-            and figures.get("against") == against
-            and figures.get("cross_fidelity") is not None
+            and record["kind"] == "gate"
+            and record["ensemble"] == ensemble
+            and record["evidence"]["digest"] == digest
+            and (record.get("drift") or {}).get("against") == against
+            and record["drift"].get("cross_fidelity") is not None
         ):
-            return {**figures, "decision_run": run.info.run_id}
+            return {**record["drift"], "decision_run": decision.run_id}
     return None
 
 

@@ -28,6 +28,10 @@ level::
     [approvals]                    # signed approvals an alias needs before promotion
     champion = 1
 
+A key is listed once, with every purpose it may sign; an alias needs at most as many
+approvals as keys are trusted to approve, and once ``[approvals]`` names an alias no key
+may both decide and approve (four eyes, not one key approving and promoting).
+
 ``min_fidelity``, ``max_features`` and ``require_validation_pass`` always apply (defaults
 0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
 the other gates apply when the file sets them. A policy is identified as
@@ -275,8 +279,13 @@ def _drift_against(alias, source: str) -> str:
 
 
 def _approvals(table, keys: TrustedKeys, source: str) -> dict:
-    """``[approvals]``: alias -> number of approver keys needed (at most those trusted)."""
-    approvers = len(keys.names("approve"))
+    """``[approvals]``: alias -> number of distinct approver keys needed.
+
+    An alias may need at most as many approvals as the policy trusts keys to approve,
+    and once any alias needs one, no key may both decide and approve (one key would
+    approve and promote alone).
+    """
+    approvers = keys.names("approve")
     if not isinstance(table, dict):
         raise PolicyError(f"{source}: [approvals] must map aliases to numbers of approvals")
     for alias, count in table.items():
@@ -285,11 +294,27 @@ def _approvals(table, keys: TrustedKeys, source: str) -> dict:
                 f"{source}: approvals {alias} = {count!r} needs keys trusted to approve, and "
                 'the policy trusts none: add [keys.<name>] tables with may_sign = ["approve"]'
             )
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= approvers:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PolicyError(
                 f"{source}: approvals {alias} = {count!r}; give a whole number from 1 to "
-                f"{approvers}, the keys the policy trusts to approve"
+                f"{len(approvers)}, the keys the policy trusts to approve"
             )
+        if count > len(approvers):
+            trusted = f"{len(approvers)} key{'s' if len(approvers) > 1 else ''}"
+            raise PolicyError(
+                f"{source}: approvals {alias} = {count} asks for {count} distinct approvers, "
+                f"but the policy trusts {trusted} to approve ({', '.join(approvers)}): add a "
+                '[keys.<name>] table with may_sign = ["approve"] for each further reviewer, '
+                f"or ask for at most {len(approvers)}"
+            )
+    both = sorted(set(keys.names("decide")) & set(approvers))
+    if table and both:
+        raise PolicyError(
+            f"{source}: {', '.join(f'[keys.{name}]' for name in both)} may sign both decide "
+            f"and approve, and [approvals] asks for approvals of {', '.join(sorted(table))}: "
+            "one key could approve and promote alone (four eyes with one key). Give approve "
+            "to reviewers' keys and decide to the CI key, never both to one key"
+        )
     return dict(sorted(table.items()))
 
 

@@ -19,7 +19,13 @@ A policy names the public keys it trusts and what each may sign
     may_sign = ["explain", "decide"]
 
 A key is identified by its fingerprint, the sha256 of its PEM SubjectPublicKeyInfo (the
-``hint`` model-signing writes into every bundle), and named by the policy.
+``hint`` model-signing writes into every bundle), and named by the policy, once: a key
+is listed under one name, with every purpose it may sign.
+
+No message shows a key's value: messages name where it came from (the option, the
+environment variable, the policy's table) and show a path only once it names an
+existing file. A key file is read only when it is a regular file of at most
+:data:`MAX_KEY_FILE_BYTES` (a device or a FIFO is refused before it is opened).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +54,15 @@ PURPOSES = {
 }
 SIGNING_KEY_ENV = "GOVERN_SIGNING_KEY"
 SIGNING_KEY_PASSWORD_ENV = "GOVERN_SIGNING_KEY_PASSWORD"
-MAX_KEY_BYTES = 16 * 1024
+MAX_KEY_FILE_BYTES = 16 * 1024
+"""Largest key file read; a PEM key is a few hundred bytes."""
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class SignatureError(GovernanceError):
@@ -75,6 +90,57 @@ def _check_curve(public_key, source: str) -> None:
             f"{source} is not an elliptic-curve key on P-256, P-384 or P-521, which "
             "model-signing requires; make one with: govern keygen --out <name>"
         )
+
+
+def read_key(value: str, source: str, base_dir: Path | None = None) -> tuple[bytes, str]:
+    """The PEM a key value holds (text with a ``-----BEGIN`` line) or names (a path,
+    relative to ``base_dir`` when given), and where it came from, for messages.
+
+    A path must name a regular file of at most :data:`MAX_KEY_FILE_BYTES`, checked with
+    ``os.stat`` before it is opened. Messages name ``source`` (e.g. ``--signing-key``)
+    and never show the value unless it names an existing file.
+
+    Raises
+    ------
+    SignatureError
+    """
+    if "-----BEGIN" in value:
+        return value.encode(), source
+    path = Path(value) if base_dir is None else Path(base_dir, value)
+    try:
+        info, reason = os.stat(path), None
+    except (OSError, ValueError) as error:  # ValueError: a NUL character
+        reason = getattr(error, "strerror", None) or "not a valid path"
+    if reason is not None:  # raised here, without the error naming the value as context
+        raise SignatureError(
+            f"the value of {source} ({len(value)} characters) is not a path to an existing "
+            f"file ({reason}) and is not PEM text (no -----BEGIN line): give a path or the "
+            "whole PEM text"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = next(
+            (kind for test, kind in _FILE_KINDS if test(info.st_mode)), "not a regular file"
+        )
+        raise SignatureError(
+            f"{source} names {path}, which is {kind}: give the key file govern keygen wrote"
+        )
+    too_large = SignatureError(
+        f"{source} names {path}, which is larger than {MAX_KEY_FILE_BYTES // 1024} KiB: "
+        "a PEM key is a few hundred bytes; give the key file govern keygen wrote"
+    )
+    if info.st_size > MAX_KEY_FILE_BYTES:
+        raise too_large
+    try:  # non-blocking, bounded: a FIFO or device swapped in since the stat cannot hang it
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            data = handle.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as error:
+        raise SignatureError(
+            f"{source} names {path}, which cannot be read ({error.strerror})"
+        ) from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise too_large
+    return data, f"{source} ({path})"
 
 
 @dataclass(frozen=True)
@@ -108,11 +174,12 @@ class PublicKey:
         ------
         SignatureError
         """
+        from cryptography.exceptions import UnsupportedAlgorithm
         from cryptography.hazmat.primitives import serialization
 
         try:
             key = serialization.load_pem_public_key(text)
-        except ValueError as error:
+        except (ValueError, UnsupportedAlgorithm) as error:
             raise SignatureError(
                 f"{source} is not a PEM public key ({error}); give the .pub file "
                 "govern keygen wrote"
@@ -179,11 +246,12 @@ def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
     ------
     SignatureError
         A key that is not a table with ``public_key`` and ``may_sign``, an unknown
-        purpose, an unreadable key file or a key model-signing cannot use.
+        purpose, an unreadable key file, a key model-signing cannot use, or one key
+        listed under two names.
     """
     if not isinstance(table, dict):
         raise SignatureError(f"{source}: [keys] must hold one [keys.<name>] table per key")
-    keys = []
+    keys = {}
     for name, entry in table.items():
         where = f"{source} [keys.{name}]"
         if not isinstance(entry, dict) or set(entry) != {"public_key", "may_sign"}:
@@ -196,21 +264,22 @@ def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
             raise SignatureError(
                 f"{where}: may_sign = {purposes!r}; use a non-empty list of {', '.join(PURPOSES)}"
             )
-        text = entry["public_key"]
-        if not isinstance(text, str):
+        if not isinstance(entry["public_key"], str):
             raise SignatureError(f"{where}: public_key must be a path or PEM text")
-        if "-----BEGIN" in text:
-            data = text.encode()
-        else:
-            path = Path(text) if base_dir is None else Path(base_dir, text)
-            try:
-                data = path.read_bytes()[: MAX_KEY_BYTES + 1]
-            except OSError as error:
-                raise SignatureError(
-                    f"{where}: cannot read public key {path} ({error.strerror})"
-                ) from error
-        keys.append(PublicKey.parse(str(name), data, purposes, where))
-    return TrustedKeys(tuple(keys))
+        data, origin = read_key(
+            entry["public_key"], f"[keys.{name}] public_key of {source}", base_dir
+        )
+        key = PublicKey.parse(str(name), data, purposes, origin)
+        twin = keys.get(key.fingerprint)
+        if twin is not None:
+            both = sorted({*twin.may_sign, *key.may_sign}, key=list(PURPOSES).index)
+            raise SignatureError(
+                f"{source}: [keys.{twin.name}] and [keys.{name}] list the same public key; a "
+                "key is listed once, with every purpose it may sign in its may_sign list: "
+                f"keep one of the two tables, with may_sign = {json.dumps(both)}"
+            )
+        keys[key.fingerprint] = key
+    return TrustedKeys(tuple(keys.values()))
 
 
 @dataclass(frozen=True)
@@ -223,7 +292,8 @@ class SigningKey:
         The PEM private key (possibly encrypted).
     password : bytes or None
     source : str
-        Where it came from (a path or the environment variable), for messages.
+        Where it came from, for messages: the option or environment variable, and the
+        file's path when it named one.
     """
 
     pem: bytes
@@ -234,42 +304,41 @@ class SigningKey:
         return f"SigningKey(source={self.source!r})"
 
     @classmethod
-    def load(cls, path_or_pem: str | os.PathLike, password: str | None = None) -> SigningKey:
-        """A key from a PEM file or PEM text, checked by loading it.
+    def load(
+        cls,
+        path_or_pem: str | os.PathLike,
+        password: str | None = None,
+        source: str = "the path_or_pem argument",
+    ) -> SigningKey:
+        """A key from a PEM file or PEM text (:func:`read_key`), checked by loading it.
+
+        ``source`` names where ``path_or_pem`` came from (``--signing-key``,
+        :data:`SIGNING_KEY_ENV`) in messages, which never show the key or its password.
 
         Raises
         ------
         SignatureError
         """
-        text = str(path_or_pem)
-        if "-----BEGIN" in text:
-            pem, source = text.encode(), SIGNING_KEY_ENV
-        else:
-            try:
-                pem, source = Path(text).read_bytes()[: MAX_KEY_BYTES + 1], text
-            except OSError as error:
-                raise SignatureError(
-                    f"cannot read the signing key {text} ({error.strerror}); give the "
-                    f"private key file govern keygen wrote (--signing-key or {SIGNING_KEY_ENV})"
-                ) from error
-        key = cls(pem, password.encode() if password else None, source)
+        pem, origin = read_key(str(path_or_pem), source)
+        key = cls(pem, password.encode() if password else None, origin)
         key.fingerprint  # noqa: B018 -- loads and checks it
         return key
 
     @classmethod
     def from_env(cls) -> SigningKey | None:
-        """The key named by :data:`SIGNING_KEY_ENV` (None when it is unset)."""
+        """The key :data:`SIGNING_KEY_ENV` holds or names (None when it is unset)."""
         value = os.environ.get(SIGNING_KEY_ENV, "").strip()
         if not value:
             return None
-        return cls.load(value, os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None)
+        return cls.load(value, os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None, SIGNING_KEY_ENV)
 
     def _private_key(self):
+        from cryptography.exceptions import UnsupportedAlgorithm
         from cryptography.hazmat.primitives import serialization
 
         try:
             key = serialization.load_pem_private_key(self.pem, self.password)
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, UnsupportedAlgorithm) as error:
             raise SignatureError(
                 f"the signing key from {self.source} cannot be loaded ({error}); give the "
                 f"PEM private key govern keygen wrote, and its password in "

@@ -4,6 +4,8 @@ import os
 
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ.setdefault("MPLBACKEND", "Agg")
+# as the govern CLI sets it (cli.common.configure_mlflow): in-process CLI runs print no bars
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 import numpy as np
 import pytest

@@ -1,12 +1,25 @@
-"""`govern keygen`: a key pair for signing, never overwritten."""
+"""`govern keygen`: a key pair for signing, never overwritten; a signing key's value is
+never echoed, and a key "file" that is a device or a FIFO is refused at once (exit 2)."""
 
+import os
 import stat
+import subprocess
+import sys
 
 import pytest
+from signing_keys import CI_KEY, key_pair
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.governance.signing import PublicKey, SignatureError, SigningKey
+from miret_governance.governance.signing import (
+    SIGNING_KEY_ENV,
+    PublicKey,
+    SignatureError,
+    SigningKey,
+)
+
+GATE = ["gate", "--model-uri", "models:/m/1"]
+APPROVE = ["approve", "--model-uri", "models:/m/1", "--alias", "prod", "--decision", "approve"]
 
 
 def test_keygen_writes_a_pair_and_its_fingerprint(tmp_path):
@@ -40,3 +53,56 @@ def test_keygen_encrypts_with_a_password_from_the_environment(tmp_path, monkeypa
     assert result.output.splitlines()[2] == f"fingerprint: {key.fingerprint}"
     with pytest.raises(SignatureError, match="its password in GOVERN_SIGNING_KEY_PASSWORD"):
         SigningKey.load(f"{out}.pem")
+
+
+@pytest.mark.parametrize(
+    "args, env_value",
+    [
+        (GATE, True),
+        ([*APPROVE, "--comment", "ok"], True),
+        (GATE, False),  # --signing-key <body>
+    ],
+    ids=["gate-env", "approve-env", "gate-option"],
+)
+def test_a_key_body_without_its_pem_lines_is_never_echoed(args, env_value):
+    body = "".join(key_pair("leaky-cli")[0].read_text().splitlines()[1:-1])
+    env = {SIGNING_KEY_ENV: body if env_value else None}
+    result = CliRunner().invoke(app, args if env_value else [*args, "--signing-key", body], env=env)
+    leaked = any(body[i : i + 20] in result.output for i in range(len(body) - 19))
+    assert not leaked, "the output shows part of the key"
+    assert result.exit_code == 2
+    source = SIGNING_KEY_ENV if env_value else "--signing-key"
+    assert result.output == (
+        f"error: the value of {source} ({len(body)} characters) is not a path to an existing "
+        "file (No such file or directory) and is not PEM text (no -----BEGIN line): give a "
+        "path or the whole PEM text\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+@pytest.mark.parametrize("where", ["signing key", "policy"])
+def test_a_device_or_fifo_as_a_key_file_fails_at_once(tmp_path, special, where):
+    os.mkfifo(tmp_path / "fifo")
+    path = tmp_path / special
+    env = {
+        **os.environ,
+        SIGNING_KEY_ENV: str(path if where == "signing key" else key_pair(CI_KEY)[0]),
+    }
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[gates]\n[keys.ci]\npublic_key = "{special}"\nmay_sign = ["explain"]\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "miret_governance.cli", *GATE, "--policy", str(policy)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    kind = "a character device" if special == "/dev/zero" else "a FIFO"
+    source = SIGNING_KEY_ENV if where == "signing key" else f"[keys.ci] public_key of {policy}"
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"error: {source} names {path}, which is {kind}: give the key file govern keygen wrote\n"
+    )

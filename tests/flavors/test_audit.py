@@ -10,6 +10,7 @@ from mlflow import MlflowClient
 from signing_keys import keys_toml
 
 from miret_governance.flavors.audit import audit_model
+from miret_governance.flavors.decisions import BlockedError
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gating import gate_model_version
 from miret_governance.flavors.promotion import promote_model_version
@@ -83,14 +84,15 @@ def test_unsigned_evidence_and_altered_records_are_found(store, tmp_path, policy
     client = MlflowClient()
     uri = explained(store, tmp_path)
     outcome = promote_model_version(uri, "champion", policy)
+    with monkeypatch.context() as unsigned_job:
+        unsigned_job.delenv("GOVERN_SIGNING_KEY")
+        what_if = gate_model_version(uri, policy)  # unsigned, now the last gate status
+        unsigned = explained(store, tmp_path, sign=False)
     artifacts = client.get_run(outcome.gate.run_id).info.artifact_uri.removeprefix("file://")
     record = Path(artifacts, "decision", "record.json")
     data = json.loads(record.read_text())
     data["alias"] = "prod"
     record.write_text(json.dumps(data))
-    monkeypatch.delenv("GOVERN_SIGNING_KEY")
-    what_if = gate_model_version(uri, policy)  # unsigned, now the last gate status
-    unsigned = explained(store, tmp_path, sign=False)
     report = audit_model("credit-rf", policy)
     assert findings(report) == [
         ("decision_record", uri, None),
@@ -100,7 +102,11 @@ def test_unsigned_evidence_and_altered_records_are_found(store, tmp_path, policy
     ]
     altered, not_signed = report.findings[:2]
     assert altered.run_id == outcome.gate.run_id
-    assert "does not match its signature by key 'test-ci'" in altered.message
+    assert altered.message == (
+        f"the decision record of run {altered.run_id} was replaced after it was written (its "
+        "record is not the one its run's parameters governance.record.sha256 and "
+        "governance.record.signature_sha256 bound)"
+    )
     assert not_signed.run_id == what_if.run_id and "is unsigned" in not_signed.message
     assert "the evidence of models:/credit-rf-surrogate/2 is unsigned" in report.findings[3].message
 
@@ -145,10 +151,15 @@ def test_a_promotion_short_of_the_audited_policys_approvals_is_found(store, tmp_
     approve_model_version(uri, "prod", "reject", "not yet", strict, signing_key=reviewer)
     assert promote_model_version(uri, "prod", policy).promoted  # the lax policy
     report = audit_model("credit-rf", strict)
-    assert findings(report) == [("alias", uri, "prod")]
+    assert findings(report) == [("alias", uri, "prod"), ("policy", uri, "prod")]
     assert report.findings[0].message == (
         f"@prod is on {uri}, but the audited policy's approvals are not met on its current "
         "evidence: @prod was rejected by alice (not yet)"
+    )
+    assert report.findings[1].message == (
+        f"@prod was promoted to {uri} under policy '{policy.label}', not under the audited "
+        f"policy '{strict.label}' (the digests differ); promote it again under the "
+        "organisation's policy"
     )
 
 
@@ -176,23 +187,28 @@ def test_a_record_on_a_retagged_run_is_found(store, tmp_path, policy):
     report = audit_model("credit-rf", strict)
     assert findings(report) == [("decision_record", uri, "prod")]
     assert report.findings[0].message == (
-        f"run {run}'s signed approval record says governance.alias = 'prod', but the run "
-        "is tagged 'staging': it was re-tagged, which hides it from the searches of the "
-        "gates, promote and the audit; restore the run's tags"
+        f"the decision record of run {run} disagrees with its run's tags: the record says "
+        "governance.alias = 'prod', but the run is tagged 'staging'; the run was re-tagged, "
+        "which hides it from searches by that tag: restore the tag"
     )
+    with pytest.raises(BlockedError, match=f"run {run} disagrees with its run's tags"):
+        promote_model_version(uri, "prod", strict)  # fail closed
     client.set_tag(run, "governance.alias", "prod")
     client.set_tag(run, "governance.ensemble_uri", "models:/other-rf/1")
     report = audit_model("credit-rf", strict)
     assert findings(report) == [("decision_record", uri, "prod")]
-    assert f"governance.ensemble_uri = '{uri}', but the run is tagged 'models:/other-rf/1'" in (
+    assert "governance.ensemble_uri = 'models:/credit-rf/1', but the run is tagged " in (
         report.findings[0].message
     )
     client.set_tag(run, "governance.ensemble_uri", uri)
-    promotion = promote_model_version(uri, "champion", policy)
+    promotion = promote_model_version(uri, "champion", strict)
     assert promotion.promoted and audit_model("credit-rf", strict).clean
     client.set_tag(promotion.gate.run_id, "governance.promotion.champion", "refused")
     report = audit_model("credit-rf", strict)
-    assert findings(report) == [("decision_record", uri, "champion")]
+    assert findings(report) == [
+        ("decision_record", uri, "champion"),
+        ("alias", uri, "champion"),  # its only promotion no longer counts
+    ]
     assert "says governance.promotion.champion = 'promoted', but the run is tagged 'refused'" in (
         report.findings[0].message
     )

@@ -88,8 +88,12 @@ def test_altered_record_does_not_verify(store, tmp_path):
     data["result"] = "FAIL"
     record.write_text(json.dumps(data, indent=1, sort_keys=True))
     decision = read_record(client, outcome.run_id, policy.keys)
-    assert not decision.valid and decision.signer is None
-    assert "does not match its signature by key 'test-ci'" in decision.problem
+    assert not decision.valid and decision.signer is None and decision.blocking
+    assert decision.problem.startswith(
+        f"the decision record of run {outcome.run_id} was replaced after it was written"
+    )
+    with pytest.raises(decisions.BlockedError, match=f"run {outcome.run_id} was replaced"):
+        gate_model_version(uri, policy)
 
 
 def test_promote_without_a_key_records_nothing(store, tmp_path, monkeypatch):
@@ -168,10 +172,9 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monk
     uri = explained(store, tmp_path)
     policy = load_policy(policy_file(tmp_path))
     lock = lock_name("credit-rf", "prod")
-    client.create_registered_model(
-        lock,
-        tags={promotion_lock.LOCK_OWNER_TAG: "4242@ci", promotion_lock.LOCK_URI_TAG: "models:/x/9"},
-    )
+    key = SigningKey.from_env()  # a lock of govern promote: its holder signed
+    tags = promotion_lock._holder_tags(lock, "models:/x/9", key, owner="4242@ci")
+    client.create_registered_model(lock, tags=tags)
     with pytest.raises(ConcurrentPromotionError) as refused:
         promote_model_version(uri, "prod", policy)
     assert str(refused.value).startswith(
@@ -179,7 +182,10 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monk
     )
     assert client.get_experiment_by_name("governance-gates") is None
     monkeypatch.setattr(promotion_lock, "LOCK_TTL_SECONDS", -1.0)
-    assert promote_model_version(uri, "prod", policy).promoted
+    promoted = promote_model_version(uri, "prod", policy)
+    assert promoted.promoted
+    taken = read_record(client, promoted.gate.run_id, policy.keys).record["lock_taken_over"]
+    assert taken["holder"] == "4242@ci" and taken["reason"].startswith("it is older than -1.0 s")
     assert not client.search_registered_models(f"name = '{lock}'")
 
 
@@ -194,11 +200,15 @@ def test_a_lock_of_a_gone_process_of_this_host_is_taken_over(store, tmp_path):
                           capture_output=True, text=True, check=True)  # fmt: skip
     owner = f"{gone.stdout.strip()}@{socket.gethostname()}"
     lock = lock_name("credit-rf", "prod")
+    key = SigningKey.from_env()
     client.create_registered_model(
-        lock,
-        tags={promotion_lock.LOCK_OWNER_TAG: owner, promotion_lock.LOCK_URI_TAG: "models:/x/9"},
+        lock, tags=promotion_lock._holder_tags(lock, "models:/x/9", key, owner=owner)
     )
-    assert promote_model_version(uri, "prod", load_policy(policy_file(tmp_path))).promoted
+    policy = load_policy(policy_file(tmp_path))
+    promoted = promote_model_version(uri, "prod", policy)
+    assert promoted.promoted
+    taken = read_record(client, promoted.gate.run_id, policy.keys).record["lock_taken_over"]
+    assert taken["reason"] == f"its process {gone.stdout.strip()} on this host is gone"
     assert not client.search_registered_models(f"name = '{lock}'")
 
 
@@ -297,6 +307,11 @@ def test_a_replayed_approval_or_a_deleted_rejection_does_not_unblock(store, tmp_
     replay = client.create_run(old.info.experiment_id, tags=old.data.tags)
     client.log_artifacts(replay.info.run_id, copied, decisions.RECORD_FOLDER)
     client.set_terminated(replay.info.run_id)
+    unbound = f"run {replay.info.run_id} is not bound to its run"
+    with pytest.raises(decisions.BlockedError, match=unbound):  # fail closed
+        promote_model_version(uri, "champion", policy)
+    _, cleared = decisions.clear_records(uri, "a replayed copy", policy, SigningKey.from_env())
+    assert [d.run_id for d in cleared] == [replay.info.run_id]
     assert promote_model_version(uri, "champion", policy).reason == blocked
 
     client.delete_run(rejection.run_id)
@@ -351,7 +366,9 @@ def test_an_approval_of_another_version_retagged_is_not_listed_as_this_ones(stor
     (listed,) = decisions.approvals_of(client, v1, policy.keys, "models:/credit-rf-surrogate/1")
     assert (listed["run_id"], listed["signed_by"]) == (replay.info.run_id, None)
     assert listed["problem"] == (
-        "its signed record is about models:/credit-rf/2, not models:/credit-rf/1"
+        f"the decision record of run {replay.info.run_id} is not bound to its run (no "
+        "parameter governance.record.sha256): it was not written by govern, or by a version "
+        "before records were bound"
     )
     (own,) = decisions.approvals_of(
         client, client.get_model_version("credit-rf", "2"), policy.keys, ""

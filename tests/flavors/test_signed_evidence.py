@@ -287,7 +287,7 @@ def test_a_link_moved_back_to_an_older_explanation_is_not_followed(honest, tmp_p
         "models:/credit-rf/1", "data.csv", target="label", time_limit=2, force=True
     )
     assert newer.surrogate_uri == "models:/credit-rf-surrogate/2"
-    latest = links.latest_link(client, "models:/credit-rf/1", lenient.keys)
+    latest = links.latest_link(client, client.get_model_version("credit-rf", "1"), lenient.keys)
     assert latest.record["surrogate"] == {
         "uri": "models:/credit-rf-surrogate/2",
         "model_id": model_id_of(client.get_model_version("credit-rf-surrogate", "2")),
@@ -323,7 +323,7 @@ def test_a_link_moved_back_to_an_older_explanation_is_not_followed(honest, tmp_p
 
     again = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
     assert again.reused
-    relinked = links.latest_link(client, "models:/credit-rf/1", lenient.keys)
+    relinked = links.latest_link(client, client.get_model_version("credit-rf", "1"), lenient.keys)
     assert relinked.record["surrogate"]["uri"] == again.surrogate_uri
     assert gate_model_version("models:/credit-rf/1", lenient).evaluation.all_passed
 
