@@ -41,8 +41,8 @@ def approve(
     approver keys approving the current evidence, and none rejecting it.
     """
     with exit_codes():
-        from miret_governance.flavors.promotion import approve_model_version, check_alias
-        from miret_governance.governance.policy import load_policy
+        from miret_governance.flavors.trail.promotion import approve_model_version, check_alias
+        from miret_governance.governance.trust.policy import load_policy
 
         check_model_uri(model_uri)
         check_alias(alias)
@@ -92,8 +92,8 @@ def audit(
     "clearance_run_id", "cleared_by", "time", "reason"}}.
     """
     with exit_codes():
-        from miret_governance.flavors.audit import audit_model
-        from miret_governance.governance.policy import load_policy
+        from miret_governance.flavors.trail.audit import audit_model
+        from miret_governance.governance.trust.policy import load_policy
 
         parsed = load_policy(policy)
         connect(tracking_uri, read_only=True)
@@ -153,9 +153,9 @@ def clear(
     such record as it is now; the audit lists it. A record replaced again blocks again.
     """
     with exit_codes():
-        from miret_governance.flavors.decisions import clear_records
-        from miret_governance.flavors.promotion import check_alias
-        from miret_governance.governance.policy import load_policy
+        from miret_governance.flavors.trail.decisions import clear_records
+        from miret_governance.flavors.trail.promotion import check_alias
+        from miret_governance.governance.trust.policy import load_policy
 
         check_model_uri(model_uri)
         if alias is not None:

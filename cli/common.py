@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from miret_governance.governance.errors import CheckFailedError, GovernanceError
-from miret_governance.governance.signing import (
+from miret_governance.governance.trust.signing import (
     SIGNING_KEY_ENV,
     SIGNING_KEY_PASSWORD_ENV,
     SigningKey,
@@ -252,8 +252,8 @@ def connect(
     """
     import mlflow
 
-    from miret_governance.flavors.outages import HTTP_SETTINGS
-    from miret_governance.flavors.registry import check_tracking_server
+    from miret_governance.flavors.store.outages import HTTP_SETTINGS
+    from miret_governance.flavors.store.registry import check_tracking_server
 
     for name, value in HTTP_SETTINGS["fail_fast" if fail_fast else "retrying"].items():
         os.environ.setdefault(name, value)
@@ -270,7 +270,7 @@ def connect(
 
 def check_model_uri(model_uri: str) -> None:
     """Refuse a ``--model-uri`` that names no registered version, before connecting."""
-    from miret_governance.flavors.registry import parse_registry_uri
+    from miret_governance.flavors.store.registry import parse_registry_uri
 
     parse_registry_uri(model_uri)
 
@@ -311,7 +311,7 @@ def error_message(error: BaseException) -> str:
     (:func:`flavors.outages.outage_message`: locked store, refused or hung server, full
     disk), a refusal's own message, any other error with its class name."""
     if "mlflow" in sys.modules:  # store and server failures arise only once it is used
-        from miret_governance.flavors.outages import outage_message
+        from miret_governance.flavors.store.outages import outage_message
 
         outage = outage_message(error)
         if outage is not None:

@@ -124,7 +124,7 @@ def diff(
     null or {"rows", "digest"}}.
     """
     with exit_codes():
-        from miret_governance.flavors.diff import diff_versions
+        from miret_governance.flavors.gates.diff import diff_versions
         from miret_governance.flavors.trust import trusted_keys
 
         check_model_uri(from_uri)

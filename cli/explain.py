@@ -39,6 +39,7 @@ from miret_governance.cli.common import (
     load_signing_key,
 )
 from miret_governance.cli.tables import metrics_table
+from miret_governance.governance.errors import InvalidInputError
 
 SEARCH_PANEL = "Hyperparameter search"
 
@@ -115,9 +116,9 @@ def _grid(text: str) -> dict | None:
     try:
         grid = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"--search-grid is not JSON ({exc.msg}): {text!r}") from None
+        raise InvalidInputError(f"--search-grid is not JSON ({exc.msg}): {text!r}") from None
     if not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values()):
-        raise ValueError(
+        raise InvalidInputError(
             f'--search-grid must map parameter names to lists, e.g. {{"alpha": [0.2, 0.5]}}: '
             f"{text!r}"
         )
@@ -294,10 +295,10 @@ def explain(
     """
     try:
         with exit_codes():
-            from miret_governance.flavors.explain import explain_model_version
-            from miret_governance.flavors.faults import signals_raise
-            from miret_governance.flavors.request import SearchSettings
-            from miret_governance.flavors.reuse import UNSIGNED_WARNING
+            from miret_governance.flavors.explain.explain import explain_model_version
+            from miret_governance.flavors.explain.faults import signals_raise
+            from miret_governance.flavors.explain.request import SearchSettings
+            from miret_governance.flavors.explain.reuse import UNSIGNED_WARNING
             from miret_governance.flavors.trust import UnsignedEvidenceWarning
 
             key = load_signing_key(signing_key)
@@ -344,7 +345,7 @@ def explain(
                     signing_key=key,
                 )
     except KeyboardInterrupt as exc:
-        from miret_governance.flavors.faults import reraise_signal
+        from miret_governance.flavors.explain.faults import reraise_signal
 
         errors.print(
             "error: interrupted; the explain run was ended as KILLED and nothing was registered",
@@ -358,8 +359,8 @@ def explain(
 def _print_result(result) -> None:
     """The outcome for people: registered or reused, the hyperparameters a search chose,
     the rules, the test fidelity with its interval, metrics and UI links."""
-    from miret_governance.flavors.context import chosen_text
-    from miret_governance.governance.metrics import fidelity_with_interval
+    from miret_governance.flavors.explain.context import chosen_text
+    from miret_governance.governance.measures.metrics import fidelity_with_interval
 
     for note in result.recovery_notes:
         console.print(note, highlight=False, markup=False, soft_wrap=True)

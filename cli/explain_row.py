@@ -23,8 +23,8 @@ from miret_governance.cli.common import (
 
 
 def _print(explained) -> None:
-    from miret_governance.governance.miret.conditions import format_number
-    from miret_governance.governance.miret.paths import path_scores
+    from miret_governance.governance.miret.tree.conditions import format_number
+    from miret_governance.governance.miret.tree.paths import path_scores
 
     plain = {"highlight": False, "markup": False, "soft_wrap": True}
     signer = explained.signer
@@ -100,7 +100,7 @@ def explain_row(
     units)}, "leaf", "surrogate", "ensemble" (class names), "agrees"}}.
     """
     with exit_codes():
-        from miret_governance.flavors.applicant import explain_rows
+        from miret_governance.flavors.read.applicant import explain_rows
         from miret_governance.flavors.trust import trusted_keys
 
         check_model_uri(model_uri)

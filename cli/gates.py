@@ -36,7 +36,7 @@ def _policy_and_connect(
 ):
     """Check the model URI and read the gate policy (before any network call), then
     connect to the server."""
-    from miret_governance.governance.policy import load_policy
+    from miret_governance.governance.trust.policy import load_policy
 
     check_model_uri(model_uri)
     parsed = load_policy(policy)
@@ -51,7 +51,7 @@ def _digest_words(digest: str | None) -> str:
 
 def print_gates(outcome) -> None:
     """The gate table of a GateOutcome, and where it was recorded."""
-    from miret_governance.governance.gates import format_value
+    from miret_governance.governance.trust.gates import format_value
 
     evaluation = outcome.evaluation
     table = Table(
@@ -144,7 +144,7 @@ def validate(
     {"expectation", "column" (or null), "message"}, "report": path or null}.
     """
     with exit_codes():
-        from miret_governance.flavors.gating import validate_model_inputs
+        from miret_governance.flavors.gates.gating import validate_model_inputs
 
         check_model_uri(model_uri)
         connect(tracking_uri, read_only=True)
@@ -212,7 +212,7 @@ def gate(
     "reason"}}.
     """
     with exit_codes():
-        from miret_governance.flavors.gating import gate_model_version
+        from miret_governance.flavors.gates.gating import gate_model_version
 
         key = common.load_signing_key(signing_key)
         parsed = _policy_and_connect(model_uri, policy, tracking_uri)
@@ -261,7 +261,7 @@ def promote(
     compared with; with none, exit 2: pass --data, or run govern gate --data first.
     """
     with exit_codes():
-        from miret_governance.flavors.promotion import check_alias, promote_model_version
+        from miret_governance.flavors.trail.promotion import check_alias, promote_model_version
 
         check_alias(alias)
         if expect_holder is not None and expect_holder != "none" and not expect_holder.isdigit():
@@ -307,8 +307,8 @@ def pipeline(
     exactly."""
     target = target or None
     with exit_codes():
-        from miret_governance.flavors.explain import explain_model_version
-        from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
+        from miret_governance.flavors.explain.explain import explain_model_version
+        from miret_governance.flavors.gates.gating import gate_model_version, validate_model_inputs
 
         parsed = _policy_and_connect(model_uri, policy, tracking_uri, fail_fast=False)
         console.rule("1/3 validate")

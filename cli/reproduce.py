@@ -123,7 +123,7 @@ def reproduce(
     "signed_by": {"name", "fingerprint"}}.
     """
     with exit_codes():
-        from miret_governance.flavors.reproduce import reproduce_explanation
+        from miret_governance.flavors.read.reproduce import reproduce_explanation
         from miret_governance.flavors.trust import trusted_keys
 
         trusted = trusted_keys(policy)

@@ -116,7 +116,7 @@ def show(
     "time", "surrogate_uri", "current" (made on the surrogate linked now)}}.
     """
     with exit_codes():
-        from miret_governance.flavors.review import describe_for_review
+        from miret_governance.flavors.read.review import describe_for_review
         from miret_governance.flavors.trust import trusted_keys
 
         check_model_uri(model_uri)

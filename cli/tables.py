@@ -27,7 +27,7 @@ def number(value) -> str:
 def metrics_table(metrics: dict, title: str = "Metrics") -> Table:
     """A rich table of metrics: the headline ones, the details, the rest (``solver.*``
     last), in :mod:`governance.metrics`' order."""
-    from miret_governance.governance.metrics import DETAIL_METRICS, HEADLINE_METRICS
+    from miret_governance.governance.measures.metrics import DETAIL_METRICS, HEADLINE_METRICS
 
     order = HEADLINE_METRICS + DETAIL_METRICS
     table = Table(title=title, title_justify="left")

@@ -40,7 +40,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.report.figures import save_vite_figures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def configure_mlflow(state: DemoState) -> DemoState:
 
 def make_demo_key(state: DemoState) -> DemoState:
     """A local demo key pair (made once) and the demo policies that trust it."""
-    from miret_governance.governance.signing import SigningKey, generate_key_pair
+    from miret_governance.governance.trust.signing import SigningKey, generate_key_pair
 
     private = KEY.with_suffix(".pem")
     if private.exists():
@@ -174,8 +174,8 @@ def _explain(state: DemoState, model_uri: str):
     """``govern explain`` of ``model_uri`` on ``demo-output/train.csv`` with default
     settings and the same live progress (stage, elapsed, incumbent, bound)."""
     from miret_governance.cli.explain import live_progress
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.fit_params import estimator_defaults
+    from miret_governance.flavors.explain.explain import explain_model_version
+    from miret_governance.flavors.explain.fit_params import estimator_defaults
 
     print(
         f"govern explain --model-uri {model_uri} --data {TRAIN.relative_to(ROOT)} --target target"
@@ -226,8 +226,8 @@ def copy_report(surrogate_uri: str, folder: Path) -> list[Path]:
 
 def _promote(state: DemoState, alias: str, policy: str) -> None:
     from miret_governance.cli.gates import print_gates
-    from miret_governance.flavors.promotion import promote_model_version
-    from miret_governance.governance.policy import load_policy
+    from miret_governance.flavors.trail.promotion import promote_model_version
+    from miret_governance.governance.trust.policy import load_policy
 
     print(f"govern promote --model-uri {state.model_uri} --alias {alias} --policy {policy}")
     outcome = promote_model_version(
@@ -281,8 +281,8 @@ def gate_candidate(state: DemoState) -> DemoState:
     """Gates of the drift policy on the candidate, against the champion, with the
     training rows for cross-fidelity: the figures land on the candidate's page."""
     from miret_governance.cli.gates import print_gates
-    from miret_governance.flavors.gating import gate_model_version
-    from miret_governance.governance.policy import load_policy
+    from miret_governance.flavors.gates.gating import gate_model_version
+    from miret_governance.governance.trust.policy import load_policy
 
     policy = "demo-output/policies/drift.toml"
     print(

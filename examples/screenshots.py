@@ -53,7 +53,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from miret_governance.flavors.registry import GATE_RUN_TAG, SURROGATE_TAG
+from miret_governance.flavors.store.registry import GATE_RUN_TAG, SURROGATE_TAG
 
 REPORT = "report.html"
 MODEL_CARD = "model_card.md"

@@ -13,7 +13,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.report.figures import save_vite_figures
 
 ROOT = Path(__file__).resolve().parents[1]

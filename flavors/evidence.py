@@ -19,7 +19,7 @@ from mlflow import MlflowException
 from mlflow.models.model import MLMODEL_FILE_NAME
 
 from miret_governance.governance.errors import GovernanceError
-from miret_governance.governance.signing import SIGNATURE_FILE
+from miret_governance.governance.trust.signing import SIGNATURE_FILE
 
 EVIDENCE_FILE = "evidence.json"
 FLAVORS_CODE = (Path(__file__).parent,)

@@ -75,7 +75,8 @@ from miret_governance.flavors.evidence import (
 )
 from miret_governance.flavors.scoring import MiretModelWrapper, check_input_space
 from miret_governance.flavors.trust import sign_model_dir, trusted_keys, verify_model_signature
-from miret_governance.governance.signing import Signer, SigningKey, TrustedKeys
+from miret_governance.governance.errors import InvalidInputError, InvalidTypeError
+from miret_governance.governance.trust.signing import Signer, SigningKey, TrustedKeys
 
 FLAVOR_NAME = "miret"
 FORMAT_VERSION = 2
@@ -90,7 +91,7 @@ _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
 def _surrogate_classes() -> dict:
     """Classes a surrogate may be restored as (an allow-list: nothing else is imported)."""
     from miret_governance.governance.miret import MiretSurrogate
-    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
 
     return {"MiretSurrogate": MiretSurrogate, "SurrogateTree": SurrogateTree}
 
@@ -186,10 +187,12 @@ def _copy_artifacts(artifacts, path: str) -> list[str]:
     for dest, source in (artifacts or {}).items():
         rel = PurePosixPath(dest)
         if rel.is_absolute() or ".." in rel.parts or str(rel) in _RESERVED:
-            raise ValueError(f"artifact destination {dest!r} must be a relative, non-reserved path")
+            raise InvalidInputError(
+                f"artifact destination {dest!r} must be a relative, non-reserved path"
+            )
         source = Path(source)
         if not source.exists():
-            raise FileNotFoundError(f"artifact {dest!r}: {source} does not exist")
+            raise InvalidInputError(f"artifact {dest!r}: {source} does not exist")
         target = Path(path, *rel.parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
@@ -249,7 +252,7 @@ def save_model(
     """
     kind = type(surrogate).__name__
     if kind not in _surrogate_classes():
-        raise TypeError(f"expected a MiretSurrogate or SurrogateTree, got {kind}")
+        raise InvalidTypeError(f"expected a MiretSurrogate or SurrogateTree, got {kind}")
     tree = getattr(surrogate, "tree_", surrogate)
     feature_names = list(tree.feature_names)
     if input_space is None:

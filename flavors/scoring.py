@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from miret_governance.governance.errors import InvalidInputError
+
 INPUT_SPACES = ("raw", "normalized")
 """``input_space`` of a surrogate: the ensemble's raw input units (mapped by the
 surrogate's stored scaler) or the MILP's normalized working space."""
@@ -16,9 +18,11 @@ surrogate's stored scaler) or the MILP's normalized working space."""
 def check_input_space(input_space: str, surrogate) -> None:
     """``input_space`` is known, and ``"raw"`` only for a surrogate that has a scaler."""
     if input_space not in INPUT_SPACES:
-        raise ValueError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
+        raise InvalidInputError(f"input_space must be one of {INPUT_SPACES}, got {input_space!r}")
     if input_space == "raw" and type(surrogate).__name__ != "MiretSurrogate":
-        raise ValueError("input_space='raw' needs a MiretSurrogate (a SurrogateTree has no scaler)")
+        raise InvalidInputError(
+            "input_space='raw' needs a MiretSurrogate (a SurrogateTree has no scaler)"
+        )
 
 
 class MiretModelWrapper:
@@ -40,11 +44,13 @@ class MiretModelWrapper:
             if missing:
                 if list(data.columns) == list(range(len(self.feature_names))):
                     return data.to_numpy(dtype=np.float64)
-                raise ValueError(f"input is missing feature columns: {', '.join(missing)}")
+                raise InvalidInputError(f"input is missing feature columns: {', '.join(missing)}")
             return data[self.feature_names].to_numpy(dtype=np.float64)
         X = np.asarray(data, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != len(self.feature_names):
-            raise ValueError(f"expected {len(self.feature_names)} feature columns, got {X.shape}")
+            raise InvalidInputError(
+                f"expected {len(self.feature_names)} feature columns, got {X.shape}"
+            )
         return X
 
     def predict(self, model_input, params: dict[str, Any] | None = None) -> np.ndarray:

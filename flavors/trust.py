@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from miret_governance.governance.policy import Policy, load_policy
-from miret_governance.governance.signing import (
+from miret_governance.governance.trust.policy import Policy, load_policy
+from miret_governance.governance.trust.signing import (
     SIGNATURE_FILE,
     UNSIGNED_FILES,
     SignatureError,

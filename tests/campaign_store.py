@@ -221,7 +221,7 @@ def _edited_surrogate(client, rf, surrogate_model_id: str) -> None:
     whose ``surrogate.json`` was edited: 1e308 coefficients, same metrics."""
     import json
 
-    from miret_governance.flavors.registry import SURROGATE_OF_TAG, SURROGATE_TAG
+    from miret_governance.flavors.store.registry import SURROGATE_OF_TAG, SURROGATE_TAG
 
     ensemble = _register_again(client, rf, "campaign-edited")
     original = client.get_logged_model(surrogate_model_id)
@@ -259,8 +259,8 @@ def _edited_surrogate(client, rf, surrogate_model_id: str) -> None:
 def _forged_validation(client, rf, frame: pd.DataFrame, root: Path) -> None:
     """``campaign-forged/1`` explained on out-of-range data with ``allow_invalid``; then
     the surrogate version and its run are hand-tagged ``governance.validation=passed``."""
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.registry import VALIDATION_TAG
+    from miret_governance.flavors.explain.explain import explain_model_version
+    from miret_governance.flavors.store.registry import VALIDATION_TAG
 
     uri = _register_again(client, rf, "campaign-forged")
     shifted = frame.copy()
@@ -284,7 +284,11 @@ def _fake_surrogate(client, rf, frame: pd.DataFrame) -> None:
     metrics named like a surrogate's (perfect fidelity, one feature)."""
     from sklearn.linear_model import LogisticRegression
 
-    from miret_governance.flavors.registry import SURROGATE_OF_TAG, SURROGATE_TAG, VALIDATION_TAG
+    from miret_governance.flavors.store.registry import (
+        SURROGATE_OF_TAG,
+        SURROGATE_TAG,
+        VALIDATION_TAG,
+    )
 
     ensemble = _register_again(client, rf, "campaign-fake")
     model = LogisticRegression().fit(frame[FEATURES], frame["label"])
@@ -313,8 +317,8 @@ def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
     from sklearn.linear_model import LogisticRegression
     from xgboost import XGBClassifier
 
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.registry import model_id_of
+    from miret_governance.flavors.explain.explain import explain_model_version
+    from miret_governance.flavors.store.registry import model_id_of
 
     root.mkdir(parents=True, exist_ok=True)
     if migrated_store is not None:

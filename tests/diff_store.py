@@ -15,7 +15,7 @@ import pytest
 from mlflow import MlflowClient
 from mlflow_store import register_wisconsin_rf
 
-from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.explain.explain import explain_model_version
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 MORE = [*FEATURES, "worst concave points"]

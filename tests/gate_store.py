@@ -21,10 +21,10 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.evidence import file_digest, model_files_digest
-from miret_governance.flavors.registry import download_model, model_id_of
+from miret_governance.flavors.store.registry import download_model, model_id_of
 from miret_governance.flavors.trust import sign_model_dir
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.signing import SigningKey
+from miret_governance.governance.miret.tree.tree import SurrogateTree
+from miret_governance.governance.trust.signing import SigningKey
 
 FEATURES = ["x0", "x1", "x2"]
 COEF = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.5, 0.0, 0.0]]

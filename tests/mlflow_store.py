@@ -17,7 +17,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.flavors.registry import name_filter
+from miret_governance.flavors.store.registry import name_filter
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +118,7 @@ def log_skops(model, experiment_id=None, name=None):
     in a new run with skops, trusting every type the product's loader trusts
     (``flavors.inputs.SKOPS_TRUSTED_TYPES``), scikit-learn its only requirement, and
     register it as ``name`` (None: not registered). Returns MLflow's ``ModelInfo``."""
-    from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES
+    from miret_governance.flavors.store.inputs import SKOPS_TRUSTED_TYPES
 
     with mlflow.start_run(experiment_id=experiment_id):
         return mlflow.sklearn.log_model(

@@ -16,7 +16,7 @@ from mlflow_store import register_rf
 from project_copy import copy_project, mlflow_env_root, one_mlflow_run_at_a_time
 from signing_keys import keys_toml
 
-from miret_governance.flavors.request import MIN_TEST_ROWS
+from miret_governance.flavors.explain.request import MIN_TEST_ROWS
 from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 
 pytest_plugins = ["mlflow_store"]

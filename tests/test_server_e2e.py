@@ -112,7 +112,7 @@ def server(tmp_path, migrated_store, monkeypatch):
 
 def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer):
     from miret_governance.cli.gates import register
-    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.explain.explain import explain_model_version
 
     X, y = breast_cancer
     X, y = X.iloc[:200, :8], y.iloc[:200]

@@ -26,7 +26,7 @@ from test_server_e2e import Server
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.explain.explain import explain_model_version
 
 pytest_plugins = ["mlflow_store"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def _child(hook: str, *argv, cwd) -> subprocess.CompletedProcess:
     runs ``hook`` (Python source with ``original``, ``args``, ``kwargs`` in scope)."""
     script = (
         "import os, signal, sys, time\n"
-        "import miret_governance.flavors.explain as explain\n"
+        "import miret_governance.flavors.explain.explain as explain\n"
         "original = explain.register_surrogate\n"
         "def hooked(*args, **kwargs):\n"
         + "".join(f"    {line}\n" for line in hook.splitlines())

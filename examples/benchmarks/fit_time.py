@@ -19,7 +19,7 @@ import time
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
-from miret_governance.governance.miret.estimator import MiretSurrogate
+from miret_governance.governance.miret.fit.estimator import MiretSurrogate
 
 
 def main(repeat: int) -> None:

@@ -26,8 +26,8 @@ import pandas as pd
 import paper
 
 from miret_governance.governance.miret import MiretSurrogate
-from miret_governance.governance.miret.selection import CV_FOLDS
-from miret_governance.governance.miret.univariate import guessed_thresholds
+from miret_governance.governance.miret.fit.selection import CV_FOLDS
+from miret_governance.governance.miret.heuristics.univariate import guessed_thresholds
 
 HERE = Path(__file__).resolve().parent
 GUESSES = CV_FOLDS + 1  # each fold's training rows, then the whole sample

@@ -111,7 +111,7 @@ class Counter:
     def install(self) -> None:
         """Wrap ``read_record`` and ``every_run`` in ``flavors.decisions`` and in every
         loaded ``miret_governance.flavors`` module that imported them by name."""
-        from miret_governance.flavors import decisions
+        from miret_governance.flavors.trail import decisions
 
         read_record, every_run = decisions.read_record, decisions.every_run
 
@@ -168,11 +168,11 @@ def set_up(folder: Path) -> Setup:
     import demo
     import mlflow
 
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.gating import gate_model_version
-    from miret_governance.flavors.promotion import promote_model_version
-    from miret_governance.governance.policy import load_policy
-    from miret_governance.governance.signing import SigningKey, generate_key_pair
+    from miret_governance.flavors.explain.explain import explain_model_version
+    from miret_governance.flavors.gates.gating import gate_model_version
+    from miret_governance.flavors.trail.promotion import promote_model_version
+    from miret_governance.governance.trust.policy import load_policy
+    from miret_governance.governance.trust.signing import SigningKey, generate_key_pair
 
     master = folder / "mlflow.db"
     use_store(f"sqlite:///{master}")
@@ -237,8 +237,8 @@ def junk_runs(first: int, count: int):
       not the version decided on), and the record;
     - style 4: random tags, no artifact at all.
     """
-    from miret_governance.flavors import decisions
-    from miret_governance.flavors.registry import ENSEMBLE_URI_TAG
+    from miret_governance.flavors.store.registry import ENSEMBLE_URI_TAG
+    from miret_governance.flavors.trail import decisions
 
     kinds = {
         decisions.GATE_EXPERIMENT: "gate",
@@ -278,7 +278,7 @@ def add_junk(client, first: int, count: int, via: str = "store") -> float:
     """
     from mlflow.entities import Param, RunTag
 
-    from miret_governance.flavors import decisions
+    from miret_governance.flavors.trail import decisions
 
     experiments = [decisions.GATE_EXPERIMENT, decisions.APPROVAL_EXPERIMENT]
     experiments += [decisions.LINK_EXPERIMENT, decisions.CLEARANCE_EXPERIMENT]
@@ -355,7 +355,7 @@ def add_junk_models(client, first: int, last: int) -> float:
     """Logged models ``first`` to ``last - 1`` named ``decision`` (the records' folder),
     round robin over the governance experiments, of no run: junk an insider makes with
     ``MlflowClient.create_logged_model``. Seconds taken."""
-    from miret_governance.flavors import decisions
+    from miret_governance.flavors.trail import decisions
 
     experiments = [decisions.GATE_EXPERIMENT, decisions.APPROVAL_EXPERIMENT]
     experiments += [decisions.LINK_EXPERIMENT, decisions.CLEARANCE_EXPERIMENT]
@@ -371,8 +371,8 @@ def add_aimed_junk(client, backdated: bool) -> str:
     unsigned, unbound record): fail closed makes it block that version."""
     from mlflow.entities import RunTag
 
-    from miret_governance.flavors import decisions
-    from miret_governance.flavors.registry import ENSEMBLE_URI_TAG
+    from miret_governance.flavors.store.registry import ENSEMBLE_URI_TAG
+    from miret_governance.flavors.trail import decisions
 
     experiment = decisions.experiment_id(client, decisions.GATE_EXPERIMENT)
     run = client.create_run(
@@ -387,10 +387,10 @@ def add_aimed_junk(client, backdated: bool) -> str:
 # ---------------------------------------------------------------------- timing
 def library_call(command: str, setup: Setup):
     """``client -> outcome in words`` of one command through the library."""
-    from miret_governance.flavors.audit import audit_model
-    from miret_governance.flavors.gating import gate_model_version
-    from miret_governance.flavors.promotion import promote_model_version
-    from miret_governance.flavors.review import describe_for_review
+    from miret_governance.flavors.gates.gating import gate_model_version
+    from miret_governance.flavors.read.review import describe_for_review
+    from miret_governance.flavors.trail.audit import audit_model
+    from miret_governance.flavors.trail.promotion import promote_model_version
 
     def gate(client):
         outcome = gate_model_version(MODEL_URI, setup.policy, client=client, signing_key=setup.key)
@@ -416,7 +416,11 @@ def library_call(command: str, setup: Setup):
         return f"{report.decisions} records checked; findings: {found} ({about} about v1)"
 
     def read(client):
-        from miret_governance.flavors.decisions import LINK_EXPERIMENT, decision_runs, read_record
+        from miret_governance.flavors.trail.decisions import (
+            LINK_EXPERIMENT,
+            decision_runs,
+            read_record,
+        )
 
         (run,) = decision_runs(client, LINK_EXPERIMENT, MODEL_URI)
         begin = time.perf_counter()
@@ -470,7 +474,7 @@ class Copies:
 
 def warm_up(client) -> None:
     """Open the copy's tracking and registry databases (not counted)."""
-    from miret_governance.flavors.decisions import GATE_EXPERIMENT
+    from miret_governance.flavors.trail.decisions import GATE_EXPERIMENT
 
     client.get_experiment_by_name(GATE_EXPERIMENT)
     client.get_registered_model(MODEL_NAME)
@@ -523,8 +527,8 @@ def time_cli(command, junk, setup, copies, repeats) -> Row:
 
 def time_aimed(junk, setup, copies, counter, backdated: bool) -> Row:
     """``gate`` on a copy with one more junk run aimed at the version."""
-    from miret_governance.flavors.decisions import BlockedError
-    from miret_governance.flavors.gating import gate_model_version
+    from miret_governance.flavors.gates.gating import gate_model_version
+    from miret_governance.flavors.trail.decisions import BlockedError
 
     label = "gate, +1 junk run aimed at v1" + (" (backdated)" if backdated else "")
     row = Row(junk, label, "library", [], [], [], "")

@@ -198,7 +198,7 @@ class Store:
         return MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
 
     def trusted(self):
-        from miret_governance.governance.policy import load_policy
+        from miret_governance.governance.trust.policy import load_policy
 
         return load_policy(self.policy).keys
 
@@ -281,7 +281,7 @@ def build_store(root: Path, log=print) -> Store:
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import MinMaxScaler
 
-    from miret_governance.governance.signing import generate_key_pair
+    from miret_governance.governance.trust.signing import generate_key_pair
 
     root.mkdir(parents=True, exist_ok=True)
     (root / "keys").mkdir(exist_ok=True)
@@ -366,7 +366,7 @@ def running_runs(store: Store) -> dict[str, str]:
     """Every run of every experiment that is RUNNING: run id -> description."""
     from mlflow.entities import ViewType
 
-    from miret_governance.flavors.decisions import DIGEST_PARAM
+    from miret_governance.flavors.trail.decisions import DIGEST_PARAM
 
     client = store.client()
     experiments = {
@@ -393,7 +393,7 @@ def new_governance_runs(store: Store, since_ms: int) -> list[str]:
     record does not verify, why (informational: what the kill left)."""
     from mlflow.entities import ViewType
 
-    from miret_governance.flavors.decisions import read_record
+    from miret_governance.flavors.trail.decisions import read_record
 
     client, trusted, notes = store.client(), store.trusted(), []
     for name in GOVERNANCE_EXPERIMENTS:
@@ -418,7 +418,7 @@ def new_governance_runs(store: Store, since_ms: int) -> list[str]:
 
 def verified_records(store: Store, runs) -> list:
     """The verified decision records of ``runs``."""
-    from miret_governance.flavors.decisions import read_record
+    from miret_governance.flavors.trail.decisions import read_record
 
     client, trusted = store.client(), store.trusted()
     return [d for d in (read_record(client, run, trusted) for run in runs) if d.valid]
@@ -427,7 +427,7 @@ def verified_records(store: Store, runs) -> list:
 def champion_records(store: Store) -> list:
     """Verified ``promoted`` records of versions of the model to ``@champion``, oldest
     signed first."""
-    from miret_governance.flavors.decisions import promotion_runs, signed_time
+    from miret_governance.flavors.trail.decisions import promotion_runs, signed_time
 
     records = [
         d
@@ -451,7 +451,7 @@ def holder(store: Store, alias: str) -> str | None:
 def lock_exists(store: Store, alias: str) -> bool:
     from mlflow.exceptions import MlflowException
 
-    from miret_governance.flavors.promotion_lock import lock_name
+    from miret_governance.flavors.trail.promotion_lock import lock_name
 
     try:
         store.client().get_registered_model(lock_name(MODEL, alias))
@@ -461,7 +461,7 @@ def lock_exists(store: Store, alias: str) -> bool:
 
 
 def surrogate_versions(store: Store) -> list:
-    from miret_governance.flavors.registry import name_filter
+    from miret_governance.flavors.store.registry import name_filter
 
     return list(store.client().search_model_versions(name_filter(SURROGATE)))
 
@@ -471,7 +471,7 @@ def orphans(store: Store) -> list[str]:
     READY, or that name no ensemble version."""
     from mlflow.exceptions import MlflowException
 
-    from miret_governance.flavors.registry import SURROGATE_OF_TAG, model_id_of
+    from miret_governance.flavors.store.registry import SURROGATE_OF_TAG, model_id_of
 
     client, found = store.client(), []
     for version in surrogate_versions(store):
@@ -634,7 +634,7 @@ AIM_ATTEMPTS = 3
 def _decision_run(db, experiment: str, since_ms: int):
     """(run id, RUNNING, bound, written) of the newest run of ``experiment`` started since
     ``since_ms``, read from the SQLite file; None when there is none."""
-    from miret_governance.flavors.decisions import DIGEST_PARAM
+    from miret_governance.flavors.trail.decisions import DIGEST_PARAM
 
     rows = db.execute(
         "select r.run_uuid, r.status, r.artifact_uri from runs r join experiments e "
@@ -713,7 +713,7 @@ def run_aimed(store: Store, command: str, log=print) -> list[Trial]:
 
 
 def explain_trial(store: Store, trial: Trial) -> None:
-    from miret_governance.flavors.registry import SURROGATE_OF_TAG, SURROGATE_TAG
+    from miret_governance.flavors.store.registry import SURROGATE_OF_TAG, SURROGATE_TAG
 
     ensemble = f"models:/{MODEL}/{EXPLAINED}"
 
@@ -792,7 +792,7 @@ def _alias_note(store: Store, now: str | None) -> list[str]:
     """What the audit's alias check would say between the kill and the re-run
     (informational: a promotion killed after its record and before the alias moved
     leaves the alias where the latest signed promotion did not put it)."""
-    from miret_governance.flavors.decisions import BlockedError, alias_moved_by_hand
+    from miret_governance.flavors.trail.decisions import BlockedError, alias_moved_by_hand
 
     client = store.client()
     version = client.get_model_version(MODEL, now) if now else None
@@ -804,13 +804,13 @@ def _alias_note(store: Store, now: str | None) -> list[str]:
 
 
 def _signed_after(decision, since: float) -> bool:
-    from miret_governance.flavors.decisions import signed_time
+    from miret_governance.flavors.trail.decisions import signed_time
 
     return signed_time(decision).timestamp() >= since - 1
 
 
 def approve_trial(store: Store, trial: Trial) -> None:
-    from miret_governance.flavors.decisions import APPROVAL_EXPERIMENT, decision_runs
+    from miret_governance.flavors.trail.decisions import APPROVAL_EXPERIMENT, decision_runs
 
     comment = f"kill trial {trial.number}"
     args = approve_args(store, comment)

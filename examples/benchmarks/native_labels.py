@@ -48,7 +48,7 @@ def model_of(family: str):
 
 def measure(folder: Path, family: str, mode: str) -> None:
     """In the subprocess: time the labels of the saved rows, print JSON."""
-    from miret_governance.governance.readers import read_ensemble
+    from miret_governance.governance.ensembles.readers.reading import read_ensemble
 
     X, y = np.load(folder / "X.npy"), np.load(folder / "y.npy")
     model = model_of(family).fit(X[:TRAIN_ROWS], y[:TRAIN_ROWS])

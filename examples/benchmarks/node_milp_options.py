@@ -23,7 +23,9 @@ import numpy as np
 import pandas as pd
 import paper
 
-from miret_governance.governance.miret import MiretSurrogate, node_milp, solvers
+from miret_governance.governance.miret import MiretSurrogate
+from miret_governance.governance.miret.milp import node_milp
+from miret_governance.governance.miret.solvers import highs as solvers
 
 HERE = Path(__file__).resolve().parent
 ROOT_HEURISTICS_OFF = {

@@ -13,8 +13,8 @@ import tracemalloc
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.vite import proximity_pairs
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.measures.vite import proximity_pairs
 
 N_SAMPLES = 20_000
 N_TREES = 100

@@ -37,7 +37,8 @@ import pandas as pd
 import paper
 import surrogates
 
-from miret_governance.governance.miret import MiretSurrogate, grid
+from miret_governance.governance.miret import MiretSurrogate
+from miret_governance.governance.miret.fit import grid
 
 HERE = Path(__file__).resolve().parent
 ALPHAS = (0.2, 0.5, 0.8, 2.0)

@@ -43,7 +43,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES
+from miret_governance.flavors.store.inputs import SKOPS_TRUSTED_TYPES
 
 CATEGORICAL = ["purpose", "housing"]
 NUMERIC = ["income", "age", "duration"]

@@ -41,7 +41,7 @@ from sklearn.datasets import load_wine
 from sklearn.ensemble import RandomForestClassifier
 from xgboost import XGBClassifier
 
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES
+from miret_governance.flavors.store.inputs import SKOPS_TRUSTED_TYPES
 
 POLICY = Path(__file__).resolve().with_name("three_class.toml")
 CLASS_NAMES = "cultivar_1,cultivar_2,cultivar_3"

@@ -7,11 +7,11 @@ heuristic) can import each other without going through this package's exports.
 import importlib
 
 _EXPORTS = {
-    "MiretProblem": "miret_governance.governance.miret.problem",
-    "build_problem": "miret_governance.governance.miret.problem",
-    "MiretSurrogate": "miret_governance.governance.miret.estimator",
-    "SolveReport": "miret_governance.governance.miret.report",
-    "MiretSearchCV": "miret_governance.governance.miret.search",
+    "MiretProblem": "miret_governance.governance.miret.problem.problem",
+    "build_problem": "miret_governance.governance.miret.problem.problem",
+    "MiretSurrogate": "miret_governance.governance.miret.fit.estimator",
+    "SolveReport": "miret_governance.governance.miret.fit.solve_report",
+    "MiretSearchCV": "miret_governance.governance.miret.fit.search_cv",
 }
 
 __all__ = ["MiretProblem", "MiretSearchCV", "MiretSurrogate", "SolveReport", "build_problem"]

@@ -21,7 +21,8 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from miret_governance.governance import vite
+from miret_governance.governance.errors import InvalidInputError
+from miret_governance.governance.measures import vite
 
 CMAP = "Blues"
 MAX_ROWS = 8
@@ -193,7 +194,7 @@ def plot_vite_tree(
     matplotlib.figure.Figure
     """
     if max_rows < 2 or max_levels < 1:
-        raise ValueError(
+        raise InvalidInputError(
             "max_rows must be at least 2 (one feature and 'other') and max_levels at least 1"
         )
     full_depth = int(np.log2(frequency.shape[0] + 1))
@@ -348,7 +349,9 @@ def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]
         The files written.
     """
     if ensemble.max_depth == 0:
-        raise ValueError("the ensemble has no split (every tree is a single leaf): no VITE figure")
+        raise InvalidInputError(
+            "the ensemble has no split (every tree is a single leaf): no VITE figure"
+        )
     if depth is None:
         depth = min(ensemble.max_depth, MAX_LEVELS)
     out_dir = Path(out_dir)

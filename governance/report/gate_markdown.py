@@ -8,7 +8,7 @@ the digests that identify the policy and the evidence.
 
 from __future__ import annotations
 
-from miret_governance.governance.gates import format_value
+from miret_governance.governance.trust.gates import format_value
 
 
 def verdict(evaluation) -> str:
@@ -48,7 +48,7 @@ def gate_markdown(
         the reasons as a list and the digests.
     """
     # Lazily: the page's module imports matplotlib, which a gate never needs.
-    from miret_governance.governance.formatting import markdown_text
+    from miret_governance.governance.report.formatting import markdown_text
 
     lines = [f"# Gates {verdict(evaluation)}", ""]
     failed = [r.name for r in evaluation.results if not r.passed]

@@ -15,15 +15,16 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from miret_governance.governance.formatting import (
+from miret_governance.governance.errors import InvalidInputError
+from miret_governance.governance.measures.metrics import class_fidelity, fidelity_with_interval
+from miret_governance.governance.miret.tree.conditions import glued
+from miret_governance.governance.miret.tree.display import leaf_rules
+from miret_governance.governance.report.figures import MAX_ROWS, OTHER, format_interval
+from miret_governance.governance.report.formatting import (
     format_number,
     format_percent,
     markdown_text,
 )
-from miret_governance.governance.metrics import class_fidelity, fidelity_with_interval
-from miret_governance.governance.miret.conditions import glued
-from miret_governance.governance.miret.display import leaf_rules
-from miret_governance.governance.report.figures import MAX_ROWS, OTHER, format_interval
 from miret_governance.governance.report.wording import CHOSEN, glossary, solver_outcome
 
 METRIC_ROWS = (
@@ -160,7 +161,7 @@ def inline_svg(path) -> Markup:
     text = Path(path).read_text(encoding="utf-8")
     text = _METADATA.sub("", _XML_PROLOG.sub("", text, count=1))
     if "<script" in text.lower():
-        raise ValueError(f"{path} contains a script; refusing to inline it")
+        raise InvalidInputError(f"{path} contains a script; refusing to inline it")
     width = _SVG_WIDTH.match(text)
     if width:
         pixels = float(width.group(1)) * 4 / 3

@@ -19,7 +19,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from miret_governance.governance.miret.conditions import NO_BREAK, glued
+from miret_governance.governance.miret.tree.conditions import NO_BREAK, glued
 from miret_governance.governance.report.figures import text_size
 
 FONT_SIZE = 9.5
@@ -196,7 +196,7 @@ def draw_display_tree(display, kind: str = "MIRET tree"):
     tree in the title (:func:`governance.report.wording.tree_kind`)."""
     from matplotlib.figure import Figure
 
-    from miret_governance.governance.formatting import format_percent
+    from miret_governance.governance.report.formatting import format_percent
 
     nodes = display.nodes()
     texts = [_node_text(node, format_percent) for node in nodes]

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from miret_governance.governance.miret.conditions import CONVENTION_NOTE
+from miret_governance.governance.miret.tree.conditions import CONVENTION_NOTE
 
 TECHNICAL = {
     "optimal": "proved optimal",

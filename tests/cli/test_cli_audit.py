@@ -128,7 +128,7 @@ def test_show_presents_only_what_the_signed_evidence_says(store, tmp_path):
     """QA: show printed metrics set by hand on the surrogate's logged model under the
     "signed by" line, and followed a hand-set link from another model to an honest
     surrogate, presenting it as that model's explanation."""
-    from miret_governance.flavors.registry import model_id_of
+    from miret_governance.flavors.store.registry import model_id_of
 
     policy = tmp_path / "p.toml"
     policy.write_text("[gates]\nmin_fidelity = 0.9\n" + keys_toml())
@@ -153,8 +153,8 @@ def test_show_presents_only_what_the_signed_evidence_says(store, tmp_path):
         refused.output.split()
     )
     assert f"not {other} (model id " in " ".join(refused.output.split())
-    from miret_governance.flavors.applicant import explain_rows
     from miret_governance.flavors.errors import GateError
+    from miret_governance.flavors.read.applicant import explain_rows
 
     with pytest.raises(GateError, match=f"according to its signed evidence, not {other}"):
         explain_rows(other, tmp_path / "unread.csv", policy)

@@ -175,9 +175,9 @@ def test_file_options_are_one_shared_type():
 
 
 def test_literal_defaults_are_the_estimators():
-    from miret_governance.flavors.request import MIN_TEST_ROWS
+    from miret_governance.flavors.explain.request import MIN_TEST_ROWS
     from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
-    from miret_governance.governance.miret.search import CANDIDATE_CAP
+    from miret_governance.governance.miret.fit.search_cv import CANDIDATE_CAP
 
     params = MiretSurrogate().get_params()
     assert common.DEFAULTS == {name: params[name] for name in common.DEFAULTS}
@@ -212,12 +212,12 @@ def _exception_classes():
 def test_one_exception_root_and_each_class_names_its_exit_code():
     classes = _exception_classes()
     assert {
-        "miret_governance.governance.policy.PolicyError",
-        "miret_governance.governance.trees.UnsupportedModelError",
-        "miret_governance.governance.trees.MalformedModelError",
-        "miret_governance.governance.tables.TableError",
-        "miret_governance.governance.miret.gurobi.GurobiUnavailable",
-        "miret_governance.flavors.gate_evidence.EvidenceError",
+        "miret_governance.governance.trust.policy.PolicyError",
+        "miret_governance.governance.ensembles.trees.UnsupportedModelError",
+        "miret_governance.governance.ensembles.trees.MalformedModelError",
+        "miret_governance.governance.data.tables.TableError",
+        "miret_governance.governance.miret.solvers.gurobi.GurobiUnavailable",
+        "miret_governance.flavors.gates.gate_evidence.EvidenceError",
         "miret_governance.flavors.evidence.TamperedModelError",
         "miret_governance.flavors.errors.ValidationFailedError",
         "miret_governance.flavors.errors.GateError",

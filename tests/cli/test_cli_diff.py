@@ -8,7 +8,7 @@ from mlflow_store import register_wisconsin_rf
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.diff import diff_versions
+from miret_governance.flavors.gates.diff import diff_versions
 
 pytest_plugins = ["mlflow_store"]
 

@@ -99,7 +99,7 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
 
 
 def test_show_from_the_ensemble_follows_the_link(app, registered):
-    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.explain.explain import explain_model_version
 
     result = explain_model_version(
         "models:/credit-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=1

@@ -22,7 +22,7 @@ def explained(tmp_path_factory, breast_cancer):
     """A forest explained once at depth 1 with a separate test file (the first 100 rows
     after row 150 inside the training rows' range), so the report's holdout is that file;
     the depth-1 tree disagrees with the forest on some of them."""
-    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.explain.explain import explain_model_version
 
     root = tmp_path_factory.mktemp("explain-row")
     uri = f"sqlite:///{root / 'mlflow.db'}"

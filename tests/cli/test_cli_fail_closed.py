@@ -11,12 +11,12 @@ from mlflow import MlflowClient
 from signing_keys import key_pair, keys_toml
 from typer.testing import CliRunner
 
-from miret_governance.flavors import decisions
-from miret_governance.flavors.audit import audit_model
-from miret_governance.flavors.decisions import BlockedError
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.governance.policy import load_policy
-from miret_governance.governance.signing import SigningKey
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.trail import decisions
+from miret_governance.flavors.trail.audit import audit_model
+from miret_governance.flavors.trail.decisions import BlockedError
+from miret_governance.governance.trust.policy import load_policy
+from miret_governance.governance.trust.signing import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 URI = "models:/credit-rf/1"

@@ -11,7 +11,7 @@ from signing_keys import CI_KEY, key_pair
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.governance.signing import (
+from miret_governance.governance.trust.signing import (
     SIGNING_KEY_ENV,
     PublicKey,
     SignatureError,

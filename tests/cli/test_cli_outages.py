@@ -9,7 +9,7 @@ from mlflow.exceptions import MlflowException
 
 from miret_governance.cli.common import error_message, exit_code
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.outages import unreachable
+from miret_governance.flavors.store.outages import unreachable
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")

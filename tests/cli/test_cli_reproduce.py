@@ -14,9 +14,9 @@ from mlflow_store import register_wisconsin_rf
 from typer.testing import CliRunner
 
 from miret_governance.cli import explain, reproduce
+from miret_governance.flavors.explain.request import ExplainRequest
 from miret_governance.flavors.miret import read_evidence
-from miret_governance.flavors.request import ExplainRequest
-from miret_governance.governance.metrics import HEADLINE_METRICS
+from miret_governance.governance.measures.metrics import HEADLINE_METRICS
 
 pytest_plugins = ["mlflow_store"]
 

@@ -22,9 +22,9 @@ import xgboost
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
-from miret_governance.flavors.inputs import load_skops_file, load_xgboost_file
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import UnsupportedModelError
+from miret_governance.flavors.store.inputs import load_skops_file, load_xgboost_file
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.trees import UnsupportedModelError
 
 PROBABILITY_TOLERANCE = 1e-6
 """XGBoost predicts in single precision; the ensemble view sums in double."""

@@ -9,13 +9,13 @@ from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
 from signing_keys import keys_toml
 
-from miret_governance.flavors.audit import audit_model
-from miret_governance.flavors.decisions import BlockedError
 from miret_governance.flavors.errors import GovernanceError
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.flavors.registry import link_surrogate
-from miret_governance.governance.policy import load_policy
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.store.registry import link_surrogate
+from miret_governance.flavors.trail.audit import audit_model
+from miret_governance.flavors.trail.decisions import BlockedError
+from miret_governance.flavors.trail.promotion import promote_model_version
+from miret_governance.governance.trust.policy import load_policy
 
 pytest_plugins = ["mlflow_store"]
 
@@ -136,8 +136,8 @@ def test_a_promotion_short_of_the_audited_policys_approvals_is_found(store, tmp_
     approvals; the audit under the four-eyes policy said clean."""
     from signing_keys import key_pair
 
-    from miret_governance.flavors.promotion import approve_model_version
-    from miret_governance.governance.signing import SigningKey
+    from miret_governance.flavors.trail.promotion import approve_model_version
+    from miret_governance.governance.trust.signing import SigningKey
 
     uri = explained(store, tmp_path)
     four_eyes = tmp_path / "four-eyes.toml"
@@ -169,8 +169,8 @@ def test_a_record_on_a_retagged_run_is_found(store, tmp_path, policy):
     latest promotion; the audit, which searched by those tags too, said clean."""
     from signing_keys import key_pair
 
-    from miret_governance.flavors.promotion import approve_model_version
-    from miret_governance.governance.signing import SigningKey
+    from miret_governance.flavors.trail.promotion import approve_model_version
+    from miret_governance.governance.trust.signing import SigningKey
 
     client = MlflowClient()
     uri = explained(store, tmp_path)

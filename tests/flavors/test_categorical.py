@@ -19,13 +19,13 @@ from sklearn.preprocessing import OneHotEncoder
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
-from miret_governance.flavors.inputs import SKOPS_TRUSTED_TYPES, load_explainable_ensemble
-from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.flavors.registry import model_id_of
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.policy import load_policy
+from miret_governance.flavors.gates.gating import gate_model_version, validate_model_inputs
+from miret_governance.flavors.store.inputs import SKOPS_TRUSTED_TYPES, load_explainable_ensemble
+from miret_governance.flavors.store.registry import model_id_of
+from miret_governance.flavors.trail.promotion import promote_model_version
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 from miret_governance.governance.report.gate_markdown import gate_markdown
+from miret_governance.governance.trust.policy import load_policy
 
 pytest_plugins = ["mlflow_store"]
 CATEGORICAL, NUMERIC = ["purpose", "housing"], ["income", "age", "duration"]

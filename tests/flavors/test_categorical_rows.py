@@ -29,11 +29,11 @@ from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.diff import diff_versions
-from miret_governance.flavors.gating import gate_model_version, validate_model_inputs
+from miret_governance.flavors.gates.diff import diff_versions
+from miret_governance.flavors.gates.gating import gate_model_version, validate_model_inputs
 from miret_governance.flavors.miret import load_model
-from miret_governance.governance.drift import DriftError
-from miret_governance.governance.policy import parse_policy
+from miret_governance.governance.measures.drift import DriftError
+from miret_governance.governance.trust.policy import parse_policy
 
 pytest_plugins = ["mlflow_store"]
 CATEGORICAL, NUMERIC = ["purpose", "housing"], ["income", "age", "duration"]
@@ -70,7 +70,7 @@ def explained(tmp_path_factory, migrated_store):
     missing on 60 of them; ``rows.csv``: its first 40 rows (4 without income)."""
     import shutil
 
-    from miret_governance.flavors.explain import explain_model_version
+    from miret_governance.flavors.explain.explain import explain_model_version
 
     root = tmp_path_factory.mktemp("categorical-rows")
     uri = f"sqlite:///{root / 'mlflow.db'}"

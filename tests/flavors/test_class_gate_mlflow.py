@@ -2,8 +2,8 @@
 
 import pytest
 
-from miret_governance.flavors.gating import evaluate_gates
-from miret_governance.governance.policy import parse_policy
+from miret_governance.flavors.gates.gating import evaluate_gates
+from miret_governance.governance.trust.policy import parse_policy
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ import xgboost
 from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
-from miret_governance.flavors.inputs import load_skops_file, load_xgboost_file
-from miret_governance.governance.model_files import decode_model_file
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import MalformedModelError, UnsupportedModelError
+from miret_governance.flavors.store.inputs import load_skops_file, load_xgboost_file
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.readers.xgboost_files import decode_model_file
+from miret_governance.governance.ensembles.trees import MalformedModelError, UnsupportedModelError
 
 HARNESS = Path(__file__).with_name("crafted_models.py")
 

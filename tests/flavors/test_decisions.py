@@ -13,18 +13,18 @@ from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
 from signing_keys import CI_KEY, key_pair, keys_toml
 
-from miret_governance.flavors import decisions, promotion_lock
-from miret_governance.flavors.decisions import (
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.store.registry import link_surrogate, version_uri
+from miret_governance.flavors.trail import decisions, promotion_lock
+from miret_governance.flavors.trail.decisions import (
     DecisionError,
     mlflow_user,
     read_record,
 )
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.promotion import approve_model_version, promote_model_version
-from miret_governance.flavors.promotion_lock import ConcurrentPromotionError, lock_name
-from miret_governance.flavors.registry import link_surrogate, version_uri
-from miret_governance.governance.policy import load_policy
-from miret_governance.governance.signing import SignatureError, SigningKey
+from miret_governance.flavors.trail.promotion import approve_model_version, promote_model_version
+from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, lock_name
+from miret_governance.governance.trust.policy import load_policy
+from miret_governance.governance.trust.signing import SignatureError, SigningKey
 
 pytest_plugins = ["mlflow_store"]
 

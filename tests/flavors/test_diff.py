@@ -13,15 +13,15 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.flavors.decisions import read_record
-from miret_governance.flavors.diff import AGAINST_TAG, ALIAS_TAG, DiffError, diff_versions
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.inputs import load_explainable_ensemble
+from miret_governance.flavors.gates.diff import AGAINST_TAG, ALIAS_TAG, DiffError, diff_versions
+from miret_governance.flavors.gates.gating import gate_model_version
 from miret_governance.flavors.miret import load_model
-from miret_governance.flavors.registry import describe_surrogate
-from miret_governance.governance import vite
-from miret_governance.governance.drift import explanation_distance
-from miret_governance.governance.policy import parse_policy
+from miret_governance.flavors.store.inputs import load_explainable_ensemble
+from miret_governance.flavors.store.registry import describe_surrogate
+from miret_governance.flavors.trail.decisions import read_record
+from miret_governance.governance.measures import vite
+from miret_governance.governance.measures.drift import explanation_distance
+from miret_governance.governance.trust.policy import parse_policy
 
 pytest_plugins = ["mlflow_store"]
 

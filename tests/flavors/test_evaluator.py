@@ -15,8 +15,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.evaluator import MiretEvaluator
-from miret_governance.governance.metrics import fidelity
+from miret_governance.flavors.read.evaluator import MiretEvaluator
+from miret_governance.governance.measures.metrics import fidelity
 from miret_governance.governance.miret import MiretSurrogate
 
 pytest_plugins = ["mlflow_store"]

@@ -9,7 +9,7 @@ import pandas as pd
 from mlflow_store import log_skops
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from miret_governance.governance.metrics import fidelity
+from miret_governance.governance.measures.metrics import fidelity
 from miret_governance.governance.miret import MiretSurrogate
 
 pytest_plugins = ["mlflow_store"]

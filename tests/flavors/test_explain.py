@@ -15,17 +15,17 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.flavors.errors import ExplainError, ValidationFailedError
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.inputs import load_ensemble
+from miret_governance.flavors.explain.explain import explain_model_version
 from miret_governance.flavors.miret import load_model
-from miret_governance.flavors.registry import (
+from miret_governance.flavors.store.inputs import load_ensemble
+from miret_governance.flavors.store.registry import (
     EXPLAIN_DIGEST_TAG,
     SURROGATE_OF_TAG,
     SURROGATE_TAG,
     VALIDATION_TAG,
     model_id_of,
 )
-from miret_governance.governance.metrics import fidelity_with_interval
+from miret_governance.governance.measures.metrics import fidelity_with_interval
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 CONTRACT_METRICS = {
@@ -271,7 +271,7 @@ def test_rf_reuse_then_force(rf, monkeypatch):
     digest = client.get_model_version("credit-rf-surrogate", "1").tags[EXPLAIN_DIGEST_TAG]
 
     # validated, then fitted (as inputs above BACKGROUND_FIT_CELLS are): the same surrogate
-    monkeypatch.setattr("miret_governance.flavors.explain.BACKGROUND_FIT_CELLS", 0)
+    monkeypatch.setattr("miret_governance.flavors.explain.explain.BACKGROUND_FIT_CELLS", 0)
     other = explain_model_version(
         "models:/credit-rf/1",
         rf["root"] / "data.csv",
@@ -381,8 +381,8 @@ def test_prepare_clips_only_training_rows_outside_the_scaler_range(breast_cancer
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.pipeline import make_pipeline
 
-    from miret_governance.flavors.stages import prepare
-    from miret_governance.governance.readers import read_ensemble
+    from miret_governance.flavors.explain.stages import prepare
+    from miret_governance.governance.ensembles.readers.reading import read_ensemble
 
     frame = _frame(breast_cancer, 120)
     model = make_pipeline(MinMaxScaler(), RandomForestClassifier(n_estimators=5, max_depth=2))
@@ -452,7 +452,7 @@ def test_allow_invalid_tags_failed_and_link_failure_rolls_back(rf, breast_cancer
 
 
 def test_search_logs_every_candidate_as_a_child_run(rf):
-    from miret_governance.flavors.request import SearchSettings
+    from miret_governance.flavors.explain.request import SearchSettings
 
     grid = {"alpha": [0.2, 0.8], "proximity_threshold": [0.9, 1.0]}
     settings = SearchSettings(param_grid=grid, cv=2, search_time_limit=1.0)

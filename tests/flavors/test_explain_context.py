@@ -16,19 +16,19 @@ from sklearn.model_selection import train_test_split
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.context import (
+from miret_governance.flavors.explain.context import (
     DESCRIPTION_TAG,
     explain_experiment,
     logged_model_name,
     portable_uri,
 )
-from miret_governance.flavors.data_files import dataset
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.registry import model_id_of
-from miret_governance.governance.formatting import format_number
-from miret_governance.governance.metrics import fidelity_with_interval
-from miret_governance.governance.policy import load_policy
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.store.data_files import dataset
+from miret_governance.flavors.store.registry import model_id_of
+from miret_governance.governance.measures.metrics import fidelity_with_interval
+from miret_governance.governance.report.formatting import format_number
+from miret_governance.governance.trust.policy import load_policy
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 EXPERIMENT = "wisconsin-demo"

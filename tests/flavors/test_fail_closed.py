@@ -19,16 +19,16 @@ from mlflow_store import register_wisconsin_rf
 from signing_keys import key_pair, keys_toml
 from typer.testing import CliRunner
 
-from miret_governance.flavors import decisions, links
-from miret_governance.flavors.audit import audit_model
-from miret_governance.flavors.decisions import BlockedError
 from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.promotion import approve_model_version, promote_model_version
-from miret_governance.flavors.promotion_lock import lock_name
-from miret_governance.governance.policy import load_policy
-from miret_governance.governance.signing import SigningKey
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.trail import decisions, links
+from miret_governance.flavors.trail.audit import audit_model
+from miret_governance.flavors.trail.decisions import BlockedError
+from miret_governance.flavors.trail.promotion import approve_model_version, promote_model_version
+from miret_governance.flavors.trail.promotion_lock import lock_name
+from miret_governance.governance.trust.policy import load_policy
+from miret_governance.governance.trust.signing import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]

@@ -18,8 +18,8 @@ from mlflow.exceptions import MlflowException
 from mlflow_store import interruptible_cli, linked_versions, register_wisconsin_rf
 
 from miret_governance.flavors.errors import ExplainError, GovernanceError
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.registry import (
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.store.registry import (
     SURROGATE_TAG,
     link_surrogate,
     resolve_model_version,
@@ -133,7 +133,7 @@ def test_failed_registration_leaves_a_failed_run_and_no_logged_model(registered,
 CHILD = """
 import json, os, sys, time
 from pathlib import Path
-import miret_governance.flavors.explain as explain
+import miret_governance.flavors.explain.explain as explain
 
 barrier = Path(sys.argv[1])
 original = explain.register_surrogate
@@ -241,7 +241,7 @@ def test_a_tag_write_that_fails_otherwise_is_not_retried(store):
 def test_a_dataset_inserted_by_a_concurrent_run_is_linked_not_an_error(store, monkeypatch):
     """Two explains of one data set can race to insert it; the loser's unique-constraint
     error is followed by a retry that links the dataset the winner created."""
-    from miret_governance.flavors import stages
+    from miret_governance.flavors.explain import stages
 
     frame = pd.DataFrame({"x": [0.1, 0.2], "label": [0, 1]})
     data = mlflow.data.from_pandas(frame, name="train.csv", targets="label")
@@ -383,8 +383,8 @@ def test_locked_store_gives_one_clear_message(registered, tmp_path, short_sqlite
 def test_a_signal_lost_in_a_finalizer_is_raised_at_the_next_stage(monkeypatch):
     """Python ignores an exception raised while ``__del__`` runs, so a SIGINT whose
     handler runs there would let the explain go on; the next stage raises it (once)."""
-    from miret_governance.flavors import faults
-    from miret_governance.flavors.stages import notify
+    from miret_governance.flavors.explain import faults
+    from miret_governance.flavors.explain.stages import notify
 
     class Finalized:
         def __del__(self):

@@ -14,15 +14,16 @@ from signing_keys import trusting
 from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.gating import (
+from miret_governance.flavors.gates.gating import (
     GATE_EXPERIMENT,
     evaluate_gates,
     gate_model_version,
     mlflow_verdict,
 )
-from miret_governance.flavors.registry import model_id_of, version_uri
-from miret_governance.governance.gates import evaluate
-from miret_governance.governance.policy import (
+from miret_governance.flavors.store.registry import model_id_of, version_uri
+from miret_governance.governance.report.gate_markdown import gate_markdown
+from miret_governance.governance.trust.gates import evaluate
+from miret_governance.governance.trust.policy import (
     DEFAULTS,
     GATES,
     Policy,
@@ -30,7 +31,6 @@ from miret_governance.governance.policy import (
     load_policy,
     parse_policy,
 )
-from miret_governance.governance.report.gate_markdown import gate_markdown
 
 pytest_plugins = ["mlflow_store"]
 
@@ -449,8 +449,8 @@ def test_ensemble_files_replaced_after_the_explanation_are_refused(store, tmp_pa
     """A logged model's artifacts stay writable: an insider overwrote the explained
     forest's model file (QA: a coin-flip forest, then a backdoored one agreeing on every
     data row) and gate, promote and audit still trusted the old explanation."""
-    from miret_governance.flavors.audit import audit_model
-    from miret_governance.flavors.promotion import promote_model_version
+    from miret_governance.flavors.trail.audit import audit_model
+    from miret_governance.flavors.trail.promotion import promote_model_version
 
     uri = explained(store, tmp_path)
     policy = trusted_default()

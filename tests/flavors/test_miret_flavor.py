@@ -13,10 +13,10 @@ from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.flavors import miret
 from miret_governance.flavors.trust import sign_model_dir
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.signing import SigningKey
+from miret_governance.governance.miret.tree.tree import SurrogateTree
+from miret_governance.governance.trust.signing import SigningKey
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 KEY = SigningKey.from_env()

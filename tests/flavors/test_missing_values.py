@@ -14,12 +14,12 @@ from signing_keys import keys_toml
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from miret_governance.flavors.errors import ValidationFailedError
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.inputs import load_ensemble
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.gates.gating import gate_model_version
 from miret_governance.flavors.miret import load_model
-from miret_governance.governance.metrics import surrogate_metrics
-from miret_governance.governance.policy import load_policy
+from miret_governance.flavors.store.inputs import load_ensemble
+from miret_governance.governance.measures.metrics import surrogate_metrics
+from miret_governance.governance.trust.policy import load_policy
 
 pytest_plugins = ["mlflow_store"]
 

@@ -11,12 +11,12 @@ from signing_keys import keys_toml
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.inputs import load_ensemble
-from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.governance.policy import load_policy
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.store.inputs import load_ensemble
+from miret_governance.flavors.trail.promotion import promote_model_version
 from miret_governance.governance.report.gate_markdown import gate_markdown
+from miret_governance.governance.trust.policy import load_policy
 
 pytest_plugins = ["mlflow_store"]
 

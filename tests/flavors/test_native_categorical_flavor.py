@@ -19,8 +19,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.gating import validate_model_inputs
-from miret_governance.flavors.inputs import load_explainable_ensemble
+from miret_governance.flavors.gates.gating import validate_model_inputs
+from miret_governance.flavors.store.inputs import load_explainable_ensemble
 
 pytest_plugins = ["mlflow_store"]
 CATEGORIES = {"purpose": ["business", "car", "education"], "housing": ["own", "rent"]}
@@ -156,7 +156,7 @@ def test_a_partial_of_an_untrusted_function_is_refused_unrun(tmp_path):
     from sklearn.preprocessing import FunctionTransformer
 
     from miret_governance.flavors.errors import ExplainError
-    from miret_governance.flavors.inputs import load_skops_file
+    from miret_governance.flavors.store.inputs import load_skops_file
 
     marker = tmp_path / "ran"
     evil = FunctionTransformer(func=functools.partial(os.system, f"touch {marker}"))

@@ -10,8 +10,8 @@ import xgboost
 from mlflow_store import register_sklearn
 from sklearn.ensemble import RandomForestClassifier
 
-from miret_governance.flavors.inputs import load_ensemble
-from miret_governance.governance.native_predict import LibraryProba
+from miret_governance.flavors.store.inputs import load_ensemble
+from miret_governance.governance.ensembles.native_predict import LibraryProba
 
 pytest_plugins = ["mlflow_store"]
 

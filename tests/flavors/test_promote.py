@@ -11,9 +11,9 @@ from signing_keys import trusting
 from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.governance.policy import load_policy, parse_policy
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.trail.promotion import promote_model_version
+from miret_governance.governance.trust.policy import load_policy, parse_policy
 
 pytest_plugins = ["mlflow_store"]
 

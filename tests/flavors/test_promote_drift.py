@@ -15,14 +15,14 @@ from signing_keys import keys_toml
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.audit import audit_model
-from miret_governance.flavors.decisions import DecisionError, read_record
-from miret_governance.flavors.diff import diff_versions
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.governance.policy import load_policy
-from miret_governance.governance.signing import SIGNING_KEY_ENV
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.gates.diff import diff_versions
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.trail.audit import audit_model
+from miret_governance.flavors.trail.decisions import DecisionError, read_record
+from miret_governance.flavors.trail.promotion import promote_model_version
+from miret_governance.governance.trust.policy import load_policy
+from miret_governance.governance.trust.signing import SIGNING_KEY_ENV
 
 pytest_plugins = ["mlflow_store"]
 

@@ -15,10 +15,10 @@ from gate_store import explained
 from mlflow import MlflowClient
 from signing_keys import key_pair, keys_toml
 
-from miret_governance.flavors import promotion_lock
-from miret_governance.flavors.decisions import read_record
-from miret_governance.flavors.promotion import promote_model_version
-from miret_governance.flavors.promotion_lock import (
+from miret_governance.flavors.trail import promotion_lock
+from miret_governance.flavors.trail.decisions import read_record
+from miret_governance.flavors.trail.promotion import promote_model_version
+from miret_governance.flavors.trail.promotion_lock import (
     CLOCK_SKEW_SECONDS,
     LOCK_HOLDER_TAG,
     LOCK_OWNER_TAG,
@@ -27,8 +27,8 @@ from miret_governance.flavors.promotion_lock import (
     clearing_advice,
     lock_name,
 )
-from miret_governance.governance.policy import load_policy
-from miret_governance.governance.signing import SigningKey
+from miret_governance.governance.trust.policy import load_policy
+from miret_governance.governance.trust.signing import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 

@@ -20,7 +20,7 @@ pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
 CONNECT = (
     "import sys\n"
     "from miret_governance.flavors.errors import ExplainError\n"
-    "from miret_governance.flavors.search import connect_ray\n"
+    "from miret_governance.flavors.explain.search_runs import connect_ray\n"
     "try:\n"
     "    connect_ray(sys.argv[1])\n"
     "except ExplainError as exc:\n"

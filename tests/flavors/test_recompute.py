@@ -17,12 +17,12 @@ from sklearn.preprocessing import MinMaxScaler
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.gating import gate_model_version
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.gates.recompute import EXACT, GATE_NAME, OVERLAP
 from miret_governance.flavors.miret import load_model
-from miret_governance.flavors.recompute import EXACT, GATE_NAME, OVERLAP
-from miret_governance.governance.metrics import wilson_interval
-from miret_governance.governance.policy import load_policy
+from miret_governance.governance.measures.metrics import wilson_interval
+from miret_governance.governance.trust.policy import load_policy
 
 pytest_plugins = ["mlflow_store"]
 POLICY = "[gates]\nmin_fidelity = 0.9\nmax_features = 5\n"
@@ -169,7 +169,7 @@ def test_data_the_ensemble_cannot_take_is_refused_by_column_and_row(demo):
     test.iloc[:5].to_csv(demo["root"] / "few.csv", index=False)  # QA: 5 rows passed
     from mlflow.entities import ViewType
 
-    from miret_governance.flavors.gating import GATE_EXPERIMENT
+    from miret_governance.flavors.gates.gating import GATE_EXPERIMENT
 
     def gate_runs():
         found = MlflowClient().get_experiment_by_name(GATE_EXPERIMENT)
@@ -189,9 +189,9 @@ def test_files_replaced_after_the_gates_check_are_not_the_ones_measured(demo, mo
     on flipped labels) were measured. The recomputation compares the very files it loads."""
     import skops.io
 
-    from miret_governance.flavors import gating
     from miret_governance.flavors.errors import GateError
-    from miret_governance.flavors.registry import download_model, model_id_of
+    from miret_governance.flavors.gates import gating
+    from miret_governance.flavors.store.registry import download_model, model_id_of
 
     client = MlflowClient()
     model_id = model_id_of(client.get_model_version("wisconsin-rf", "1"))
@@ -231,7 +231,7 @@ def test_the_ensemble_is_hashed_and_loaded_from_a_private_copy(demo, monkeypatch
     import mlflow
     import skops.io
 
-    from miret_governance.flavors import inputs
+    from miret_governance.flavors.store import inputs
 
     store_folder = Path(mlflow.artifacts.download_artifacts("models:/wisconsin-rf/1"))
     original = (store_folder / "model.skops").read_bytes()

@@ -13,14 +13,14 @@ from mlflow_store import register_rf
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import FLAVORS_CODE
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.fit_params import FitParams
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.explain.fit_params import FitParams
+from miret_governance.flavors.explain.request import ExplainRequest
 from miret_governance.flavors.miret import load_model, read_evidence
-from miret_governance.flavors.reproduce import reproduce_explanation
-from miret_governance.flavors.request import ExplainRequest
-from miret_governance.governance.environment import environment
-from miret_governance.governance.metrics import HEADLINE_METRICS
-from miret_governance.governance.signing import SigningKey
+from miret_governance.flavors.read.reproduce import reproduce_explanation
+from miret_governance.governance.measures.metrics import HEADLINE_METRICS
+from miret_governance.governance.trust.environment import environment
+from miret_governance.governance.trust.signing import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 
@@ -217,7 +217,7 @@ def test_evidence_without_a_request_record_cannot_be_reproduced(store, tmp_path)
 
 
 def test_a_searched_explanation_is_searched_again(case):
-    from miret_governance.flavors.request import SearchSettings
+    from miret_governance.flavors.explain.request import SearchSettings
 
     register_rf(case["frame"], FEATURES, "search-rf", n_estimators=10)
     settings = SearchSettings(param_grid={"alpha": [0.2, 0.8]}, cv=2, search_time_limit=5.0)
@@ -240,8 +240,8 @@ def test_a_file_edited_past_mlflows_first_10000_rows_is_not_the_explained_data(c
     explain's reuse) took an edited file for the explained one. The recorded digest is the
     content's (governance.tables.content_digest); an explanation recorded with MLflow's
     8-character digest before is still compared in that scheme."""
-    from miret_governance.flavors.data_files import dataset, digest_like
-    from miret_governance.governance.tables import content_digest
+    from miret_governance.flavors.store.data_files import dataset, digest_like
+    from miret_governance.governance.data.tables import content_digest
 
     frame = pd.DataFrame({"x": np.arange(10_200.0), "label": [0, 1] * 5_100})
     edited = frame.copy()
@@ -262,7 +262,7 @@ def test_a_file_edited_past_mlflows_first_10000_rows_is_not_the_explained_data(c
 def test_a_changed_source_file_of_the_product_is_named_among_the_differences(tmp_path):
     """QA: the product's version stayed 0.1.0 through every change of its fitting code, so
     a re-run on patched code said every recorded version was the one installed."""
-    from miret_governance.governance.environment import SOURCE_KEY, differences, source_digest
+    from miret_governance.governance.trust.environment import SOURCE_KEY, differences, source_digest
 
     (tmp_path / "miret").mkdir()
     (tmp_path / "miret" / "search.py").write_text("STARTS = 2\n")

@@ -16,11 +16,15 @@ from sklearn.ensemble import RandomForestClassifier
 from miret_governance.flavors import miret
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import TamperedModelError, file_digest
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.registry import EVIDENCE_DIGEST_TAG, TRUST_PICKLE_TAG, model_id_of
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.store.registry import (
+    EVIDENCE_DIGEST_TAG,
+    TRUST_PICKLE_TAG,
+    model_id_of,
+)
 from miret_governance.flavors.trust import sign_model_dir
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.signing import SignatureError, SigningKey
+from miret_governance.governance.miret.tree.tree import SurrogateTree
+from miret_governance.governance.trust.signing import SignatureError, SigningKey
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
@@ -108,7 +112,7 @@ def test_trust_pickle_loads_and_is_recorded(data):
     assert record in Path(local, "model_card.md").read_text()
     assert "MLFLOW_ALLOW_PICKLE_DESERIALIZATION" not in __import__("os").environ
     # QA: reproduce advised re-logging with skops, which makes another version
-    from miret_governance.flavors.reproduce import reproduce_explanation
+    from miret_governance.flavors.read.reproduce import reproduce_explanation
 
     with pytest.raises(ExplainError) as refused:
         reproduce_explanation("models:/old-rf/1", "data.csv")

@@ -25,15 +25,21 @@ from mlflow_store import register_wisconsin_rf
 from signing_keys import key_pair, keys_toml
 from typer.testing import CliRunner
 
-from miret_governance.flavors import links, miret, reuse
+from miret_governance.flavors import miret
 from miret_governance.flavors.errors import GateError
-from miret_governance.flavors.explain import explain_model_version
-from miret_governance.flavors.gating import gate_model_version
-from miret_governance.flavors.registry import EXPLAIN_DIGEST_TAG, model_id_of, register_surrogate
+from miret_governance.flavors.explain import reuse
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.gates.gating import gate_model_version
+from miret_governance.flavors.store.registry import (
+    EXPLAIN_DIGEST_TAG,
+    model_id_of,
+    register_surrogate,
+)
+from miret_governance.flavors.trail import links
 from miret_governance.flavors.trust import UnsignedEvidenceWarning, sign_model_dir
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.policy import load_policy
-from miret_governance.governance.signing import SignatureError, SigningKey
+from miret_governance.governance.miret.tree.tree import SurrogateTree
+from miret_governance.governance.trust.policy import load_policy
+from miret_governance.governance.trust.signing import SignatureError, SigningKey
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]

@@ -7,9 +7,9 @@ from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.explain import explain_model_version
+from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.explain.request import MIN_TEST_ROWS
 from miret_governance.flavors.miret import read_evidence
-from miret_governance.flavors.request import MIN_TEST_ROWS
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "worst area"]

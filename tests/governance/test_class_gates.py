@@ -2,8 +2,8 @@
 
 import pytest
 
-from miret_governance.governance.gates import evaluate
-from miret_governance.governance.policy import PolicyError, parse_policy
+from miret_governance.governance.trust.gates import evaluate
+from miret_governance.governance.trust.policy import PolicyError, parse_policy
 
 THREE_CLASSES = {
     "test_fidelity": 0.9,

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from miret_governance.governance import drift
-from miret_governance.governance.drift import DriftError, Explanation
-from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.gates import evaluate
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.policy import DRIFT_GATES, PolicyError, parse_policy
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.measures import drift
+from miret_governance.governance.measures.drift import DriftError, Explanation
+from miret_governance.governance.miret.tree.tree import SurrogateTree
+from miret_governance.governance.trust.gates import evaluate
+from miret_governance.governance.trust.policy import DRIFT_GATES, PolicyError, parse_policy
 
 
 def frame(columns: dict) -> pd.DataFrame:

@@ -15,8 +15,8 @@ from sklearn.ensemble import (
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, OrdinalEncoder, StandardScaler
 
-from miret_governance.governance import vite
-from miret_governance.governance.encoding import (
+from miret_governance.governance.data.validation import validate_inputs
+from miret_governance.governance.ensembles.encoding import (
     NUMERIC,
     ONE_HOT,
     ORDINAL,
@@ -24,12 +24,12 @@ from miret_governance.governance.encoding import (
     encoded_view,
     encoding_of,
 )
-from miret_governance.governance.miret.conditions import negation, split_table
-from miret_governance.governance.miret.display import display_from_counts, rules_text
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import UnsupportedModelError
-from miret_governance.governance.validation import validate_inputs
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.trees import UnsupportedModelError
+from miret_governance.governance.measures import vite
+from miret_governance.governance.miret.tree.conditions import negation, split_table
+from miret_governance.governance.miret.tree.display import display_from_counts, rules_text
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 HAND = pd.DataFrame(
     {

@@ -12,9 +12,9 @@ from sklearn.ensemble import (
 )
 from sklearn.linear_model import LogisticRegression
 
-from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import UnsupportedModelError
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.trees import UnsupportedModelError
 
 
 def _sklearn_models():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.metrics import (
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.measures.metrics import (
     accuracy,
     class_fidelity,
     class_fidelity_metrics,
@@ -22,7 +22,7 @@ from miret_governance.governance.metrics import (
     surrogate_metrics,
     wilson_interval,
 )
-from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 
 def _stump_forest():
@@ -105,7 +105,7 @@ def test_surrogate_metrics_exact_values():
 def test_one_hot_columns_of_one_input_column_count_once():
     """Encoded columns [purpose=car, purpose=boat, amount, age]: a tree on purpose=car,
     purpose=boat and amount uses 3 features from 2 input columns."""
-    from miret_governance.governance.encoding import EncodedColumn, Encoding
+    from miret_governance.governance.ensembles.encoding import EncodedColumn, Encoding
 
     encoding = Encoding(
         columns=(
@@ -191,7 +191,7 @@ def test_chunked_metrics_equal_one_pass_and_proximity_uses_a_bounded_sample():
 
 
 def test_peak_memory_is_at_least_a_large_array():
-    from miret_governance.governance.metrics import peak_memory_bytes
+    from miret_governance.governance.measures.metrics import peak_memory_bytes
 
     block = np.ones(50 * 2**20 // 8)  # 50 MiB, touched
     assert peak_memory_bytes() >= block.nbytes

@@ -17,10 +17,10 @@ from sklearn.ensemble import (
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.lightgbm_text import LightGBMText
-from miret_governance.governance.model_files import checked_model_json
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import UnsupportedModelError
+from miret_governance.governance.ensembles.readers.lightgbm_text import LightGBMText
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.readers.xgboost_files import checked_model_json
+from miret_governance.governance.ensembles.trees import UnsupportedModelError
 
 NAN_FAMILIES = ("random_forest", "hist", "xgb_softprob", "xgb_softmax", "lightgbm")
 
@@ -232,7 +232,7 @@ def test_lightgbm_text_with_two_softmax_margins_is_refused(datasets):
 @pytest.mark.parametrize("family", ["random_forest", "hist"])
 def test_k_class_probabilities_do_not_depend_on_the_chunk_size(family, datasets, monkeypatch):
     """Rows routed 7 at a time give the same numbers as all 178 at once."""
-    from miret_governance.governance import ensemble as ensemble_module
+    from miret_governance.governance.ensembles import ensemble as ensemble_module
 
     X, y, _ = datasets[3]
     ensemble = read_ensemble(_models()[family].fit(X, y))
@@ -249,7 +249,7 @@ def test_k_class_pipeline_with_a_column_transformer(family):
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 
-    from miret_governance.governance.encoding import encoded_view
+    from miret_governance.governance.ensembles.encoding import encoded_view
 
     rng = np.random.default_rng(0)
     frame = pd.DataFrame(

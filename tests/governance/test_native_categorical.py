@@ -13,14 +13,18 @@ import pytest
 import xgboost
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from miret_governance.governance import vite
-from miret_governance.governance.categories import code_matrix
-from miret_governance.governance.encoding import EncodingError, encoded_view, encoding_of
-from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.lightgbm_text import LightGBMText
-from miret_governance.governance.model_files import checked_model_json
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import MalformedModelError, Tree, UnsupportedModelError
+from miret_governance.governance.ensembles.categories import code_matrix
+from miret_governance.governance.ensembles.encoding import EncodingError, encoded_view, encoding_of
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.ensembles.readers.lightgbm_text import LightGBMText
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.readers.xgboost_files import checked_model_json
+from miret_governance.governance.ensembles.trees import (
+    MalformedModelError,
+    Tree,
+    UnsupportedModelError,
+)
+from miret_governance.governance.measures import vite
 
 PURPOSES = ["business", "car", "education", "furniture"]
 ODD_CODES = [np.nan, -1.0, -0.5, 0.0, 1.0, 2.0, 2.5, 3.0, 7.0, 1e10, -np.inf, np.inf]

@@ -19,13 +19,13 @@ from sklearn.ensemble import (
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.native_predict import (
+from miret_governance.governance.ensembles.native_predict import (
     CHECK_ROWS,
     LibraryProba,
     NativePredictionWarning,
     check_rows,
 )
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
 
 FAMILIES = {
     "random_forest": lambda: RandomForestClassifier(n_estimators=40, max_depth=5, random_state=0),

@@ -11,15 +11,15 @@ import pytest
 from sklearn.compose import ColumnTransformer
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, OrdinalEncoder
 
-from miret_governance.governance import drift
-from miret_governance.governance.drift import DriftError, Explanation
-from miret_governance.governance.encoding import encoding_of
-from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.miret.conditions import split_table
-from miret_governance.governance.miret.display import display_from_counts, rules_text
-from miret_governance.governance.miret.missing import NoMissingRuleError, check_missing_rule
-from miret_governance.governance.miret.paths import RowsError, encoded_rows
-from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.ensembles.encoding import encoding_of
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.measures import drift
+from miret_governance.governance.measures.drift import DriftError, Explanation
+from miret_governance.governance.miret.tree.conditions import split_table
+from miret_governance.governance.miret.tree.display import display_from_counts, rules_text
+from miret_governance.governance.miret.tree.missing import NoMissingRuleError, check_missing_rule
+from miret_governance.governance.miret.tree.paths import RowsError, encoded_rows
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 # ---------------------------------------------------------------------- missing values
 STUMP = {  # class 1 when x0 > 0.5; a missing x0 goes right (the default): class 1

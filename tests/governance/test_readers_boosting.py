@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from miret_governance.governance.lightgbm_text import LightGBMText
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import MalformedModelError, UnsupportedModelError
+from miret_governance.governance.ensembles.readers.lightgbm_text import LightGBMText
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.trees import MalformedModelError, UnsupportedModelError
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +200,7 @@ def test_missing_values_follow_each_libraries_direction(
 def test_threshold_ranges_skip_the_infinite_thresholds_of_missing_value_splits(with_missing):
     from sklearn.ensemble import RandomForestClassifier
 
-    from miret_governance.governance.vite import threshold_ranges
+    from miret_governance.governance.measures.vite import threshold_ranges
 
     X, y = with_missing
     forest = RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0).fit(X, y)

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from miret_governance.governance.records import (
+from miret_governance.governance.trust.records import (
     KIND_PURPOSE,
     MAX_RECORD_BYTES,
     SCHEMA,

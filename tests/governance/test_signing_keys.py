@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from signing_keys import CI_KEY, key_pair
 
-from miret_governance.governance.policy import PolicyError, load_policy
-from miret_governance.governance.signing import (
+from miret_governance.governance.trust.policy import PolicyError, load_policy
+from miret_governance.governance.trust.signing import (
     MAX_KEY_FILE_BYTES,
     SIGNING_KEY_ENV,
     SIGNING_KEY_PASSWORD_ENV,

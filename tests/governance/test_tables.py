@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from miret_governance.governance.tables import TableError, check_labels, read_table
+from miret_governance.governance.data.tables import TableError, check_labels, read_table
 
 
 def test_read_table_refuses_what_pandas_reads_wrong(tmp_path):
@@ -63,7 +63,7 @@ def test_labels_of_three_classes_map_to_them_and_name_the_others():
 def test_content_digest_covers_every_row_and_column_and_ignores_number_types(tmp_path):
     """QA: MLflow's dataset digest hashes the first 10,000 rows and skips a category
     column with a missing value, so edited data passed as an explanation's data."""
-    from miret_governance.governance.tables import DIGEST_CHARS, content_digest
+    from miret_governance.governance.data.tables import DIGEST_CHARS, content_digest
 
     rows = 10_200
     frame = pd.DataFrame(

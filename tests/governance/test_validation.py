@@ -11,9 +11,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.signing import SignatureError
-from miret_governance.governance.validation import missing_shares, validate_inputs
+from miret_governance.governance.data.validation import missing_shares, validate_inputs
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.trust.signing import SignatureError
 
 pytest_plugins = ["mlflow_store"]
 
@@ -150,7 +150,7 @@ def test_missing_values_are_checked_against_the_training_share(normalized):
 
 
 def test_explain_validates_the_test_file_against_the_training_file(normalized):
-    from miret_governance.flavors.validation_worker import validate_frames
+    from miret_governance.flavors.explain.validation_worker import validate_frames
 
     ensemble, X = normalized
     training, test = X.iloc[:40].copy(), X.iloc[40:].reset_index(drop=True)
@@ -395,8 +395,8 @@ def test_validate_checks_the_training_range_stored_with_the_surrogate(store, dat
     import mlflow
     import xgboost
 
-    from miret_governance.flavors.explain import explain_model_version
-    from miret_governance.flavors.gating import validate_model_inputs
+    from miret_governance.flavors.explain.explain import explain_model_version
+    from miret_governance.flavors.gates.gating import validate_model_inputs
 
     raw, y = data
     model = xgboost.XGBClassifier(n_estimators=5, max_depth=2, random_state=0).fit(raw, y)
@@ -444,7 +444,7 @@ def _without_ids_and_times(outcomes):
 
 def _started_worker(monkeypatch):
     """A worker with its child, as in a process that has not imported GE yet."""
-    from miret_governance.flavors.validation_worker import ValidationWorker
+    from miret_governance.flavors.explain.validation_worker import ValidationWorker
 
     with monkeypatch.context() as patch:
         patch.delitem(sys.modules, "great_expectations", raising=False)
@@ -452,7 +452,7 @@ def _started_worker(monkeypatch):
 
 
 def test_worker_process_validates_like_this_process(data, raw_ensemble, monkeypatch):
-    from miret_governance.flavors.validation_worker import validate_frames
+    from miret_governance.flavors.explain.validation_worker import validate_frames
 
     raw, y = data
     clean = raw.assign(label=y)
@@ -474,12 +474,12 @@ def test_worker_process_validates_like_this_process(data, raw_ensemble, monkeypa
 def test_without_a_usable_child_validation_stays_in_this_process(
     data, raw_ensemble, caplog, monkeypatch
 ):
-    from miret_governance.flavors.validation_worker import ValidationWorker
+    from miret_governance.flavors.explain.validation_worker import ValidationWorker
 
     raw, y = data
     frames = {"validation.json": raw.assign(label=y)}
     validate_inputs(raw, raw_ensemble)  # imports Great Expectations in this process
-    with caplog.at_level("WARNING", logger="miret_governance.flavors.validation_worker"):
+    with caplog.at_level("WARNING", logger="miret_governance.flavors.explain.validation_worker"):
         assert ValidationWorker().validate(frames, raw_ensemble, "label") is None
     worker_logs = [r for r in caplog.records if r.name.endswith("validation_worker")]
     assert worker_logs == []  # no child was started: nothing failed (GE's own import
@@ -487,7 +487,7 @@ def test_without_a_usable_child_validation_stays_in_this_process(
 
     worker = _started_worker(monkeypatch)
     worker.close()  # the child is gone before it is asked
-    with caplog.at_level("WARNING", logger="miret_governance.flavors.validation_worker"):
+    with caplog.at_level("WARNING", logger="miret_governance.flavors.explain.validation_worker"):
         assert worker.validate(frames, raw_ensemble, "label") is None
     assert "validating in this process" in caplog.text
 

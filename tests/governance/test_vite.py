@@ -11,9 +11,9 @@ import xgboost
 from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
-from miret_governance.governance import vite
-from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.measures import vite
 
 # --------------------------------------------------------------------------- toy forest
 # The paper's toy example: 3 trees of depth 3 on 4 features. x1, x2 (indices 0, 1) are

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from miret_governance.governance.miret.cuts import CutSearch, cheapest, splits_components
-from miret_governance.governance.miret.search_state import SearchState
+from miret_governance.governance.miret.heuristics.cuts import CutSearch, cheapest, splits_components
+from miret_governance.governance.miret.heuristics.search_state import SearchState
 
 
 def test_cheapest_is_the_finite_head_of_a_stable_argsort():
@@ -68,7 +68,9 @@ def test_a_univariate_layout_is_the_plain_layout_memoized_within_the_cell_cap(mo
     assert search.univariate_layout(idx, 0)[0] is order  # memoized
     assert search.layout_cells == valid.size
 
-    monkeypatch.setattr("miret_governance.governance.miret.cuts.LAYOUT_CELLS", valid.size - 1)
+    monkeypatch.setattr(
+        "miret_governance.governance.miret.heuristics.cuts.LAYOUT_CELLS", valid.size - 1
+    )
     capped = _layout_search(X, np.array([0, 1, 2, 1]), np.array([[True, False, True]]))
     again = capped.univariate_layout(idx, 0)
     assert capped.memo == {} and capped.layout_cells == 0

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.miret.conditions import (
+from miret_governance.governance.miret.tree.conditions import (
     format_number,
     glued,
     negation,
     split_table,
 )
-from miret_governance.governance.miret.display import display_from_counts, rules_text
-from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.tree.display import display_from_counts, rules_text
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 # a in [0, 10], b in [100, 300], c in [0, 1], d in [-5, 5]
 SCALER = MinMaxScaler().fit(np.array([[0.0, 100.0, 0.0, -5.0], [10.0, 300.0, 1.0, 5.0]]))

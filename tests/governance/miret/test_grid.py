@@ -9,8 +9,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedKFold
 from sklearn.tree import DecisionTreeClassifier
 
-from miret_governance.governance.miret import MiretSurrogate, fitting, grid
-from miret_governance.governance.miret.selection import folds
+from miret_governance.governance.miret import MiretSurrogate
+from miret_governance.governance.miret.fit import fitting, grid
+from miret_governance.governance.miret.fit.selection import folds
 
 
 def hits(*values):
@@ -236,7 +237,7 @@ def test_the_choice_survives_a_round_trip(chosen):
 def test_fold_fits_share_the_heuristic_budget_equally(step, monkeypatch, given, fold_share):
     """Every setting's fold fits get the same share of the heuristic's work budget (a
     third with the default grid, all of it for one setting); the final fit gets all."""
-    from miret_governance.governance.miret import engine
+    from miret_governance.governance.miret.fit import engine
 
     budgets, heuristic_tree = [], engine.heuristic_tree
 

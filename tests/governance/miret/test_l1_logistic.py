@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from miret_governance.governance.miret.local_search import LOGISTIC_C, l1_logistic
+from miret_governance.governance.miret.heuristics.local_search import LOGISTIC_C, l1_logistic
 
 
 @pytest.mark.parametrize("C", LOGISTIC_C)

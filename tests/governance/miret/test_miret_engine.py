@@ -10,21 +10,26 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.miret import MiretSurrogate, build_problem, fitting
-from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret.engine import candidate_arrays, seed_trees
-from miret_governance.governance.miret.formulation import build_model, encode
-from miret_governance.governance.miret.heuristic import warm_start
-from miret_governance.governance.miret.sampling import (
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.miret import MiretSurrogate, build_problem
+from miret_governance.governance.miret.fit import fitting
+from miret_governance.governance.miret.fit.engine import candidate_arrays, seed_trees
+from miret_governance.governance.miret.heuristics.cart import cart_predict
+from miret_governance.governance.miret.heuristics.heuristic import warm_start
+from miret_governance.governance.miret.milp.formulation import build_model, encode
+from miret_governance.governance.miret.problem.sampling import (
     SIGNATURE_TREES,
     quotas,
     sample_rows,
     samples,
     strata,
 )
-from miret_governance.governance.miret.solve_result import PROVED_GAP, StallRule
-from miret_governance.governance.miret.solvers import HIGHS_CHECK_SCALE, highs_check_work, solve
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.miret.solvers.highs import (
+    HIGHS_CHECK_SCALE,
+    highs_check_work,
+    solve,
+)
+from miret_governance.governance.miret.solvers.solve_result import PROVED_GAP, StallRule
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import NotFittedError
 
-from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.ensembles.trees import UnsupportedModelError
 from miret_governance.governance.miret import MiretSurrogate, SolveReport, build_problem
-from miret_governance.governance.miret import engine as engine_module
-from miret_governance.governance.miret import node_milp as node_milp_module
-from miret_governance.governance.miret.formulation import build_model, encode
-from miret_governance.governance.miret.gurobi import gurobi_license
-from miret_governance.governance.readers import read_ensemble
-from miret_governance.governance.trees import UnsupportedModelError
+from miret_governance.governance.miret.fit import engine as engine_module
+from miret_governance.governance.miret.milp import node_milp as node_milp_module
+from miret_governance.governance.miret.milp.formulation import build_model, encode
+from miret_governance.governance.miret.solvers.gurobi import gurobi_license
 
 SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_solver)
 

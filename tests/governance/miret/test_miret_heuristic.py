@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from miret_governance.governance.miret.feasibility import check_feasible
-from miret_governance.governance.miret.heuristic import warm_start
-from miret_governance.governance.miret.problem import MiretProblem
-from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.heuristics.heuristic import warm_start
+from miret_governance.governance.miret.milp.feasibility import check_feasible
+from miret_governance.governance.miret.problem.problem import MiretProblem
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 
 def make_problem(
@@ -166,9 +166,9 @@ def test_warm_start_on_a_random_forest_is_milp_feasible(breast_cancer):
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.preprocessing import MinMaxScaler
 
-    from miret_governance.governance.miret import formulation
-    from miret_governance.governance.miret.problem import build_problem
-    from miret_governance.governance.readers import read_ensemble
+    from miret_governance.governance.ensembles.readers.reading import read_ensemble
+    from miret_governance.governance.miret.milp import formulation
+    from miret_governance.governance.miret.problem.problem import build_problem
 
     X, y = breast_cancer
     X = MinMaxScaler().fit_transform(X.iloc[:200])
@@ -181,7 +181,7 @@ def test_warm_start_on_a_random_forest_is_milp_feasible(breast_cancer):
 
 
 def test_a_memoized_gini_shortlist_is_the_head_of_the_longer_one_and_counts_its_scan():
-    from miret_governance.governance.miret.local_search import TreeSearch
+    from miret_governance.governance.miret.heuristics.local_search import TreeSearch
 
     rng = np.random.default_rng(3)
     X = rng.uniform(size=(40, 4))
@@ -204,7 +204,7 @@ def test_a_memoized_gini_shortlist_is_the_head_of_the_longer_one_and_counts_its_
 
 
 def test_a_memoized_greedy_subtree_is_the_one_grown_and_counts_its_work_again():
-    from miret_governance.governance.miret.local_search import TreeSearch
+    from miret_governance.governance.miret.heuristics.local_search import TreeSearch
 
     rng = np.random.default_rng(4)
     X = rng.uniform(size=(60, 3))

@@ -7,16 +7,16 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate
-from miret_governance.governance.miret.cart import cart_predict, exact_tree
-from miret_governance.governance.miret.components import (
+from miret_governance.governance.miret.fit.engine import seed_trees
+from miret_governance.governance.miret.heuristics.cart import cart_predict, exact_tree
+from miret_governance.governance.miret.problem.components import (
     MIN_COMPONENT_CAP,
     bounded_components,
     component_cap,
 )
-from miret_governance.governance.miret.engine import seed_trees
-from miret_governance.governance.miret.problem import build_problem
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.miret.problem.problem import build_problem
 
 
 def pairs(n, triples):

@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
-from miret_governance.governance.miret.search import SELECTION_RULE, select_candidate
+from miret_governance.governance.miret.fit.search_cv import SELECTION_RULE, select_candidate
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,13 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.ensemble import Ensemble
-from miret_governance.governance.miret.formulation import build_model, encode
-from miret_governance.governance.miret.gurobi import gurobi_license
-from miret_governance.governance.miret.layout import alternating_classes, subtree_leaves
-from miret_governance.governance.miret.problem import MiretProblem, build_problem
-from miret_governance.governance.miret.solvers import solve
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.miret.milp.formulation import build_model, encode
+from miret_governance.governance.miret.problem.layout import alternating_classes, subtree_leaves
+from miret_governance.governance.miret.problem.problem import MiretProblem, build_problem
+from miret_governance.governance.miret.solvers.gurobi import gurobi_license
+from miret_governance.governance.miret.solvers.highs import solve
 
 needs_gurobi = pytest.mark.skipif(
     gurobi_license() == "unavailable", reason="gurobipy has no working license here"
@@ -398,7 +398,7 @@ def test_highs_prints_nothing_to_standard_output():
 
     code = (
         "import highspy\n"
-        "from miret_governance.governance.miret.solvers import new_highs\n"
+        "from miret_governance.governance.miret.solvers.highs import new_highs\n"
         "new_highs(); new_highs()\n"
         "highspy.Highs()\n"  # after the first: HiGHS prints its banner only once
         "print('done')\n"

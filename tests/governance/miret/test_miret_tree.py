@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.miret.layout import node_level
-from miret_governance.governance.miret.problem import MiretProblem
-from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.problem.layout import node_level
+from miret_governance.governance.miret.problem.problem import MiretProblem
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 # node 0: x0 <= 0.5 goes left; node 1: x1 <= 0.3; node 2: x1 <= x0
 COEF = [[1.0, 0.0], [0.0, 1.0], [-1.0, 1.0]]
@@ -232,7 +232,7 @@ def test_one_feature_rules_are_also_solved_for_the_feature():
 
 # --------------------------------------------------------------------------- display tree
 def test_display_tree_prunes_unreached_nodes_and_dummy_splits():
-    from miret_governance.governance.miret.display import display_tree, rules_text
+    from miret_governance.governance.miret.tree.display import display_tree, rules_text
 
     # Depth 3. Root: x0 <= 0.5 (yes = left). Node 1: no coefficients, all go right (to 4).
     # Node 2: -x1 + 0.3 <= 0 sends x1 >= 0.3 left; it reads "b < 0.3" with yes = its right
@@ -279,7 +279,7 @@ def test_display_tree_prunes_unreached_nodes_and_dummy_splits():
 def test_display_conditions_in_raw_units_and_single_leaf():
     from sklearn.preprocessing import MinMaxScaler
 
-    from miret_governance.governance.miret.display import display_tree, rules_text
+    from miret_governance.governance.miret.tree.display import display_tree, rules_text
 
     scaler = MinMaxScaler().fit(np.array([[0.0, 100.0], [10.0, 300.0]]))
     # normalized: -x1 + 0.5 <= 0, i.e. raw perimeter >= 200

@@ -6,16 +6,16 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from miret_governance.governance.ensemble import Ensemble
+from miret_governance.governance.ensembles.ensemble import Ensemble
+from miret_governance.governance.ensembles.trees import Tree
 from miret_governance.governance.miret import MiretSurrogate
-from miret_governance.governance.miret.display import display_tree, rules_text
-from miret_governance.governance.miret.missing import (
+from miret_governance.governance.miret.tree.display import display_tree, rules_text
+from miret_governance.governance.miret.tree.missing import (
     ensemble_missing_sides,
     missing_directions,
 )
-from miret_governance.governance.miret.paths import row_paths
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.trees import Tree
+from miret_governance.governance.miret.tree.paths import row_paths
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 NAN = np.nan
 # node 0: a <= 0.5 goes left; node 1: b + c <= 1; node 2: c <= 0.5

@@ -12,20 +12,25 @@ from sklearn.datasets import load_wine
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 
-from miret_governance.governance.miret.cart import cart_arrays, cart_predict, exact_tree, fit_cart
-from miret_governance.governance.miret.engine import centered, constant_tree, relabelled
-from miret_governance.governance.miret.feasibility import check_feasible
-from miret_governance.governance.miret.formulation import build_model
-from miret_governance.governance.miret.heuristic import warm_start
-from miret_governance.governance.miret.layout import majority_classes
-from miret_governance.governance.miret.local_search import TreeSearch
-from miret_governance.governance.miret.missing import missing_directions
-from miret_governance.governance.miret.node_milp import reoptimize
-from miret_governance.governance.miret.problem import MiretProblem
-from miret_governance.governance.miret.selection import folds
-from miret_governance.governance.miret.solvers import solve
-from miret_governance.governance.miret.tree import SurrogateTree
-from miret_governance.governance.miret.univariate import optimal_tree
+from miret_governance.governance.miret.fit.engine import centered, constant_tree, relabelled
+from miret_governance.governance.miret.fit.selection import folds
+from miret_governance.governance.miret.heuristics.cart import (
+    cart_arrays,
+    cart_predict,
+    exact_tree,
+    fit_cart,
+)
+from miret_governance.governance.miret.heuristics.heuristic import warm_start
+from miret_governance.governance.miret.heuristics.local_search import TreeSearch
+from miret_governance.governance.miret.heuristics.univariate import optimal_tree
+from miret_governance.governance.miret.milp.feasibility import check_feasible
+from miret_governance.governance.miret.milp.formulation import build_model
+from miret_governance.governance.miret.milp.node_milp import reoptimize
+from miret_governance.governance.miret.problem.layout import majority_classes
+from miret_governance.governance.miret.problem.problem import MiretProblem
+from miret_governance.governance.miret.solvers.highs import solve
+from miret_governance.governance.miret.tree.missing import missing_directions
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 CLASSES = np.array(["low", "mid", "high"])
 
@@ -337,7 +342,7 @@ def wine():
 
 
 def test_three_class_fit_is_at_least_as_faithful_as_cart(wine):
-    from miret_governance.governance.miret.estimator import MiretSurrogate
+    from miret_governance.governance.miret.fit.estimator import MiretSurrogate
 
     X_train, X_test, forest = wine
     surrogate = MiretSurrogate(forest, depth=2, time_limit=60, random_state=0).fit(X_train)

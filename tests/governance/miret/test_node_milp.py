@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from miret_governance.governance.miret import node_milp
-from miret_governance.governance.miret.engine import constant_tree, heuristic_tree, seed_trees
-from miret_governance.governance.miret.estimator import MiretSurrogate
-from miret_governance.governance.miret.feasibility import check_feasible
-from miret_governance.governance.miret.formulation import build_model
-from miret_governance.governance.miret.gurobi import gurobi_license
-from miret_governance.governance.miret.local_search import TreeSearch
-from miret_governance.governance.miret.node_milp import node_model, reoptimize
-from miret_governance.governance.miret.problem import build_problem
-from miret_governance.governance.miret.solvers import solve, worth_solving
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.miret.fit.engine import constant_tree, heuristic_tree, seed_trees
+from miret_governance.governance.miret.fit.estimator import MiretSurrogate
+from miret_governance.governance.miret.heuristics.local_search import TreeSearch
+from miret_governance.governance.miret.milp import node_milp
+from miret_governance.governance.miret.milp.feasibility import check_feasible
+from miret_governance.governance.miret.milp.formulation import build_model
+from miret_governance.governance.miret.milp.node_milp import node_model, reoptimize
+from miret_governance.governance.miret.problem.problem import build_problem
+from miret_governance.governance.miret.solvers.gurobi import gurobi_license
+from miret_governance.governance.miret.solvers.highs import solve, worth_solving
 
 PARAMS = MiretSurrogate(solver="highs").get_params()
 

@@ -5,14 +5,14 @@ import pandas as pd
 import pytest
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance.miret.paths import (
+from miret_governance.governance.miret.tree.paths import (
     SHOWN_DISAGREEMENTS,
     RowsError,
     applicants,
     feature_rows,
     row_paths,
 )
-from miret_governance.governance.miret.tree import SurrogateTree
+from miret_governance.governance.miret.tree.tree import SurrogateTree
 from miret_governance.governance.report.html import (
     ReportContext,
     render_model_card,

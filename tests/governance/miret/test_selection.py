@@ -9,8 +9,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedKFold
 from sklearn.tree import DecisionTreeClassifier
 
-from miret_governance.governance.miret import MiretSurrogate, selection
-from miret_governance.governance.miret.selection import (
+from miret_governance.governance.miret import MiretSurrogate
+from miret_governance.governance.miret.fit import selection
+from miret_governance.governance.miret.fit.selection import (
     can_win,
     choose,
     clearly_better,
@@ -105,7 +106,7 @@ def test_folds_are_stratified_and_shrink_for_a_rare_class_or_few_rows():
 
 
 def test_fidelities_count_every_row_in_chunks(monkeypatch):
-    from miret_governance.governance.miret import selection
+    from miret_governance.governance.miret.fit import selection
 
     monkeypatch.setattr(selection, "CHUNK_ROWS", 3)
     X = np.linspace(0, 1, 8)[:, None]
@@ -147,7 +148,7 @@ def test_paper_mode_returns_the_objectives_tree_without_folds(fitted):
 
 
 def test_a_report_written_before_the_choice_and_node_milps_still_loads(fitted):
-    from miret_governance.governance.miret.report import SolveReport
+    from miret_governance.governance.miret.fit.solve_report import SolveReport
 
     older = fitted[2].solve_report_.to_dict()
     for added in ("cv_fidelity", "chosen", "node_statuses", "node_objective_before"):

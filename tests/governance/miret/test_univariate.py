@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from miret_governance.governance.miret.cart import cart_predict
-from miret_governance.governance.miret.univariate import guessed_thresholds, optimal_tree
+from miret_governance.governance.miret.heuristics.cart import cart_predict
+from miret_governance.governance.miret.heuristics.univariate import guessed_thresholds, optimal_tree
 
 
 def enumerated(Z, y, rows, depth):

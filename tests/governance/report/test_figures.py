@@ -7,8 +7,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.governance import vite
-from miret_governance.governance.readers import read_ensemble
+from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.measures import vite
 from miret_governance.governance.report import figures
 
 FILES = ["level_frequency.png", "level_frequency.svg", "vite_tree.png", "vite_tree.svg"]
@@ -112,8 +112,8 @@ def _boxes(fig):
 
 
 def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret.tree.display import display_tree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
     from miret_governance.governance.report.tree_figure import draw_display_tree, save_tree_figure
 
     names = ("$\\frac{a$", "<script>alert(1)</script>")
@@ -144,8 +144,8 @@ def _long_tree():
     the root, a 5-term score at node 1, a one-feature split at node 2."""
     from sklearn.preprocessing import MinMaxScaler
 
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret.tree.display import display_tree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
 
     names = [f"worst concave points {k} of the cell nucleus" for k in range(5)]
     coef = np.zeros((3, 5))
@@ -238,8 +238,8 @@ def test_vite_figures_render_feature_names_with_dollars(tmp_path):
 # --------------------------------------------------------------------------- k classes
 def _four_class_tree():
     """Depth 2: x0 at the root, x1 below; leaves predict A, B, C, B (no leaf D)."""
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret.tree.display import display_tree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
 
     coef = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
     tree = SurrogateTree(

@@ -1,8 +1,8 @@
 """gate_report.md: the verdict first, a three-column table, the reasons as a list."""
 
-from miret_governance.governance.gates import evaluate
-from miret_governance.governance.policy import Policy
 from miret_governance.governance.report.gate_markdown import gate_markdown, verdict
+from miret_governance.governance.trust.gates import evaluate
+from miret_governance.governance.trust.policy import Policy
 
 
 def test_gate_report_puts_the_verdict_first_and_the_reasons_below_a_narrow_table():
@@ -52,7 +52,7 @@ def test_verdict_of_a_passing_evaluation():
 
 
 def test_reasons_round_for_people_unless_rounding_hides_the_difference():
-    from miret_governance.governance.gates import readable_pair
+    from miret_governance.governance.trust.gates import readable_pair
 
     assert readable_pair(0.9883720930232558, 0.99) == ("0.9884", "0.99")
     assert readable_pair(0.99996, 0.99997) == ("0.99996", "0.99997")

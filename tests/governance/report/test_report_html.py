@@ -28,8 +28,8 @@ def _table_rows_have_header_width(markdown: str):
 
 
 def test_report_and_model_card_escape_user_text_and_keep_tables_valid(tmp_path):
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret.tree.display import display_tree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
     from miret_governance.governance.report.html import ReportContext, write_report
     from miret_governance.governance.report.tree_figure import save_tree_figure
 
@@ -140,8 +140,8 @@ def _scored_context(tmp_path, solve):
     """A report context whose root is the score S0 of four raw-unit terms."""
     from sklearn.preprocessing import MinMaxScaler
 
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret.tree.display import display_tree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
     from miret_governance.governance.report.html import ReportContext
 
     # a in [0, 10], b in [100, 300], c in [0, 1], d in [-5, 5]
@@ -237,7 +237,7 @@ def test_page_and_card_show_how_the_tree_was_chosen(tmp_path):
 
 
 def test_page_and_card_show_the_grid_the_fit_chose_from(tmp_path):
-    from miret_governance.governance.miret.grid import RULE
+    from miret_governance.governance.miret.fit.grid import RULE
     from miret_governance.governance.report.html import write_report
 
     rows = [
@@ -309,8 +309,8 @@ def _class_context(confusion_table, **extra):
 
 def _three_class_display():
     """Depth 1 on x0: leaves predict classes 0 and 2 of three, named grade A, B and C."""
-    from miret_governance.governance.miret.display import display_tree
-    from miret_governance.governance.miret.tree import SurrogateTree
+    from miret_governance.governance.miret.tree.display import display_tree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
 
     tree = SurrogateTree(
         [[1.0]], [-0.5], 1, feature_names=("x0",), classes=(0, 1, 2), leaf_class=[0, 2]
@@ -320,7 +320,7 @@ def _three_class_display():
 
 
 def test_three_classes_show_the_fidelity_per_class_and_the_confusion_matrix(tmp_path):
-    from miret_governance.governance.metrics import confusion
+    from miret_governance.governance.measures.metrics import confusion
     from miret_governance.governance.report.html import write_report
     from miret_governance.governance.report.tree_figure import save_tree_figure
 
@@ -353,7 +353,7 @@ def test_three_classes_show_the_fidelity_per_class_and_the_confusion_matrix(tmp_
 
 
 def test_two_classes_show_the_fidelity_per_class_without_a_matrix(tmp_path):
-    from miret_governance.governance.metrics import confusion
+    from miret_governance.governance.measures.metrics import confusion
     from miret_governance.governance.report.html import render_model_card, render_report
 
     table = confusion([0, 0, 1, 1, 1], [0, 1, 1, 1, 1], [0, 1])
