@@ -23,6 +23,8 @@ from rich.console import Console
 from rich.text import Text
 
 from miret_governance.governance.errors import CheckFailedError, GovernanceError
+from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
+from miret_governance.governance.trust.policy import POLICY_ENV
 from miret_governance.governance.trust.signing import (
     SIGNING_KEY_ENV,
     SIGNING_KEY_PASSWORD_ENV,
@@ -54,12 +56,17 @@ DEFAULTS = {
     "proximity_threshold": None,
     "max_rows": 2000,
     "solver": "auto",
-    "time_limit": 60.0,
+    "time_limit": DEFAULT_TIME_LIMIT,
     "random_state": 0,
 }
 """The estimator defaults the CLI shows and passes: ``MiretSurrogate().get_params()``
 repeated as literals, so that ``--help`` needs no solver import
-(``tests/cli/test_cli_contract.py`` keeps them equal)."""
+(``tests/cli/test_cli_contract.py`` keeps them equal); the time limit is read from its
+one definition, ``solve_result.DEFAULT_TIME_LIMIT`` (a module that imports nothing
+heavy)."""
+ENSEMBLE_DEPTH = 0
+"""``flavors.explain.fit_params.ENSEMBLE_DEPTH``: ``--depth``'s default, the ensemble's
+depth at most 4, passed as that int (kept equal by the same test)."""
 SEARCH_DEFAULTS = {"search_time_limit": 5.0, "cv": 4, "tolerance": 0.01, "backend": "loky"}
 """``MiretSearchCV(None).get_params()`` repeated as literals (kept equal by the same test)."""
 CANDIDATE_CAP = 5.0
@@ -125,9 +132,6 @@ MinTestRows = Annotated[
         "Lower it only knowingly: the value is recorded with the evidence.",
     ),
 ]
-POLICY_ENV = "GOVERN_POLICY"
-"""The policy file a command reads when ``--policy`` is not given (also the trust of the
-``miret`` flavor's loader, :func:`flavors.trust.trusted_keys`)."""
 PolicyFile = Annotated[
     Path | None,
     typer.Option(

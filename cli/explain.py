@@ -19,6 +19,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from miret_governance.cli.common import (
     CANDIDATE_CAP,
     DEFAULTS,
+    ENSEMBLE_DEPTH,
     MIN_TEST_ROWS,
     SEARCH_DEFAULTS,
     DataFile,
@@ -159,8 +160,14 @@ def explain(
     test_data: TestDataFile = None,
     min_test_rows: MinTestRows = MIN_TEST_ROWS,
     depth: Annotated[
-        int, typer.Option("--depth", help="Surrogate depth (0: the ensemble's depth).")
-    ] = 0,
+        int,
+        typer.Option(
+            "--depth",
+            help="Surrogate depth; 0 (the default): the ensemble's depth, at most 4, passed "
+            "to the estimator as that int (not MiretSurrogate's depth=None, a depth chosen "
+            "on held-out folds, which explain does not offer).",
+        ),
+    ] = ENSEMBLE_DEPTH,
     alpha: Annotated[
         float | None,
         typer.Option(
@@ -325,7 +332,7 @@ def explain(
                     target=target or None,
                     test_data=str(test_data) if test_data else None,
                     min_test_rows=min_test_rows,
-                    depth=depth or None,
+                    depth=depth,
                     alpha=alpha,
                     gamma_percentile=gamma_percentile,
                     proximity_threshold=proximity_threshold,

@@ -7,6 +7,12 @@ verifies it (:func:`verify_model_signature`) before it reads anything else. Trus
 from a policy's ``[keys.<name>]`` tables: a :class:`governance.policy.Policy`, a policy
 file, or the file the environment variable :data:`POLICY_ENV` names
 (:func:`trusted_keys`).
+
+The environment is read here, once for the flavors: :func:`default_policy_path` and
+:func:`default_signing_key` are the documented defaults of every library entry point
+given no policy or key (``mlflow.pyfunc.load_model`` passes none); the CLI reads the same
+variables as its options' defaults. Their names are defined once:
+:data:`governance.policy.POLICY_ENV`, :data:`governance.signing.SIGNING_KEY_ENV`.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from miret_governance.governance.trust.policy import Policy, load_policy
+from miret_governance.governance.trust.policy import POLICY_ENV, Policy, load_policy
 from miret_governance.governance.trust.signing import (
     SIGNATURE_FILE,
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_PASSWORD_ENV,
     UNSIGNED_FILES,
     SignatureError,
     Signer,
@@ -26,15 +34,36 @@ from miret_governance.governance.trust.signing import (
     verify_path,
 )
 
-POLICY_ENV = "GOVERN_POLICY"
-"""A policy file whose ``[keys]`` the flavor's loader trusts when no policy is passed
-(``mlflow.pyfunc.load_model`` passes none)."""
 PURPOSE = "explain"
 
 
 class UnsignedEvidenceWarning(UserWarning):
     """An explanation made without a signing key: its evidence is unsigned, no gate
     passes it and no reader here trusts it."""
+
+
+def default_policy_path() -> Path | None:
+    """The policy file :data:`POLICY_ENV` names (None when it is unset): what a reader
+    trusts when given no policy."""
+    value = os.environ.get(POLICY_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def default_signing_key() -> SigningKey | None:
+    """The key :data:`SIGNING_KEY_ENV` holds or names, with the password of
+    :data:`SIGNING_KEY_PASSWORD_ENV` (None when it is unset): what a job signs with when
+    given no key.
+
+    Raises
+    ------
+    SignatureError
+        An unreadable file, a key that does not load (wrong password) or is not EC.
+    """
+    value = os.environ.get(SIGNING_KEY_ENV, "").strip()
+    if not value:
+        return None
+    password = os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None
+    return SigningKey.load(value, password, SIGNING_KEY_ENV)
 
 
 def trusted_keys(policy=None) -> TrustedKeys:
@@ -57,7 +86,7 @@ def trusted_keys(policy=None) -> TrustedKeys:
     if isinstance(policy, Policy):
         return policy.keys
     if policy is None:
-        policy = os.environ.get(POLICY_ENV, "").strip() or None
+        policy = default_policy_path()
         if policy is None:
             raise SignatureError(
                 "no trusted keys to verify a miret surrogate's signature: pass policy=<policy "

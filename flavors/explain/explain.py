@@ -53,7 +53,7 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail import links
 from miret_governance.flavors.trail.decisions import LINK_EXPERIMENT, decision_runs, end_killed_runs
-from miret_governance.flavors.trust import UnsignedEvidenceWarning
+from miret_governance.flavors.trust import UnsignedEvidenceWarning, default_signing_key
 from miret_governance.governance.data.validation import missing_shares, raw_columns
 from miret_governance.governance.ensembles.encoding import surrogate_rules
 from miret_governance.governance.trust.signing import SigningKey
@@ -180,7 +180,7 @@ def explain_model_version(
     min_test_rows = stages.check_min_test_rows(min_test_rows)
     if registered_name is not None:
         check_registered_name(registered_name)
-    signing_key = signing_key or SigningKey.from_env()
+    signing_key = signing_key or default_signing_key()
     if signing_key is None:
         warnings.warn(reuse.UNSIGNED_WARNING, UnsignedEvidenceWarning, stacklevel=2)
     check_tracking_server()

@@ -1,7 +1,8 @@
 """The estimator's parameters of one explanation as one checked, immutable object.
 
 :class:`FitParams` holds every ``MiretSurrogate`` parameter but the ensemble: defaults
-come from the estimator (:func:`estimator_defaults`), values are checked by the
+come from the estimator (:func:`estimator_defaults`; the depth's is
+:data:`ENSEMBLE_DEPTH`, an explicit depth), values are checked by the
 estimator's own constraints, and :func:`check_parameters` is the one place they are
 resolved, before any work; the depth is checked by :func:`check_depth` alone. The object
 travels unchanged from the CLI to ``MiretSurrogate(ensemble, **params)``
@@ -37,23 +38,37 @@ def estimator_defaults() -> dict:
 
 MAX_DEPTH = 8
 """Deepest surrogate explain fits (2^8 leaves is beyond what a reviewer can read)."""
+ENSEMBLE_DEPTH = 0
+"""The depth explain fits unless given one: the ensemble's depth, at most 4
+(:func:`governance.miret.problem.problem.default_depth`), resolved to that int by
+:meth:`FitParams.for_ensemble` before the request is built. The default of
+:class:`FitParams`, ``govern explain --depth`` and the MLproject's ``depth``. Not None:
+``MiretSurrogate(depth=None)`` means a depth chosen on held-out folds, which explain
+does not offer, so None is refused rather than read differently."""
 
 
-def check_depth(depth: int | None, ensemble=None) -> int | None:
+def check_depth(depth: int | None, ensemble=None) -> int:
     """The surrogate depth, checked: at most :data:`MAX_DEPTH` and, for an ``ensemble``,
-    between 1 and its depth (None then takes
-    :func:`governance.miret.problem.default_depth`).
+    between 1 and its depth (:data:`ENSEMBLE_DEPTH` then takes
+    :func:`governance.miret.problem.problem.default_depth`).
 
     Raises
     ------
     ExplainError
-        A depth out of range, naming the bound.
+        A depth out of range, naming the bound, or None (the estimator's choice on
+        held-out folds, which explain does not offer).
     """
     from miret_governance.governance.miret.problem.problem import default_depth
 
-    if ensemble is not None and depth is None:
+    if depth is None:
+        raise ExplainError(
+            "depth=None means a depth chosen on held-out folds (MiretSurrogate), which "
+            f"explain does not offer; give a depth, or {ENSEMBLE_DEPTH} for the ensemble's "
+            "depth, at most 4"
+        )
+    if ensemble is not None and depth == ENSEMBLE_DEPTH:
         depth = default_depth(ensemble)
-    if depth is not None and depth > MAX_DEPTH:
+    if depth > MAX_DEPTH:
         raise ExplainError(f"depth must be at most {MAX_DEPTH}, got {depth}")
     if ensemble is not None and not 1 <= depth <= ensemble.max_depth:
         raise ExplainError(
@@ -91,8 +106,10 @@ class FitParams(Mapping):
     Parameters
     ----------
     **given
-        ``MiretSurrogate`` parameters; ``depth=None`` (the default) stands for the
-        ensemble's depth, resolved by :meth:`for_ensemble`.
+        ``MiretSurrogate`` parameters; ``depth`` defaults to :data:`ENSEMBLE_DEPTH`
+        (0: the ensemble's depth, at most 4, resolved by :meth:`for_ensemble`), the one
+        default that is not the estimator's (there ``depth=None`` means a depth chosen on
+        held-out folds; refused here).
 
     Raises
     ------
@@ -121,9 +138,10 @@ class FitParams(Mapping):
             raise ExplainError(
                 f"unknown estimator parameters {unknown}; MiretSurrogate takes {sorted(defaults)}"
             )
-        values = {**defaults, **given}
+        values = {**defaults, "depth": ENSEMBLE_DEPTH, **given}
+        estimator_depth = None if values["depth"] == ENSEMBLE_DEPTH else values["depth"]
         try:
-            MiretSurrogate(**values)._validate_params()
+            MiretSurrogate(**{**values, "depth": estimator_depth})._validate_params()
         except InvalidParameterError as exc:
             raise ExplainError(f"{exc}; nothing was started") from None
         check_depth(values["depth"])

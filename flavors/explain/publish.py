@@ -26,7 +26,8 @@ from miret_governance.flavors.explain.stages import Validation, log_params
 from miret_governance.flavors.explain.vite_artifacts import CLASS_FOLDER_PREFIX, ViteArtifacts
 from miret_governance.flavors.store.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.governance.measures.metrics import measured_on_test_rows, peak_memory_bytes
-from miret_governance.governance.trust.environment import environment
+from miret_governance.governance.miret.solvers.table import solver_package
+from miret_governance.governance.trust.environment import GUROBI, environment
 
 REPORT_PARAMETERS = (
     *HYPERPARAMETERS,
@@ -263,7 +264,9 @@ def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> d
         "explain_digest": request.digest,
         "request": request.record(),
         "tree_digest": surrogate.tree_digest(),
-        "environment": environment(gurobi=solve["solver"] == "gurobi", code=FLAVORS_CODE),
+        "environment": environment(
+            gurobi=solver_package(solve["solver"]) == GUROBI, code=FLAVORS_CODE
+        ),
         "run_id": mlflow.active_run().info.run_id,
         "parameters": evidence.params(request, solve),
         "metrics": dict(evidence.metrics),

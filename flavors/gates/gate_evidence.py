@@ -48,7 +48,7 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail.links import check_signed_link
 from miret_governance.governance.trust.gates import Evaluation, GateResult
-from miret_governance.governance.trust.policy import DRIFT_GATES, GATES, Policy
+from miret_governance.governance.trust.policy import GATE_TABLE, Policy
 from miret_governance.governance.trust.signing import SignatureError, Signer, TrustedKeys
 
 UNVERIFIED = "unverified"
@@ -272,9 +272,8 @@ def refused_evaluation(policy: Policy, error: SignatureError) -> tuple[CheckedEv
     evidence is believed (no metrics, no validation, no features) and every gate of
     ``policy`` fails with the reason."""
     reason = f"unverified evidence: {error}"
-    specs = {**GATES, **DRIFT_GATES}
     results = [
-        GateResult(name, specs[name].metric, threshold, None, False, reason)
+        GateResult(name, GATE_TABLE[name].metric, threshold, None, False, reason)
         for name, threshold in policy.gates.items()
     ]
     evaluation = Evaluation(False, results, policy.digest, dict(policy.gates), None)

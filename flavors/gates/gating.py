@@ -82,10 +82,10 @@ from miret_governance.flavors.trail.decisions import (
     new_record,
 )
 from miret_governance.flavors.trail.descriptions import describe_versions
-from miret_governance.flavors.trust import trusted_keys
+from miret_governance.flavors.trust import default_signing_key, trusted_keys
 from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.trust.gates import Evaluation, evaluate
-from miret_governance.governance.trust.policy import GATES, Policy
+from miret_governance.governance.trust.policy import GATE_TABLE, Policy
 from miret_governance.governance.trust.signing import SignatureError, SigningKey
 
 
@@ -132,8 +132,8 @@ def evaluate_gates(policy: Policy, evidence: dict) -> Evaluation:
     evaluation = evaluate(policy, evidence)
     metrics = evidence["metrics"]
     for result in evaluation.results:
-        spec = GATES[result.name]
-        if spec.kind is bool:
+        spec = GATE_TABLE[result.name]
+        if spec.value_type is bool:
             continue
         passed, message = mlflow_verdict(  # the metric that decided (min_class_fidelity: the worst)
             result.metric, result.threshold, spec.greater_is_better, metrics.get(result.metric)
@@ -340,7 +340,8 @@ def gate_model_version(
     target : str, optional
         Label column of ``data`` (default: the explanation's).
     signing_key : SigningKey, optional
-        Signs the gate's decision record (default: ``GOVERN_SIGNING_KEY``); without one
+        Signs the gate's decision record (default: ``GOVERN_SIGNING_KEY``,
+        :func:`flavors.trust.default_signing_key`); without one
         the record is unsigned (tag ``governance.decision_signer = unsigned``) and never
         counts.
 
@@ -354,7 +355,7 @@ def gate_model_version(
         No linked surrogate, or its evidence fails :func:`checked_evidence`.
     """
     client = client or MlflowClient()
-    key = signing_key or SigningKey.from_env()
+    key = signing_key or default_signing_key()
     check_trail(client, resolve_model_version(client, model_uri), policy.keys)
     gated = evaluate_and_record(client, model_uri, policy, data, target)
     evaluation = gated.outcome.evaluation

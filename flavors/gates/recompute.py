@@ -7,8 +7,9 @@ surrogate the gate read from its verified, signed model directory
 (:attr:`flavors.gate_evidence.CheckedEvidence.surrogate`: one read, so the surrogate
 measured is the one whose evidence was checked), and measures again how often the
 surrogate reproduces the ensemble's labels (:func:`recompute_fidelity`). The outcome is one
-more gate result, ``recomputed_fidelity``, so a disagreement fails the gate (exit 1,
-recorded) instead of raising.
+more gate result, ``recomputed_fidelity`` (its entry in
+:data:`governance.policy.GATE_TABLE`, of kind ``recomputed``, compares with ``==``), so
+a disagreement fails the gate (exit 1, recorded) instead of raising.
 
 - **The explain run's own data** (the file's MLflow dataset digest is the recorded
   ``data_digest``, or ``test_data_digest`` for an explanation with a test file): the
@@ -28,7 +29,7 @@ recorded) instead of raising.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -41,21 +42,13 @@ from miret_governance.flavors.store.data_files import digest_like, feature_input
 from miret_governance.governance.ensembles.arrays import scaled
 from miret_governance.governance.measures.metrics import wilson_interval
 from miret_governance.governance.trust.gates import Evaluation, GateResult
+from miret_governance.governance.trust.policy import GATE_TABLE, RECOMPUTED_FIDELITY
 
-GATE_NAME = "recomputed_fidelity"
+GATE_NAME = RECOMPUTED_FIDELITY
+METRIC = GATE_TABLE[GATE_NAME].metric
+"""The stored figure the gate measures again (``test_fidelity``)."""
 EXACT = "reproduced exactly"
 OVERLAP = "95% intervals overlap"
-
-
-@dataclass
-class RecomputedResult(GateResult):
-    """The ``recomputed_fidelity`` verdict (a :class:`GateResult` whose comparison is
-    always ``==``: it is not one of the policy's numeric gates)."""
-
-    @property
-    def comparison(self) -> str:
-        """``==``: the recomputation agrees with the evidence or it does not."""
-        return "=="
 
 
 def with_result(evaluation: Evaluation, result: GateResult) -> Evaluation:
@@ -74,8 +67,8 @@ def _agreeing(ensemble, tree, tree_scaler, X) -> int:
     return int(np.sum(ensemble.predict(X) == tree.predict(to_tree)))
 
 
-def _failed(reason: str, threshold: str = EXACT) -> RecomputedResult:
-    return RecomputedResult(GATE_NAME, "test_fidelity", threshold, None, False, reason)
+def _failed(reason: str, threshold: str = EXACT) -> GateResult:
+    return GateResult(GATE_NAME, METRIC, threshold, None, False, reason)
 
 
 def recompute_fidelity(ensemble_version, checked, data, target: str | None = None) -> GateResult:
@@ -165,7 +158,7 @@ def _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored) -> 
         + ", ".join(f"{k} {new!r}, the evidence says {old!r}" for k, (old, new) in differ.items())
     )
     metric = ", ".join(recomputed)
-    return RecomputedResult(GATE_NAME, metric, EXACT, recomputed, not differ, reason)
+    return GateResult(GATE_NAME, metric, EXACT, recomputed, not differ, reason)
 
 
 def _overlap(agreeing: int, rows: int, stored: dict) -> GateResult:
@@ -186,4 +179,4 @@ def _overlap(agreeing: int, rows: int, stored: dict) -> GateResult:
         f"test fidelity {stored.get('test_fidelity')!r} (95% {stored_low:.3f}-"
         f"{stored_high:.3f}): {'intervals overlap' if passed else 'intervals do not overlap'}"
     )
-    return RecomputedResult(GATE_NAME, "test_fidelity", OVERLAP, fidelity, passed, reason)
+    return GateResult(GATE_NAME, METRIC, OVERLAP, fidelity, passed, reason)

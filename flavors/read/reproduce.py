@@ -36,6 +36,7 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trust import trusted_keys
 from miret_governance.governance.measures.metrics import HEADLINE_METRICS
+from miret_governance.governance.miret.solvers.table import solver_package
 from miret_governance.governance.trust.environment import GUROBI, differences, environment
 
 
@@ -237,7 +238,7 @@ def reproduce_explanation(
     recorded_env = provenance.get("environment") or {}
     solver = surrogate.solve_report_.solver
     current_env = environment(
-        gurobi=GUROBI in recorded_env or solver == "gurobi", code=FLAVORS_CODE
+        gurobi=GUROBI in recorded_env or solver_package(solver) == GUROBI, code=FLAVORS_CODE
     )
     return Reproduction(
         model_uri=model_uri,

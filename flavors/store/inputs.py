@@ -66,7 +66,7 @@ def _pickle_refusal(fmt: str) -> ExplainError:
     )
 
 
-def _load_sklearn(local: str, conf: dict, trust_pickle: bool):
+def _load_sklearn(local: str, conf: dict, mlmodel: Model, trust_pickle: bool):
     fmt = conf.get("serialization_format")
     path = _artifact_file(local, conf.get("pickled_model", ""))
     if fmt == "skops":
@@ -144,7 +144,7 @@ def load_xgboost_file(path, class_name: str = "XGBClassifier"):
     return model
 
 
-def _load_xgboost(local: str, conf: dict):
+def _load_xgboost(local: str, conf: dict, mlmodel: Model, trust_pickle: bool):
     recorded = conf.get("model_class", "xgboost.core.Booster")
     if recorded not in XGBOOST_CLASSES:
         raise ExplainError(
@@ -155,7 +155,7 @@ def _load_xgboost(local: str, conf: dict):
     return load_xgboost_file(_artifact_file(local, conf.get("data", "")), XGBOOST_CLASSES[recorded])
 
 
-def _load_lightgbm(local: str, conf: dict, signature_names):
+def _load_lightgbm(local: str, conf: dict, mlmodel: Model, trust_pickle: bool):
     """A LightGBM model stored as its text model file (``model.lgb``, how mlflow.lightgbm
     stores a Booster), read by :mod:`governance.lightgbm_text`; LightGBM never parses it.
 
@@ -178,8 +178,22 @@ def _load_lightgbm(local: str, conf: dict, signature_names):
     path = _artifact_file(local, data)
     if os.path.getsize(path) > MAX_TEXT_CHARS:
         raise ExplainError(f"the LightGBM model file is larger than {MAX_TEXT_CHARS} bytes")
+    inputs = mlmodel.signature.inputs if mlmodel.signature is not None else None
+    names = inputs.input_names() if inputs is not None and inputs.has_input_names() else None
     with open(path, encoding="utf-8", errors="replace") as handle:
-        return LightGBMText(handle.read(), feature_names=signature_names)
+        return LightGBMText(handle.read(), feature_names=names)
+
+
+FLAVOR_LOADERS = {
+    "lightgbm": _load_lightgbm,
+    "xgboost": _load_xgboost,
+    "sklearn": _load_sklearn,
+}
+"""The MLflow flavors explain loads, each with its loader
+``loader(local, flavor_conf, mlmodel, trust_pickle)``, which runs no code from the
+artifact (pickle only with ``trust_pickle``); a model directory with several of them is
+loaded by the first in this order. The readers of the loaded models are
+:data:`governance.readers.reading.LIBRARIES`."""
 
 
 def load_ensemble(model_uri: str, trust_pickle: bool = False):
@@ -207,22 +221,14 @@ def _read_model_dir(local: str, model_uri: str, trust_pickle: bool):
 
     mlmodel = Model.load(local)
     flavors = mlmodel.flavors
-    if not {"xgboost", "sklearn", "lightgbm"} & set(flavors):
+    if not set(FLAVOR_LOADERS) & set(flavors):
         raise ExplainError(
             f"{model_uri} has flavors {sorted(flavors)}; explain supports models logged "
             "with mlflow.sklearn, mlflow.xgboost or mlflow.lightgbm"
         )
     try:
-        if "lightgbm" in flavors:
-            inputs = mlmodel.signature.inputs if mlmodel.signature is not None else None
-            names = (
-                inputs.input_names() if inputs is not None and inputs.has_input_names() else None
-            )
-            model = _load_lightgbm(local, flavors["lightgbm"], names)
-        elif "xgboost" in flavors:
-            model = _load_xgboost(local, flavors["xgboost"])
-        else:
-            model = _load_sklearn(local, flavors["sklearn"], trust_pickle)
+        flavor = next(name for name in FLAVOR_LOADERS if name in flavors)
+        model = FLAVOR_LOADERS[flavor](local, flavors[flavor], mlmodel, trust_pickle)
         # loaded without running its code (or trusted): its own predict gives the labels
         return read_ensemble(model, native=True), model
     except UnsupportedModelError as exc:  # MalformedModelError too: every tree is checked

@@ -56,6 +56,7 @@ from miret_governance.flavors.trail.decisions import (
 )
 from miret_governance.flavors.trail.descriptions import describe_versions
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, promotion_lock
+from miret_governance.flavors.trust import default_signing_key
 from miret_governance.governance.trust.policy import Policy
 from miret_governance.governance.trust.signing import SigningKey
 
@@ -80,9 +81,10 @@ def _alias_version(client: MlflowClient, name: str, alias: str) -> str | None:
 
 
 def _signing_key(signing_key: SigningKey | None, policy: Policy, command: str, purpose: str):
-    """The key of the job (argument, else ``GOVERN_SIGNING_KEY``), trusted by ``policy``
-    for ``purpose``: a decision no policy would count is refused before it is recorded."""
-    key = require_key(signing_key or SigningKey.from_env(), command, purpose)
+    """The key of the job (argument, else ``GOVERN_SIGNING_KEY``:
+    :func:`flavors.trust.default_signing_key`), trusted by ``policy`` for ``purpose``: a
+    decision no policy would count is refused before it is recorded."""
+    key = require_key(signing_key or default_signing_key(), command, purpose)
     policy.keys.key_for(key.fingerprint, purpose, f"the decision {command} records")
     return key
 

@@ -47,6 +47,8 @@ from miret_governance.governance.miret.tree.paths import RowsError, encoded_rows
 from miret_governance.governance.trust.gates import GateResult, readable_pair
 from miret_governance.governance.trust.policy import DRIFT_GATES
 
+CROSS_FIDELITY = DRIFT_GATES["min_cross_fidelity"].metric
+"""The drift figure read from :class:`CrossFidelity` (the other, from the distance)."""
 SUM_TOLERANCE = 1e-6
 """How far a level's frequencies may sum from 1 (or 0) and still be split shares."""
 
@@ -374,7 +376,8 @@ def drift_gates(gates: dict, drift: Drift | None, against: str) -> list:
     for name, threshold in gates.items():
         if name not in DRIFT_GATES:
             continue
-        metric = DRIFT_GATES[name].metric
+        spec = DRIFT_GATES[name]
+        metric = spec.metric
         if drift is None:
             results.append(
                 GateResult(
@@ -387,17 +390,20 @@ def drift_gates(gates: dict, drift: Drift | None, against: str) -> list:
                 )
             )
             continue
-        if name == "min_cross_fidelity":
+        if metric == CROSS_FIDELITY:
             if drift.cross_fidelity is None:
                 reason = f"cross-fidelity against {drift.source} (@{against}) needs --data"
                 results.append(GateResult(name, metric, threshold, None, False, reason))
                 continue
-            value, passed = drift.cross_fidelity.value, drift.cross_fidelity.value >= threshold
-            op = ">="
+            value = drift.cross_fidelity.value
         else:
-            value, passed, op = drift.distance, drift.distance <= threshold, "<="
+            value = drift.distance
+        passed = value >= threshold if spec.greater_is_better else value <= threshold
         verdict = "meets" if passed else "does not meet"
         shown, limit = readable_pair(value, threshold)
-        reason = f"{metric} = {shown} against {drift.source} (@{against}) {verdict} {op} {limit}"
+        reason = (
+            f"{metric} = {shown} against {drift.source} (@{against}) {verdict} "
+            f"{spec.comparison} {limit}"
+        )
         results.append(GateResult(name, metric, threshold, value, passed, reason))
     return results

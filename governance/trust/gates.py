@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from miret_governance.governance.errors import InvalidTypeError
 from miret_governance.governance.trust.policy import (
     CLASS_FIDELITY_METRICS,
-    DRIFT_GATES,
+    GATE_TABLE,
     GATES,
     Policy,
     canonical_digest,
@@ -52,11 +52,9 @@ class GateResult:
 
     @property
     def comparison(self) -> str:
-        """``>=``, ``<=`` or ``==`` (for the validation tag)."""
-        spec = GATES.get(self.name) or DRIFT_GATES[self.name]
-        if spec.kind is bool:
-            return "=="
-        return ">=" if spec.greater_is_better else "<="
+        """``>=``, ``<=`` or ``==`` (validation, recomputation): the gate table's
+        :attr:`governance.policy.GateSpec.comparison`."""
+        return GATE_TABLE[self.name].comparison
 
 
 @dataclass
@@ -141,7 +139,7 @@ def evaluate(policy: Policy, evidence: dict) -> Evaluation:
     results = [
         _gate(name, threshold, evidence["metrics"], status)
         for name, threshold in policy.gates.items()
-        if name in GATES
+        if name in GATES  # the evidence kind of the gate table
     ]
     return Evaluation(
         all_passed=all(r.passed for r in results),
@@ -153,8 +151,8 @@ def evaluate(policy: Policy, evidence: dict) -> Evaluation:
 
 
 def _gate(name: str, threshold, metrics: dict, validation: str | None) -> GateResult:
-    spec = GATES[name]
-    if spec.kind is bool:
+    spec = GATE_TABLE[name]
+    if spec.value_type is bool:
         passed = validation == "passed"
         reason = (
             "the inputs passed validation"
@@ -174,7 +172,7 @@ def _gate(name: str, threshold, metrics: dict, validation: str | None) -> GateRe
     value = float(value)
     if math.isnan(value):
         return GateResult(name, spec.metric, threshold, value, False, f"{spec.metric} is NaN")
-    op = ">=" if spec.greater_is_better else "<="
+    op = spec.comparison
     passed = value >= threshold if spec.greater_is_better else value <= threshold
     verdict = "meets" if passed else "does not meet"
     shown, limit = readable_pair(value, threshold)

@@ -67,68 +67,121 @@ CLASS_FIDELITY_METRICS = "test_fidelity_class_*"
 :func:`governance.metrics.class_metric_name` ``("test_fidelity", class)``."""
 
 
+EVIDENCE, DRIFT, RECOMPUTED = "evidence", "drift", "recomputed"
+"""The kinds of gate, by where the figure comes from: the surrogate's signed evidence,
+the comparison with the holder of ``drift_against`` (:mod:`governance.drift`), or the
+gate's own measurement on ``--data`` (:mod:`flavors.recompute`, not a policy key)."""
+RECOMPUTED_FIDELITY = "recomputed_fidelity"
+"""The gate ``govern gate --data`` adds: the fidelity measured again."""
+POLICY_ENV = "GOVERN_POLICY"
+"""The environment variable naming the policy file a command or the flavor's loader reads
+when none is given (read at the edges only: ``cli.common``, :mod:`flavors.trust`)."""
+
+
 @dataclass(frozen=True)
 class GateSpec:
-    """What a policy key checks: the evidence metric (or record), its direction and type."""
+    """One gate: its kind, the metric (or record) it reads, its direction, its
+    threshold's type, and whether that threshold is a share in ``[0, 1]``."""
 
+    kind: str
     metric: str
     greater_is_better: bool
-    kind: type
+    value_type: type
     description: str
+    share: bool = False
+
+    @property
+    def comparison(self) -> str:
+        """``>=`` or ``<=``; ``==`` for a yes/no gate (validation, recomputation)."""
+        if self.value_type is bool or self.kind == RECOMPUTED:
+            return "=="
+        return ">=" if self.greater_is_better else "<="
 
 
-GATES = {
-    "min_fidelity": GateSpec("test_fidelity", True, float, "test-set fidelity, in [0, 1]"),
+GATE_TABLE = {
+    "min_fidelity": GateSpec(
+        EVIDENCE, "test_fidelity", True, float, "test-set fidelity, in [0, 1]", share=True
+    ),
     "min_fidelity_lower_bound": GateSpec(
+        EVIDENCE,
         "test_fidelity_ci_low",
         True,
         float,
         "lower end of the 95% Wilson interval of test fidelity, in [0, 1]",
+        share=True,
     ),
-    "max_features": GateSpec("n_features_used", False, int, "distinct features, integer >= 0"),
+    "max_features": GateSpec(
+        EVIDENCE, "n_features_used", False, int, "distinct features, integer >= 0"
+    ),
     "max_columns": GateSpec(
+        EVIDENCE,
         "n_columns_used",
         False,
         int,
         "distinct input columns (a pipeline's encoded columns count as their original "
         "column), integer >= 0",
     ),
-    "min_train_fidelity": GateSpec("train_fidelity", True, float, "train fidelity, in [0, 1]"),
+    "min_train_fidelity": GateSpec(
+        EVIDENCE, "train_fidelity", True, float, "train fidelity, in [0, 1]", share=True
+    ),
     "min_proximity_agreement": GateSpec(
-        "test_proximity_agreement", True, float, "test proximity agreement, in [0, 1]"
+        EVIDENCE,
+        "test_proximity_agreement",
+        True,
+        float,
+        "test proximity agreement, in [0, 1]",
+        share=True,
     ),
     "min_class_fidelity": GateSpec(
+        EVIDENCE,
         CLASS_FIDELITY_METRICS,
         True,
         float,
         "test-set fidelity of every class (the worst one decides), in [0, 1]",
+        share=True,
     ),
-    "max_gap": GateSpec("solver.gap", False, float, "relative MIP gap, >= 0"),
-    "require_validation_pass": GateSpec(VALIDATION_KEY, True, bool, "true or false"),
-}
-DRIFT_GATES = {
+    "max_gap": GateSpec(EVIDENCE, "solver.gap", False, float, "relative MIP gap, >= 0"),
+    "require_validation_pass": GateSpec(EVIDENCE, VALIDATION_KEY, True, bool, "true or false"),
     "max_explanation_drift": GateSpec(
-        "explanation_drift", False, float, "VITE level-frequency distance, in [0, 1]"
+        DRIFT,
+        "explanation_drift",
+        False,
+        float,
+        "VITE level-frequency distance, in [0, 1]",
+        share=True,
     ),
     "min_cross_fidelity": GateSpec(
-        "cross_fidelity", True, float, "each surrogate on the other's ensemble, in [0, 1]"
+        DRIFT,
+        "cross_fidelity",
+        True,
+        float,
+        "each surrogate on the other's ensemble, in [0, 1]",
+        share=True,
+    ),
+    RECOMPUTED_FIDELITY: GateSpec(
+        RECOMPUTED,
+        "test_fidelity",
+        True,
+        float,
+        "the fidelity measured again on --data agrees with the evidence",
     ),
 }
+"""Every gate, by name: the one table the policy parser, the evaluation
+(:mod:`governance.gates`, :mod:`governance.drift`, :mod:`flavors.recompute`) and the
+gate report read. A policy sets the ``evidence`` and ``drift`` gates
+(:data:`POLICY_GATES`); ``recomputed_fidelity`` is added by ``--data``."""
+GATES = {name: spec for name, spec in GATE_TABLE.items() if spec.kind == EVIDENCE}
+"""Gates on a figure of the surrogate's evidence (:func:`governance.gates.evaluate`)."""
+DRIFT_GATES = {name: spec for name, spec in GATE_TABLE.items() if spec.kind == DRIFT}
 """Gates comparing the candidate with the version holding the policy's ``drift_against``
 alias (:mod:`governance.drift` decides them; :func:`governance.gates.evaluate` leaves
 them out)."""
+POLICY_GATES = {**GATES, **DRIFT_GATES}
+"""The gates a policy file may set."""
 DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
 MAX_POLICY_BYTES = 64 * 1024
 """Largest policy file read; a policy is a few lines of TOML."""
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
-_UNIT_INTERVAL = (
-    "min_fidelity",
-    "min_fidelity_lower_bound",
-    "min_train_fidelity",
-    "min_proximity_agreement",
-    "min_class_fidelity",
-    *DRIFT_GATES,
-)
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
 
 
@@ -140,8 +193,7 @@ class PolicyError(GovernanceError, ValueError):
 
 
 def _valid_keys() -> str:
-    specs = {**GATES, **DRIFT_GATES}.items()
-    return "\n".join(f"  {name} = <{spec.description}>" for name, spec in specs)
+    return "\n".join(f"  {name} = <{spec.description}>" for name, spec in POLICY_GATES.items())
 
 
 @dataclass(frozen=True)
@@ -231,8 +283,7 @@ def parse_policy(
     """
     extra = sorted(set(data) - {"gates", "name", "keys", "approvals", "drift_against"})
     if extra:
-        gate_keys = set(GATES) | set(DRIFT_GATES)
-        hint = " (gate keys belong in the [gates] table)" if set(extra) & gate_keys else ""
+        hint = " (gate keys belong in the [gates] table)" if set(extra) & set(POLICY_GATES) else ""
         raise PolicyError(
             f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
             "name, optional [keys.<name>] and [approvals] tables, drift_against, and one "
@@ -247,7 +298,7 @@ def parse_policy(
     table = data.get("gates", {})
     if not isinstance(table, dict):
         raise PolicyError(f"{source}: 'gates' must be a table ([gates])")
-    unknown = sorted(set(table) - set(GATES) - set(DRIFT_GATES))
+    unknown = sorted(set(table) - set(POLICY_GATES))
     if unknown:
         raise PolicyError(f"{source}: unknown gates {unknown}; valid keys:\n{_valid_keys()}")
     gates = dict(DEFAULTS)
@@ -319,20 +370,20 @@ def _approvals(table, keys: TrustedKeys, source: str) -> dict:
 
 
 def _checked(name: str, value, source: str):
-    spec = GATES.get(name) or DRIFT_GATES[name]
+    spec = POLICY_GATES[name]
     wrong = f"{source}: {name} = {value!r} is not valid; expected {spec.description}"
-    if spec.kind is bool:
+    if spec.value_type is bool:
         if not isinstance(value, bool):
             raise PolicyError(wrong)
         return value
-    if spec.kind is int:
+    if spec.value_type is int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise PolicyError(wrong)
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise PolicyError(wrong)
     value = float(value)
-    if (name in _UNIT_INTERVAL and not 0.0 <= value <= 1.0) or value < 0.0:
+    if (spec.share and not 0.0 <= value <= 1.0) or value < 0.0:
         raise PolicyError(wrong)
     return value
 

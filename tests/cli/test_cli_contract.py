@@ -33,7 +33,15 @@ HEAVY = (
     "scipy",
     "great_expectations",
     "matplotlib",
-    "miret_governance.governance.miret",
+    # every room of MIRET but the solvers' shared definitions (the shown time limit)
+    "miret_governance.governance.miret.fit",
+    "miret_governance.governance.miret.problem",
+    "miret_governance.governance.miret.milp",
+    "miret_governance.governance.miret.heuristics",
+    "miret_governance.governance.miret.tree",
+    "miret_governance.governance.miret.solvers.highs",
+    "miret_governance.governance.miret.solvers.gurobi",
+    "miret_governance.governance.miret.solvers.table",
 )
 PROBE = """\
 import sys
@@ -175,17 +183,42 @@ def test_file_options_are_one_shared_type():
 
 
 def test_literal_defaults_are_the_estimators():
+    from miret_governance.flavors.errors import ExplainError
+    from miret_governance.flavors.explain.fit_params import ENSEMBLE_DEPTH, FitParams
     from miret_governance.flavors.explain.request import MIN_TEST_ROWS
     from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
     from miret_governance.governance.miret.fit.search_cv import CANDIDATE_CAP
+    from miret_governance.governance.miret.solvers.solve_result import (
+        DEFAULT_TIME_LIMIT,
+        SolverOptions,
+    )
+    from miret_governance.governance.miret.solvers.table import solve
 
     params = MiretSurrogate().get_params()
     assert common.DEFAULTS == {name: params[name] for name in common.DEFAULTS}
+    # the time limit is defined once and every layer reads it
+    time_limits = {
+        params["time_limit"],
+        common.DEFAULTS["time_limit"],
+        SolverOptions().time_limit,
+        inspect.signature(solve).parameters["time_limit"].default,
+        FitParams().time_limit,
+    }
+    assert time_limits == {DEFAULT_TIME_LIMIT}
+    explain = typer.main.get_command(app).commands["explain"]
+    limit = next(p for p in explain.params if p.name == "time_limit")
+    assert limit.default == DEFAULT_TIME_LIMIT
+    # --depth's default is an explicit depth (the ensemble's, at most 4), not the
+    # estimator's depth=None (chosen on held-out folds), which explain refuses
+    depth = next(p for p in explain.params if p.name == "depth")
+    assert depth.default == common.ENSEMBLE_DEPTH == ENSEMBLE_DEPTH == FitParams().depth == 0
+    assert params["depth"] is None
+    with pytest.raises(ExplainError, match="held-out folds"):
+        FitParams(depth=None)
     search = MiretSearchCV(None).get_params()
     assert common.SEARCH_DEFAULTS == {name: search[name] for name in common.SEARCH_DEFAULTS}
     assert common.CANDIDATE_CAP == CANDIDATE_CAP
     assert common.MIN_TEST_ROWS == MIN_TEST_ROWS
-    explain = typer.main.get_command(app).commands["explain"]
     gamma = next(p for p in explain.params if p.name == "gamma_percentile")
     assert gamma.default == params["gamma_percentile"] == 100 / 3  # the exact float is passed
     helped = invoke("explain", "--help").output

@@ -169,7 +169,9 @@ def test_unreadable_policy_file(tmp_path):
 
 
 # ---------------------------------------------------------------------- evaluation
-NUMERIC = [name for name, spec in GATES.items() if spec.kind is not bool and name in ALL_GATES]
+NUMERIC = [
+    name for name, spec in GATES.items() if spec.value_type is not bool and name in ALL_GATES
+]
 
 
 @pytest.mark.parametrize("name", NUMERIC)
@@ -177,7 +179,9 @@ NUMERIC = [name for name, spec in GATES.items() if spec.kind is not bool and nam
 def test_threshold_edges_agree_with_mlflow(name, offset, side):
     spec = GATES[name]
     threshold = ALL_GATES[name]
-    value = threshold + offset if spec.kind is float else threshold + (offset > 0) - (offset < 0)
+    value = (
+        threshold + offset if spec.value_type is float else threshold + (offset > 0) - (offset < 0)
+    )
     policy = parse_policy({"gates": ALL_GATES})
     metrics = dict(GOOD_METRICS, **{spec.metric: value})
     ours = {r.name: r for r in evaluate(policy, {"metrics": metrics}).results}[name]

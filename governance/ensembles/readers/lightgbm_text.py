@@ -32,6 +32,7 @@ import json
 import numpy as np
 
 from miret_governance.governance.ensembles.native_categories import lightgbm_categories
+from miret_governance.governance.ensembles.readers.sklearn import check_classes
 from miret_governance.governance.ensembles.trees import (
     LEFT_IF_LESS_EQUAL,
     MAX_CATEGORY_CODE,
@@ -327,3 +328,24 @@ def _native(head: str, rest: str, names: list):
     if sorted(set(categorical)) != categorical or not all(0 <= j < len(names) for j in categorical):
         raise MalformedModelError(f"categorical_feature {categorical} names no features")
     return lightgbm_categories(names, categorical, listed)
+
+
+def read_lightgbm(model) -> dict:
+    """A LightGBM text model, or an in-memory ``lightgbm.Booster`` or ``LGBMClassifier``
+    through its text model (the LightGBM entry of
+    :data:`governance.readers.reading.LIBRARIES`)."""
+    if isinstance(model, LightGBMText):
+        return read_lightgbm_text(model)
+    import lightgbm
+
+    if isinstance(model, lightgbm.LGBMClassifier):
+        classes = getattr(model, "classes_", None) if model.__sklearn_is_fitted__() else None
+        check_classes(model, classes)
+        names = getattr(model, "feature_names_in_", None)
+        read = read_lightgbm_text(LightGBMText(model.booster_.model_to_string(), classes, names))
+        if names is not None and read["native"] is None:
+            read["feature_names"] = [str(n) for n in model.feature_names_in_]
+        return read
+    if isinstance(model, lightgbm.Booster):
+        return read_lightgbm_text(LightGBMText(model.model_to_string()))
+    raise UnsupportedModelError(model, "it is not a LightGBM classifier or Booster")

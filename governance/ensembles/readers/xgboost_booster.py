@@ -21,6 +21,7 @@ import json
 import numpy as np
 
 from miret_governance.governance.ensembles.native_categories import NativeCategories
+from miret_governance.governance.ensembles.readers.sklearn import check_classes
 from miret_governance.governance.ensembles.trees import (
     LEFT_IF_LESS,
     UNKNOWN_LEFT,
@@ -211,3 +212,22 @@ def _native(cats, names: list, feature_types):
         if values:
             categories[name] = tuple(values)
     return NativeCategories(tuple(names), categories, np.asarray(names, dtype=object), "XGBoost")
+
+
+def read_xgboost(model) -> dict:
+    """An XGBClassifier or an ``xgboost.Booster`` (the XGBoost entry of
+    :data:`governance.readers.reading.LIBRARIES`)."""
+    import xgboost
+
+    if isinstance(model, xgboost.Booster):
+        return read_xgboost_booster(model)
+    try:
+        booster = model.get_booster()
+    except (xgboost.core.XGBoostError, ValueError):  # NotFittedError is a ValueError
+        raise UnsupportedModelError(model, "it is not fitted (call fit first)") from None
+    classes = getattr(model, "classes_", None)
+    check_classes(model, classes)
+    read = read_xgboost_booster(booster, model, classes)
+    if getattr(model, "feature_names_in_", None) is not None and not read["native"]:
+        read["feature_names"] = [str(n) for n in model.feature_names_in_]
+    return read

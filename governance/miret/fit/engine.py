@@ -38,8 +38,8 @@ from miret_governance.governance.miret.heuristics.univariate import guessed_thre
 from miret_governance.governance.miret.milp import formulation as milp
 from miret_governance.governance.miret.milp.node_milp import IMPROVEMENT, reoptimize
 from miret_governance.governance.miret.problem.layout import majority_classes
-from miret_governance.governance.miret.solvers.highs import solve, worth_solving
 from miret_governance.governance.miret.solvers.solve_result import relative_gap
+from miret_governance.governance.miret.solvers.table import solve, worth_solving
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut (safety cap)

@@ -23,7 +23,8 @@ from miret_governance.governance.miret.fit.fitting import SampleFits, wider_size
 from miret_governance.governance.miret.heuristics.cart import cart_predict
 from miret_governance.governance.miret.problem.problem import FORMULATIONS, PAPER_DEFAULTS
 from miret_governance.governance.miret.problem.sampling import samples
-from miret_governance.governance.miret.solvers.highs import SOLVERS
+from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
+from miret_governance.governance.miret.solvers.table import AUTO, SOLVER_CHOICES
 from miret_governance.governance.miret.tree.missing import with_missing_rule
 
 DEFAULT_MAX_ROWS = 2000
@@ -56,8 +57,10 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     formulation : {"miret", "basic"}
         Improved MIRET or b-MIRET.
     solver : {"auto", "highs", "gurobi"}
+        A backend of :data:`governance.miret.solvers.table.SOLVERS`, or ``"auto"``.
     time_limit : float
-        Safety cap in seconds for the whole fit (see ``solve_report_.time_limit_hit``).
+        Safety cap in seconds for the whole fit (see ``solve_report_.time_limit_hit``);
+        default :data:`governance.miret.solvers.solve_result.DEFAULT_TIME_LIMIT` (60).
         Work decides every other stop, so a fit that does not hit it is reproducible.
     stall_work : float, optional
         The solver stops after this many units of work (about a second of one core at
@@ -115,7 +118,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         "proximity_threshold": [Interval(Real, 0, None, closed="neither"), None],
         "epsilon": [Interval(Real, 0, 1, closed="neither")],
         "formulation": [StrOptions(set(FORMULATIONS))],
-        "solver": [StrOptions(set(SOLVERS))],
+        "solver": [StrOptions(set(SOLVER_CHOICES))],
         "time_limit": [Interval(Real, 0, None, closed="neither")],
         "stall_work": [Interval(Real, 0, None, closed="neither"), None],
         "work_limit": [Interval(Real, 0, None, closed="neither"), None],
@@ -138,8 +141,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         proximity_threshold=None,
         epsilon=PAPER_DEFAULTS["epsilon"],
         formulation=PAPER_DEFAULTS["formulation"],
-        solver="auto",
-        time_limit=60.0,
+        solver=AUTO,
+        time_limit=DEFAULT_TIME_LIMIT,
         stall_work=None,
         work_limit=None,
         mip_gap=1e-4,

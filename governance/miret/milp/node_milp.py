@@ -25,10 +25,10 @@ the current split (so a node never gets worse) within a work budget, and keeps a
 split when the whole tree's objective goes down. Each node's status says whether that
 split is proven optimal given the rest of the tree: the per-node certificate. A node
 whose MILP would go to HiGHS with more than :data:`NODE_MILP_BINARIES` binaries is not
-solved (status ``"too_large"``, :func:`governance.miret.solvers.worth_solving`): its
-time is given back. With more than two classes the leaves are relabelled to their
-weighted majority after every kept split (never worse), so the next node is solved
-with the relabelled classes.
+solved (status ``"too_large"``,
+:func:`governance.miret.solvers.table.worth_solving`): its time is given back. With
+more than two classes the leaves are relabelled to their weighted majority after every
+kept split (never worse), so the next node is solved with the relabelled classes.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import scipy.sparse as sp
 
 from miret_governance.governance.miret.heuristics.local_search import TreeSearch
 from miret_governance.governance.miret.problem.layout import hyperplane_values
-from miret_governance.governance.miret.solvers.highs import solve, worth_solving
+from miret_governance.governance.miret.solvers.table import solve, worth_solving
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 NODE_WORK = 0.25  # work units per node (about a quarter second of one core)

@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 
-from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.miret.solvers.solve_result import (
     SolveResult,
     SolverOptions,
+    SolverUnavailable,
     StallRule,
     finished_result,
 )
@@ -25,7 +25,7 @@ GUROBI_SIZE_LIMIT = 2000
 GUROBI_SIZE_LIMIT_ERROR = 10010
 
 
-class GurobiUnavailable(GovernanceError, RuntimeError):
+class GurobiUnavailable(SolverUnavailable):
     """Gurobi cannot be used here (not installed, no license, or model too large).
 
     Exit code 2. Also a RuntimeError, as before, for callers that catch a solver that

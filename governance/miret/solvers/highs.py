@@ -1,7 +1,7 @@
-"""Solving a :class:`~governance.miret.formulation.MilpModel`: the HiGHS backend and the
-choice between it and Gurobi (:mod:`governance.miret.gurobi`). Both receive the same
-sparse model and return a :class:`~governance.miret.solve_result.SolveResult` with an
-honest status (the statuses: :mod:`governance.miret.solve_result`).
+"""The HiGHS backend of the solver table (:mod:`governance.miret.solvers.table`, which
+also chooses between it and Gurobi, :mod:`governance.miret.solvers.gurobi`). Both receive
+the same sparse model and return a :class:`~governance.miret.solvers.solve_result.SolveResult`
+with an honest status (the statuses: :mod:`governance.miret.solvers.solve_result`).
 
 Work, not seconds, decides every stop but the safety cap, so one model, start and seed
 give one result under any load. A unit is about one second of one core: HiGHS tells its
@@ -11,10 +11,6 @@ per root separation round or node, deterministic on one thread) counts
 of ``large_data.py``) whose checks took 0.9 to 452 ms, a unit took 0.16 to 1.2 s (as a
 flat 50 checks, 0.05 to 23 s); the root LP runs uninterrupted between two checks. A
 Gurobi work unit is a unit.
-
-``solver="auto"`` uses Gurobi when gurobipy is importable, a license starts, and either
-the license is not size-limited or the model fits the size limit; otherwise HiGHS. A
-size-limit error from Gurobi (code 10010) falls back to HiGHS with a warning.
 """
 
 from __future__ import annotations
@@ -25,16 +21,9 @@ import os
 import sys
 import threading
 import time
-import warnings
 
 import numpy as np
 
-from miret_governance.governance.errors import InvalidInputError
-from miret_governance.governance.miret.solvers.gurobi import (
-    GurobiUnavailable,
-    gurobi_fits,
-    solve_gurobi,
-)
 from miret_governance.governance.miret.solvers.solve_result import (
     SolveResult,
     SolverOptions,
@@ -42,7 +31,6 @@ from miret_governance.governance.miret.solvers.solve_result import (
     finished_result,
 )
 
-SOLVERS = ("auto", "highs", "gurobi")
 HIGHS_CHECK_SCALE = 5e6  # (n_rows + n_vars) * nnz ** 0.25 of a model whose check costs a unit
 
 
@@ -85,7 +73,7 @@ def new_highs():
 
 
 def solve_highs(model, options: SolverOptions, start=None, progress=None) -> SolveResult:
-    """Solve with HiGHS (``highspy``); see :func:`solve` for the parameters."""
+    """Solve with HiGHS (``highspy``); see :func:`governance.miret.solvers.table.solve`."""
     import highspy
 
     begin = time.perf_counter()
@@ -174,66 +162,3 @@ def solve_highs(model, options: SolverOptions, start=None, progress=None) -> Sol
     return finished_result(
         "highs", version, outcome, x, objective, bound, nodes, wall, rule.work, progress
     )
-
-
-# ---------------------------------------------------------------------- dispatch
-def worth_solving(model, solver: str, highs_binaries: int) -> bool:
-    """Whether ``model`` goes to the solver at all: always when Gurobi solves it
-    (``solver="gurobi"``, or ``"auto"`` with a licence for its size); when it would go to
-    HiGHS, only up to ``highs_binaries`` binaries (beyond, HiGHS stalls without bettering
-    the warm start, so the time is given back)."""
-    if solver == "gurobi" or (solver == "auto" and gurobi_fits(model)):
-        return True
-    return model.n_binaries <= highs_binaries
-
-
-def solve(
-    model,
-    solver="auto",
-    time_limit=60.0,
-    mip_gap=1e-4,
-    threads=1,
-    random_state=0,
-    stall_work=None,
-    work_limit=None,
-    start=None,
-    progress=None,
-) -> SolveResult:
-    """Solve a MilpModel.
-
-    Parameters
-    ----------
-    model : MilpModel
-    solver : {"auto", "highs", "gurobi"}
-    time_limit : float
-        Seconds of solver time.
-    mip_gap : float
-        Relative gap at which to stop.
-    threads : int
-        Solver threads; 1 keeps the solve deterministic.
-    random_state : int
-        Solver seed.
-    stall_work : float, optional
-        Stop (status ``"stalled"``) after this many units of work without progress.
-    work_limit : float, optional
-        Stop (status ``"work_limit"``) after this many units of work.
-    start : ndarray, optional
-        A feasible solution vector (warm start).
-    progress : callable, optional
-        Called as ``progress(elapsed, incumbent, bound, gap)`` at most once a second
-        while solving, at each improving solution, and once at the end.
-
-    Returns
-    -------
-    SolveResult
-    """
-    if solver not in SOLVERS:
-        raise InvalidInputError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    options = SolverOptions(time_limit, mip_gap, threads, random_state, stall_work, work_limit)
-    if solver == "highs" or (solver == "auto" and not gurobi_fits(model)):
-        return solve_highs(model, options, start, progress)
-    try:
-        return solve_gurobi(model, options, start, progress)
-    except GurobiUnavailable as exc:
-        warnings.warn(f"{exc}; solving with HiGHS instead", RuntimeWarning, stacklevel=2)
-        return solve_highs(model, options, start, progress)

@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+from miret_governance.governance.errors import GovernanceError
 
+if TYPE_CHECKING:  # importing this module stays cheap: `govern --help` reads the default
+    import numpy as np
+
+DEFAULT_TIME_LIMIT = 60.0
+"""Seconds of the whole fit's safety cap: the one definition that ``MiretSurrogate``,
+``solve``, :class:`SolverOptions` and the ``govern`` help read."""
 PROVED_GAP = 1e-9
 PROGRESS_INTERVAL = 1.0
 STALL_TOLERANCE = 1e-4  # relative move of incumbent or bound that restarts the stall window
@@ -32,12 +39,21 @@ class SolverOptions:
     which the solve stops and ``work_limit`` units of work in all (None: never).
     """
 
-    time_limit: float = 60.0
+    time_limit: float = DEFAULT_TIME_LIMIT
     mip_gap: float = 1e-4
     threads: int = 1
     random_state: int = 0
     stall_work: float | None = None
     work_limit: float | None = None
+
+
+class SolverUnavailable(GovernanceError, RuntimeError):
+    """A backend cannot solve here (not installed, no license, model too large); the
+    solve falls back to its table entry's ``fallback`` backend.
+
+    Exit code 2. Also a RuntimeError, for callers that catch a solver that cannot run
+    as one.
+    """
 
 
 class StallRule:

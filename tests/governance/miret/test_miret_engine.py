@@ -24,12 +24,9 @@ from miret_governance.governance.miret.problem.sampling import (
     samples,
     strata,
 )
-from miret_governance.governance.miret.solvers.highs import (
-    HIGHS_CHECK_SCALE,
-    highs_check_work,
-    solve,
-)
+from miret_governance.governance.miret.solvers.highs import HIGHS_CHECK_SCALE, highs_check_work
 from miret_governance.governance.miret.solvers.solve_result import PROVED_GAP, StallRule
+from miret_governance.governance.miret.solvers.table import solve
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,12 @@ from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.ensembles.ensemble import Ensemble
 from miret_governance.governance.ensembles.readers.reading import read_ensemble
+from miret_governance.governance.errors import InvalidInputError
 from miret_governance.governance.miret.milp.formulation import build_model, encode
 from miret_governance.governance.miret.problem.layout import alternating_classes, subtree_leaves
 from miret_governance.governance.miret.problem.problem import MiretProblem, build_problem
 from miret_governance.governance.miret.solvers.gurobi import gurobi_license
-from miret_governance.governance.miret.solvers.highs import solve
+from miret_governance.governance.miret.solvers.table import solve
 
 needs_gurobi = pytest.mark.skipif(
     gurobi_license() == "unavailable", reason="gurobipy has no working license here"
@@ -412,3 +413,31 @@ def test_highs_prints_nothing_to_standard_output():
         check=True,
     )
     assert "Running HiGHS" in bare.stdout  # what new_highs keeps out
+
+
+def test_one_table_of_solvers_and_its_auto_choice(wisconsin):
+    """Every solver name a fit accepts is an entry of the one table (or "auto"); "auto"
+    picks Gurobi only when its probe says the license fits the model."""
+    from miret_governance.governance.miret.fit.estimator import MiretSurrogate
+    from miret_governance.governance.miret.solvers.gurobi import gurobi_fits
+    from miret_governance.governance.miret.solvers.table import (
+        SOLVER_CHOICES,
+        SOLVERS,
+        backend,
+        solver_package,
+    )
+
+    assert SOLVER_CHOICES == ("auto", "highs", "gurobi")
+    constraint = MiretSurrogate._parameter_constraints["solver"][0]
+    assert constraint.options == set(SOLVER_CHOICES)
+    X, ensemble = wisconsin
+    model = build_model(build_problem(X, ensemble))
+    assert all(backend(model, name) is entry for name, entry in SOLVERS.items())
+    assert backend(model, "auto").name == ("gurobi" if gurobi_fits(model) else "highs")
+    assert (solver_package("highs"), solver_package("gurobi"), solver_package("none")) == (
+        "highspy",
+        "gurobipy",
+        None,
+    )
+    with pytest.raises(InvalidInputError, match="solver must be one of"):
+        backend(model, "cplex")

@@ -28,7 +28,7 @@ from miret_governance.governance.miret.milp.formulation import build_model
 from miret_governance.governance.miret.milp.node_milp import reoptimize
 from miret_governance.governance.miret.problem.layout import majority_classes
 from miret_governance.governance.miret.problem.problem import MiretProblem
-from miret_governance.governance.miret.solvers.highs import solve
+from miret_governance.governance.miret.solvers.table import solve
 from miret_governance.governance.miret.tree.missing import missing_directions
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 

@@ -20,7 +20,7 @@ from miret_governance.governance.miret.milp.formulation import build_model
 from miret_governance.governance.miret.milp.node_milp import node_model, reoptimize
 from miret_governance.governance.miret.problem.problem import build_problem
 from miret_governance.governance.miret.solvers.gurobi import gurobi_license
-from miret_governance.governance.miret.solvers.highs import solve, worth_solving
+from miret_governance.governance.miret.solvers.table import solve, worth_solving
 
 PARAMS = MiretSurrogate(solver="highs").get_params()
 
