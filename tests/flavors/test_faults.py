@@ -73,7 +73,7 @@ def test_reuse_moves_the_link_to_the_reused_version(registered):
     [
         ({"alpha": float("nan")}, "'alpha' parameter"),
         ({"time_limit": -1.0}, "'time_limit' parameter"),
-        ({"depth": 0}, "'depth' parameter"),
+        ({"depth": -1}, "'depth' parameter"),
         ({"depth": 9}, "depth must be at most 8"),
         ({"max_rows": 1}, "'max_rows' parameter"),
         ({"registered_name": "a/b"}, "contains '/'"),
