@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -26,6 +28,7 @@ FLAVORS_CODE = (Path(__file__).parent,)
 """This package's folder: its code (how data is prepared for the fit) is digested into the
 evidence's environment with the domain's (``governance.environment.SOURCE_KEY``)."""
 EVIDENCE_FORMAT = "miret-evidence"
+EVIDENCE_FORMAT_VERSION = 1
 WRITTEN_BY_MLFLOW = {MLMODEL_FILE_NAME, "registered_model_meta"}
 """Files MLflow itself writes (MLmodel, which holds the manifest's digest, and the
 metadata of a downloaded registered version): not covered by the manifest. MLmodel is
@@ -61,6 +64,67 @@ def model_files_digest(path) -> str:
     return hashlib.sha256(json.dumps(listed, sort_keys=True).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class EvidenceManifest:
+    """``evidence.json``: what an explanation was made from and found, and the sha256 of
+    every file of its model directory.
+
+    Attributes
+    ----------
+    provenance : Mapping
+        Free-form as the explain workflow writes it (docs/architecture.md, "Formats").
+    files : Mapping
+        Relative POSIX path -> sha256 of every file but the manifest, the signature and
+        MLflow's own (:data:`WRITTEN_BY_MLFLOW`).
+    format, format_version : str, int
+        :data:`EVIDENCE_FORMAT`, :data:`EVIDENCE_FORMAT_VERSION`.
+    """
+
+    provenance: Mapping
+    files: Mapping
+    format: str = EVIDENCE_FORMAT
+    format_version: int = EVIDENCE_FORMAT_VERSION
+
+    def to_json(self) -> bytes:
+        """The manifest's bytes (a value JSON has no type for written as its ``str``)."""
+        manifest = {
+            "format": self.format,
+            "format_version": self.format_version,
+            "provenance": self.provenance,
+            "files": self.files,
+        }
+        return json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> EvidenceManifest:
+        """The manifest of ``raw``.
+
+        Raises
+        ------
+        TamperedModelError
+            Not a JSON object of this format and version, or ``provenance`` or ``files``
+            not an object.
+        """
+        try:
+            manifest = json.loads(raw)
+        except ValueError as error:
+            raise TamperedModelError(f"{EVIDENCE_FILE} is not JSON ({error})") from None
+        found = (
+            isinstance(manifest, dict)
+            and manifest.keys() == {"format", "format_version", "provenance", "files"}
+            and manifest["format"] == EVIDENCE_FORMAT
+            and manifest["format_version"] == EVIDENCE_FORMAT_VERSION
+            and isinstance(manifest["provenance"], dict)
+            and isinstance(manifest["files"], dict)
+        )
+        if not found:
+            raise TamperedModelError(
+                f"{EVIDENCE_FILE} is not a manifest of format {EVIDENCE_FORMAT!r} version "
+                f"{EVIDENCE_FORMAT_VERSION}; explain the ensemble again"
+            )
+        return cls(**manifest)
+
+
 def _model_files(path: str) -> list[str]:
     """Every file of a model directory but the manifest, the signature and MLflow's own
     metadata (POSIX, relative)."""
@@ -71,33 +135,25 @@ def _model_files(path: str) -> list[str]:
 
 def write_evidence(path: str, provenance: dict) -> str:
     """Write the manifest of ``path`` (provenance and file digests); its own digest."""
-    manifest = {
-        "format": EVIDENCE_FORMAT,
-        "format_version": 1,
-        "provenance": provenance,
-        "files": {name: file_digest(os.path.join(path, name)) for name in _model_files(path)},
-    }
-    target = os.path.join(path, EVIDENCE_FILE)
-    with open(target, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True, default=str)
+    manifest = EvidenceManifest(
+        provenance,
+        {name: file_digest(os.path.join(path, name)) for name in _model_files(path)},
+    )
+    target = Path(path, EVIDENCE_FILE)
+    target.write_bytes(manifest.to_json())
     return file_digest(target)
 
 
-def verify_manifest(model_dir: str, expected_digest: str | None) -> dict:
+def verify_manifest(model_dir: str, expected_digest: str | None) -> EvidenceManifest:
     """Check the manifest of ``model_dir`` against ``expected_digest`` and every file
-    against the manifest; the verified manifest.
-
-    Returns
-    -------
-    dict
-        The manifest (``format``, ``format_version``, ``provenance``, ``files``) and
-        ``digest``, the manifest's own sha256.
+    against the manifest; the verified manifest (its own sha256 is ``expected_digest``).
 
     Raises
     ------
     TamperedModelError
         No manifest or no expected digest, a manifest that does not match
-        ``expected_digest``, or a file that is edited, missing, or not listed in it.
+        ``expected_digest``, one not of its format, or a file that is edited, missing,
+        or not listed in it.
     """
     manifest_path = os.path.join(model_dir, EVIDENCE_FILE)
     if not expected_digest or not os.path.isfile(manifest_path):
@@ -111,9 +167,8 @@ def verify_manifest(model_dir: str, expected_digest: str | None) -> dict:
             f"{model_dir}/{EVIDENCE_FILE} was modified (sha256 {digest[:12]}..., MLmodel "
             f"records {str(expected_digest)[:12]}...); refusing to load it"
         )
-    with open(manifest_path) as f:
-        manifest = json.load(f)
-    listed = manifest.get("files", {})
+    manifest = EvidenceManifest.from_json(Path(manifest_path).read_bytes())
+    listed = manifest.files
     present = _model_files(model_dir)
     changed = sorted(
         n for n in listed if n in present and file_digest(Path(model_dir, n)) != listed[n]
@@ -131,7 +186,7 @@ def verify_manifest(model_dir: str, expected_digest: str | None) -> dict:
             "model was altered after it was saved: refusing to load it, explain the "
             "ensemble again"
         )
-    return {**manifest, "digest": digest}
+    return manifest
 
 
 def check_pyfunc_entry(model_dir: str, loader_module: str, data_file: str) -> None:

@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -119,8 +119,8 @@ def verify_model_dir(model_dir: str, trusted: TrustedKeys, what: str | None = No
     Returns
     -------
     dict
-        The verified manifest (:func:`flavors.evidence.verify_manifest`) and ``signer``
-        (:class:`governance.signing.Signer`).
+        The fields of the verified manifest (:func:`flavors.evidence.verify_manifest`),
+        its ``digest`` and ``signer`` (:class:`governance.signing.Signer`).
 
     Raises
     ------
@@ -140,7 +140,8 @@ def verify_model_dir(model_dir: str, trusted: TrustedKeys, what: str | None = No
             "ensemble again (govern explain --force) to get a current surrogate"
         )
     check_pyfunc_entry(model_dir, LOADER_MODULE, SURROGATE_FILE)
-    return {**verify_manifest(model_dir, conf.get("evidence_digest")), "signer": signer}
+    digest = conf.get("evidence_digest")
+    return {**asdict(verify_manifest(model_dir, digest)), "digest": digest, "signer": signer}
 
 
 def read_evidence(model_dir_or_uri, policy=None) -> dict:

@@ -428,13 +428,14 @@ def champion_records(store: Store) -> list:
     """Verified ``promoted`` records of versions of the model to ``@champion``, oldest
     signed first."""
     from miret_governance.flavors.trail.decisions import promotion_runs, signed_time
+    from miret_governance.governance.trust.records import PromotionRecord
 
     records = [
         d
         for d in verified_records(store, promotion_runs(store.client(), MODEL, CHAMPION))
-        if d.record["kind"] == "promotion"
-        and d.record["decision"] == "promoted"
-        and d.record["alias"] == CHAMPION
+        if isinstance(d.record, PromotionRecord)
+        and d.record.decision == "promoted"
+        and d.record.alias == CHAMPION
     ]
     return sorted(records, key=signed_time)
 
@@ -748,9 +749,7 @@ def promote_trial(store: Store, trial: Trial) -> None:
     kill_once(store, trial, args, f"promote-{trial.number}")
     now = holder(store, CHAMPION)
     if now != before:
-        backed = [
-            d for d in champion_records(store) if d.record["ensemble"]["uri"].endswith(f"/{now}")
-        ]
+        backed = [d for d in champion_records(store) if d.record.ensemble.uri.endswith(f"/{now}")]
         if not any(_signed_after(d, since) for d in backed):
             trial.violations.append(
                 f"after the kill @{CHAMPION} moved from {before} to {now} without a verified "
@@ -768,15 +767,15 @@ def promote_trial(store: Store, trial: Trial) -> None:
         )
     records = champion_records(store)
     latest = records[-1] if records else None
-    if latest is None or latest.record["ensemble"]["uri"] != f"models:/{MODEL}/{target}":
-        named = latest.record["ensemble"]["uri"] if latest else "none"
+    if latest is None or latest.record.ensemble.uri != f"models:/{MODEL}/{target}":
+        named = latest.record.ensemble.uri if latest else "none"
         trial.violations.append(
             f"the latest verified promotion to @{CHAMPION} names {named}, not version {target}"
         )
     if lock_exists(store, CHAMPION):
         trial.violations.append("the promotion lock is still there after the re-run")
     if left and trial.outcome != "other":
-        taken = [d for d in records if _signed_after(d, since) and "lock_taken_over" in d.record]
+        taken = [d for d in records if _signed_after(d, since) and d.record.lock_taken_over]
         if not taken:
             trial.violations.append(
                 "the kill left the promotion lock but no promotion record of this trial says "
@@ -784,7 +783,7 @@ def promote_trial(store: Store, trial: Trial) -> None:
             )
         else:
             trial.after_kill.append(
-                f"taken over: {taken[-1].record['lock_taken_over'].get('reason', '')[:60]}"
+                f"taken over: {taken[-1].record.lock_taken_over.get('reason', '')[:60]}"
             )
 
 
@@ -811,6 +810,7 @@ def _signed_after(decision, since: float) -> bool:
 
 def approve_trial(store: Store, trial: Trial) -> None:
     from miret_governance.flavors.trail.decisions import APPROVAL_EXPERIMENT, decision_runs
+    from miret_governance.governance.trust.records import ApprovalRecord
 
     comment = f"kill trial {trial.number}"
     args = approve_args(store, comment)
@@ -821,8 +821,9 @@ def approve_trial(store: Store, trial: Trial) -> None:
     mine = [
         d
         for d in verified_records(store, runs)
-        if d.record.get("comment") == comment
-        and d.record.get("alias") == REVIEWED
+        if isinstance(d.record, ApprovalRecord)
+        and d.record.comment == comment
+        and d.record.alias == REVIEWED
         and d.signer.name == "reviewer"
     ]
     if not mine:

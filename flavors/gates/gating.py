@@ -86,6 +86,7 @@ from miret_governance.flavors.trust import default_signing_key, trusted_keys
 from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.trust.gates import Evaluation, evaluate
 from miret_governance.governance.trust.policy import GATE_TABLE, Policy
+from miret_governance.governance.trust.records import GateRecord
 from miret_governance.governance.trust.signing import SignatureError, SigningKey
 
 
@@ -360,14 +361,14 @@ def gate_model_version(
     gated = evaluate_and_record(client, model_uri, policy, data, target)
     evaluation = gated.outcome.evaluation
     record = new_record(
-        "gate",
+        GateRecord,
         gated.version,
         gated.surrogate,
         gated.checked,
         policy,
         decided_by(policy.keys, key),
         result="PASS" if evaluation.all_passed else "FAIL",
-        **({"drift": gated.outcome.drift} if gated.outcome.drift else {}),
+        drift=gated.outcome.drift or None,
     )
     finish_with_record(client, gated.outcome.run_id, record, key)
     _describe(client, gated)

@@ -29,20 +29,18 @@ from miret_governance.flavors.gates.gate_evidence import (
     checked_evidence,
     linked_surrogate,
 )
-from miret_governance.flavors.store.registry import (
-    model_id_of,
-    resolve_model_version,
-    version_uri,
-)
+from miret_governance.flavors.store.registry import resolve_model_version, version_uri
 from miret_governance.flavors.trail.decisions import (
     GATE_EXPERIMENT,
     DecisionError,
     alias_moved_by_hand,
     decision_runs,
+    pinned,
     read_all,
 )
 from miret_governance.governance.measures.drift import CrossFidelity, Drift, drift_gates
 from miret_governance.governance.trust.policy import Policy
+from miret_governance.governance.trust.records import GateRecord
 from miret_governance.governance.trust.signing import SignatureError
 
 
@@ -73,20 +71,18 @@ def _recorded_figures(client, version, digest: str, against: dict, trusted) -> d
     """The drift figures of the latest gate record that a key ``trusted`` for ``decide``
     signed on ``version`` with evidence ``digest``, against exactly ``against`` (alias,
     ensemble and surrogate URIs, evidence digest), with cross-fidelity; None when none."""
-    uri = version_uri(version)
-    ensemble = {"uri": uri, "model_id": model_id_of(version) or ""}
-    runs = decision_runs(client, GATE_EXPERIMENT, uri)
+    runs = decision_runs(client, GATE_EXPERIMENT, version_uri(version))
     for decision in reversed(read_all(client, runs, trusted, version.name)):  # newest first
         record = decision.record
         if (
             decision.valid
-            and record["kind"] == "gate"
-            and record["ensemble"] == ensemble
-            and record["evidence"]["digest"] == digest
-            and (record.get("drift") or {}).get("against") == against
-            and record["drift"].get("cross_fidelity") is not None
+            and isinstance(record, GateRecord)
+            and record.ensemble == pinned(version)
+            and record.evidence.digest == digest
+            and (record.drift or {}).get("against") == against
+            and record.drift.get("cross_fidelity") is not None
         ):
-            return {**record["drift"], "decision_run": decision.run_id}
+            return {**record.drift, "decision_run": decision.run_id}
     return None
 
 

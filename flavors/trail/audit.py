@@ -29,7 +29,7 @@ and checks with the keys the organisation's policy trusts:
   names the surrogate of the latest signed link record (:mod:`flavors.links`).
 
 Nothing here reads a tag as proof: tags only say where to look. No record makes it
-crash: records are parsed by :func:`governance.records.parse_record` before any field is
+crash: records are parsed by :func:`governance.trust.records.parse_record` before any field is
 read, and its time grows linearly with the records of the store.
 """
 
@@ -46,7 +46,6 @@ from miret_governance.flavors.store.registry import (
     GATE_RUN_TAG,
     SURROGATE_TAG,
     check_registered_name,
-    model_id_of,
     name_filter,
     version_uri,
 )
@@ -57,12 +56,15 @@ from miret_governance.flavors.trail.decisions import (
     LINK_EXPERIMENT,
     URI_PARAM,
     Decision,
+    alias_of,
     approval_state,
     every_run,
+    pinned,
     read_record,
     signed_time,
 )
 from miret_governance.governance.trust.policy import Policy
+from miret_governance.governance.trust.records import ClearanceRecord, GatedRecord, PromotionRecord
 
 KINDS = ("alias", "policy", "superseded", "evidence", "decision_record")
 EXPERIMENTS = (GATE_EXPERIMENT, APPROVAL_EXPERIMENT, LINK_EXPERIMENT, CLEARANCE_EXPERIMENT)
@@ -157,12 +159,11 @@ def _promoted_alias(decision: Decision, version) -> str | None:
     record = decision.record
     if (
         decision.valid
-        and record.get("kind") == "promotion"
-        and record.get("decision") == "promoted"
-        and record.get("ensemble")
-        == {"uri": version_uri(version), "model_id": model_id_of(version) or ""}
+        and isinstance(record, PromotionRecord)
+        and record.decision == "promoted"
+        and record.ensemble == pinned(version)
     ):
-        return record.get("alias")
+        return record.alias
     return None
 
 
@@ -171,7 +172,7 @@ def _valid_promotion(decision: Decision, version, alias: str, digest: str | None
     return (
         digest is not None
         and _promoted_alias(decision, version) == alias
-        and (decision.record.get("evidence") or {}).get("digest") == digest
+        and decision.record.evidence.digest == digest
     )
 
 
@@ -194,29 +195,29 @@ def _audit_version(
         if not decision.valid and run_id not in trail.reported:  # e.g. an unsigned what-if
             report.findings.append(Finding("decision_record", uri, decision.problem, alias, run_id))
             trail.reported.add(run_id)
-        if decision.valid and decision.record["kind"] not in ("gate", "promotion"):
+        record = decision.record if decision.valid else None
+        if record is not None and not isinstance(record, GatedRecord):
             report.findings.append(
                 Finding(
                     "decision_record",
                     uri,
                     f"the status tag {key} names run {run_id}, whose record is a "
-                    f"{decision.record['kind']} record, not a gate or promotion decision: the "
+                    f"{record.kind} record, not a gate or promotion decision: the "
                     "tag was set by hand; gate or promote again",
                     alias,
                     run_id,
                 )
             )
             continue
-        decided_on = (decision.record.get("evidence") or {}).get("digest")
-        if decision.valid and digest is not None and decided_on != digest:
+        if record is not None and digest is not None and record.evidence.digest != digest:
             what = f"the promotion to @{alias}" if alias else "the last gate evaluation"
             report.findings.append(
                 Finding(
                     "superseded",
                     uri,
                     f"{what} (run {run_id}) was decided on the evidence of "
-                    f"{decision.record['surrogate']['uri']} (digest "
-                    f"{str(decided_on)[:16]}), not on the evidence linked now "
+                    f"{record.surrogate.uri} (digest "
+                    f"{record.evidence.digest[:16]}), not on the evidence linked now "
                     f"({version.tags.get(SURROGATE_TAG)}, digest {digest[:16]})",
                     alias,
                     run_id,
@@ -253,14 +254,14 @@ def _audit_version(
                     alias,
                 )
             )
-        elif not any(d.record["policy"]["digest"] == policy.digest for d in backing):
+        elif not any(d.record.policy.digest == policy.digest for d in backing):
             latest = max(backing, key=signed_time)
             report.findings.append(
                 Finding(
                     "policy",
                     uri,
                     f"@{alias} was promoted to {uri} under policy "
-                    f"{latest.record['policy']['label']!r}, not under the audited policy "
+                    f"{latest.record.policy.label!r}, not under the audited policy "
                     f"{policy.label!r} (the digests differ); promote it again under "
                     "the organisation's policy",
                     alias,
@@ -299,19 +300,19 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport) ->
             decision = trail.read[run.info.run_id] = read_record(client, run, policy.keys)
             report.decisions += 1
             bound = run.data.params.get(URI_PARAM)
-            about = bound or (decision.record["ensemble"]["uri"] if decision.valid else None)
+            about = bound or (decision.record.ensemble.uri if decision.valid else None)
             if about is not None and not about.startswith(prefix):
                 continue
             if decision.valid:
                 trail.about.setdefault(about, []).append(decision)
-                if decision.record["kind"] == "clearance":
+                if isinstance(decision.record, ClearanceRecord):
                     clearances.append(decision)
             elif decision.blocking:
                 blocking.append((decision, about))
     cleared = {
-        (c["run_id"], c["sha256"]): (clearance, c)
+        (c.run_id, c.sha256): (clearance, c)
         for clearance in clearances
-        for c in clearance.record["cleared"]
+        for c in clearance.record.cleared
     }
     for decision, about in blocking:
         trail.reported.add(decision.run_id)
@@ -324,13 +325,13 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport) ->
                     "problem": decision.problem,
                     "clearance_run_id": clearance.run_id,
                     "cleared_by": clearance.signer.name,
-                    "time": clearance.record["time"],
-                    "reason": clearance.record["reason"],
+                    "time": clearance.record.time,
+                    "reason": clearance.record.reason,
                 }
             )
             continue
         where = about or f"{prefix}? (the run is bound to no version)"
-        alias = decision.record.get("alias")
+        alias = alias_of(decision.record)
         report.findings.append(
             Finding("decision_record", where, decision.problem, alias, decision.run_id)
         )
@@ -392,7 +393,7 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
                     "alias",
                     f"models:/{model_name}/{holder}",
                     f"@{alias} is on version {holder}, but the latest signed promotion to it "
-                    f"(run {decision.run_id}, {decision.record['time']}) moved it to "
+                    f"(run {decision.run_id}, {decision.record.time}) moved it to "
                     f"{version_uri(version)}: it was moved back by hand; promote the version "
                     f"that should hold it with govern promote --alias {alias}",
                     alias,

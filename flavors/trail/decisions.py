@@ -3,20 +3,10 @@
 Every gate evaluation, promotion and approval leaves one JSON record on its run,
 ``decision/record.json``, signed with OpenSSF model-signing into ``decision/record.sig``
 (:func:`governance.signing.sign_path`) by the deciding job's key: purpose ``decide`` for
-gates and promotions, ``approve`` for a reviewer's approval or rejection. A record
-holds::
-
-    {"kind": "gate" | "promotion" | "approval" | "link" | "clearance"
-             (the schema of every kind: governance.records),
-     "ensemble": {"uri", "model_id"}, "surrogate": {"uri", "model_id"},
-     "evidence": {"digest", "signer": {"name", "fingerprint"} | null},
-     "policy": {"label", "digest"},
-     "result": "PASS" | "FAIL"                      (gate, promotion)
-     "drift": {...}          (gate, promotion with drift gates: flavors.diff.drift_results)
-     "alias", "decision": "promoted" | "refused", "reason"      (promotion)
-     "alias", "decision": "approve" | "reject", "comment"       (approval)
-     "decided_by": {"key_name", "key_fingerprint", "mlflow_user"},
-     "time": ISO 8601 UTC}
+gates and promotions, ``approve`` for a reviewer's approval or rejection. A record is
+one of the typed records of :mod:`governance.trust.records` (``GateRecord``,
+``PromotionRecord``, ``ApprovalRecord``, ``LinkRecord``, ``ClearanceRecord``), written
+as the bytes its ``to_json`` gives and read back by ``parse_record``.
 
 Each record is **bound to its run** when it is written: the sha256 of the record and of
 its signature, and what it is about (kind, ensemble URI, alias, decision), are logged as
@@ -24,9 +14,9 @@ run parameters (:data:`BOUND_PARAMS`) before the files, and MLflow refuses to ch
 logged parameter. Reading one back (:func:`read_record`) checks, in order, that the file
 is there, that the record and signature are the bound ones (an artifact overwritten in
 place is caught without trusting any tag), that it parses as a record of its kind
-(:func:`governance.records.parse_record`), that the parameters and the run's tags agree
-with it (a re-tagged run is caught), and that its signature verifies with a key the
-policy trusts for the purpose of its kind.
+(:func:`governance.trust.records.parse_record`), that the parameters and the run's tags
+agree with it (a re-tagged run is caught), and that its signature verifies with a key
+the policy trusts for the purpose of its kind.
 
 **Fail closed.** A record that fails any check up to the signature **blocks**
 (:attr:`Decision.blocking`): every decider that reads the records of a version or alias
@@ -48,7 +38,6 @@ Promotions to one alias are serialized by :func:`flavors.promotion_lock.promotio
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import tempfile
@@ -74,9 +63,20 @@ from miret_governance.flavors.store.registry import (
     version_uri,
 )
 from miret_governance.governance.trust.records import (
-    KIND_PURPOSE,
+    ALIAS_RECORDS,
     MAX_RECORD_BYTES,
+    ApprovalRecord,
+    ClearanceRecord,
+    ClearedEntry,
+    DecidedBy,
+    DecisionRecord,
+    EvidenceRef,
+    PinnedModel,
+    PolicyRef,
+    PromotionRecord,
+    Record,
     RecordError,
+    SurrogateRecord,
     parse_record,
     record_digest,
 )
@@ -144,16 +144,12 @@ def mlflow_user() -> str:
     return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get(MLFLOW_USER, "")
 
 
-def decided_by(trusted: TrustedKeys, key: SigningKey | None) -> dict:
+def decided_by(trusted: TrustedKeys, key: SigningKey | None) -> DecidedBy:
     """``decided_by`` of a record: the key's policy name (None when the policy does not
     name it), its fingerprint (None without a key) and the MLflow user."""
     fingerprint = key.fingerprint if key is not None else None
     names = [k.name for k in trusted.keys if k.fingerprint == fingerprint]
-    return {
-        "key_name": names[0] if names else None,
-        "key_fingerprint": fingerprint,
-        "mlflow_user": mlflow_user(),
-    }
+    return DecidedBy(names[0] if names else None, fingerprint, mlflow_user())
 
 
 def require_key(key: SigningKey | None, command: str, purpose: str) -> SigningKey:
@@ -172,54 +168,57 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def pinned(version) -> dict:
-    """``{uri, model_id}``: a model version as records name it."""
-    return {"uri": version_uri(version), "model_id": model_id_of(version) or ""}
+def pinned(version) -> PinnedModel:
+    """A model version as records name it."""
+    return PinnedModel(version_uri(version), model_id_of(version) or "")
 
 
-def new_record(kind: str, ensemble, surrogate, checked, policy, decider: dict, **fields) -> dict:
-    """A decision record (module docstring) of ``kind`` on ``checked`` evidence."""
-    signer = getattr(checked, "signer", None)
-    return {
-        "kind": kind,
-        "ensemble": pinned(ensemble),
-        "surrogate": pinned(surrogate),
-        "evidence": {
-            "digest": checked.digest,
-            "signer": signer.to_json() if signer is not None else None,
-        },
-        "policy": {"label": policy.label, "digest": policy.digest},
+def policy_ref(policy) -> PolicyRef:
+    """A policy as records name it."""
+    return PolicyRef(policy.label, policy.digest)
+
+
+def new_record(
+    cls: type[DecisionRecord], ensemble, surrogate, checked, policy, decider, **fields
+) -> DecisionRecord:
+    """A decision record of class ``cls`` on ``checked`` evidence, timed now; ``fields``
+    are those of its kind."""
+    return cls(
+        ensemble=pinned(ensemble),
+        surrogate=pinned(surrogate),
+        evidence=EvidenceRef(checked.digest, getattr(checked, "signer", None)),
+        policy=policy_ref(policy),
         **fields,
-        "decided_by": decider,
-        "time": now_utc(),
-    }
+        decided_by=decider,
+        time=now_utc(),
+    )
 
 
-def run_tags(record: dict) -> dict:
+def run_tags(record: Record) -> dict:
     """Run tags repeating a record for the MLflow UI ("Created by" is ``mlflow.user``)."""
-    by = record["decided_by"]
-    return {
-        MLFLOW_USER: by["mlflow_user"],
-        SIGNER_TAG: by["key_name"] or by["key_fingerprint"] or UNSIGNED,
-    }
+    by = record.decided_by
+    return {MLFLOW_USER: by.mlflow_user, SIGNER_TAG: by.key_name or by.key_fingerprint or UNSIGNED}
 
 
-def _bound(record: dict) -> dict:
+def alias_of(record: Record | None) -> str | None:
+    """The alias a promotion or approval record is about (None for any other)."""
+    return record.alias if isinstance(record, ALIAS_RECORDS) else None
+
+
+def _bound(record: Record) -> dict:
     """What a record is about, as :data:`BOUND_PARAMS` hold it (digest and signed apart)."""
-    about = {KIND_PARAM: record["kind"], URI_PARAM: record["ensemble"]["uri"]}
-    if "alias" in record:
-        about[ALIAS_PARAM] = record["alias"]
-    if "decision" in record:
-        about[DECISION_PARAM] = record["decision"]
+    about = {KIND_PARAM: record.kind, URI_PARAM: record.ensemble.uri}
+    if isinstance(record, ALIAS_RECORDS):
+        about |= {ALIAS_PARAM: record.alias, DECISION_PARAM: record.decision}
     return about
 
 
 # ---------------------------------------------------------------------- write and read
-def log_record(client: MlflowClient, run_id: str, record: dict, key: SigningKey | None) -> None:
+def log_record(client: MlflowClient, run_id: str, record: Record, key: SigningKey | None) -> None:
     """Sign ``record`` with ``key`` (unsigned without a key), bind it and its signature to
     the run (:data:`BOUND_PARAMS`), then write them as ``decision/record.json`` and
     ``decision/record.sig``, and tag the run (:func:`run_tags`)."""
-    raw = json.dumps(record, indent=1, sort_keys=True).encode()
+    raw = record.to_json()
     parse_record(raw)  # what is written must read back
     with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
         path, signature = Path(tmp, RECORD_FILE), Path(tmp, RECORD_SIGNATURE)
@@ -238,7 +237,7 @@ def log_record(client: MlflowClient, run_id: str, record: dict, key: SigningKey 
         client.set_tag(run_id, name, value)
 
 
-def finish_with_record(client: MlflowClient, run_id: str, record: dict, key) -> None:
+def finish_with_record(client: MlflowClient, run_id: str, record: Record, key) -> None:
     """Write ``record`` on the run (:func:`log_record`) and end it FINISHED, or FAILED
     when writing failed: a bound record missing from a run that did not finish is a
     decision whose writing was interrupted, never one that was deleted."""
@@ -251,7 +250,7 @@ def finish_with_record(client: MlflowClient, run_id: str, record: dict, key) -> 
 
 
 def record_in_new_run(
-    client: MlflowClient, experiment: str, run_name: str, tags: dict, record: dict, key
+    client: MlflowClient, experiment: str, run_name: str, tags: dict, record: Record, key
 ) -> str:
     """Create a run of ``experiment`` (created when missing, tagged with this process:
     :func:`flavors.faults.process_tags`) holding ``record`` (:func:`finish_with_record`);
@@ -293,8 +292,9 @@ class Decision:
     Attributes
     ----------
     run_id : str
-    record : dict
-        The parsed record (:mod:`governance.records`); empty when it does not parse.
+    record : Record or None
+        The parsed record (:mod:`governance.trust.records`); None when there is none or it
+        does not parse.
     signer : Signer or None
         The trusted key that signed it; None when it is not trusted.
     problem : str or None
@@ -314,7 +314,7 @@ class Decision:
     """
 
     run_id: str
-    record: dict
+    record: Record | None
     signer: Signer | None
     problem: str | None
     sha256: str | None = None
@@ -327,23 +327,23 @@ class Decision:
         return self.problem is None
 
 
-def _tag_disagreement(record: dict, tags: dict) -> str | None:
+def _tag_disagreement(record: Record, tags: dict) -> str | None:
     """The first run tag that says otherwise than ``record`` (tags absent are fine: a
     killed command may not have written them)."""
-    signed = {ENSEMBLE_URI_TAG: record["ensemble"]["uri"]}
-    if "surrogate" in record:
-        signed[SURROGATE_URI_TAG] = record["surrogate"]["uri"]
-    if "evidence" in record:
-        signed[EVIDENCE_DIGEST_TAG] = record["evidence"]["digest"]
-    if record["kind"] == "approval":
-        signed |= {ALIAS_RUN_TAG: record["alias"], DECISION_RUN_TAG: record["decision"]}
+    signed = {ENSEMBLE_URI_TAG: record.ensemble.uri}
+    if isinstance(record, SurrogateRecord):
+        signed[SURROGATE_URI_TAG] = record.surrogate.uri
+    if isinstance(record, DecisionRecord):
+        signed[EVIDENCE_DIGEST_TAG] = record.evidence.digest
+    if isinstance(record, ApprovalRecord):
+        signed |= {ALIAS_RUN_TAG: record.alias, DECISION_RUN_TAG: record.decision}
     prefix = PROMOTION_TAG.format(alias="")
     for tag in tags:
         if tag.startswith(prefix) and not tag.endswith(".run"):
-            promoted = record["kind"] == "promotion" and tag == PROMOTION_TAG.format(
-                alias=record["alias"]
+            promoted = isinstance(record, PromotionRecord) and tag == PROMOTION_TAG.format(
+                alias=record.alias
             )
-            signed[tag] = record["decision"] if promoted else "(no such tag)"
+            signed[tag] = record.decision if promoted else "(no such tag)"
     for tag, value in signed.items():
         if tag in tags and tags[tag] != value:
             return (
@@ -368,14 +368,14 @@ def read_record(client: MlflowClient, run, trusted: TrustedKeys) -> Decision:
         try:
             run = client.get_run(run)
         except MlflowException as error:
-            return Decision(run, {}, None, f"run {run} cannot be read: {error}", blocking=True)
+            return Decision(run, None, None, f"run {run} cannot be read: {error}", blocking=True)
     run_id, params, tags = run.info.run_id, run.data.params, run.data.tags
     what = f"the decision record of run {run_id}"
     bound = params.get(DIGEST_PARAM)
 
     def refused(problem: str, record=None, sha=None, blocking=True) -> Decision:
         return Decision(
-            run_id, record or {}, None, f"{what} {problem}", sha, blocking, bound=bound is not None
+            run_id, record, None, f"{what} {problem}", sha, blocking, bound=bound is not None
         )
 
     with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
@@ -436,7 +436,7 @@ def read_record(client: MlflowClient, run, trusted: TrustedKeys) -> Decision:
         if disagreement:
             return refused(disagreement, record, sha)
         try:
-            signer = verify_path(path, signature, trusted, KIND_PURPOSE[record["kind"]], what)
+            signer = verify_path(path, signature, trusted, record.purpose, what)
         except SignatureError as error:  # intact as written: never a decision that counts
             return Decision(run_id, record, None, str(error), sha, blocking=False, bound=True)
     return Decision(run_id, record, signer, None, sha, bound=True)
@@ -608,9 +608,9 @@ def cleared_records(client: MlflowClient, model_name: str, trusted: TrustedKeys)
     cleared = {}
     for run in clearance_runs(client, model_name):
         decision = read_record(client, run, trusted)
-        if decision.valid and decision.record["kind"] == "clearance":
-            for entry in decision.record["cleared"]:
-                key = (entry["run_id"], entry["sha256"])
+        if decision.valid and isinstance(decision.record, ClearanceRecord):
+            for entry in decision.record.cleared:
+                key = (entry.run_id, entry.sha256)
                 cleared[key] = max(cleared.get(key, signed_time(decision)), signed_time(decision))
     return cleared
 
@@ -664,22 +664,19 @@ def clear_records(
         blocking = blocking_records(client, version, policy.keys, alias)
     if not blocking:
         raise DecisionError(f"no record blocks decisions on {uri}; nothing was recorded")
-    record = {
-        "kind": "clearance",
-        "ensemble": pinned(version),
-        "policy": {"label": policy.label, "digest": policy.digest},
-        "cleared": [
-            {"run_id": d.run_id, "sha256": d.sha256, "problem": d.problem[:1000]} for d in blocking
-        ],
-        "reason": reason.strip(),
-        "decided_by": decided_by(policy.keys, key),
-        "time": now_utc(),
-    }
+    record = ClearanceRecord(
+        ensemble=pinned(version),
+        policy=policy_ref(policy),
+        cleared=tuple(ClearedEntry(d.run_id, d.sha256, d.problem[:1000]) for d in blocking),
+        reason=reason.strip(),
+        decided_by=decided_by(policy.keys, key),
+        time=now_utc(),
+    )
     run_id = record_in_new_run(
         client,
         CLEARANCE_EXPERIMENT,
         f"CLEAR {len(blocking)} record(s) · {version.name} v{version.version}",
-        {ENSEMBLE_URI_TAG: uri, MLFLOW_USER: record["decided_by"]["mlflow_user"]},
+        {ENSEMBLE_URI_TAG: uri, MLFLOW_USER: record.decided_by.mlflow_user},
         record,
         key,
     )
@@ -715,10 +712,10 @@ def latest_promotion(client: MlflowClient, name: str, alias: str, trusted: Trust
         record = decision.record
         if (
             decision.valid
-            and record["kind"] == "promotion"
-            and record["decision"] == "promoted"
-            and record["alias"] == alias
-            and record["ensemble"]["uri"].startswith(prefix)
+            and isinstance(record, PromotionRecord)
+            and record.decision == "promoted"
+            and record.alias == alias
+            and record.ensemble.uri.startswith(prefix)
             and (latest is None or newer(decision, latest))
         ):
             latest = decision
@@ -732,14 +729,14 @@ def alias_moved_by_hand(client: MlflowClient, name: str, alias: str, holder, tru
     promotion = latest_promotion(client, name, alias, trusted)
     if promotion is None:
         return ""
-    signed = promotion.record.get("ensemble")
+    signed = promotion.record.ensemble
     now = None if holder is None else pinned(holder)
     if signed == now:
         return ""
-    where = "no version holds it" if holder is None else f"it points to {now['uri']}"
+    where = "no version holds it" if holder is None else f"it points to {now.uri}"
     return (
         f"@{alias} was moved by hand: {where}, but the latest signed promotion (run "
-        f"{promotion.run_id}, {promotion.record.get('time')}) put {signed.get('uri')} there; "
+        f"{promotion.run_id}, {promotion.record.time}) put {signed.uri} there; "
         f"restore the alias, or promote a version to @{alias} with govern promote"
     )
 
@@ -752,11 +749,10 @@ def newer(decision: Decision, than: Decision) -> bool:
 
 
 def signed_time(decision: Decision) -> datetime:
-    """The record's signed ``time`` (the earliest possible time when it has none)."""
-    try:
-        return datetime.fromisoformat(str(decision.record.get("time")))
-    except ValueError:
+    """The record's signed ``time`` (the earliest possible time when it has no record)."""
+    if decision.record is None:
         return datetime.min.replace(tzinfo=timezone.utc)
+    return decision.record.signed_at
 
 
 # ---------------------------------------------------------------------- approvals
@@ -792,7 +788,8 @@ def approval_state(
     so neither may set aside a reviewer's rejection. Once an approval record of the
     version was cleared unread (:func:`unknown_since`), only decisions signed after the
     clearance count: the one cleared may have been a rejection."""
-    uri, model_id = version_uri(ensemble), model_id_of(ensemble) or ""
+    bound = pinned(ensemble)
+    uri = bound.uri
     latest: dict[str, Decision] = {}
     read = read_all(client, decision_runs(client, APPROVAL_EXPERIMENT, uri), trusted, ensemble.name)
     cleared = unknown_since(read)
@@ -801,9 +798,9 @@ def approval_state(
         if (
             not decision.valid
             or (cleared is not None and signed_time(decision) <= cleared)
-            or record["kind"] != "approval"
-            or record["alias"] != alias
-            or record["ensemble"] != {"uri": uri, "model_id": model_id}
+            or not isinstance(record, ApprovalRecord)
+            or record.alias != alias
+            or record.ensemble != bound
         ):
             continue
         key = decision.signer.fingerprint
@@ -812,13 +809,12 @@ def approval_state(
     counted = [  # an approval of other evidence counts for nothing
         d
         for d in sorted(latest.values(), key=lambda d: d.signer.name)
-        if d.record.get("decision") == "reject"
-        or (d.record.get("evidence") or {}).get("digest") == digest
+        if d.record.decision == "reject" or d.record.evidence.digest == digest
     ]
-    rejected = [d for d in counted if d.record.get("decision") == "reject"]
-    approvers = [d.signer.name for d in counted if d.record.get("decision") == "approve"]
+    rejected = [d for d in counted if d.record.decision == "reject"]
+    approvers = [d.signer.name for d in counted if d.record.decision == "approve"]
     if rejected:
-        names = ", ".join(f"{d.signer.name} ({d.record.get('comment', '')})" for d in rejected)
+        names = ", ".join(f"{d.signer.name} ({d.record.comment})" for d in rejected)
         return ApprovalState(False, f"@{alias} was rejected by {names}", counted)
     if len(approvers) < needed:
         return ApprovalState(
@@ -840,27 +836,29 @@ def approvals_of(client: MlflowClient, ensemble, trusted: TrustedKeys, surrogate
     record of another version (its run re-tagged) is listed with that as its problem."""
     listed = []
     bound = pinned(ensemble)
-    uri = bound["uri"]
+    uri = bound.uri
     for run in decision_runs(client, APPROVAL_EXPERIMENT, uri):
         decision = read_record(client, run, trusted)
         record = decision.record
-        if decision.valid and record.get("ensemble") != bound:
-            named = (record.get("ensemble") or {}).get("uri")
+        if decision.valid and record.ensemble != bound:
             decision = replace(
-                decision, signer=None, problem=f"its signed record is about {named}, not {uri}"
+                decision,
+                signer=None,
+                problem=f"its signed record is about {record.ensemble.uri}, not {uri}",
             )
+        surrogate = record.surrogate.uri if isinstance(record, SurrogateRecord) else None
         listed.append(
             {
                 "run_id": run.info.run_id,
-                "alias": record.get("alias"),
-                "decision": record.get("decision"),
-                "comment": record.get("comment"),
+                "alias": alias_of(record),
+                "decision": record.decision if isinstance(record, ALIAS_RECORDS) else None,
+                "comment": record.comment if isinstance(record, ApprovalRecord) else None,
                 "signed_by": decision.signer.to_json() if decision.valid else None,
                 "problem": decision.problem,
-                "mlflow_user": (record.get("decided_by") or {}).get("mlflow_user"),
-                "time": record.get("time"),
-                "surrogate_uri": (record.get("surrogate") or {}).get("uri"),
-                "current": (record.get("surrogate") or {}).get("uri") == surrogate_uri,
+                "mlflow_user": record.decided_by.mlflow_user if record is not None else None,
+                "time": record.time if record is not None else None,
+                "surrogate_uri": surrogate,
+                "current": surrogate == surrogate_uri,
             }
         )
     return listed

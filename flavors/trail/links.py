@@ -50,6 +50,7 @@ from miret_governance.flavors.trail.decisions import (
     signed_time,
     unknown_since,
 )
+from miret_governance.governance.trust.records import LinkRecord
 from miret_governance.governance.trust.signing import SigningKey, TrustedKeys
 
 
@@ -61,21 +62,20 @@ def record_link(
     gate believes, so its link proves nothing either)."""
     if key is None:
         return None
-    record = {
-        "kind": "link",
-        "ensemble": pinned(ensemble_version),
-        "surrogate": pinned(surrogate_version),
-        "decided_by": decided_by(TrustedKeys(), key),
-        "time": now_utc(),
-    }
+    record = LinkRecord(
+        ensemble=pinned(ensemble_version),
+        surrogate=pinned(surrogate_version),
+        decided_by=decided_by(TrustedKeys(), key),
+        time=now_utc(),
+    )
     return record_in_new_run(
         client,
         LINK_EXPERIMENT,
         f"LINK {ensemble_version.name} v{ensemble_version.version} → "
         f"{surrogate_version.name} v{surrogate_version.version}",
         {
-            ENSEMBLE_URI_TAG: record["ensemble"]["uri"],
-            SURROGATE_URI_TAG: record["surrogate"]["uri"],
+            ENSEMBLE_URI_TAG: record.ensemble.uri,
+            SURROGATE_URI_TAG: record.surrogate.uri,
             MLFLOW_USER: mlflow_user(),
         },
         record,
@@ -103,9 +103,9 @@ def latest_link(client: MlflowClient, ensemble_version, trusted: TrustedKeys) ->
     latest = None
     read = read_all(client, runs, trusted, ensemble_version.name)
     for link in read:
-        if not link.valid or link.record["kind"] != "link":
+        if not link.valid or not isinstance(link.record, LinkRecord):
             continue
-        if link.record["ensemble"]["uri"] != ensemble_uri:
+        if link.record.ensemble.uri != ensemble_uri:
             continue
         if latest is None or newer(link, latest):
             latest = link
@@ -134,13 +134,13 @@ def check_signed_link(client: MlflowClient, ensemble_version, surrogate, trusted
     latest = latest_link(client, ensemble_version, trusted)
     if latest is None:
         return
-    signed = latest.record.get("surrogate") or {}
+    signed = latest.record.surrogate
     if signed == pinned(surrogate):
         return
     raise GateError(
         f"{ensemble_uri} is tagged governance.surrogate = {version_uri(surrogate)}, but the "
-        f"latest link that explain signed (run {latest.run_id}, {latest.record.get('time')}) "
-        f"is to {signed.get('uri')}: the tag was changed since by something other than an "
+        f"latest link that explain signed (run {latest.run_id}, {latest.record.time}) "
+        f"is to {signed.uri}: the tag was changed since by something other than an "
         "explain with a trusted key (by hand, or by the recovery of a killed explain), so "
         "the gates do not follow it; to make an explanation current, run govern explain "
         "--model-uri "

@@ -58,6 +58,7 @@ from miret_governance.flavors.trail.descriptions import describe_versions
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, promotion_lock
 from miret_governance.flavors.trust import default_signing_key
 from miret_governance.governance.trust.policy import Policy
+from miret_governance.governance.trust.records import ApprovalRecord, PromotionRecord
 from miret_governance.governance.trust.signing import SigningKey
 
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -213,7 +214,7 @@ def promote_model_version(
             reason = f"{reason}; {approvals.reason}"
         status = "promoted" if passed else "refused"
         record = new_record(
-            "promotion",
+            PromotionRecord,
             gated.version,
             gated.surrogate,
             checked,
@@ -223,12 +224,12 @@ def promote_model_version(
             alias=alias,
             decision=status,
             reason=reason,
-            approvals=[
-                {"run_id": d.run_id, "decision": d.record["decision"]} | d.signer.to_json()
+            approvals=tuple(
+                {"run_id": d.run_id, "decision": d.record.decision} | d.signer.to_json()
                 for d in counted
-            ],
-            **({"drift": outcome.drift} if outcome.drift else {}),
-            **({"lock_taken_over": taken_over.to_json()} if taken_over else {}),
+            ),
+            drift=outcome.drift or None,
+            lock_taken_over=taken_over.to_json() if taken_over else None,
         )
         finish_with_record(client, outcome.run_id, record, key)
         if passed:
@@ -321,7 +322,7 @@ def approve_model_version(
     checked = checked_evidence(client, version, surrogate, policy.keys, current=True)
     by = decided_by(policy.keys, key)
     record = new_record(
-        "approval",
+        ApprovalRecord,
         version,
         surrogate,
         checked,
@@ -337,7 +338,7 @@ def approve_model_version(
         APPROVAL_EXPERIMENT,
         f"{decision.upper()} @{alias} · {version.name} v{version.version}",
         {
-            MLFLOW_USER: by["mlflow_user"],
+            MLFLOW_USER: by.mlflow_user,
             ENSEMBLE_URI_TAG: uri,
             "governance.surrogate_uri": surrogate_uri,
             EVIDENCE_DIGEST_TAG: checked.digest,
@@ -356,7 +357,7 @@ def approve_model_version(
         decision=decision,
         comment=comment.strip(),
         evidence_digest=checked.digest,
-        signer=by["key_name"],
+        signer=by.key_name,
         run_id=run_id,
-        time=record["time"],
+        time=record.time,
     )

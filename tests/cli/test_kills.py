@@ -68,6 +68,6 @@ def test_killed_commands_leave_a_trail_the_next_run_restores(kills, tmp_path):
     holder = kills.holder(store, kills.CHAMPION)
     assert holder in kills.PROMOTED
     latest = kills.champion_records(store)[-1]
-    assert latest.record["ensemble"]["uri"] == f"models:/{kills.MODEL}/{holder}"
+    assert latest.record.ensemble.uri == f"models:/{kills.MODEL}/{holder}"
     audit = store.audit()
     assert (audit.get("error"), audit["findings"], audit["clean"]) == (None, [], True)

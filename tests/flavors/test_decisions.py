@@ -24,7 +24,8 @@ from miret_governance.flavors.trail.decisions import (
 from miret_governance.flavors.trail.promotion import approve_model_version, promote_model_version
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, lock_name
 from miret_governance.governance.trust.policy import load_policy
-from miret_governance.governance.trust.signing import SignatureError, SigningKey
+from miret_governance.governance.trust.records import DecidedBy, GateRecord, PolicyRef
+from miret_governance.governance.trust.signing import SignatureError, Signer, SigningKey
 
 pytest_plugins = ["mlflow_store"]
 
@@ -51,17 +52,13 @@ def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monk
     assert decision.valid and decision.signer.name == CI_KEY
     record = decision.record
     ci = SigningKey.from_env().fingerprint
-    assert record["kind"] == "gate" and record["result"] == "PASS"
-    assert record["ensemble"]["uri"] == uri
-    assert record["surrogate"]["uri"] == "models:/credit-rf-surrogate/1"
-    assert record["evidence"]["digest"] == outcome.evaluation.evidence_digest
-    assert record["evidence"]["signer"] == {"name": CI_KEY, "fingerprint": ci}
-    assert record["policy"] == {"label": policy.label, "digest": policy.digest}
-    assert record["decided_by"] == {
-        "key_name": CI_KEY,
-        "key_fingerprint": ci,
-        "mlflow_user": mlflow_user(),
-    }
+    assert isinstance(record, GateRecord) and record.result == "PASS"
+    assert record.ensemble.uri == uri
+    assert record.surrogate.uri == "models:/credit-rf-surrogate/1"
+    assert record.evidence.digest == outcome.evaluation.evidence_digest
+    assert record.evidence.signer == Signer(CI_KEY, ci)
+    assert record.policy == PolicyRef(policy.label, policy.digest)
+    assert record.decided_by == DecidedBy(CI_KEY, ci, mlflow_user())
     run = client.get_run(outcome.run_id)
     tags = run.data.tags
     assert tags["mlflow.user"] == run.info.user_id == mlflow_user() != ""
@@ -73,7 +70,7 @@ def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monk
     what_if = gate_model_version(uri, policy)
     unsigned = read_record(client, what_if.run_id, policy.keys)
     assert not unsigned.valid and "unsigned" in unsigned.problem
-    assert unsigned.record["decided_by"]["key_fingerprint"] is None
+    assert unsigned.record.decided_by.key_fingerprint is None
     assert client.get_run(what_if.run_id).data.tags["governance.decision_signer"] == "unsigned"
 
 
@@ -184,7 +181,7 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monk
     monkeypatch.setattr(promotion_lock, "LOCK_TTL_SECONDS", -1.0)
     promoted = promote_model_version(uri, "prod", policy)
     assert promoted.promoted
-    taken = read_record(client, promoted.gate.run_id, policy.keys).record["lock_taken_over"]
+    taken = read_record(client, promoted.gate.run_id, policy.keys).record.lock_taken_over
     assert taken["holder"] == "4242@ci" and taken["reason"].startswith("it is older than -1.0 s")
     assert not client.search_registered_models(f"name = '{lock}'")
 
@@ -207,7 +204,7 @@ def test_a_lock_of_a_gone_process_of_this_host_is_taken_over(store, tmp_path):
     policy = load_policy(policy_file(tmp_path))
     promoted = promote_model_version(uri, "prod", policy)
     assert promoted.promoted
-    taken = read_record(client, promoted.gate.run_id, policy.keys).record["lock_taken_over"]
+    taken = read_record(client, promoted.gate.run_id, policy.keys).record.lock_taken_over
     assert taken["reason"] == f"its process {gone.stdout.strip()} on this host is gone"
     assert not client.search_registered_models(f"name = '{lock}'")
 
@@ -240,11 +237,7 @@ def test_four_eyes(store, tmp_path):
         "keys the policy trusts, has 0 (none)"
     )
     record = read_record(client, refused.gate.run_id, policy.keys).record
-    assert (record["kind"], record["decision"], record["result"]) == (
-        "promotion",
-        "refused",
-        "PASS",
-    )
+    assert (record.kind, record.decision, record.result) == ("promotion", "refused", "PASS")
     assert client.get_model_version("credit-rf", "1").tags["governance.promotion.champion"] == (
         "refused"
     )
@@ -270,7 +263,7 @@ def test_four_eyes(store, tmp_path):
     assert promoted.promoted and promoted.alias_version == "1"
     assert promoted.reason == "every gate passed; approved by alice, bob"
     record = read_record(client, promoted.gate.run_id, policy.keys).record
-    assert [(a["name"], a["decision"]) for a in record["approvals"]] == [
+    assert [(a["name"], a["decision"]) for a in record.approvals] == [
         ("alice", "approve"),
         ("bob", "approve"),
     ]

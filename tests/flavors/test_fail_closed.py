@@ -104,7 +104,7 @@ def roll_back(organisation, tmp_path) -> str:
     assert not gate_model_version(URI, organisation).evaluation.all_passed
     version = client.get_model_version("credit-rf", "1")
     link = links.latest_link(client, version, organisation.keys)
-    assert link.record["surrogate"]["uri"] == "models:/credit-rf-surrogate/2"
+    assert link.record.surrogate.uri == "models:/credit-rf-surrogate/2"
 
     overwrite(client, link.run_id, tmp_path)
     client.set_model_version_tag(

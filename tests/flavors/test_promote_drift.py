@@ -102,12 +102,8 @@ def test_promote_with_data_measures_the_drift_gates(pair, store, tmp_path):
     decision = read_record(client, run_id, policy.keys)
     assert decision.valid, decision.problem
     record = decision.record
-    assert (record["kind"], record["alias"], record["decision"]) == (
-        "promotion",
-        "champion",
-        "promoted",
-    )
-    drift = record["drift"]
+    assert (record.kind, record.alias, record.decision) == ("promotion", "champion", "promoted")
+    drift = record.drift
     assert drift["against"]["ensemble_uri"] == V1 and drift["against"]["alias"] == "champion"
     assert drift["explanation_drift"] == expected.distance
     assert drift["cross_fidelity"] == cross.to_json() and drift["data"]["rows"] == 569
@@ -155,8 +151,8 @@ def test_promote_without_data_decides_on_the_signed_gate_record(pair, store, tmp
     assert drift_gates["min_cross_fidelity"].value == cross
     # the promotion's signed record holds the figures, naming the gate run they come from
     decision = read_record(client, promoted.gate.run_id, policy.keys)
-    assert decision.valid and decision.record["kind"] == "promotion"
-    assert decision.record["drift"] == recorded
+    assert decision.valid and decision.record.kind == "promotion"
+    assert decision.record.drift == recorded
     run = client.get_run(promoted.gate.run_id)
     assert run.data.metrics["cross_fidelity"] == cross
     assert run.data.tags["governance.drift.against"] == V1

@@ -62,7 +62,7 @@ def promote_taking_over(client, tmp_path, uri) -> dict:
     assert outcome.promoted and outcome.alias_version == "1"
     decision = read_record(client, outcome.gate.run_id, policy.keys)
     assert decision.valid, decision.problem
-    taken = decision.record["lock_taken_over"]
+    taken = decision.record.lock_taken_over
     assert taken["lock"] == LOCK
     assert taken["created"] == (promotion_lock._iso(created) if created else None)
     assert not client.search_registered_models(f"name = '{LOCK}'")
@@ -198,4 +198,4 @@ def test_a_held_lock_blocks_and_says_how_to_clear_it(store, tmp_path):
     outcome = promote_model_version(uri, "prod", policy)
     assert outcome.promoted
     record = read_record(client, outcome.gate.run_id, policy.keys).record
-    assert "lock_taken_over" not in record
+    assert record.lock_taken_over is None and b"lock_taken_over" not in record.to_json()

@@ -39,6 +39,7 @@ from miret_governance.flavors.trail import links
 from miret_governance.flavors.trust import UnsignedEvidenceWarning, sign_model_dir
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 from miret_governance.governance.trust.policy import load_policy
+from miret_governance.governance.trust.records import PinnedModel
 from miret_governance.governance.trust.signing import SignatureError, SigningKey
 
 pytest_plugins = ["mlflow_store"]
@@ -294,10 +295,10 @@ def test_a_link_moved_back_to_an_older_explanation_is_not_followed(honest, tmp_p
     )
     assert newer.surrogate_uri == "models:/credit-rf-surrogate/2"
     latest = links.latest_link(client, client.get_model_version("credit-rf", "1"), lenient.keys)
-    assert latest.record["surrogate"] == {
-        "uri": "models:/credit-rf-surrogate/2",
-        "model_id": model_id_of(client.get_model_version("credit-rf-surrogate", "2")),
-    }
+    assert latest.record.surrogate == PinnedModel(
+        "models:/credit-rf-surrogate/2",
+        model_id_of(client.get_model_version("credit-rf-surrogate", "2")),
+    )
     assert gate_model_version("models:/credit-rf/1", lenient).evaluation.all_passed
 
     client.set_model_version_tag(
@@ -314,7 +315,7 @@ def test_a_link_moved_back_to_an_older_explanation_is_not_followed(honest, tmp_p
     moved = (
         "models:/credit-rf/1 is tagged governance.surrogate = models:/credit-rf-surrogate/1, "
         f"but the latest link that explain signed (run {latest.run_id}, "
-        f"{latest.record['time']}) is to models:/credit-rf-surrogate/2"
+        f"{latest.record.time}) is to models:/credit-rf-surrogate/2"
     )
     with pytest.raises(GateError) as refused:
         gate_model_version("models:/credit-rf/1", lenient)
@@ -330,7 +331,7 @@ def test_a_link_moved_back_to_an_older_explanation_is_not_followed(honest, tmp_p
     again = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
     assert again.reused
     relinked = links.latest_link(client, client.get_model_version("credit-rf", "1"), lenient.keys)
-    assert relinked.record["surrogate"]["uri"] == again.surrogate_uri
+    assert relinked.record.surrogate.uri == again.surrogate_uri
     assert gate_model_version("models:/credit-rf/1", lenient).evaluation.all_passed
 
 
