@@ -1,6 +1,6 @@
 """Run issue 8's bad-input campaign and print it as a Markdown table.
 
-The cases are ``tests/campaign_cases.py``'s table (the one ``tests/test_campaign.py``
+The cases are ``tests/campaign_cases.py``'s table (the one ``tests/cli/test_campaign.py``
 asserts); each runs against a fresh SQLite store in a temporary folder. Columns: the
 case, the exit code (expected in parentheses when it differs), the first line of the
 message, and whether the store was left unchanged (and no artifact code ran).

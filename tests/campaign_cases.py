@@ -5,7 +5,7 @@ artifacts, faults) the exit code, a regular expression the message must match (i
 the problem), and what the store may record. :func:`run_case` runs one case against a
 store built by :func:`campaign_store.build_campaign`, snapshotting the store around it.
 
-``tests/test_campaign.py`` asserts every case; ``examples/campaign_table.py`` prints
+``tests/cli/test_campaign.py`` asserts every case; ``examples/campaign_table.py`` prints
 the same cases as a Markdown table.
 """
 

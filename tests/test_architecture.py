@@ -155,3 +155,17 @@ def test_no_bare_builtin_exception_is_raised():
             if kind in builtin and not allowed:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} raise {kind}")
     assert sorted(set(found)) == []
+
+
+def test_tests_follow_the_rooms():
+    """Every folder of tests/governance and tests/flavors mirrors a package folder (a room),
+    so a module's tests are found where the module is."""
+    tests = ROOT / "tests"
+    rooms = [
+        folder.relative_to(tests)
+        for layer in ("governance", "flavors")
+        for folder in (tests / layer).rglob("*")
+        if folder.is_dir() and folder.name != "__pycache__" and any(folder.glob("test_*.py"))
+    ]
+    assert len(rooms) >= 10
+    assert [room for room in rooms if not (ROOT / room / "__init__.py").is_file()] == []

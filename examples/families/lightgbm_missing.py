@@ -20,7 +20,7 @@ are the ones the rules use).
 
 This data has no categorical column. LightGBM's native categorical splits are read too
 when the booster was trained on a DataFrame with ``category`` columns (their names are
-in the model file); see ``tests/flavors/test_native_categorical_flavor.py``.
+in the model file); see ``tests/flavors/explain/test_native_categorical_flavor.py``.
 
 ``govern explain`` fits a depth-2 surrogate on the complete rows and routes a missing
 value by its learned rule (the rules end with ``missing values: ...``); fidelity counts

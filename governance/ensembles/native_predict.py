@@ -24,7 +24,7 @@ more than the library's predict saves; the sample costs ``CHECK_ROWS`` exact row
 call (1% of 100,000 rows) and catches a predict that differs from the trees read (a
 tree changed after reading, another precision, rows passed in the wrong units), which
 disagrees on many rows, not on one. The per-family equality on every row is proven by the tests
-(``tests/governance/test_native_predict.py``).
+(``tests/governance/ensembles/test_native_predict.py``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ subtree is solved for every pair of root and child threshold at once from produc
 the 0/1 matrix (the joint counts of each class), and deeper trees recurse on
 the root's two sides with a memo keyed by the conditions leading to a subset
 (conditions commute, so ``f`` then ``g`` and ``g`` then ``f`` share one entry).
-``tests/governance/miret/test_univariate.py`` checks it against enumeration of every
+``tests/governance/miret/heuristics/test_univariate.py`` checks it against enumeration of every
 tree.
 """
 

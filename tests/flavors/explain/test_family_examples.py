@@ -16,7 +16,7 @@ import pytest
 from mlflow import MlflowClient
 
 pytest_plugins = ["mlflow_store"]
-FAMILIES = Path(__file__).resolve().parents[2] / "examples" / "families"
+FAMILIES = Path(__file__).resolve().parents[3] / "examples" / "families"
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from miret_governance.governance.ensembles.readers.reading import (
 )
 from miret_governance.governance.ensembles.trees import UnsupportedModelError
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[4] / "README.md"
 FAMILIES = {
     "RandomForest": RandomForestClassifier(),
     "ExtraTrees": ExtraTreesClassifier(),

@@ -206,7 +206,7 @@ def test_no_more_approvals_than_approvers(tmp_path):
 
 
 def test_the_readme_four_eyes_policy_and_the_examples_load(tmp_path):
-    examples = Path(__file__).parents[2] / "examples" / "policies"
+    examples = Path(__file__).resolve().parents[3] / "examples" / "policies"
     for example in sorted(examples.glob("*.toml")):
         text = example.read_text() + (
             f'\n[keys.demo]\npublic_key = "{public(CI_KEY)}"\nmay_sign = ["explain", "decide"]\n'

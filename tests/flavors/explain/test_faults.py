@@ -27,7 +27,7 @@ from miret_governance.flavors.store.registry import (
 )
 
 pytest_plugins = ["mlflow_store"]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
 SMALL = {"target": "label", "time_limit": 2, "min_test_rows": 1}
 """Explain options for the 120-row data (24 test rows: below the default minimum)."""
