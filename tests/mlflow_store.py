@@ -7,7 +7,6 @@ already-migrated one is instant. The copy lands where ``conftest.py`` points
 ``MLFLOW_TRACKING_URI``, so each test still has its own store.
 """
 
-import shutil
 import sys
 
 import mlflow
@@ -20,30 +19,10 @@ from sklearn.preprocessing import MinMaxScaler
 from miret_governance.flavors.store.registry import name_filter
 
 
-@pytest.fixture(scope="session")
-def migrated_store(tmp_path_factory):
-    """The migrated, empty store. MLflow gives its default experiment the artifact
-    location ``./mlruns/0`` resolved against the working folder when the store is
-    created: created from the repository (session fixtures come before the tests'
-    ``chdir``), every copy's default experiment wrote its artifacts to the repository's
-    ``./mlruns``; created beside the store, they stay in a temporary folder."""
-    folder = tmp_path_factory.mktemp("store")
-    path = folder / "mlflow.db"
-    uri = f"sqlite:///{path}"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(folder)
-        MlflowClient(tracking_uri=uri, registry_uri=uri).search_registered_models()
-    return path
-
-
 @pytest.fixture
-def store(migrated_store, tmp_path):
-    """A fresh copy of the migrated store; returns an experiment id of this test.
-
-    Use this experiment (not the default one, whose artifact location belongs to the
-    template) for runs that log artifacts.
-    """
-    shutil.copy(migrated_store, tmp_path / "mlflow.db")
+def store(tmp_path):
+    """An experiment of this test's store (conftest's copy of the migrated store),
+    its artifacts in the test's folder; its id."""
     return MlflowClient().create_experiment("tests", artifact_location=str(tmp_path / "mlruns"))
 
 

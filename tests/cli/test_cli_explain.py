@@ -125,6 +125,7 @@ def test_show_from_the_ensemble_follows_the_link(app, registered):
     assert "governance.last_gate.status = passed" in from_surrogate.output
 
 
+@pytest.mark.no_store
 def test_read_only_commands_never_create_a_store(tmp_path, monkeypatch):
     from miret_governance.cli.gates import register as register_gates
 
