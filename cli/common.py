@@ -22,7 +22,14 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from miret_governance.governance.errors import CheckFailedError, GovernanceError
+from miret_governance.flavors.explain.defaults import (
+    AUTO_DEPTH,
+    DEPTH_CHOICES,
+    ENSEMBLE_DEPTH,
+    MIN_TEST_ROWS,  # noqa: F401 - for the command modules: --min-test-rows's default
+    parse_depth,
+)
+from miret_governance.governance.errors import CheckFailedError, GovernanceError, InvalidInputError
 from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
 from miret_governance.governance.trust.policy import POLICY_ENV
 from miret_governance.governance.trust.signing import (
@@ -64,15 +71,9 @@ repeated as literals, so that ``--help`` needs no solver import
 (``tests/cli/test_cli_contract.py`` keeps them equal); the time limit is read from its
 one definition, ``solve_result.DEFAULT_TIME_LIMIT`` (a module that imports nothing
 heavy)."""
-ENSEMBLE_DEPTH = 0
-"""``flavors.explain.fit_params.ENSEMBLE_DEPTH``: ``--depth``'s default, the ensemble's
-depth at most 4, passed as that int (kept equal by the same test)."""
 SEARCH_DEFAULTS = {"search_time_limit": 5.0, "cv": 4, "tolerance": 0.01, "backend": "loky"}
 """``MiretSearchCV(None).get_params()`` repeated as literals (kept equal by the same test)."""
 CANDIDATE_CAP = 5.0
-MIN_TEST_ROWS = 20
-"""``flavors.request.MIN_TEST_ROWS``: fewest test rows per class explain accepts unless
-``--min-test-rows`` lowers it (kept equal by the same test)."""
 """``governance.miret.search.CANDIDATE_CAP``: a search candidate's safety cap, in
 multiples of its budget."""
 
@@ -103,6 +104,31 @@ def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
         raise fail(f"{flag} {value} {problem}; give the path of a readable {kind}")
     return value
 
+
+def depth_value(ctx: typer.Context, param: typer.CallbackParam, value: str | int | None):
+    """``--depth``'s text as the depth explain fits: an int, or None for ``auto``
+    (:func:`flavors.explain.defaults.parse_depth`), refused while the options are parsed
+    with the accepted values named (exit code 2)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    try:
+        return parse_depth(value)
+    except InvalidInputError as error:
+        raise fail(error) from None
+
+
+Depth = Annotated[
+    str,
+    typer.Option(
+        "--depth",
+        help=f"Surrogate depth: {DEPTH_CHOICES}. {ENSEMBLE_DEPTH} fits the tree that depth "
+        f"given as a number fits; {AUTO_DEPTH} passes depth=None to MiretSurrogate and is "
+        f"recorded as the run parameter depth={AUTO_DEPTH}, the depth fitted as depth_chosen.",
+        metavar="DEPTH",
+        callback=depth_value,
+    ),
+]
+"""``govern explain --depth`` (the default: ``str(ENSEMBLE_DEPTH)``)."""
 
 DATA_HELP = "CSV or Parquet file of the ensemble's feature columns in raw units (and the label)."
 DataFile = Annotated[

@@ -17,12 +17,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from miret_governance.cli.common import (
+    AUTO_DEPTH,
     CANDIDATE_CAP,
     DEFAULTS,
     ENSEMBLE_DEPTH,
     MIN_TEST_ROWS,
     SEARCH_DEFAULTS,
     DataFile,
+    Depth,
     MinTestRows,
     ModelUri,
     Seed,
@@ -159,15 +161,7 @@ def explain(
     target: Target = None,
     test_data: TestDataFile = None,
     min_test_rows: MinTestRows = MIN_TEST_ROWS,
-    depth: Annotated[
-        int,
-        typer.Option(
-            "--depth",
-            help="Surrogate depth; 0 (the default): the ensemble's depth, at most 4, passed "
-            "to the estimator as that int (not MiretSurrogate's depth=None, a depth chosen "
-            "on held-out folds, which explain does not offer).",
-        ),
-    ] = ENSEMBLE_DEPTH,
+    depth: Depth = str(ENSEMBLE_DEPTH),
     alpha: Annotated[
         float | None,
         typer.Option(
@@ -332,7 +326,7 @@ def explain(
                     target=target or None,
                     test_data=str(test_data) if test_data else None,
                     min_test_rows=min_test_rows,
-                    depth=depth,
+                    depth=AUTO_DEPTH if depth is None else depth,  # None: the default
                     alpha=alpha,
                     gamma_percentile=gamma_percentile,
                     proximity_threshold=proximity_threshold,

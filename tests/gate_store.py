@@ -18,13 +18,13 @@ import mlflow
 import pandas as pd
 import yaml
 from mlflow import MlflowClient
+from signing_keys import ci_key
 
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.evidence import file_digest, model_files_digest
 from miret_governance.flavors.store.registry import download_model, model_id_of
 from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.miret.tree.tree import SurrogateTree
-from miret_governance.governance.trust.signing import SigningKey
 
 FEATURES = ["x0", "x1", "x2"]
 COEF = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.5, 0.0, 0.0]]
@@ -128,7 +128,7 @@ def explain(
         if edit is not None:
             edit(model_dir, manifest)
         if sign:
-            sign_model_dir(model_dir, SigningKey.from_env())
+            sign_model_dir(model_dir, ci_key())
         model = mlflow.initialize_logged_model(name="surrogate", experiment_id=experiment)
         client.log_model_artifacts(model.model_id, str(model_dir))
         mlflow.finalize_logged_model(model.model_id, "READY")

@@ -11,7 +11,11 @@ from functools import cache
 from pathlib import Path
 
 from miret_governance.flavors.trust import POLICY_ENV
-from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, generate_key_pair
+from miret_governance.governance.trust.signing import (
+    SIGNING_KEY_ENV,
+    SigningKey,
+    generate_key_pair,
+)
 
 KEY_FOLDER = Path(tempfile.mkdtemp(prefix="govern-test-keys-"))
 atexit.register(shutil.rmtree, KEY_FOLDER, ignore_errors=True)
@@ -27,6 +31,12 @@ def key_pair(name: str) -> tuple[Path, Path]:
 def use_ci_key() -> None:
     """Sign as the CI job does: ``GOVERN_SIGNING_KEY`` names the session's CI key."""
     os.environ[SIGNING_KEY_ENV] = str(key_pair(CI_KEY)[0])
+
+
+def ci_key() -> SigningKey:
+    """The session's CI key as a loaded :class:`SigningKey`: what the tests' explains
+    sign with (:func:`use_ci_key`), for a test that signs or checks a fingerprint itself."""
+    return SigningKey.load(key_pair(CI_KEY)[0], source=SIGNING_KEY_ENV)
 
 
 def keys_table(ci: tuple = ("explain", "decide"), approvers: tuple = ()) -> dict:

@@ -16,6 +16,7 @@ from mlflow_store import register_rf
 from project_copy import copy_project, mlflow_env_root, one_mlflow_run_at_a_time
 from signing_keys import keys_toml
 
+from miret_governance.flavors.explain.defaults import AUTO_DEPTH, ENSEMBLE_DEPTH, parse_depth
 from miret_governance.flavors.explain.request import MIN_TEST_ROWS
 from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
 
@@ -42,7 +43,8 @@ def test_explain_defaults_match_the_estimator():
     ):
         assert params[name]["default"] == defaults[name], name
     assert params["seed"]["default"] == defaults["random_state"]
-    assert params["depth"]["default"] == 0
+    # a string: a number, or auto (MLflow's float would refuse it)
+    assert params["depth"] == {"type": "string", "default": str(ENSEMBLE_DEPTH)}
     assert params["min_test_rows"]["default"] == MIN_TEST_ROWS
     search = MiretSearchCV(None).get_params()
     for name in ("search_time_limit", "cv", "tolerance", "backend"):
@@ -68,6 +70,16 @@ def test_parameters_mean_the_same_in_every_entry_point():
     assert specs["target"][0] == {"type": "string"}
     assert specs["seed"][0] == {"type": "float", "default": 0}
     assert len(specs["seed"]) == 2 and len(specs["data"]) == 3  # gate recomputes on data
+
+
+@pytest.mark.parametrize(("given", "depth"), [({}, ENSEMBLE_DEPTH), ({"depth": "auto"}, None)])
+def test_depth_reaches_the_command_as_govern_explain_parses_it(given, depth):
+    spec = load_project(str(ROOT))
+    params = {"model_uri": "models:/m/1", "data": "data.csv", "target": "label", **given}
+    command = spec.get_entry_point("explain").compute_command(params, None)
+    passed = re.search(r"--depth (\S+)", command).group(1)
+    assert parse_depth(passed) == depth
+    assert (passed == AUTO_DEPTH) == (depth is None)
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from mlflow.tracking import fluent
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE, MLFLOW_SOURCE_NAME
 
 from miret_governance.flavors.errors import GovernanceError
+from miret_governance.flavors.explain.defaults import DEPTH_CHOSEN
 from miret_governance.flavors.explain.stages import log_dataset
 from miret_governance.flavors.store.data_files import dataset
 from miret_governance.flavors.store.registry import (
@@ -161,7 +162,8 @@ def chosen_text(parameters: dict) -> str:
     names = [n for n in HYPERPARAMETER_NAMES if n in json.loads(grid)] + ["depth"]
     shown = []
     for name in dict.fromkeys(names):
-        value = parameters.get(name)
+        value = parameters.get(DEPTH_CHOSEN if name == "depth" else name)
+        value = parameters.get(name) if value is None else value
         try:
             value = float(value)
         except (TypeError, ValueError):
@@ -182,7 +184,7 @@ def _facts(request, evidence, solve: dict, ensemble) -> list[str]:
         line += f"; train {_percent(metrics['train_fidelity'])}"
     if "baseline_cart_test_fidelity" in metrics:
         line += (
-            f"; the depth-{request.fit.depth} CART baseline "
+            f"; the depth-{evidence.depth} CART baseline "
             f"{_percent(metrics['baseline_cart_test_fidelity'])} on the same test rows"
         )
     used = int(metrics.get("n_features_used", 0))
@@ -207,7 +209,8 @@ def _facts(request, evidence, solve: dict, ensemble) -> list[str]:
             f"{evidence.search.n_candidates} candidates"
         )
     else:
-        grid = solve.get("grid") or {}  # the values the fit chose for those left open
+        # the values the fit chose for those left open
+        grid = {**(solve.get("grid") or {}), "depth": evidence.depth}
         how = ", ".join(
             f"{label} {format_number(request.fit[name])}"
             if request.fit[name] is not None
@@ -249,7 +252,7 @@ def model_description(request, evidence, solve: dict, ensemble) -> str:
     """The logged surrogate's description (Markdown): what it is, of which ensemble
     version, on which data, how faithful, with which parameters."""
     head = (
-        f"MIRET surrogate of {_ensemble(request)}: a depth-{request.fit.depth} decision "
+        f"MIRET surrogate of {_ensemble(request)}: a depth-{evidence.depth} decision "
         "tree with few (possibly oblique) splits that imitates the ensemble's predictions, "
         "for review before promotion. The report is `report.html` among its artifacts."
     )

@@ -71,7 +71,7 @@ def explain_model_version(
     data,
     target: str | None = None,
     test_data=None,
-    depth: int | None = None,
+    depth: int | str | None = None,
     alpha: float | None = None,
     gamma_percentile: float | None = None,
     proximity_threshold: float | None = None,
@@ -107,7 +107,8 @@ def explain_model_version(
         with ``seed`` (stratified by label, or by the ensemble's prediction).
     depth, alpha, gamma_percentile, proximity_threshold, max_rows, solver, time_limit, seed
         MIRET hyperparameters; ``None`` takes ``MiretSurrogate().get_params()``'s
-        default, and depth defaults to the ensemble's depth, at most 4. ``max_rows``
+        default, and depth defaults to the ensemble's depth, at most 4; ``depth="auto"``
+        (``FitParams(depth=None)``) lets the fit choose it on held-out folds. ``max_rows``
         bounds the sample the MILP works on; metrics use every row. ``time_limit`` is the
         budget in seconds of the whole fit (problem, warm start and solver); ``seed``
         seeds the holdout split, the heuristic and the solver.
@@ -395,6 +396,7 @@ def _explain_in_run(
             vite=vite,
             n_train=len(data.train),
             n_test=len(data.test),
+            depth=int(surrogate.depth_),
             metrics=stages.evaluate(ensemble, surrogate, prepared.X_train, prepared.X_test, data),
             rules=surrogate_rules(surrogate, request.class_names, ensemble.encoding),
             search=search,

@@ -2,10 +2,10 @@
 
 :class:`FitParams` holds every ``MiretSurrogate`` parameter but the ensemble: defaults
 come from the estimator (:func:`estimator_defaults`; the depth's is
-:data:`ENSEMBLE_DEPTH`, an explicit depth), values are checked by the
-estimator's own constraints, and :func:`check_parameters` is the one place they are
-resolved, before any work; the depth is checked by :func:`check_depth` alone. The object
-travels unchanged from the CLI to ``MiretSurrogate(ensemble, **params)``
+:data:`~flavors.explain.defaults.ENSEMBLE_DEPTH`, an explicit depth), values are checked
+by the estimator's own constraints, and :func:`check_parameters` is the one place they
+are resolved, before any work; the depth is checked by :func:`check_depth` alone. The
+object travels unchanged from the CLI to ``MiretSurrogate(ensemble, **params)``
 (:class:`flavors.request.ExplainRequest` field ``fit``).
 """
 
@@ -16,6 +16,7 @@ from numbers import Integral, Real
 from types import MappingProxyType
 
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.explain.defaults import AUTO_DEPTH, ENSEMBLE_DEPTH, MAX_DEPTH
 
 HYPERPARAMETERS = (
     "depth",
@@ -36,36 +37,28 @@ def estimator_defaults() -> dict:
     return MiretSurrogate().get_params()
 
 
-MAX_DEPTH = 8
-"""Deepest surrogate explain fits (2^8 leaves is beyond what a reviewer can read)."""
-ENSEMBLE_DEPTH = 0
-"""The depth explain fits unless given one: the ensemble's depth, at most 4
-(:func:`governance.miret.problem.problem.default_depth`), resolved to that int by
-:meth:`FitParams.for_ensemble` before the request is built. The default of
-:class:`FitParams`, ``govern explain --depth`` and the MLproject's ``depth``. Not None:
-``MiretSurrogate(depth=None)`` means a depth chosen on held-out folds, which explain
-does not offer, so None is refused rather than read differently."""
+def _auto_as_none(depth):
+    """``depth`` with the word :data:`AUTO_DEPTH` read as None (the estimator's choice)."""
+    is_auto = isinstance(depth, str) and depth.strip().lower() == AUTO_DEPTH
+    return None if is_auto else depth
 
 
-def check_depth(depth: int | None, ensemble=None) -> int:
-    """The surrogate depth, checked: at most :data:`MAX_DEPTH` and, for an ``ensemble``,
-    between 1 and its depth (:data:`ENSEMBLE_DEPTH` then takes
+def check_depth(depth: int | str | None, ensemble=None) -> int | None:
+    """The surrogate depth, checked: None (or ``"auto"``, :data:`AUTO_DEPTH`) for a depth
+    the estimator chooses on held-out folds; else at most :data:`MAX_DEPTH` and, for an
+    ``ensemble``, between 1 and its depth (:data:`ENSEMBLE_DEPTH` then takes
     :func:`governance.miret.problem.problem.default_depth`).
 
     Raises
     ------
     ExplainError
-        A depth out of range, naming the bound, or None (the estimator's choice on
-        held-out folds, which explain does not offer).
+        A depth out of range, naming the bound.
     """
     from miret_governance.governance.miret.problem.problem import default_depth
 
+    depth = _auto_as_none(depth)
     if depth is None:
-        raise ExplainError(
-            "depth=None means a depth chosen on held-out folds (MiretSurrogate), which "
-            f"explain does not offer; give a depth, or {ENSEMBLE_DEPTH} for the ensemble's "
-            "depth, at most 4"
-        )
+        return None
     if ensemble is not None and depth == ENSEMBLE_DEPTH:
         depth = default_depth(ensemble)
     if depth > MAX_DEPTH:
@@ -108,20 +101,23 @@ class FitParams(Mapping):
     **given
         ``MiretSurrogate`` parameters; ``depth`` defaults to :data:`ENSEMBLE_DEPTH`
         (0: the ensemble's depth, at most 4, resolved by :meth:`for_ensemble`), the one
-        default that is not the estimator's (there ``depth=None`` means a depth chosen on
-        held-out folds; refused here).
+        default that is not the estimator's. ``depth=None`` (or ``"auto"``) is the
+        estimator's own: a depth chosen on held-out folds, recorded as ``depth`` =
+        ``auto`` and ``depth_chosen`` = the depth fitted (``govern explain --depth auto``).
 
     Raises
     ------
     ExplainError
-        An unknown parameter, or a value out of range (NaN, negative time limit, depth 0
-        or above :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming it.
+        An unknown parameter, or a value out of range (NaN, negative time limit, negative
+        depth or above :data:`MAX_DEPTH`, ``max_rows`` below 2, ...), naming it.
 
     Examples
     --------
     >>> params = FitParams(time_limit=5, depth=2)
     >>> params.time_limit, params["depth"], params.solver
     (5.0, 2, 'auto')
+    >>> FitParams(depth="auto").depth is None
+    True
     """
 
     __slots__ = ("_values",)
@@ -139,6 +135,7 @@ class FitParams(Mapping):
                 f"unknown estimator parameters {unknown}; MiretSurrogate takes {sorted(defaults)}"
             )
         values = {**defaults, "depth": ENSEMBLE_DEPTH, **given}
+        values["depth"] = _auto_as_none(values["depth"])
         estimator_depth = None if values["depth"] == ENSEMBLE_DEPTH else values["depth"]
         try:
             MiretSurrogate(**{**values, "depth": estimator_depth})._validate_params()

@@ -19,6 +19,7 @@ import mlflow
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.evidence import FLAVORS_CODE
 from miret_governance.flavors.explain import context as run_context
+from miret_governance.flavors.explain.defaults import DEPTH_CHOSEN
 from miret_governance.flavors.explain.fit_params import HYPERPARAMETERS
 from miret_governance.flavors.explain.request import ExplainRequest
 from miret_governance.flavors.explain.search_runs import SearchSummary, search_context
@@ -31,6 +32,7 @@ from miret_governance.governance.trust.environment import GUROBI, environment
 
 REPORT_PARAMETERS = (
     *HYPERPARAMETERS,
+    DEPTH_CHOSEN,
     "solver",
     "time_limit",
     "seed",
@@ -59,12 +61,17 @@ def log_model_metrics(metrics: dict, model_id: str, datasets: dict) -> None:
             mlflow.log_metrics(values, model_id=model_id, dataset=data)
 
 
-def chosen_by_fit(request: ExplainRequest, solve: dict) -> dict:
+def chosen_by_fit(request: ExplainRequest, solve: dict, depth: int | None = None) -> dict:
     """The hyperparameters the request left open (None) with the values the fit chose on
-    held-out folds (``solve["grid"]``, :mod:`governance.miret.grid`)."""
+    held-out folds (``solve["grid"]``, :mod:`governance.miret.grid`); a depth left open
+    (``auto``) keeps its name for the request's word, the fitted ``depth`` is
+    :data:`~flavors.explain.defaults.DEPTH_CHOSEN`."""
     grid = solve.get("grid") or {}
-    chosen = ("depth", "alpha", "proximity_threshold")
-    return {k: grid[k] for k in chosen if request.fit[k] is None and k in grid}
+    chosen = ("alpha", "proximity_threshold")
+    values = {k: grid[k] for k in chosen if request.fit[k] is None and k in grid}
+    if request.fit.depth is None and depth is not None:
+        values[DEPTH_CHOSEN] = int(depth)
+    return values
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,9 @@ class Evidence:
     validation : Validation
     vite : ViteArtifacts
     n_train, n_test : int
+    depth : int
+        The fitted tree's depth (``MiretSurrogate.depth_``): the request's, or the one
+        chosen on held-out folds for a request of ``--depth auto``.
     metrics : dict
     rules : str
         The surrogate's rules in raw units.
@@ -99,6 +109,7 @@ class Evidence:
     vite: ViteArtifacts
     n_train: int
     n_test: int
+    depth: int
     metrics: dict
     rules: str
     search: SearchSummary | None = None
@@ -112,7 +123,7 @@ class Evidence:
         the hyperparameters a search chose in place of the request's, or the fit chose
         for those the request left open: :func:`chosen_by_fit` of ``solve``)."""
         chosen = self.search.chosen if self.search is not None else {}
-        chosen = {**chosen, **chosen_by_fit(request, solve or {})}
+        chosen = {**chosen, **chosen_by_fit(request, solve or {}, self.depth)}
         return {**request.params(), **chosen, "n_train": self.n_train, "n_test": self.n_test}
 
     def baseline(self, solve: dict) -> dict:
@@ -191,7 +202,7 @@ def write_report(
         baseline=evidence.baseline(solve),
         allowed_features=solve["allowed_features"],
         metrics=evidence.metrics,
-        parameters={k: params[k] for k in REPORT_PARAMETERS},
+        parameters={k: params[k] for k in REPORT_PARAMETERS if k in params},
         provenance=provenance,
         validation={"status": validation.status, "summary": validation.summary},
         solve=solve,
@@ -330,7 +341,8 @@ def log_surrogate(
         signing_key=signing_key,
     )
     mlflow.log_param(EVIDENCE_PARAM, info.flavors[miret_flavor.FLAVOR_NAME]["evidence_digest"])
-    log_params(chosen_by_fit(request, solve))  # "<name>.resolved" beside an MLproject's ""
+    # "<name>.resolved" beside an MLproject's ""
+    log_params(chosen_by_fit(request, solve, evidence.depth))
     log_model_metrics(evidence.metrics, info.model_id, datasets)
     # the run's own metric: fluent logging would attach it to the logged model too
     run_id = mlflow.active_run().info.run_id

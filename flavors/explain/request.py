@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.explain.defaults import AUTO_DEPTH, MIN_TEST_ROWS
 from miret_governance.flavors.explain.fit_params import HYPERPARAMETERS, FitParams
 from miret_governance.flavors.store.registry import URI_PREFIX
 
@@ -26,12 +27,6 @@ def search_defaults() -> dict:
     from miret_governance.governance.miret import MiretSearchCV
 
     return {k: v for k, v in MiretSearchCV(None).get_params().items() if k != "estimator"}
-
-
-MIN_TEST_ROWS = 20
-"""Fewest test rows per class (as the ensemble predicts them) explain accepts by default:
-20 rows that all agree give a 95% Wilson interval of 0.839-1, so a class the surrogate
-gets wrong one time in six can still be told apart; fewer rows say almost nothing."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +116,8 @@ class ExplainRequest:
     registered_name : str
         Registered model of the surrogate.
     fit : FitParams
-        The estimator's parameters, depth resolved for the ensemble: ``time_limit`` is
+        The estimator's parameters, depth resolved for the ensemble (None: chosen on
+        held-out folds, ``--depth auto``): ``time_limit`` is
         the budget of the whole fit, ``max_rows`` the largest sample the MILP works on,
         ``random_state`` (:attr:`seed`) also seeds the holdout split.
     allow_invalid : bool
@@ -200,11 +196,13 @@ class ExplainRequest:
     def params(self) -> dict:
         """The run parameters that make the explanation reproducible (the searched
         hyperparameters, and those left open for the fit to choose, are logged once
-        chosen)."""
+        chosen; a depth left open is ``depth`` = ``auto``, its choice ``depth_chosen``)."""
         searched = set(self.search.grid()) if self.search is not None else set()
         hyperparameters = {
             k: v for k, v in self.hyperparameters().items() if k not in searched and v is not None
         }
+        if self.fit.depth is None and "depth" not in searched:
+            hyperparameters["depth"] = AUTO_DEPTH
         return {
             "ensemble_uri": self.ensemble_uri,
             "ensemble_model_id": self.ensemble_model_id,

@@ -55,7 +55,8 @@ def _ray_token_available() -> bool:
 
 
 def connect_ray(address: str | None) -> None:
-    """Connect this process to the Ray cluster at ``address`` (``RAY_ADDRESS`` if None).
+    """Connect this process to the Ray cluster at ``address`` (None: a local Ray; the
+    CLI passes ``--ray-address``, whose default is ``RAY_ADDRESS``).
 
     ``ray start --head`` enables token authentication when a token exists, but Ray's
     driver never sends one to an explicit address unless ``RAY_AUTH_MODE=token``. When
@@ -68,7 +69,6 @@ def connect_ray(address: str | None) -> None:
         Ray is not installed, or the cluster cannot be reached (the message names the
         authentication settings).
     """
-    address = address or os.environ.get("RAY_ADDRESS")
     explicit = address not in (None, "", "auto")
     unset = "RAY_AUTH_MODE" not in os.environ and "ray" not in sys.modules
     if explicit and unset and _ray_token_available():

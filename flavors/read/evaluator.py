@@ -38,6 +38,7 @@ from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.utils.time import get_current_time_millis
 
 from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.explain.defaults import AUTO_DEPTH
 from miret_governance.flavors.explain.fit_params import (
     FitParams,
     check_parameters,
@@ -386,8 +387,8 @@ class MiretEvaluator(ModelEvaluator):
         class_names = check_class_names(names, ensemble)
         raw = evaluation_features(dataset, ensemble)
         _logger.info(
-            "miret evaluator: fitting a depth-%d surrogate of %s on %d rows (time limit %s s)",
-            params.depth,
+            "miret evaluator: fitting a depth-%s surrogate of %s on %d rows (time limit %s s)",
+            AUTO_DEPTH if params.depth is None else params.depth,
             model_uri,
             raw.shape[0],
             params.time_limit,

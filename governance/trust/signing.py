@@ -11,6 +11,9 @@ messages.
 The private key is given to the job that signs, never to the people who register
 models: a PEM file named by ``--signing-key`` or :data:`SIGNING_KEY_ENV` (a path, or
 the PEM text itself), with an optional password in :data:`SIGNING_KEY_PASSWORD_ENV`.
+This module defines those names but reads no environment: the edges do
+(``cli.common.load_signing_key``, ``flavors.trust.default_signing_key``) and pass
+:meth:`SigningKey.load` the values.
 A policy names the public keys it trusts and what each may sign
 (:data:`PURPOSES`)::
 
@@ -323,14 +326,6 @@ class SigningKey:
         key = cls(pem, password.encode() if password else None, origin)
         key.fingerprint  # noqa: B018 -- loads and checks it
         return key
-
-    @classmethod
-    def from_env(cls) -> SigningKey | None:
-        """The key :data:`SIGNING_KEY_ENV` holds or names (None when it is unset)."""
-        value = os.environ.get(SIGNING_KEY_ENV, "").strip()
-        if not value:
-            return None
-        return cls.load(value, os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None, SIGNING_KEY_ENV)
 
     def _private_key(self):
         from cryptography.exceptions import UnsupportedAlgorithm

@@ -117,6 +117,20 @@ def test_a_missing_file_exits_2_before_anything_is_imported(args, named, tmp_pat
     assert err.startswith(f"error: {named} {problem}; give the path of a readable ")
 
 
+@pytest.mark.parametrize("given", ["2.5", "-1", "deep", "9"])
+def test_a_bad_depth_exits_2_naming_the_accepted_values_before_anything_is_imported(
+    given, tmp_path
+):
+    (tmp_path / "data.csv").write_text("x\n1\n")
+    args = ("explain", "--model-uri", "models:/m/1", "--data", "data.csv", "--depth", given)
+    code, out, heavy, err = probe(*args, "--tracking-uri", "http://127.0.0.1:9", cwd=tmp_path)
+    assert (code, out, heavy) == (2, "", [])
+    assert err.startswith(
+        "error: --depth must be a whole number from 1 to 8, 0 (the ensemble's depth, at most "
+        f"4) or auto (chosen on held-out folds); got '{given}'"
+    ), err
+
+
 def test_options_are_checked_before_connecting(tmp_path):
     (tmp_path / "data.csv").write_text("x\n1\n")
     cases = (
@@ -184,7 +198,8 @@ def test_file_options_are_one_shared_type():
 
 def test_literal_defaults_are_the_estimators():
     from miret_governance.flavors.errors import ExplainError
-    from miret_governance.flavors.explain.fit_params import ENSEMBLE_DEPTH, FitParams
+    from miret_governance.flavors.explain.defaults import AUTO_DEPTH, ENSEMBLE_DEPTH
+    from miret_governance.flavors.explain.fit_params import FitParams
     from miret_governance.flavors.explain.request import MIN_TEST_ROWS
     from miret_governance.governance.miret import MiretSearchCV, MiretSurrogate
     from miret_governance.governance.miret.fit.search_cv import CANDIDATE_CAP
@@ -208,17 +223,18 @@ def test_literal_defaults_are_the_estimators():
     explain = typer.main.get_command(app).commands["explain"]
     limit = next(p for p in explain.params if p.name == "time_limit")
     assert limit.default == DEFAULT_TIME_LIMIT
-    # --depth's default is an explicit depth (the ensemble's, at most 4), not the
-    # estimator's depth=None (chosen on held-out folds), which explain refuses
+    # --depth's default is an explicit depth (the ensemble's, at most 4), defined once;
+    # auto is the estimator's depth=None (chosen on held-out folds)
     depth = next(p for p in explain.params if p.name == "depth")
-    assert depth.default == common.ENSEMBLE_DEPTH == ENSEMBLE_DEPTH == FitParams().depth == 0
+    assert depth.default == str(ENSEMBLE_DEPTH) and FitParams().depth == ENSEMBLE_DEPTH == 0
+    assert common.ENSEMBLE_DEPTH is ENSEMBLE_DEPTH and common.MIN_TEST_ROWS is MIN_TEST_ROWS
     assert params["depth"] is None
-    with pytest.raises(ExplainError, match="held-out folds"):
-        FitParams(depth=None)
+    assert FitParams(depth=None).depth is None and FitParams(depth=AUTO_DEPTH).depth is None
+    with pytest.raises(ExplainError, match="depth must be at most 8"):
+        FitParams(depth=9)
     search = MiretSearchCV(None).get_params()
     assert common.SEARCH_DEFAULTS == {name: search[name] for name in common.SEARCH_DEFAULTS}
     assert common.CANDIDATE_CAP == CANDIDATE_CAP
-    assert common.MIN_TEST_ROWS == MIN_TEST_ROWS
     gamma = next(p for p in explain.params if p.name == "gamma_percentile")
     assert gamma.default == params["gamma_percentile"] == 100 / 3  # the exact float is passed
     helped = invoke("explain", "--help").output

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from signing_keys import ci_key
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -16,10 +17,9 @@ from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.tree.tree import SurrogateTree
-from miret_governance.governance.trust.signing import SigningKey
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
-KEY = SigningKey.from_env()
+KEY = ci_key()
 
 
 @pytest.fixture(scope="module")

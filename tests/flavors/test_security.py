@@ -11,6 +11,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 from mlflow_store import register_rf
+from signing_keys import ci_key
 from sklearn.ensemble import RandomForestClassifier
 
 from miret_governance.flavors import miret
@@ -24,11 +25,11 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.miret.tree.tree import SurrogateTree
-from miret_governance.governance.trust.signing import SignatureError, SigningKey
+from miret_governance.governance.trust.signing import SignatureError
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
-KEY = SigningKey.from_env()
+KEY = ci_key()
 ALTERED = "does not match its signature by key 'test-ci'"
 
 

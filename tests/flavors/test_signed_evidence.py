@@ -22,7 +22,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 from mlflow_store import register_wisconsin_rf
-from signing_keys import key_pair, keys_toml
+from signing_keys import ci_key, key_pair, keys_toml
 from typer.testing import CliRunner
 
 from miret_governance.flavors import miret
@@ -180,7 +180,7 @@ def test_a_forged_explanation_never_passes_gate_or_promote(forest, store, tmp_pa
 def test_the_same_forgery_signed_by_the_trusted_key_would_pass(forest, store, tmp_path):
     """Control: the forged folder is complete and self-consistent; only the signature of a
     key the policy trusts (which the insider does not hold) separates it from evidence."""
-    forge(tmp_path, store, key=SigningKey.from_env())
+    forge(tmp_path, store, key=ci_key())
     outcome = gate_model_version("models:/credit-rf/1", load_policy(tmp_path / "strict.toml"))
     assert outcome.evaluation.all_passed
 
@@ -197,7 +197,7 @@ def honest(forest, tmp_path):
 
 
 def test_the_honest_explanation_is_signed_and_shown_with_its_signer(honest, tmp_path):
-    assert honest.signed_by == SigningKey.from_env().fingerprint
+    assert honest.signed_by == ci_key().fingerprint
     stored = _artifacts(MlflowClient().get_model_version("credit-rf-surrogate", "1"))
     assert (stored / "model.sig").is_file()
     result = govern("show", "--model-uri", "models:/credit-rf/1", "--json")
@@ -382,7 +382,7 @@ def test_concurrent_explains_settle_only_on_verified_versions(forest, store, tmp
         ensemble_model_id=model_id_of(ensemble),
         data_digest=evidence["provenance"]["data_digest"],
     )
-    trust = reuse.own_trust(SigningKey.from_env())
+    trust = reuse.own_trust(ci_key())
     accept = reuse.verified_for(request, trust)
     assert accept(honest) and not accept(forged)
     other_data = SimpleNamespace(**{**vars(request), "data_digest": "0" * 16})

@@ -6,12 +6,11 @@ k-fold cross-validation (default 4) of :class:`MiretSurrogate` over the paper's 
 tree uses. The choice (:data:`SELECTION_RULE`) is made from ``cv_results_`` and the
 chosen parameters are refitted on all the data with the estimator's own time limit.
 Parallel through joblib; ``backend="ray"`` runs the candidates on a Ray cluster through
-Ray's joblib backend (``ray_address`` or ``RAY_ADDRESS``; a local Ray otherwise).
+Ray's joblib backend (``ray_address``, else a Ray already initialized, else a local Ray;
+``RAY_ADDRESS`` is read at the edge: ``govern explain --ray-address``).
 """
 
 from __future__ import annotations
-
-import os
 
 import joblib
 import numpy as np
@@ -81,7 +80,8 @@ class MiretSearchCV(BaseEstimator):
         Parallel candidate fits (joblib).
     backend : {"loky", "ray"}
     ray_address : str, optional
-        Ray cluster address (default ``RAY_ADDRESS``, else a local Ray).
+        Ray cluster address (default: a Ray this process already initialized, else a
+        local Ray; this library reads no ``RAY_ADDRESS``: pass it).
 
     Attributes
     ----------
@@ -155,7 +155,7 @@ class MiretSearchCV(BaseEstimator):
             ) from exc
         if not ray.is_initialized():
             # "local" starts a Ray of this process even when a stale cluster file is around
-            ray.init(address=self.ray_address or os.environ.get("RAY_ADDRESS") or "local")
+            ray.init(address=self.ray_address or "local")
         register_ray()
         with joblib.parallel_backend("ray", n_jobs=self.n_jobs or -1):
             return search.fit(X, y)

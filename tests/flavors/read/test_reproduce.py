@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 from mlflow_store import register_rf
+from signing_keys import ci_key
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import FLAVORS_CODE
@@ -20,7 +21,6 @@ from miret_governance.flavors.miret import load_model, read_evidence
 from miret_governance.flavors.read.reproduce import reproduce_explanation
 from miret_governance.governance.measures.metrics import HEADLINE_METRICS
 from miret_governance.governance.trust.environment import environment
-from miret_governance.governance.trust.signing import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 
@@ -28,7 +28,7 @@ FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", 
 TIME_LIMIT = 60.0
 """Generous: the fit ends on work (the solver's stall rule), never on seconds."""
 
-KEY_FINGERPRINT = SigningKey.from_env().fingerprint
+KEY_FINGERPRINT = ci_key().fingerprint
 
 
 def _use_store(monkeypatch, uri, experiment=None):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
-from signing_keys import CI_KEY, key_pair, keys_toml
+from signing_keys import CI_KEY, ci_key, key_pair, keys_toml
 
 from miret_governance.flavors.gates.gating import gate_model_version
 from miret_governance.flavors.store.registry import link_surrogate, version_uri
@@ -51,6 +51,7 @@ def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monk
     decision = read_record(client, outcome.run_id, policy.keys)
     assert decision.valid and decision.signer.name == CI_KEY
     record = decision.record
+<<<<<<< HEAD:tests/flavors/trail/test_decisions.py
     ci = SigningKey.from_env().fingerprint
     assert isinstance(record, GateRecord) and record.result == "PASS"
     assert record.ensemble.uri == uri
@@ -59,6 +60,20 @@ def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monk
     assert record.evidence.signer == Signer(CI_KEY, ci)
     assert record.policy == PolicyRef(policy.label, policy.digest)
     assert record.decided_by == DecidedBy(CI_KEY, ci, mlflow_user())
+=======
+    ci = ci_key().fingerprint
+    assert record["kind"] == "gate" and record["result"] == "PASS"
+    assert record["ensemble"]["uri"] == uri
+    assert record["surrogate"]["uri"] == "models:/credit-rf-surrogate/1"
+    assert record["evidence"]["digest"] == outcome.evaluation.evidence_digest
+    assert record["evidence"]["signer"] == {"name": CI_KEY, "fingerprint": ci}
+    assert record["policy"] == {"label": policy.label, "digest": policy.digest}
+    assert record["decided_by"] == {
+        "key_name": CI_KEY,
+        "key_fingerprint": ci,
+        "mlflow_user": mlflow_user(),
+    }
+>>>>>>> depth:tests/flavors/test_decisions.py
     run = client.get_run(outcome.run_id)
     tags = run.data.tags
     assert tags["mlflow.user"] == run.info.user_id == mlflow_user() != ""
@@ -169,7 +184,7 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monk
     uri = explained(store, tmp_path)
     policy = load_policy(policy_file(tmp_path))
     lock = lock_name("credit-rf", "prod")
-    key = SigningKey.from_env()  # a lock of govern promote: its holder signed
+    key = ci_key()  # a lock of govern promote: its holder signed
     tags = promotion_lock._holder_tags(lock, "models:/x/9", key, owner="4242@ci")
     client.create_registered_model(lock, tags=tags)
     with pytest.raises(ConcurrentPromotionError) as refused:
@@ -197,7 +212,7 @@ def test_a_lock_of_a_gone_process_of_this_host_is_taken_over(store, tmp_path):
                           capture_output=True, text=True, check=True)  # fmt: skip
     owner = f"{gone.stdout.strip()}@{socket.gethostname()}"
     lock = lock_name("credit-rf", "prod")
-    key = SigningKey.from_env()
+    key = ci_key()
     client.create_registered_model(
         lock, tags=promotion_lock._holder_tags(lock, "models:/x/9", key, owner=owner)
     )
@@ -303,7 +318,7 @@ def test_a_replayed_approval_or_a_deleted_rejection_does_not_unblock(store, tmp_
     unbound = f"run {replay.info.run_id} is not bound to its run"
     with pytest.raises(decisions.BlockedError, match=unbound):  # fail closed
         promote_model_version(uri, "champion", policy)
-    _, cleared = decisions.clear_records(uri, "a replayed copy", policy, SigningKey.from_env())
+    _, cleared = decisions.clear_records(uri, "a replayed copy", policy, ci_key())
     assert [d.run_id for d in cleared] == [replay.info.run_id]
     assert promote_model_version(uri, "champion", policy).reason == blocked
 

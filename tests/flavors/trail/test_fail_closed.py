@@ -16,7 +16,7 @@ from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
 from mlflow.entities import Param
 from mlflow_store import register_wisconsin_rf
-from signing_keys import key_pair, keys_toml
+from signing_keys import ci_key, key_pair, keys_toml
 from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
@@ -171,7 +171,7 @@ def test_a_cleared_link_record_does_not_make_the_older_explanation_current(hones
     older one current"): the tag moved back by hand is refused until CI explains again."""
     organisation = honest
     roll_back(organisation, tmp_path)
-    decisions.clear_records(URI, "overwritten", organisation, SigningKey.from_env())
+    decisions.clear_records(URI, "overwritten", organisation, ci_key())
     unknown = (
         f"a link record of {URI} was cleared \\(.*\\) without being readable, so which "
         "explanation is current is unknown"
@@ -190,7 +190,7 @@ def test_a_deleted_newest_link_does_not_make_the_older_explanation_current(store
     """The same rollback with delete_run instead of an overwrite: deleted link runs are
     read, so the newest signed link still names the newer explanation."""
     client = MlflowClient()
-    ci = SigningKey.from_env()
+    ci = ci_key()
     ensemble = register_ensemble(store)
     older = explain(store, ensemble, tmp_path)
     links.record_link(client, ensemble, older, ci)
@@ -282,7 +282,7 @@ def test_a_hidden_rejection_blocks_promote_until_cleared(store, tmp_path, four_e
     # have been a rejection, so no approval signed before the clearance counts: the
     # decide key alone cannot promote, the reviewer must approve again
     _, cleared = decisions.clear_records(
-        uri, "rejection lost; alice confirmed", four_eyes, SigningKey.from_env(), alias="prod"
+        uri, "rejection lost; alice confirmed", four_eyes, ci_key(), alias="prod"
     )
     assert [d.run_id for d in cleared] == [run]
     waiting = promote_model_version(uri, "prod", four_eyes)
@@ -626,10 +626,10 @@ def test_status_tags_citing_other_runs_never_crash_the_audit(store, tmp_path, po
     client = MlflowClient()
     ensemble = register_ensemble(store)
     surrogate = explain(store, ensemble, tmp_path)
-    link = links.record_link(client, ensemble, surrogate, SigningKey.from_env())
+    link = links.record_link(client, ensemble, surrogate, ci_key())
     gate = gate_model_version(URI, policy).run_id
     overwrite(client, gate, tmp_path)
-    clearance, _ = decisions.clear_records(URI, "junk", policy, SigningKey.from_env())
+    clearance, _ = decisions.clear_records(URI, "junk", policy, ci_key())
     crashed = {}
     for name, cited in {
         "clearance": clearance,

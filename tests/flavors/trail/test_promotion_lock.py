@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from gate_store import explained
 from mlflow import MlflowClient
-from signing_keys import key_pair, keys_toml
+from signing_keys import ci_key, key_pair, keys_toml
 
 from miret_governance.flavors.trail import promotion_lock
 from miret_governance.flavors.trail.decisions import read_record
@@ -44,7 +44,7 @@ def trail_policy(tmp_path):
 
 def signed_tags(owner="4242@ci", lock=LOCK, key=None) -> dict:
     """The tags govern promote gives a lock, as another process (``owner``) would."""
-    return promotion_lock._holder_tags(lock, "models:/x/9", key or SigningKey.from_env(), owner)
+    return promotion_lock._holder_tags(lock, "models:/x/9", key or ci_key(), owner)
 
 
 def set_creation_time(tmp_path, millis) -> None:
@@ -162,7 +162,7 @@ def test_a_held_lock_blocks_and_says_how_to_clear_it(store, tmp_path):
     client = MlflowClient()
     uri = explained(store, tmp_path)
     policy = trail_policy(tmp_path)
-    key = SigningKey.from_env()
+    key = ci_key()
     with promotion_lock.promotion_lock(
         client, "credit-rf", "prod", "models:/x/9", key, policy.keys
     ) as taken:

@@ -76,7 +76,7 @@ def public(name: str) -> str:
     ],
     ids=["body", "no-begin-line", "mangled-begin"],
 )
-def test_a_key_value_that_is_neither_a_path_nor_pem_is_never_shown(mangle, monkeypatch):
+def test_a_key_value_that_is_neither_a_path_nor_pem_is_never_shown(mangle):
     value = mangle(key_pair("leaky")[0].read_text()).strip()
     with pytest.raises(SignatureError) as error:
         SigningKey.load(value, source="--signing-key")
@@ -85,9 +85,8 @@ def test_a_key_value_that_is_neither_a_path_nor_pem_is_never_shown(mangle, monke
     assert str(error.value) == f"the value of --signing-key ({len(value)} characters) {NOT_A_KEY}"
     assert error.value.__cause__ is None and error.value.__context__ is None
 
-    monkeypatch.setenv(SIGNING_KEY_ENV, value)
-    with pytest.raises(SignatureError) as error:
-        SigningKey.from_env()
+    with pytest.raises(SignatureError) as error:  # the edge names the variable it read
+        SigningKey.load(value, source=SIGNING_KEY_ENV)
     leaked = leaks(key_body(), str(error.value))
     assert not leaked, "the message shows part of the key"
     assert (
@@ -95,12 +94,10 @@ def test_a_key_value_that_is_neither_a_path_nor_pem_is_never_shown(mangle, monke
     )
 
 
-def test_a_wrong_password_is_never_shown(tmp_path, monkeypatch):
+def test_a_wrong_password_is_never_shown(tmp_path):
     private, _ = generate_key_pair(tmp_path / "locked", password="right-horse-battery")
-    monkeypatch.setenv(SIGNING_KEY_ENV, str(private))
-    monkeypatch.setenv(SIGNING_KEY_PASSWORD_ENV, "wrong-horse-battery")
-    with pytest.raises(SignatureError) as error:
-        SigningKey.from_env()
+    with pytest.raises(SignatureError) as error:  # as the edge passes the variables' values
+        SigningKey.load(str(private), "wrong-horse-battery", SIGNING_KEY_ENV)
     message = str(error.value)
     assert "horse" not in message
     assert message.startswith(
