@@ -51,8 +51,7 @@ def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monk
     decision = read_record(client, outcome.run_id, policy.keys)
     assert decision.valid and decision.signer.name == CI_KEY
     record = decision.record
-<<<<<<< HEAD:tests/flavors/trail/test_decisions.py
-    ci = SigningKey.from_env().fingerprint
+    ci = ci_key().fingerprint
     assert isinstance(record, GateRecord) and record.result == "PASS"
     assert record.ensemble.uri == uri
     assert record.surrogate.uri == "models:/credit-rf-surrogate/1"
@@ -60,20 +59,6 @@ def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monk
     assert record.evidence.signer == Signer(CI_KEY, ci)
     assert record.policy == PolicyRef(policy.label, policy.digest)
     assert record.decided_by == DecidedBy(CI_KEY, ci, mlflow_user())
-=======
-    ci = ci_key().fingerprint
-    assert record["kind"] == "gate" and record["result"] == "PASS"
-    assert record["ensemble"]["uri"] == uri
-    assert record["surrogate"]["uri"] == "models:/credit-rf-surrogate/1"
-    assert record["evidence"]["digest"] == outcome.evaluation.evidence_digest
-    assert record["evidence"]["signer"] == {"name": CI_KEY, "fingerprint": ci}
-    assert record["policy"] == {"label": policy.label, "digest": policy.digest}
-    assert record["decided_by"] == {
-        "key_name": CI_KEY,
-        "key_fingerprint": ci,
-        "mlflow_user": mlflow_user(),
-    }
->>>>>>> depth:tests/flavors/test_decisions.py
     run = client.get_run(outcome.run_id)
     tags = run.data.tags
     assert tags["mlflow.user"] == run.info.user_id == mlflow_user() != ""
