@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.errors import InvalidInputError
 
@@ -91,7 +90,7 @@ def scaled(transformer, X) -> np.ndarray:
 _SCALER_FIELDS = ("min_", "scale_", "data_min_", "data_max_", "data_range_")
 
 
-def scaler_to_dict(scaler: MinMaxScaler) -> dict:
+def scaler_to_dict(scaler) -> dict:
     """A fitted MinMaxScaler as plain numbers."""
     out = {name: np.asarray(getattr(scaler, name)).tolist() for name in _SCALER_FIELDS}
     out["feature_range"] = list(scaler.feature_range)
@@ -99,8 +98,10 @@ def scaler_to_dict(scaler: MinMaxScaler) -> dict:
     return out
 
 
-def scaler_from_dict(data: dict) -> MinMaxScaler:
+def scaler_from_dict(data: dict):
     """The MinMaxScaler written by :func:`scaler_to_dict` (no refit)."""
+    from sklearn.preprocessing import MinMaxScaler  # lazy: read-only commands need no sklearn
+
     scaler = MinMaxScaler(feature_range=tuple(data["feature_range"]))
     for name in _SCALER_FIELDS:
         setattr(scaler, name, np.asarray(data[name], dtype=np.float64))

@@ -48,6 +48,7 @@ def test_a_wrapped_refusal_names_the_server_not_the_http_library(monkeypatch):
     )
 
 
+@pytest.mark.no_store
 def test_a_read_only_store_is_named_as_such(tmp_path, monkeypatch):
     """A real SQLite refusal (a connection opened read-only), as MLflow wraps it: QA got
     SQLAlchemy's whole autoflush text and the statement from a read-only mlflow.db."""

@@ -357,6 +357,8 @@ def test_after_sigkill_the_next_explain_recovers(big_registered, tmp_path):
     assert MlflowClient().get_run(killed.info.run_id).info.status == "KILLED"
     assert not list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
     assert _versions() == [1]
+    link = MlflowClient().get_model_version("credit-rf", "1").tags["governance.surrogate"]
+    assert link == "models:/credit-rf-surrogate/1"
 
 
 def test_locked_store_gives_one_clear_message(registered, tmp_path, short_sqlite_lock_wait):
