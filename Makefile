@@ -25,12 +25,9 @@ ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --port $(PORT)
 
 # The whole suite (what CI runs), on three workers (pytest-xdist; a file's tests stay on
-# one worker, so module fixtures are built once): 9.5 to 10.5 minutes on one quiet 2-core
-# machine (937 tests), 11.4 for 965 tests on a slower one (whose benchmarks ran 1.6 times
-# longer; the suite kept both cores about 89% busy there: docs/architecture.md), 14.3 for
-# 965 on a third, whose MIRET fits ran 1.4 times longer still. Many tests wait on a
-# server, a child process or an environment build, so a third worker fills those waits
-# (back to back on a quiet 2-core machine: 10:31 on two workers, 9:22 on three).
+# one worker, so module fixtures are built once). Many tests wait on a server, a child
+# process or an environment build, so a third worker fills those waits. 12:53 for 1108
+# tests on a quiet 2-core machine: examples/benchmarks/results_suite_cpu.md.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
