@@ -34,6 +34,7 @@ import os
 import shutil
 import sys
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -86,6 +87,10 @@ SURROGATE_FILE = "surrogate.json"
 LOADER_MODULE = "miret_governance.flavors.miret"
 """The only ``python_function.loader_module`` a surrogate's MLmodel may name."""
 _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
+
+
+SURROGATE_CLASSES = ("MiretSurrogate", "SurrogateTree")
+"""The ``surrogate_class`` names a surrogate may be restored as (an allow-list)."""
 
 
 def _surrogate_classes() -> dict:
@@ -381,11 +386,19 @@ def log_model(
 class VerifiedModel:
     """A ``miret`` model directory read after :func:`verify_model_dir`.
 
+    ``surrogate.json`` is parsed (JSON only) and its tree checked when the directory is
+    opened; the estimator itself (scikit-learn's, with its scaler) is built on first use
+    of :attr:`surrogate` or :attr:`scaler`, so readers of the signed figures and the tree
+    (``show``, ``gate``, ``promote``, ``audit``) never import scikit-learn.
+
     Attributes
     ----------
-    surrogate : MiretSurrogate or SurrogateTree
-    scaler : MinMaxScaler or None
-        The surrogate's input scaler (None for a bare SurrogateTree).
+    kind : str
+        MLmodel's ``surrogate_class``: ``"MiretSurrogate"`` or ``"SurrogateTree"``.
+    document : dict
+        The verified ``surrogate.json``.
+    tree : SurrogateTree
+        The fitted tree (``surrogate.tree_`` of a MiretSurrogate).
     conf : dict
         The ``miret`` flavor configuration of MLmodel.
     manifest : dict
@@ -393,25 +406,41 @@ class VerifiedModel:
     signer : governance.signing.Signer
     """
 
-    surrogate: object
-    scaler: object
+    kind: str
+    document: dict
+    tree: object
     conf: dict
     manifest: dict
     signer: Signer
 
+    @cached_property
+    def surrogate(self):
+        """The MiretSurrogate or SurrogateTree, built from :attr:`document` once."""
+        if self.kind == "SurrogateTree":
+            return self.tree
+        return _surrogate_classes()[self.kind].from_dict(self.document)
+
+    @property
+    def scaler(self):
+        """The surrogate's input scaler (None for a bare SurrogateTree)."""
+        return getattr(self.surrogate, "input_scaler_", None)
+
 
 def open_model_dir(model_dir: str, trusted: TrustedKeys, what: str | None = None) -> VerifiedModel:
-    """Verify a local ``miret`` model directory (:func:`verify_model_dir`), then read it."""
+    """Verify a local ``miret`` model directory (:func:`verify_model_dir`), then read it:
+    ``surrogate.json`` parsed and its tree checked (:class:`VerifiedModel`)."""
+    from miret_governance.governance.miret.fit.persistence import read_tree
+    from miret_governance.governance.miret.tree.tree import SurrogateTree
+
     manifest = verify_model_dir(model_dir, trusted, what)
     conf = _get_flavor_configuration(model_path=model_dir, flavor_name=FLAVOR_NAME)
-    classes = _surrogate_classes()
     kind = conf.get("surrogate_class")
-    if kind not in classes:
+    if kind not in SURROGATE_CLASSES:
         raise mlflow.MlflowException(f"unknown surrogate class {kind!r} in {model_dir}/MLmodel")
     with open(os.path.join(model_dir, SURROGATE_FILE)) as f:
-        surrogate = classes[kind].from_dict(json.load(f))
-    scaler = getattr(surrogate, "input_scaler_", None)
-    return VerifiedModel(surrogate, scaler, conf, manifest, manifest.pop("signer"))
+        document = json.load(f)
+    tree = read_tree(document) if kind == "MiretSurrogate" else SurrogateTree.from_dict(document)
+    return VerifiedModel(kind, document, tree, conf, manifest, manifest.pop("signer"))
 
 
 def read_model_dir(model_dir: str, trusted: TrustedKeys):

@@ -140,9 +140,8 @@ class CheckedEvidence:
         ``govern reproduce`` reads besides the gate's view).
     signer : governance.signing.Signer
         The trusted key that signed the surrogate's model directory.
-    surrogate : MiretSurrogate or SurrogateTree
-        The surrogate read from that verified directory (what ``features`` counts and
-        ``gate --data`` measures again).
+    model : flavors.miret.VerifiedModel or None
+        That verified directory as read (its tree is what ``features`` counts).
     level_frequency : dict or None
         :data:`LEVEL_FREQUENCY_FILE` of that directory (``columns``, ``index``, ``data``),
         digest-verified; None when the manifest lists no such file.
@@ -153,8 +152,15 @@ class CheckedEvidence:
     features: tuple
     provenance: dict
     signer: Signer
-    surrogate: object = None
+    model: miret_flavor.VerifiedModel | None = None
     level_frequency: dict | None = None
+
+    @property
+    def surrogate(self):
+        """The MiretSurrogate or SurrogateTree of the verified directory (what
+        ``gate --data`` measures again), built on first use: gates on the recorded
+        figures need no scikit-learn. None when the evidence did not verify."""
+        return None if self.model is None else self.model.surrogate
 
 
 def checked_evidence(
@@ -217,8 +223,7 @@ def checked_evidence(
     _check_provenance(client, ensemble_version, surrogate, evidence, again)
     _check_anchor(client, surrogate, evidence["digest"], again)
     _check_ensemble_files(ensemble_version, evidence, again, pinned, files_digest)
-    tree = getattr(model.surrogate, "tree_", model.surrogate)
-    features = tuple(tree.feature_names[j] for j in tree.used_features())
+    features = tuple(model.tree.feature_names[j] for j in model.tree.used_features())
     recorded = evidence["metrics"].get("n_features_used")
     if not isinstance(recorded, (int, float)) or float(recorded) != len(features):
         raise GateError(
@@ -233,7 +238,7 @@ def checked_evidence(
         features,
         model.manifest["provenance"],
         model.signer,
-        model.surrogate,
+        model,
         levels,
     )
 

@@ -381,21 +381,19 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         local = download_model(uri, tmp)
         verified = miret_flavor.open_model_dir(local, trusted, uri)
         mlmodel = Model.load(local)
-        surrogate, scaler = verified.surrogate, verified.scaler
         provenance = verified.manifest["provenance"]
         parameters = provenance.get("parameters") or {}
         # the rules as explain wrote them (signed with the directory): in original
         # columns and categories, which the surrogate alone cannot name
         written = Path(local, "rules.txt")
         recorded = written.read_text(encoding="utf-8").rstrip("\n") if written.is_file() else None
-    tree = getattr(surrogate, "tree_", surrogate)
     class_names = str(parameters.get("class_names") or "").split(",") if parameters else None
-    if recorded is not None:
+    if recorded is not None:  # no surrogate built: show needs no scikit-learn
         rules = recorded
-    elif hasattr(surrogate, "leaf_counts_"):  # a fitted MiretSurrogate: the pruned tree
-        rules = surrogate.rules(class_names if class_names and class_names[0] else None)
+    elif hasattr(verified.surrogate, "leaf_counts_"):  # a fitted MiretSurrogate: the pruned tree
+        rules = verified.surrogate.rules(class_names if class_names and class_names[0] else None)
     else:
-        rules = tree.rules(scaler=scaler)
+        rules = verified.tree.rules(scaler=verified.scaler)
     return {
         "uri": uri,
         "rules": rules,

@@ -1,6 +1,8 @@
 """The ``miret`` flavor: save/load round trip, pyfunc input spaces, no pickle."""
 
 import json
+import subprocess
+import sys
 
 import mlflow
 import numpy as np
@@ -136,6 +138,40 @@ def test_loading_refuses_unknown_surrogate_class(fitted, tmp_path):
     sign_model_dir(path, KEY)  # what the key holder signed is still checked
     with pytest.raises(mlflow.MlflowException, match="unknown surrogate class"):
         miret.load_model(str(path))
+
+
+READ_WITHOUT_SKLEARN = """\
+import sys
+from miret_governance.flavors import miret
+model = miret.open_model_dir(sys.argv[1], miret.trusted_keys())
+features = [model.tree.feature_names[j] for j in model.tree.used_features()]
+print("PROBE", "sklearn" in sys.modules, model.kind, ",".join(features), sep="|")
+"""
+
+
+def test_reading_the_tree_and_evidence_imports_no_sklearn(fitted, tmp_path):
+    """What show, gate, promote and audit read (the verified manifest and the tree) needs
+    no scikit-learn: the estimator is built on first use only, from the same JSON."""
+    _, _, _ensemble, surrogate = fitted
+    path = tmp_path / "model"
+    miret.save_model(surrogate, path, signing_key=KEY)
+    done = subprocess.run(
+        [sys.executable, "-c", READ_WITHOUT_SKLEARN, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    used = [FEATURES[j] for j in surrogate.tree_.used_features()]
+    probe = done.stdout.splitlines()[-1].split("|")
+    assert probe == ["PROBE", "False", "MiretSurrogate", ",".join(used)]
+
+    model = miret.open_model_dir(str(path), miret.trusted_keys())
+    assert "surrogate" not in vars(model)  # not built yet
+    assert model.tree.to_dict() == surrogate.tree_.to_dict()
+    assert isinstance(model.surrogate, MiretSurrogate) and model.surrogate is model.surrogate
+    assert model.surrogate.to_dict() == surrogate.to_dict()
+    assert model.scaler.scale_.tolist() == surrogate.input_scaler_.scale_.tolist()
+    assert set(miret.SURROGATE_CLASSES) == set(miret._surrogate_classes())
 
 
 def test_default_requirements_name_the_package():

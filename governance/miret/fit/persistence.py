@@ -12,7 +12,6 @@ import hashlib
 import json
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
 from miret_governance.governance.ensembles.arrays import scaler_from_dict, scaler_to_dict
 from miret_governance.governance.errors import InvalidInputError
@@ -24,9 +23,15 @@ FORMAT_VERSION = 3
 READABLE_VERSIONS = (2, 3)  # version 2 stalled on seconds (stall_time) with solver threads
 
 
+def _check_is_fitted(estimator) -> None:
+    from sklearn.utils.validation import check_is_fitted  # lazy: readers need no sklearn
+
+    check_is_fitted(estimator, "tree_")
+
+
 def to_dict(estimator) -> dict:
     """Plain JSON: parameters (without the ensemble), tree, scaler, report, baseline."""
-    check_is_fitted(estimator, "tree_")
+    _check_is_fitted(estimator)
     params = estimator.get_params(deep=False)
     params.pop("ensemble")
     return {
@@ -52,7 +57,7 @@ def tree_digest(estimator) -> str:
     ``missing_left``, and the normalization of ``input_scaler_``. Two fits with one
     digest are the same tree, bit for bit.
     """
-    check_is_fitted(estimator, "tree_")
+    _check_is_fitted(estimator)
     tree = estimator.tree_.identity()
     scaler = scaler_to_dict(estimator.input_scaler_)
     del scaler["n_samples_seen_"]
@@ -65,6 +70,24 @@ def tree_digest(estimator) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def read_tree(data: dict) -> SurrogateTree:
+    """The tree of a :func:`to_dict` document, once its format is checked: all that a
+    reader of the fitted figures needs, without scikit-learn (:func:`restore` builds
+    the estimator and its scaler).
+
+    Raises
+    ------
+    ValueError
+        Not a document of a readable format version, or an invalid tree.
+    """
+    if data.get("format") != FORMAT or data.get("format_version") not in READABLE_VERSIONS:
+        raise InvalidInputError(
+            f"not a {FORMAT} document of version {' or '.join(map(str, READABLE_VERSIONS))}"
+            f" (format={data.get('format')!r}, version {data.get('format_version')!r})"
+        )
+    return SurrogateTree.from_dict(data["tree"])
+
+
 def restore(estimator, data: dict):
     """``estimator`` (unfitted, its ensemble set) with the parameters and fitted state of
     a :func:`to_dict` document.
@@ -74,17 +97,13 @@ def restore(estimator, data: dict):
     ValueError
         Not a document of a readable format version.
     """
-    if data.get("format") != FORMAT or data.get("format_version") not in READABLE_VERSIONS:
-        raise InvalidInputError(
-            f"not a {FORMAT} document of version {' or '.join(map(str, READABLE_VERSIONS))}"
-            f" (format={data.get('format')!r}, version {data.get('format_version')!r})"
-        )
+    tree = read_tree(data)
     params = dict(data["params"])
     if data["format_version"] == 2:  # its seconds of stall become units of work
         params["stall_work"] = params.pop("stall_time", None)
         params["threads"] = params.get("threads") or 1
     estimator.set_params(**params)
-    estimator.tree_ = SurrogateTree.from_dict(data["tree"])
+    estimator.tree_ = tree
     estimator.input_scaler_ = scaler_from_dict(data["input_scaler"])
     estimator.solve_report_ = SolveReport.from_dict(data["solve_report"])
     estimator.baseline_ = dict(data["baseline"])
