@@ -90,15 +90,8 @@ _RESERVED = {MLMODEL_FILE_NAME, SURROGATE_FILE, EVIDENCE_FILE}
 
 
 SURROGATE_CLASSES = ("MiretSurrogate", "SurrogateTree")
-"""The ``surrogate_class`` names a surrogate may be restored as (an allow-list)."""
-
-
-def _surrogate_classes() -> dict:
-    """Classes a surrogate may be restored as (an allow-list: nothing else is imported)."""
-    from miret_governance.governance.miret import MiretSurrogate
-    from miret_governance.governance.miret.tree.tree import SurrogateTree
-
-    return {"MiretSurrogate": MiretSurrogate, "SurrogateTree": SurrogateTree}
+"""The ``surrogate_class`` names a surrogate may be saved and restored as (an allow-list:
+no other class is imported)."""
 
 
 def get_default_pip_requirements() -> list[str]:
@@ -257,7 +250,7 @@ def save_model(
         needs a trusted policy) and may rewrite MLmodel after it was signed.
     """
     kind = type(surrogate).__name__
-    if kind not in _surrogate_classes():
+    if kind not in SURROGATE_CLASSES:
         raise InvalidTypeError(f"expected a MiretSurrogate or SurrogateTree, got {kind}")
     tree = getattr(surrogate, "tree_", surrogate)
     feature_names = list(tree.feature_names)
@@ -418,7 +411,9 @@ class VerifiedModel:
         """The MiretSurrogate or SurrogateTree, built from :attr:`document` once."""
         if self.kind == "SurrogateTree":
             return self.tree
-        return _surrogate_classes()[self.kind].from_dict(self.document)
+        from miret_governance.governance.miret import MiretSurrogate
+
+        return MiretSurrogate.from_dict(self.document)
 
     @property
     def scaler(self):
