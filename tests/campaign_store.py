@@ -322,7 +322,9 @@ def build_campaign(root: Path, migrated_store: Path | None = None) -> Campaign:
 
     root.mkdir(parents=True, exist_ok=True)
     if migrated_store is not None:
-        shutil.copy(migrated_store, root / "mlflow.db")
+        from mlflow_store import copy_store
+
+        copy_store(migrated_store, root / "mlflow.db")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     experiment = client.create_experiment("campaign", artifact_location=str(root / "mlruns"))

@@ -1,10 +1,6 @@
 """Shared fixtures: telemetry off, and every test isolated from the user's mlflow.db."""
 
-import contextlib
 import os
-import shutil
-import sqlite3
-from pathlib import Path
 
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -13,6 +9,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 import numpy as np
 import pytest
+from mlflow_store import copy_store
 from signing_keys import use_ci_key, use_session_policy
 
 use_ci_key()
@@ -49,17 +46,6 @@ def migrated_store(tmp_path_factory):
         mp.chdir(folder)
         MlflowClient(tracking_uri=uri, registry_uri=uri).search_registered_models()
     return path
-
-
-def copy_store(template: Path, path: Path) -> None:
-    """A copy of the ``template`` store at ``path`` whose default experiment keeps its
-    artifacts beside it (``./mlruns/0``), as in a store MLflow creates there."""
-    shutil.copy(template, path)
-    with contextlib.closing(sqlite3.connect(path)) as db, db:
-        db.execute(
-            "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
-            (str(path.parent / "mlruns" / "0"),),
-        )
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 from mlflow import MlflowClient
-from mlflow_store import register_wisconsin_rf
+from mlflow_store import copy_store, register_wisconsin_rf
 
 from miret_governance.flavors.explain.explain import explain_model_version
 
@@ -29,7 +29,7 @@ def _use_store(mp, uri: str) -> None:
 def explained_pair(root, migrated_store, breast_cancer) -> dict:
     """Register and explain both versions in a store in ``root``; what the tests need."""
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    shutil.copy(migrated_store, root / "mlflow.db")
+    copy_store(migrated_store, root / "mlflow.db")
     results = {}
     with pytest.MonkeyPatch.context() as mp:
         _use_store(mp, uri)

@@ -1,13 +1,15 @@
-"""Registry fixtures for the gate tests: a fast store, and linked version pairs.
+"""Registry fixtures for the gate tests: store copies, and linked version pairs.
 
-A migrated, empty SQLite MLflow store is copied into each test's tmp_path.
-
-Creating an MLflow SQLite database runs every schema migration (seconds); copying an
-already-migrated one is instant. The copy lands where ``conftest.py`` points
-``MLFLOW_TRACKING_URI``, so each test still has its own store.
+Creating an MLflow SQLite database runs every schema migration (about a second of CPU);
+copying an already-migrated one (``conftest.py``'s ``migrated_store``) is instant:
+:func:`copy_store` makes each test's store, and each module's own.
 """
 
+import contextlib
+import shutil
+import sqlite3
 import sys
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -17,6 +19,17 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.flavors.store.registry import name_filter
+
+
+def copy_store(template: Path, path: Path) -> None:
+    """A copy of the ``template`` store at ``path`` whose default experiment keeps its
+    artifacts beside it (``./mlruns/0``), as in a store MLflow creates there."""
+    shutil.copy(template, path)
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute(
+            "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+            (str(path.parent / "mlruns" / "0"),),
+        )
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """End to end through a real `mlflow server`: register, explain, gate, promote over HTTP."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import mlflow
 import pytest
 import typer
 from mlflow import MlflowClient
-from mlflow_store import register_sklearn
+from mlflow_store import copy_store, register_sklearn
 from processes import free_port, stop_group
 from signing_keys import keys_toml
 from sklearn.ensemble import RandomForestClassifier
@@ -53,7 +52,7 @@ class Server:
     def __init__(self, tmp_path: Path, migrated_store: Path):
         self.folder = tmp_path
         self.backend = tmp_path / "server.db"
-        shutil.copy(migrated_store, self.backend)
+        copy_store(migrated_store, self.backend)
         self.artifacts = tmp_path / "artifacts"
         self.process = None
         self.url = ""

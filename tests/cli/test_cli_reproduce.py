@@ -3,14 +3,13 @@ refused data, through the command line against a real SQLite store."""
 
 import dataclasses
 import json
-import shutil
 import subprocess
 import sys
 
 import pytest
 import typer
 from mlflow import MlflowClient
-from mlflow_store import register_wisconsin_rf
+from mlflow_store import copy_store, register_wisconsin_rf
 from typer.testing import CliRunner
 
 from miret_governance.cli import explain, reproduce
@@ -51,7 +50,7 @@ def explained(app, tmp_path_factory, migrated_store, breast_cancer):
     a store of this module."""
     root = tmp_path_factory.mktemp("cli-reproduce")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    shutil.copy(migrated_store, root / "mlflow.db")
+    copy_store(migrated_store, root / "mlflow.db")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", uri)
         mp.setenv("MLFLOW_REGISTRY_URI", uri)

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from categorical_data import credit_frame
 from mlflow import MlflowClient
-from mlflow_store import log_skops
+from mlflow_store import copy_store, log_skops
 from signing_keys import trusting
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
@@ -68,13 +68,12 @@ def pipelines():
 def explained(tmp_path_factory, migrated_store):
     """Both versions registered (skops) and explained on ``data.csv``: 600 rows, income
     missing on 60 of them; ``rows.csv``: its first 40 rows (4 without income)."""
-    import shutil
 
     from miret_governance.flavors.explain.explain import explain_model_version
 
     root = tmp_path_factory.mktemp("categorical-rows")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    shutil.copy(migrated_store, root / "mlflow.db")
+    copy_store(migrated_store, root / "mlflow.db")
     frame, label = credit_frame()
     frame.loc[frame.index % 10 == 0, "income"] = np.nan
     fitted, results = pipelines(), {}

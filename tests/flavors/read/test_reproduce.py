@@ -3,13 +3,12 @@ explanation fitted again from its evidence is the same tree, bit for bit."""
 
 import dataclasses
 import json
-import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
-from mlflow_store import register_rf
+from mlflow_store import copy_store, register_rf
 from signing_keys import ci_key
 
 from miret_governance.flavors.errors import ExplainError
@@ -46,7 +45,7 @@ def explained(tmp_path_factory, migrated_store, breast_cancer):
     uri = f"sqlite:///{root / 'mlflow.db'}"
     X, y = breast_cancer
     frame = X[FEATURES].iloc[:120].assign(label=y.iloc[:120].to_numpy())
-    shutil.copy(migrated_store, root / "mlflow.db")
+    copy_store(migrated_store, root / "mlflow.db")
     with pytest.MonkeyPatch.context() as mp:
         _use_store(mp, uri)
         experiment = MlflowClient().create_experiment("reproduce", str(root / "mlruns"))
