@@ -70,15 +70,21 @@ def validate_frames(frames: dict, ensemble, label: str | None) -> dict:
 class ValidationWorker:
     """The child process; :meth:`close` ends it if it still runs.
 
-    No child is started in a process that has imported Great Expectations already (a
-    notebook, a server, a test session): validating there takes about a second, less
-    than a child needs to start.
+    A child is started for the first explain of a process only. A process that has
+    imported Great Expectations already validates in place (about a second, less than a
+    child needs to start), and so does one that explains a second time (a notebook, a
+    scheduler, a test session): importing Great Expectations once costs less than a new
+    child, and its import, for every later explain.
     """
+
+    _started_once = False
+    """Whether this process has started a child before (see the class docstring)."""
 
     def __init__(self):
         self._process = None
-        if "great_expectations" in sys.modules:
+        if "great_expectations" in sys.modules or ValidationWorker._started_once:
             return
+        ValidationWorker._started_once = True
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "miret_governance.flavors.explain.validation_worker"],

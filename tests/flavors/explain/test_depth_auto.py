@@ -36,7 +36,7 @@ def forest(store, breast_cancer, monkeypatch):
     model = make_pipeline(
         MinMaxScaler(), RandomForestClassifier(n_estimators=10, max_depth=4, random_state=0)
     ).fit(frame[FEATURES].iloc[:250], frame["label"].iloc[:250])
-    register_sklearn(model, "deep-rf", pip_requirements=["scikit-learn"])
+    register_sklearn(model, "deep-rf")
     return model, train
 
 

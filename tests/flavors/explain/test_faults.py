@@ -322,7 +322,7 @@ def big_registered(store, monkeypatch):
     X = pd.DataFrame(X, columns=[f"f{i}" for i in range(20)])
     X.assign(label=y).to_csv("data.csv", index=False)
     model = make_pipeline(MinMaxScaler(), RandomForestClassifier(30, max_depth=4, random_state=0))
-    register_sklearn(model.fit(X, y), "credit-rf", pip_requirements=["scikit-learn"])
+    register_sklearn(model.fit(X, y), "credit-rf")
     return store
 
 

@@ -51,7 +51,7 @@ def demo_case(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         _use_store(mp, uri)
         mp.chdir(root)
-        register_sklearn(model, "wisconsin-rf", pip_requirements=["scikit-learn"])
+        register_sklearn(model, "wisconsin-rf")
         result = explain_model_version(
             "models:/wisconsin-rf/1", root / "train.csv", target="target", solver="highs"
         )

@@ -443,12 +443,29 @@ def _without_ids_and_times(outcomes):
 
 
 def _started_worker(monkeypatch):
-    """A worker with its child, as in a process that has not imported GE yet."""
+    """A worker with its child, as in a process that has not imported GE nor started a
+    child yet."""
     from miret_governance.flavors.explain.validation_worker import ValidationWorker
 
     with monkeypatch.context() as patch:
         patch.delitem(sys.modules, "great_expectations", raising=False)
+        patch.setattr(ValidationWorker, "_started_once", False)
         return ValidationWorker()
+
+
+def test_a_process_starts_one_child_at_most(monkeypatch):
+    """The second explain of a process validates in place: its worker has no child."""
+    from miret_governance.flavors.explain.validation_worker import ValidationWorker
+
+    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)
+    monkeypatch.setattr(ValidationWorker, "_started_once", False)
+    first = ValidationWorker()
+    try:
+        assert first._process is not None
+        second = ValidationWorker()
+        assert second._process is None
+    finally:
+        first.close()
 
 
 def test_worker_process_validates_like_this_process(data, raw_ensemble, monkeypatch):
