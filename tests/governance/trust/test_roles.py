@@ -2,7 +2,6 @@
 
 import pytest
 
-
 from miret_governance.governance.trust.policy import PolicyError, load_policy, parse_policy
 from miret_governance.governance.trust.roles import (
     EXPERIMENT,
