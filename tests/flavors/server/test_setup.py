@@ -54,6 +54,9 @@ class AuthServer:
             f"database_uri = sqlite:///{folder / 'auth.db'}\nadmin_username = admin\n"
             f"admin_password = {self.passwords['admin']}\n"
             "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+            # each request checks its password with PBKDF2 (about 0.5 s of the server's CPU);
+            # cached for a minute, the governed flow is minutes faster (a deployment choice)
+            "auth_cache_ttl_seconds = 60\n"
         )
         self.url = f"http://127.0.0.1:{free_port()}"
         with open(folder / "server.log", "ab") as log:
@@ -309,3 +312,62 @@ def test_an_auditor_reads_everything_and_writes_nothing(auth_server, content):
         assert _denied(
             auditor.set_registered_model_alias, "credit-rf", "champion", content["version"]
         )
+
+
+# --------------------------------------------------------------- the governed flow
+def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
+    auth_server, content, tmp_path, breast_cancer
+):
+    """explain and promote as CI, approve as the reviewer, audit as the auditor: the
+    plan's grants are enough for the product's own calls, and a data scientist's approve
+    is refused by the server."""
+    from mlflow_store import register_sklearn
+    from signing_keys import key_pair, keys_toml
+    from sklearn.ensemble import RandomForestClassifier
+
+    from miret_governance.cli.app import app
+    from miret_governance.flavors.explain.explain import explain_model_version
+
+    X, y = breast_cancer
+    X, y = X.iloc[:200, :6], y.iloc[:200]
+    X.assign(label=y).to_csv(tmp_path / "train.csv", index=False)
+    forest = RandomForestClassifier(n_estimators=4, max_depth=2, random_state=0).fit(X, y)
+    with _as(auth_server, "ds") as ds:
+        experiment = ds.get_experiment_by_name("credit").experiment_id
+        register_sklearn(forest, "credit-rf", experiment_id=experiment)
+        uri = (
+            f"models:/credit-rf/{ds.get_registered_model('credit-rf').latest_versions[-1].version}"
+        )
+    policy = tmp_path / "flow.toml"
+    policy.write_text(
+        POLICY.replace("[gates]", "[gates]\nmin_fidelity = 0.0\nmax_features = 30")
+        + keys_toml(approvers=("rev",))
+        + "\n[approvals]\nchampion = 1\n"
+    )
+    with _as(auth_server, "ci"):
+        explained = explain_model_version(
+            uri, tmp_path / "train.csv", target="label", solver="highs", time_limit=5,
+            min_test_rows=5,
+        )  # fmt: skip
+    assert explained.surrogate_uri == "models:/credit-rf-surrogate/1"
+
+    def govern(user, *args, key=None):
+        with _as(auth_server, user), pytest.MonkeyPatch.context() as mp:
+            if key is not None:
+                mp.setenv("GOVERN_SIGNING_KEY", str(key_pair(key)[0]))
+            return CliRunner().invoke(app, [*args, "--policy", str(policy)])
+
+    approve = ["approve", "--model-uri", uri, "--alias", "champion", "--comment", "reviewed"]
+    forged = govern("ds", *approve, "--decision", "approve", key="rev")
+    assert forged.exit_code == 2, forged.output
+    approved = govern("reviewer", *approve, "--decision", "approve", key="rev")
+    assert approved.exit_code == 0, approved.output
+    promoted = govern("ci", "promote", "--model-uri", uri, "--alias", "champion")
+    assert promoted.exit_code == 0, promoted.output
+    # The auditor reads the whole trail; its one finding is the alias the data scientist
+    # set by hand on their own model (in the role table above), as on any store.
+    audited = govern("auditor", "audit", "--model-name", "credit-rf")
+    assert audited.exit_code == 1, audited.output
+    assert "1 finding(s)" in audited.output and "@dev is on models:/credit-rf/1" in audited.output
+    with _as(auth_server, "auditor") as auditor:
+        assert auditor.get_model_version_by_alias("credit-rf", "champion").version == uri[-1]
