@@ -45,7 +45,10 @@ CREATED_BY_SETUP = "Created by govern server setup: only the governance roles wr
 
 
 class SetupError(GovernanceError):
-    """The server or the policy cannot be set up as asked; nothing was changed. Exit 2."""
+    """The server or the policy cannot be set up as asked; nothing was changed.
+
+    Exit code 2.
+    """
 
 
 @dataclass(frozen=True)
