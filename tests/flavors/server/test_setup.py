@@ -28,16 +28,9 @@ from typer.testing import CliRunner
 pytestmark = pytest.mark.slow
 
 USERS = {"ds": "data_scientists", "ci": "ci", "reviewer": "approvers", "auditor": "auditors"}
-POLICY = """name = "bank"
-[gates]
-[roles]
-data_scientists = ["ds"]
-ci = "ci"
-approvers = ["reviewer"]
-auditors = ["auditor"]
-[governed."credit-rf"]
-experiment = "credit"
-"""
+ROLES_POLICY = Path(__file__).parents[3] / "examples" / "policies" / "roles.toml"
+"""The example policy with roles: what the tests set up."""
+POLICY = ROLES_POLICY.read_text()
 
 
 class AuthServer:
@@ -112,13 +105,6 @@ def _as(server: AuthServer, user: str):
         yield MlflowClient(server.url, server.url)
 
 
-@pytest.fixture
-def policy_file(tmp_path):
-    path = tmp_path / "bank.toml"
-    path.write_text(POLICY)
-    return path
-
-
 def _setup(server, user: str, *args: str):
     from miret_governance.cli.app import app
 
@@ -138,37 +124,6 @@ def _denied(call, *args, **kwargs) -> bool:
 
 
 # --------------------------------------------------------------- before setup
-def test_dry_run_prints_the_exact_plan_and_contacts_nothing(policy_file):
-    from miret_governance.cli.app import app
-
-    result = CliRunner().invoke(app, ["server", "setup", "--policy", str(policy_file), "--dry-run"])
-    assert result.exit_code == 0, result.output
-    rows = [
-        tuple(cell.strip() for cell in line.strip("│ ").split("│"))
-        for line in result.output.splitlines()
-        if line.startswith("│")
-    ]
-    gov = ["governance-approvals", "governance-clearances", "governance-gates", "governance-links"]
-    E, M = "experiment", "registered model"
-    expected = (
-        [("auditor", "auditors", E, e, "READ") for e in ["credit", *gov]]
-        + [("auditor", "auditors", M, m, "READ") for m in ["credit-rf", "credit-rf-surrogate", "credit-rf.governed"]]
-        + [("ci", "ci", E, "credit", "EDIT")]
-        + [("ci", "ci", E, e, "MANAGE") for e in gov]
-        + [("ci", "ci", M, "credit-rf", "EDIT")]
-        + [("ci", "ci", M, m, "MANAGE") for m in ["credit-rf-surrogate", "credit-rf.governed"]]
-        + [("ds", "data_scientists", E, "credit", "EDIT")]
-        + [("ds", "data_scientists", E, e, "READ") for e in gov]
-        + [("ds", "data_scientists", M, "credit-rf", "EDIT")]
-        + [("ds", "data_scientists", M, m, "READ") for m in ["credit-rf-surrogate", "credit-rf.governed"]]
-        + [("reviewer", "approvers", E, "credit", "READ"), ("reviewer", "approvers", E, gov[0], "EDIT")]
-        + [("reviewer", "approvers", E, e, "READ") for e in gov[1:]]
-        + [("reviewer", "approvers", M, m, "READ") for m in ["credit-rf", "credit-rf-surrogate"]]
-    )  # fmt: skip
-    assert rows == expected
-    assert "nothing changed" in result.output
-
-
 def test_a_governance_experiment_is_not_created_on_first_use(auth_server):
     from miret_governance.flavors.trail.decisions import DecisionError, experiment_id
 
@@ -179,8 +134,8 @@ def test_a_governance_experiment_is_not_created_on_first_use(auth_server):
         assert client.get_experiment_by_name("governance-approvals") is None
 
 
-def test_setup_refuses_a_user_who_is_not_admin(auth_server, policy_file):
-    result = _setup(auth_server, "ds", "--policy", str(policy_file))
+def test_setup_refuses_a_user_who_is_not_admin(auth_server):
+    result = _setup(auth_server, "ds", "--policy", str(ROLES_POLICY))
     assert result.exit_code == 2
     assert "'ds' is not an MLflow admin" in result.output
 
@@ -212,16 +167,16 @@ def test_a_planted_lock_is_a_misconfiguration_not_a_promotion_to_wait_for(auth_s
 
 
 # --------------------------------------------------------------- setup
-def test_setup_applies_the_plan_then_changes_nothing(auth_server, policy_file):
+def test_setup_applies_the_plan_then_changes_nothing(auth_server):
     with _as(auth_server, "ds") as client:  # a data scientist got there first
         client.create_experiment("governance-links")
-    first = _setup(auth_server, "admin", "--policy", str(policy_file))
+    first = _setup(auth_server, "admin", "--policy", str(ROLES_POLICY))
     assert first.exit_code == 0, first.output
     assert "created experiment governance-gates (owner: admin)" in first.output
     assert "created experiment governance-links" not in first.output
     assert "granted (was MANAGE)" in first.output  # ds brought down to READ there
     assert "31 of 31 grants changed" in first.output
-    second = _setup(auth_server, "admin", "--policy", str(policy_file))
+    second = _setup(auth_server, "admin", "--policy", str(ROLES_POLICY))
     assert second.exit_code == 0, second.output
     assert "nothing changed: the server already matches the plan" in second.output
     assert "granted" not in second.output and "created" not in second.output
@@ -233,7 +188,7 @@ def content(auth_server):
     """What the roles act on: a data scientist's run and version, a version of the
     governed model (CI), and a CI run in each governance experiment."""
     with _as(auth_server, "ds") as ds:
-        experiment = ds.get_experiment_by_name("credit").experiment_id
+        experiment = ds.get_experiment_by_name("credit-rf").experiment_id
         run = ds.create_run(experiment).info
         ds.log_text(run.run_id, "model", "model/MLmodel")
         version = ds.create_model_version("credit-rf", f"{run.artifact_uri}/model", run.run_id)
@@ -249,7 +204,7 @@ def content(auth_server):
 
 def test_a_data_scientist_works_on_their_own_and_only_reads_governance(auth_server, content):
     with _as(auth_server, "ds") as ds:
-        experiment = ds.get_experiment_by_name("credit").experiment_id
+        experiment = ds.get_experiment_by_name("credit-rf").experiment_id
         assert not _denied(ds.create_run, experiment)
         assert not _denied(ds.set_registered_model_alias, "credit-rf", "dev", content["version"])
         gates = ds.get_experiment_by_name("governance-gates").experiment_id
@@ -269,7 +224,7 @@ def test_a_data_scientist_works_on_their_own_and_only_reads_governance(auth_serv
 
 def test_ci_writes_governance_and_explains_in_the_data_scientists_experiment(auth_server, content):
     with _as(auth_server, "ci") as ci:
-        credit = ci.get_experiment_by_name("credit").experiment_id
+        credit = ci.get_experiment_by_name("credit-rf").experiment_id
         assert not _denied(ci.create_run, credit)
         assert not _denied(
             ci.set_model_version_tag, "credit-rf", content["version"], "governance.x", "y"
@@ -300,7 +255,7 @@ def test_an_approver_records_approvals_and_nothing_else(auth_server, content):
 
 def test_an_auditor_reads_everything_and_writes_nothing(auth_server, content):
     with _as(auth_server, "auditor") as auditor:
-        names = ["credit", "governance-gates", "governance-approvals", "governance-links"]
+        names = ["credit-rf", "governance-gates", "governance-approvals", "governance-links"]
         ids = [auditor.get_experiment_by_name(name).experiment_id for name in names]
         assert not _denied(auditor.search_runs, ids)
         assert not _denied(auditor.get_run, content["ds_run"])
@@ -333,14 +288,14 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
     X.assign(label=y).to_csv(tmp_path / "train.csv", index=False)
     forest = RandomForestClassifier(n_estimators=4, max_depth=2, random_state=0).fit(X, y)
     with _as(auth_server, "ds") as ds:
-        experiment = ds.get_experiment_by_name("credit").experiment_id
+        experiment = ds.get_experiment_by_name("credit-rf").experiment_id
         register_sklearn(forest, "credit-rf", experiment_id=experiment)
         uri = (
             f"models:/credit-rf/{ds.get_registered_model('credit-rf').latest_versions[-1].version}"
         )
     policy = tmp_path / "flow.toml"
     policy.write_text(
-        POLICY.replace("[gates]", "[gates]\nmin_fidelity = 0.0\nmax_features = 30")
+        POLICY.replace("min_fidelity = 0.90", "min_fidelity = 0.0")
         + keys_toml(approvers=("rev",))
         + "\n[approvals]\nchampion = 1\n"
     )
@@ -360,6 +315,9 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
     approve = ["approve", "--model-uri", uri, "--alias", "champion", "--comment", "reviewed"]
     forged = govern("ds", *approve, "--decision", "approve", key="rev")
     assert forged.exit_code == 2, forged.output
+    with _as(auth_server, "auditor") as auditor:
+        approvals = auditor.get_experiment_by_name("governance-approvals").experiment_id
+        assert len(auditor.search_runs([approvals])) == 2  # CI's and the reviewer's above
     approved = govern("reviewer", *approve, "--decision", "approve", key="rev")
     assert approved.exit_code == 0, approved.output
     promoted = govern("ci", "promote", "--model-uri", uri, "--alias", "champion")
