@@ -51,3 +51,13 @@ def test_a_policy_without_roles_is_refused_with_the_fix(tmp_path):
     result = CliRunner().invoke(app, ["server", "setup", "--policy", str(path), "--dry-run"])
     assert result.exit_code == 2
     assert "has no [roles] table" in result.output
+
+
+def test_a_store_without_users_is_refused_with_the_fix(tmp_path):
+    result = CliRunner().invoke(
+        app,
+        ["server", "setup", "--policy", str(ROLES_POLICY), "--tracking-uri", "sqlite:///x.db"],
+    )
+    assert result.exit_code == 2
+    assert "has no users or permissions (no basic-auth app)" in result.output
+    assert "--app-name basic-auth" in result.output

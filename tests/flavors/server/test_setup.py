@@ -140,6 +140,14 @@ def test_setup_refuses_a_user_who_is_not_admin(auth_server):
     assert "'ds' is not an MLflow admin" in result.output
 
 
+def test_wrong_credentials_are_one_line_naming_the_user(auth_server):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(auth_server.passwords, "admin", "wrong")
+        result = _setup(auth_server, "admin", "--policy", str(ROLES_POLICY))
+    assert result.exit_code == 2
+    assert "refused the credentials of user 'admin' (HTTP 401)" in result.output
+
+
 def test_setup_names_missing_users_and_changes_nothing(auth_server, tmp_path):
     path = tmp_path / "ghost.toml"
     path.write_text(POLICY.replace('auditors = ["auditor"]', 'auditors = ["auditor", "ghost"]'))
