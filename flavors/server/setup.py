@@ -15,7 +15,8 @@ Idempotent: a permission the server already resolves to the planned one is left 
 so a second run changes nothing and says so. Everything that can refuse is checked
 before anything changes: the server has the basic-auth app, the caller is an admin,
 every user exists (users are never created here: passwords are the platform team's), and
-no planned experiment is deleted. Lock models are not in the plan
+no planned experiment is deleted. A permission that an MLflow role still decides after
+the user's grant is set is named as an error. Lock models are not in the plan
 (:mod:`governance.trust.roles` says why).
 """
 
@@ -144,13 +145,23 @@ def setup_server(policy: Policy, client: MlflowClient | None = None) -> SetupRep
         if found[resource] is None:
             found[resource] = _create(client, resource)
             created.append(resource)
-    applied = []
+    applied, overridden = [], []
     for grant in plan:
         resource_id = found[grant.resource]
-        before = auth.get_user_permission(grant.user, grant.resource.kind, resource_id).permission
+        kind = grant.resource.kind
+        before = auth.get_user_permission(grant.user, kind, resource_id).permission
         if before != grant.permission:
             _replace_grant(auth, grant, resource_id)
+            after = auth.get_user_permission(grant.user, kind, resource_id).permission
+            if after != grant.permission:
+                overridden.append(f"{grant.user} has {after} on {kind} {grant.resource.name}")
         applied.append(Applied(grant, before))
+    if overridden:
+        raise SetupError(
+            f"the plan's grants are set, but other grants still decide ({'; '.join(overridden)}, "
+            "not the planned permission): an MLflow role or workspace permission gives more; "
+            "an MLflow admin must remove it (MLflow UI > Admin), then run setup again"
+        )
     return SetupReport(tuple(created), tuple(applied))
 
 
