@@ -18,6 +18,7 @@ from miret_governance.cli import (
     gates,
     keys,
     reproduce,
+    server,
     show,
 )
 from miret_governance.cli.common import EXIT_CODES_HELP, configure_mlflow
@@ -39,6 +40,7 @@ reproduce.register(app)
 audit.register(app)
 keys.register(app)
 diff.register(app)
+server.register(app)
 
 
 def _reflowed(text: str) -> str:
@@ -48,7 +50,11 @@ def _reflowed(text: str) -> str:
     return "\n\n".join(" ".join(part.split()) for part in text.split("\n\n"))
 
 
-for command in app.registered_commands:
+for command in app.registered_commands + [
+    command
+    for group in app.registered_groups
+    for command in group.typer_instance.registered_commands
+]:
     command.help = _reflowed(command.help or inspect.getdoc(command.callback))
 
 

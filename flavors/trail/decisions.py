@@ -454,10 +454,24 @@ def _signature_digest(signature: Path) -> str | None:
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
-    """The id of experiment ``name``, created when missing (also concurrently)."""
+    """The id of experiment ``name``, created when missing (also concurrently).
+
+    Not on a server with MLflow's basic-auth app: there MLflow gives MANAGE on an
+    experiment to whoever creates it, so the first reviewer to approve would own
+    ``governance-approvals`` and could delete others' approvals. There a missing
+    governance experiment is refused, and ``govern server setup`` (an admin) makes it.
+    """
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
+    from miret_governance.flavors.store.auth import authenticated
+
+    if authenticated(client.tracking_uri):
+        raise DecisionError(
+            f"{name} does not exist on {client.tracking_uri}: an MLflow admin must run "
+            "`govern server setup --policy <policy>` (it creates the governance experiments, "
+            "owned by the admin, and grants each role its permissions); nothing was recorded"
+        )
     try:
         return client.create_experiment(name)
     except MlflowException:  # created concurrently

@@ -26,6 +26,11 @@ left behind (older than the TTL, its process gone, its release failed). A genuin
 copied onto a new lock blocks at most until its signed time plus the TTL. The take-over
 is not silent: the context manager yields :class:`TakenOver`, which ``promote`` writes
 into its signed record (``lock_taken_over``).
+
+On a server with permissions, a lock the promoting identity may not read or remove (made
+by a data scientist, whom MLflow made its only MANAGE holder) is refused at once as a
+misconfiguration naming the lock (:class:`LockMisconfiguredError`), not reported as a
+concurrent promotion for ever.
 """
 
 from __future__ import annotations
@@ -75,6 +80,11 @@ _SHOWN = 200
 class ConcurrentPromotionError(GovernanceError):
     """Another promotion to the same alias ran at the same time; this one recorded
     nothing. Exit code 2."""
+
+
+class LockMisconfiguredError(GovernanceError):
+    """A promotion lock exists that the promoting identity may not read or remove (the
+    server refuses with 403): not a promotion to wait for. Exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -186,13 +196,18 @@ def promotion_lock(
     if not _take(client, lock, tags):
         try:
             held = client.get_registered_model(lock)
-        except MlflowException:  # released meanwhile
+        except MlflowException as error:  # released meanwhile, or not ours to read
+            _refuse_foreign(error, lock, "read")
             held = None
         if held is not None:
             reason, holder = _judge(held, lock, trusted)
             if reason is None:
                 raise ConcurrentPromotionError(_held_message(held, holder, alias, lock))
-            client.delete_registered_model(lock)
+            try:
+                client.delete_registered_model(lock)
+            except MlflowException as error:
+                _refuse_foreign(error, lock, "remove")
+                raise
             taken_over = TakenOver(
                 lock=lock,
                 holder=str(holder.get("owner") or "unknown")[:_SHOWN],
@@ -211,6 +226,23 @@ def promotion_lock(
     finally:
         _HELD.discard(lock)
         client.delete_registered_model(lock)
+
+
+def _refuse_foreign(error: MlflowException, lock: str, action: str) -> None:
+    """A lock the server does not let this user read or remove (HTTP 403) is a
+    misconfiguration, not a promotion to wait for: someone other than the promoting
+    identity created it (MLflow gives MANAGE only to a registered model's creator), and it
+    would block every promotion to its alias until an admin deletes it."""
+    if error.error_code != "PERMISSION_DENIED":
+        return
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME") or "this user"
+    raise LockMisconfiguredError(
+        f"the promotion lock {lock} exists and {user} cannot {action} it: it lacks MANAGE on "
+        f"registered model {lock} (HTTP 403), so govern promote did not create it; nothing "
+        f"was recorded. An MLflow admin must delete registered model {lock} (MLflow UI, or "
+        f"MlflowClient().delete_registered_model('{lock}') with admin credentials); only the "
+        "governance CI identity should promote (docs/roles.md)"
+    )
 
 
 def _held_message(held, holder: dict, alias: str, lock: str) -> str:

@@ -2,8 +2,9 @@
 
 A policy file holds one ``[gates]`` table, optionally a ``name`` (default: the file's
 stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
-``[approvals]`` an alias needs and ``drift_against``; nothing else is allowed at the top
-level::
+``[approvals]`` an alias needs, ``drift_against``, and for a shared MLflow server the
+``[roles]`` of its users and the ``[governed."<model>"]`` registered models
+(:mod:`governance.trust.roles`); nothing else is allowed at the top level::
 
     name = "strict"
     [gates]
@@ -28,6 +29,15 @@ level::
     [approvals]                    # signed approvals an alias needs before promotion
     champion = 1
 
+    [roles]                        # MLflow users (govern server setup grants them)
+    data_scientists = ["ds"]
+    ci = "ci"
+    approvers = ["reviewer"]
+    auditors = ["auditor"]
+    [governed."credit-rf"]         # a data scientists' registered model
+    experiment = "credit-rf"       # their experiment
+    registered_model = "credit-rf.governed"  # optional, the default
+
 A key is listed once, with every purpose it may sign; an alias needs at most as many
 approvals as keys are trusted to approve, and once ``[approvals]`` names an alias no key
 may both decide and approve (four eyes, not one key approving and promoting).
@@ -36,8 +46,9 @@ may both decide and approve (four eyes, not one key approving and promoting).
 0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
 the other gates apply when the file sets them. A policy is identified as
 ``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
-the gates, the trusted keys, the approvals and (with a drift gate) ``drift_against``, not
-the name, so renaming a policy does not change its version. Without keys, no evidence is
+the gates, the trusted keys, the approvals, (with a drift gate) ``drift_against`` and
+(when present) the roles and governed models, not the name, so renaming a policy does not
+change its version and a policy without ``[roles]`` keeps the digest it always had. Without keys, no evidence is
 trusted and every gate fails.
 
 What a gate checks and how it decides: :mod:`governance.gates`.
@@ -58,6 +69,14 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.trust.roles import (
+    GovernedModel,
+    Roles,
+    RolesError,
+    check_approvers,
+    parse_governed,
+    parse_roles,
+)
 from miret_governance.governance.trust.signing import SignatureError, TrustedKeys, parse_trust
 
 VALIDATION_KEY = "validation"
@@ -179,6 +198,8 @@ them out)."""
 POLICY_GATES = {**GATES, **DRIFT_GATES}
 """The gates a policy file may set."""
 DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
+TOP_LEVEL = ("gates", "name", "keys", "approvals", "drift_against", "roles", "governed")
+"""The keys a policy file may hold at its top level."""
 MAX_POLICY_BYTES = 64 * 1024
 """Largest policy file read; a policy is a few lines of TOML."""
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
@@ -215,6 +236,10 @@ class Policy:
         the promotion to that alias needs.
     drift_against : str
         The alias whose holder :data:`DRIFT_GATES` compare with.
+    roles : governance.trust.roles.Roles or None
+        The MLflow users of each role (``[roles]``), None when the policy names none.
+    governed : tuple of governance.trust.roles.GovernedModel
+        The registered models under governance (``[governed."<model>"]``).
     """
 
     gates: dict
@@ -223,17 +248,31 @@ class Policy:
     keys: TrustedKeys = field(default_factory=TrustedKeys)
     approvals: dict = field(default_factory=dict)
     drift_against: str = "champion"
+    roles: Roles | None = None
+    governed: tuple[GovernedModel, ...] = ()
 
     @property
     def digest(self) -> str:
         """sha256 of the canonical JSON of the gates (sorted keys, no spaces), with the
         trusted keys (fingerprints and purposes), approvals and ``drift_against`` (with a
-        drift gate) when it has any."""
+        drift gate) when it has any, and the roles and governed models when it names them
+        (absent, the digest is the one policies without them always had)."""
         drift = {"drift_against": self.drift_against} if set(self.gates) & set(DRIFT_GATES) else {}
-        if not self.keys.keys and not self.approvals and not drift:
+        deployment = {}
+        if self.roles is not None:
+            deployment["roles"] = self.roles.to_json()
+        if self.governed:
+            deployment["governed"] = {m.name: m.to_json() for m in self.governed}
+        if not self.keys.keys and not self.approvals and not drift and not deployment:
             return canonical_digest(self.gates)
         return canonical_digest(
-            {"gates": self.gates, "keys": self.keys.to_json(), "approvals": self.approvals, **drift}
+            {
+                "gates": self.gates,
+                "keys": self.keys.to_json(),
+                "approvals": self.approvals,
+                **drift,
+                **deployment,
+            }
         )
 
     @property
@@ -281,13 +320,13 @@ def parse_policy(
     PolicyError
         Unknown keys, a missing ``[gates]`` table, or values of the wrong type or range.
     """
-    extra = sorted(set(data) - {"gates", "name", "keys", "approvals", "drift_against"})
+    extra = sorted(set(data) - set(TOP_LEVEL))
     if extra:
         hint = " (gate keys belong in the [gates] table)" if set(extra) & set(POLICY_GATES) else ""
         raise PolicyError(
             f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
-            "name, optional [keys.<name>] and [approvals] tables, drift_against, and one "
-            f"[gates] table with these keys:\n{_valid_keys()}"
+            'name, optional [keys.<name>], [approvals], [roles] and [governed."<model>"] '
+            f"tables, drift_against, and one [gates] table with these keys:\n{_valid_keys()}"
         )
     policy_name = data.get("name", default_name)
     if not isinstance(policy_name, str) or not _NAME.match(policy_name):
@@ -310,13 +349,22 @@ def parse_policy(
         keys = parse_trust(data.get("keys", {}), base_dir, source)
     except SignatureError as error:
         raise PolicyError(str(error)) from error
+    approvals = _approvals(data.get("approvals", {}), keys, source)
+    try:
+        roles = parse_roles(data.get("roles"), source)
+        check_approvers(roles, approvals, source)
+        governed = parse_governed(data.get("governed"), source)
+    except RolesError as error:
+        raise PolicyError(str(error)) from error
     return Policy(
         gates=dict(sorted(gates.items())),
         source=source,
         name=policy_name,
         keys=keys,
-        approvals=_approvals(data.get("approvals", {}), keys, source),
+        approvals=approvals,
         drift_against=_drift_against(data.get("drift_against", "champion"), source),
+        roles=roles,
+        governed=governed,
     )
 
 
