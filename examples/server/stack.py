@@ -19,7 +19,8 @@ What runs, all on 127.0.0.1 and in one temporary folder deleted on stop:
   (``--serve-artifacts``, URIs ``mlflow-artifacts:``) under the folder and one worker.
   Its auth configuration is generated: ``default_permission = NO_PERMISSIONS`` (a user
   sees what they are granted, as a bank runs it), a generated admin password, the
-  ``mlflow_auth`` database. MLflow's job execution is off
+  ``mlflow_auth`` database, and a 60 s credential cache (:data:`AUTH_CACHE_TTL`: without
+  it every request costs half a second of password hashing). MLflow's job execution is off
   (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``): it would start a job runner and seven
   Huey consumers, each a Python process importing MLflow (about 15 s of CPU on 2 cores),
   for GenAI jobs nothing here submits.
@@ -54,6 +55,12 @@ PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 INSTALL_HINT = "install PostgreSQL's server (Debian/Ubuntu: apt-get install -y postgresql)"
 DATABASES = ("mlflow", "mlflow_auth")
 """MLflow's tracking and registry store, and the basic-auth app's users and permissions."""
+AUTH_CACHE_TTL = 60
+"""Seconds the server trusts a checked password (MLflow's ``auth_cache_ttl_seconds``,
+off by default). Without it every request re-hashes the password (PBKDF2): about 0.5 s
+of server CPU per request on 2 cores, and a ``govern`` command makes tens to hundreds
+of requests (the end-to-end test took 413 s instead of 21 s). The cost: a changed or
+revoked password is still accepted for up to this long by the worker that cached it."""
 START_TIMEOUT = 120.0
 """Seconds to wait for PostgreSQL, then for the server's ``/health`` (the server runs
 MLflow's schema migrations on both databases first)."""
@@ -128,6 +135,21 @@ class Stack:
             self.stop()
             raise
         return self
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the stack's processes used so far: every live process whose
+        working directory is in the folder (the server, its worker, the postmaster and
+        its backends) with its reaped children (ended backends); Linux only."""
+        ticks, folder = os.sysconf("SC_CLK_TCK"), str(self.folder)
+        total = 0
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and os.readlink(entry / "cwd").startswith(folder):
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+            except OSError:
+                continue  # ended meanwhile, or not ours to read
+        return total / ticks
 
     def stop(self) -> None:
         """Stop the server, then PostgreSQL, and delete the folder; safe to call twice."""
@@ -248,6 +270,7 @@ class Stack:
             f"admin_username = {self.admin_username}\n"
             f"admin_password = {self.admin_password}\n"
             "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+            f"auth_cache_ttl_seconds = {AUTH_CACHE_TTL}\n"
         )
         path.chmod(0o600)
         return path
