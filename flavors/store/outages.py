@@ -1,6 +1,7 @@
 """Store and server failures in words: a locked or read-only SQLite store, a tracking server that
 refuses connections or stops answering, a full disk or a failing artifact store; a server's
-refusal of the credentials or of a permission (HTTP 401, 403) by :mod:`flavors.store.refusals`.
+refusal of the credentials or of a permission (HTTP 401, 403) is worded by
+:mod:`flavors.store.refusals`, which ``cli.common.error_message`` asks first.
 
 MLflow reports these as its own exceptions with the raw text of the layer below
 (``API request to ... failed with exception HTTPConnectionPool(...): Max retries
@@ -86,11 +87,6 @@ def outage_message(error: BaseException) -> str | None:
     error : BaseException
         Any error a command raised (its ``__cause__`` chain is searched too).
     """
-    from miret_governance.flavors.store.refusals import refusal_message
-
-    refused = refusal_message(error, _tracking_uri())
-    if refused is not None:  # 401 or 403: checked first, the server answered
-        return refused
     chain = _chain(error)
     text = " ".join(str(e) for e in chain)
     if "database is locked" in text:

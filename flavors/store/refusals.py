@@ -25,6 +25,8 @@ import os
 import re
 from urllib.parse import unquote, urlparse
 
+from miret_governance.flavors.store.outages import _chain
+
 _REST = re.compile(r"API request to endpoint (\S+) failed with error code (401|403)\b")
 _HTTP = re.compile(r"\b(401|403) Client Error: [A-Za-z ]+ for url: (\S+)")
 
@@ -73,14 +75,6 @@ GRANT_HINT = (
     "mlflow.server.get_app_client('basic-auth', ...).grant_user_permission; "
     "`govern server setup` grants the governance roles)"
 )
-
-
-def _chain(error: BaseException) -> list:
-    seen = []
-    while error is not None and not any(error is e for e in seen):
-        seen.append(error)
-        error = error.__cause__ or error.__context__
-    return seen
 
 
 def _refused_request(chain: list) -> tuple:

@@ -83,24 +83,27 @@ def test_unreadable_model_names_the_permission(server_stack, refusals, command):
     assert "an MLflow admin of that server must grant it" in line
 
 
-def explain_args(refusals) -> list:
-    return [
-        "explain", "--model-uri", f"models:/{MODEL}/1", "--data",
-        str(refusals["folder"] / "train.csv"), "--target", "label", "--solver", "highs",
-        "--time-limit", "5", "--min-test-rows", "5",
-    ]  # fmt: skip
-
-
-def test_explain_into_an_experiment_it_cannot_write(server_stack, refusals, monkeypatch):
+def explain_as(server_stack, refusals, user: str, experiment_permission: str) -> str:
+    """The error line of ``govern explain`` of ``refusal-rf`` v1 into ``refusals`` by a
+    new ``user`` with ``experiment_permission`` there and READ on the registered model."""
     env = server_stack.create_user(
-        "reader",
+        user,
         grants=[
-            ("experiment", refusals["experiment"], "READ"),
+            ("experiment", refusals["experiment"], experiment_permission),
             ("registered_model", MODEL, "READ"),
         ],
     )
-    env["MLFLOW_EXPERIMENT_NAME"] = "refusals"
-    line = one_line(govern(env, *explain_args(refusals)))
+    result = govern(
+        {**env, "MLFLOW_EXPERIMENT_NAME": "refusals"},
+        "explain", "--model-uri", f"models:/{MODEL}/1", "--data",
+        str(refusals["folder"] / "train.csv"), "--target", "label", "--solver", "highs",
+        "--time-limit", "5", "--min-test-rows", "5",
+    )  # fmt: skip
+    return one_line(result)
+
+
+def test_explain_into_an_experiment_it_cannot_write(server_stack, refusals, monkeypatch):
+    line = explain_as(server_stack, refusals, "reader", "READ")
     assert "refused user 'reader' (HTTP 403 on POST /api/2.0/mlflow/runs/create)" in line
     assert f"it needs EDIT on the experiment (id {refusals['experiment']})" in line
     client = admin_client(server_stack, monkeypatch)
@@ -110,17 +113,11 @@ def test_explain_into_an_experiment_it_cannot_write(server_stack, refusals, monk
 
 def test_explain_refused_midway_leaves_nothing_behind(server_stack, refusals, monkeypatch):
     """EDIT on the experiment but only READ on the ensemble's registered model: explain
-    runs, and the server refuses its first write to the registered model."""
-    env = server_stack.create_user(
-        "half-granted",
-        grants=[
-            ("experiment", refusals["experiment"], "EDIT"),
-            ("registered_model", MODEL, "READ"),
-        ],
-    )
-    env["MLFLOW_EXPERIMENT_NAME"] = "refusals"
-    line = one_line(govern(env, *explain_args(refusals)))
-    assert "refused user 'half-granted' (HTTP 403 on " in line
+    runs, registers its surrogate (the user creates ``refusal-rf-surrogate``), and the
+    server refuses the link tag on the ensemble's version; the run ends FAILED and the
+    surrogate version is deleted (``flavors/explain/faults.py``)."""
+    line = explain_as(server_stack, refusals, "half-granted", "EDIT")
+    assert "refused user 'half-granted' (HTTP 403 on POST " in line
     assert f"it needs EDIT on the registered model '{MODEL}'" in line
     client = admin_client(server_stack, monkeypatch)
     runs = client.search_runs([refusals["experiment"]], run_view_type=ViewType.ALL)
