@@ -113,9 +113,9 @@ def _resource(kind: str, path: str, fields: dict) -> str:
     if kind == "registered_model":
         name = fields.get("name")
         return f"{what} '{name}'" if name else what
-    parts = path.split("artifacts/", 1)[1].split("/")  # <experiment id>/<run id>/artifacts/...
-    if len(parts) > 1 and parts[0].isdigit():
-        return f"the experiment (id {parts[0]}) owning run {parts[1]}'s artifacts"
+    owner = re.search(r"/artifacts/(\d+)/([^/]+)/", path)  # <experiment id>/<run id>/...
+    if owner:
+        return f"the experiment (id {owner.group(1)}) owning run {owner.group(2)}'s artifacts"
     return what
 
 
