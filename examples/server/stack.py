@@ -103,6 +103,22 @@ def stop_group(process: subprocess.Popen | None, sig=signal.SIGTERM, grace: floa
     process.wait(timeout=10)
 
 
+def wait_for_health(url: str, server: subprocess.Popen, timeout: float = START_TIMEOUT) -> None:
+    """Poll ``url``'s ``/health`` until it answers 200: RuntimeError if ``server`` exits
+    first, TimeoutError after ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"mlflow server exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:  # refused, reset or timed out while the server starts
+            time.sleep(0.3)
+    raise TimeoutError(f"mlflow server at {url} did not answer /health in {timeout:.0f} s")
+
+
 class Stack:
     """PostgreSQL and ``mlflow server --app-name basic-auth`` in a temporary folder.
 
@@ -298,18 +314,10 @@ class Stack:
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.folder,
                 start_new_session=True,
             )  # fmt: skip
-        deadline = time.time() + START_TIMEOUT
-        while True:
-            if self._server.poll() is not None:
-                raise RuntimeError(self._failure("mlflow server exited", "server.log"))
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                if time.time() > deadline:
-                    raise RuntimeError(self._failure("mlflow server did not start", "server.log"))
-                time.sleep(0.3)
+        try:
+            wait_for_health(self.url, self._server)
+        except (RuntimeError, TimeoutError) as error:
+            raise RuntimeError(self._failure(str(error), "server.log")) from None
 
     def _failure(self, what: str, log: str) -> str:
         text = (self.folder / log).read_text(errors="replace")[-3000:]
