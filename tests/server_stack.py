@@ -19,7 +19,8 @@ from stack import Stack
 
 CPU_USED = []
 """The server stack's CPU seconds (:meth:`stack.Stack.cpu_seconds`), printed at the end
-of the session: the test process's own CPU does not include the server's."""
+of a session without xdist workers (theirs end in the workers): the test process's own
+CPU does not include the server's."""
 
 
 @pytest.fixture(scope="session")
