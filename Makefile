@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PIP_LOCKED := -m pip install --quiet --constraint constraints.txt --build-constraint constraints.txt
 export MLFLOW_DISABLE_TELEMETRY := true
 
-.PHONY: demo ui test test-fast venv lock lint clean
+.PHONY: demo ui server services test test-fast venv lock lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,11 +24,21 @@ PORT ?= 5000
 ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --port $(PORT)
 
+# The shared-server stack the tests use, in the foreground until Ctrl-C: PostgreSQL and an
+# authenticated mlflow server in a temporary folder; it prints the URL, the admin's
+# credentials and what to export (docs/deployment.md). SERVER_PORT=... fixes the port.
+server: $(STAMP) services
+	$(BIN)/python examples/server/stack.py $(if $(SERVER_PORT),--port $(SERVER_PORT))
+
+# PostgreSQL's server binaries, installed when missing (as root); the tests start the servers.
+services:
+	@sh examples/server/ensure_postgres.sh
+
 # The whole suite (what CI runs), on three workers (pytest-xdist; a file's tests stay on
 # one worker, so module fixtures are built once). Many tests wait on a server, a child
 # process or an environment build, so a third worker fills those waits. 11:42 for 1109
 # tests on a quiet 2-core machine: examples/benchmarks/results_suite_cpu.md.
-test: $(STAMP)
+test: $(STAMP) services
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 # The fast lane: unit tests of the domain library (no MLflow store, no subprocesses), on

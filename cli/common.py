@@ -337,13 +337,19 @@ def _refusal_kinds() -> tuple:
 
 
 def error_message(error: BaseException) -> str:
-    """What to print for an error: a store or server failure in words
-    (:func:`flavors.outages.outage_message`: locked store, refused or hung server, full
-    disk), a refusal's own message, any other error with its class name."""
+    """What to print for an error: a server's refusal of the credentials or of a
+    permission (:func:`flavors.store.refusals.refusal_message`), a store or server
+    failure in words (:func:`flavors.outages.outage_message`: locked store, refused or
+    hung server, full disk), a refusal's own message, any other error with its class
+    name."""
     if "mlflow" in sys.modules:  # store and server failures arise only once it is used
-        from miret_governance.flavors.store.outages import outage_message
+        import mlflow
 
-        outage = outage_message(error)
+        from miret_governance.flavors.store.outages import outage_message
+        from miret_governance.flavors.store.refusals import refusal_message
+
+        # a 401 or 403 first: the server answered, whatever failed after it
+        outage = refusal_message(error, mlflow.get_tracking_uri()) or outage_message(error)
         if outage is not None:
             return outage
     if isinstance(error, _refusal_kinds()):

@@ -123,18 +123,15 @@ def start_ui(store_uri: str, port: int, log: Path) -> subprocess.Popen:
 
 
 def wait_until_up(base: str, server: subprocess.Popen, log: Path, timeout: float) -> None:
-    """Poll ``/health`` until the server answers; fail with its log if it dies or stalls."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"mlflow ui exited with {server.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:  # refused, reset or timed out while the server starts
-            time.sleep(0.5)
-    raise SystemExit(f"mlflow ui did not answer within {timeout:g} s; log: {log}")
+    """Poll ``/health`` until the server answers; fail with its log if it dies or stalls
+    (the polling is the local stack's, ``examples/server/stack.py``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "server"))
+    from stack import wait_for_health
+
+    try:
+        wait_for_health(base, server, timeout)
+    except (RuntimeError, TimeoutError) as error:
+        raise SystemExit(f"mlflow ui: {error}; log: {log}\n{log.read_text()}") from None
 
 
 def linked_surrogate(client: MlflowClient, name: str, version: str):

@@ -1,115 +1,40 @@
-"""End to end through a real `mlflow server`: register, explain, gate, promote over HTTP."""
-
-import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
+"""End to end through the shared-server stack (``tests/server_stack.py``: PostgreSQL,
+``mlflow server`` with basic-auth and proxied artifacts): register, explain, gate,
+promote over HTTP as an authenticated user with only the grants the flow needs."""
 
 import mlflow
 import pytest
 import typer
 from mlflow import MlflowClient
-from mlflow_store import copy_store, register_sklearn
-from processes import free_port, stop_group
+from mlflow_store import register_sklearn
 from signing_keys import keys_toml
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from typer.testing import CliRunner
 
-pytest_plugins = ["mlflow_store"]
+pytest_plugins = ["mlflow_store", "server_stack"]
 pytestmark = pytest.mark.slow
 
 
-def wait_for_health(url: str, server: subprocess.Popen, timeout: float = 90.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"mlflow server at {url} did not answer /health in {timeout:.0f} s")
-
-
-class Server:
-    """``mlflow server`` on a SQLite backend with proxied artifacts; stoppable and
-    restartable on the same store.
-
-    MLflow's job execution is off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``): by
-    default the server also starts a job runner and seven Huey consumers, each a Python
-    process importing MLflow (about 15 s of CPU per start on a 2-core machine), for
-    MLflow's GenAI jobs, which nothing here submits; the tracking and registry API the
-    tests use is the same.
-    """
-
-    def __init__(self, tmp_path: Path, migrated_store: Path):
-        self.folder = tmp_path
-        self.backend = tmp_path / "server.db"
-        copy_store(migrated_store, self.backend)
-        self.artifacts = tmp_path / "artifacts"
-        self.process = None
-        self.url = ""
-
-    def start(self) -> str:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        with open(self.folder / "server.log", "ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "mlflow", "server",
-                    "--backend-store-uri", f"sqlite:///{self.backend}",
-                    "--serve-artifacts", "--artifacts-destination", str(self.artifacts),
-                    "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=dict(
-                    os.environ,
-                    MLFLOW_DISABLE_TELEMETRY="true",
-                    MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
-                ),
-                start_new_session=True,
-            )  # fmt: skip
-        wait_for_health(self.url, self.process)
-        return self.url
-
-    def stop(self) -> None:
-        """Kill the server and its workers (a graceful stop takes 1-7 s and tests
-        nothing: the store is thrown away)."""
-        if self.process is not None:
-            stop_group(self.process, signal.SIGKILL)
-
-
 @pytest.fixture
-def server(tmp_path, migrated_store, monkeypatch):
-    """A tracking server on a free port: SQLite backend, proxied artifacts in tmp_path."""
-    running = Server(tmp_path, migrated_store)
-    try:
-        url = running.start()
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
-        monkeypatch.setenv("MLFLOW_REGISTRY_URI", url)
-        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
-        experiment = MlflowClient().create_experiment("e2e")
-        assert (
-            MlflowClient()
-            .get_experiment(experiment)
-            .artifact_location.startswith("mlflow-artifacts:")
-        )
-        monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")
-        yield url
-    finally:
-        running.stop()
+def server(server_stack, as_user, monkeypatch):
+    """The stack's URL, this test calling it as ``ci``: a user the admin made, granted
+    EDIT on the experiment ``e2e`` the admin created; everything else it uses (the
+    registered models, the governance experiments) it creates, and MLflow grants a
+    resource's creator MANAGE on it. A user with no grant at all sees nothing
+    (``default_permission = NO_PERMISSIONS``)."""
+    as_user(server_stack.env())
+    experiment = MlflowClient().create_experiment("e2e")
+    assert (
+        MlflowClient().get_experiment(experiment).artifact_location.startswith("mlflow-artifacts:")
+    )
+    as_user(server_stack.create_user("ci", grants=[("experiment", experiment, "EDIT")]))
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")
+    return server_stack.url
 
 
-def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer):
+def test_register_explain_gate_promote_over_http(server, server_stack, tmp_path, breast_cancer):
     from miret_governance.cli.gates import register
     from miret_governance.flavors.explain.explain import explain_model_version
 
@@ -212,4 +137,4 @@ def test_register_explain_gate_promote_over_http(server, tmp_path, breast_cancer
         "min_fidelity": True,
         "require_validation_pass": True,
     }
-    assert any((tmp_path / "artifacts").rglob("gate_report.md"))  # proxied by the server
+    assert any(server_stack.artifacts.rglob("gate_report.md"))  # proxied by the server

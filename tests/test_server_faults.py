@@ -22,7 +22,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
-from test_server_e2e import Server
+from sqlite_server import Server
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app

@@ -1,5 +1,7 @@
 """Store and server failures in words: a locked or read-only SQLite store, a tracking server that
-refuses connections or stops answering, a full disk or a failing artifact store.
+refuses connections or stops answering, a full disk or a failing artifact store; a server's
+refusal of the credentials or of a permission (HTTP 401, 403) is worded by
+:mod:`flavors.store.refusals`, which ``cli.common.error_message`` asks first.
 
 MLflow reports these as its own exceptions with the raw text of the layer below
 (``API request to ... failed with exception HTTPConnectionPool(...): Max retries

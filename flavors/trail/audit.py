@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gates.gate_evidence import checked_evidence
@@ -351,6 +352,18 @@ def _versions(client, model_name: str) -> list:
             return versions
 
 
+def _readable(client, model_name: str) -> None:
+    """Nothing, or the server's 403 for ``model_name``: an authenticated server leaves
+    what a user may not read out of search results, so an empty search is told apart
+    from a refusal by asking for the model itself (``flavors.store.refusals`` words the
+    403); a model that does not exist passes."""
+    try:
+        client.get_registered_model(model_name)
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+
+
 def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = None):
     """Audit every version of ``model_name`` (module docstring).
 
@@ -367,6 +380,7 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
     client = client or MlflowClient()
     versions = _versions(client, model_name)
     if not versions:
+        _readable(client, model_name)
         raise GovernanceError(
             f"no registered model {model_name!r} with versions in the registry; give the "
             "ensemble's registered name (not the -surrogate one)"
