@@ -20,16 +20,21 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def server(server_stack, as_user, monkeypatch):
     """The stack's URL, this test calling it as ``ci``: a user the admin made, granted
-    EDIT on the experiment ``e2e`` the admin created; everything else it uses (the
-    registered models, the governance experiments) it creates, and MLflow grants a
-    resource's creator MANAGE on it. A user with no grant at all sees nothing
+    EDIT on the experiment ``e2e`` and MANAGE on the governance experiments, which the
+    admin created; the registered models it creates, and MLflow grants a resource's
+    creator MANAGE on it. A user with no grant at all sees nothing
     (``default_permission = NO_PERMISSIONS``)."""
+    from miret_governance.flavors.trail.audit import EXPERIMENTS
+
     as_user(server_stack.env())
-    experiment = MlflowClient().create_experiment("e2e")
-    assert (
-        MlflowClient().get_experiment(experiment).artifact_location.startswith("mlflow-artifacts:")
-    )
-    as_user(server_stack.create_user("ci", grants=[("experiment", experiment, "EDIT")]))
+    client = MlflowClient()
+    experiment = client.create_experiment("e2e")
+    assert client.get_experiment(experiment).artifact_location.startswith("mlflow-artifacts:")
+    # The governance experiments exist before anyone records (on an authenticated server
+    # only an admin creates them: `govern server setup`); ci may manage what it records.
+    governance = [("experiment", client.create_experiment(name), "MANAGE") for name in EXPERIMENTS]
+    grants = [("experiment", experiment, "EDIT"), *governance]
+    as_user(server_stack.create_user("ci", grants=grants))
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")
     return server_stack.url
 

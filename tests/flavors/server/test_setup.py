@@ -22,7 +22,7 @@ from mlflow.exceptions import MlflowException
 from mlflow_store import copy_store
 from processes import free_port, stop_group
 from signing_keys import ci_key, keys_table
-from test_server_e2e import wait_for_health
+from stack import wait_for_health
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.slow
