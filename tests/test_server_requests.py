@@ -22,6 +22,7 @@ import re
 import time
 
 import pytest
+from mlflow import MlflowClient
 from mlflow_store import register_sklearn
 from signing_keys import key_pair, keys_toml
 from sklearn.ensemble import RandomForestClassifier
@@ -92,6 +93,10 @@ def served(tmp_path_factory, migrated_store, breast_cancer):
             for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
                 mp.setenv(name, url)
             mp.chdir(folder)
+            # artifacts behind the server (mlflow-artifacts:), as on a shared server: the
+            # default experiment of the copied store keeps its artifacts in a local folder
+            MlflowClient().create_experiment("e2e")
+            mp.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")
             X, y = breast_cancer
             X, y = X.iloc[:200, :8], y.iloc[:200]
             X.assign(label=y).to_csv(folder / "train.csv", index=False)

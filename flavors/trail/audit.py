@@ -42,6 +42,7 @@ from mlflow import MlflowClient
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gates.gate_evidence import checked_evidence
 from miret_governance.flavors.gates.gating import linked_surrogate
+from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
     GATE_RUN_TAG,
     SURROGATE_TAG,
@@ -58,7 +59,7 @@ from miret_governance.flavors.trail.decisions import (
     Decision,
     alias_of,
     approval_state,
-    every_run,
+    every_run_in,
     pinned,
     read_record,
     signed_time,
@@ -295,8 +296,9 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport) ->
     it: then it is listed in ``report.cleared``)."""
     prefix = f"models:/{model_name}/"
     trail, blocking, clearances = _Trail(), [], []
+    runs = every_run_in(client, EXPERIMENTS)
     for experiment in EXPERIMENTS:
-        for run in every_run(client, experiment):
+        for run in runs[experiment]:
             decision = trail.read[run.info.run_id] = read_record(client, run, policy.keys)
             report.decisions += 1
             bound = run.data.params.get(URI_PARAM)
@@ -364,7 +366,7 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
         No registered model of that name.
     """
     check_registered_name(model_name)
-    client = client or MlflowClient()
+    client = client or CommandClient()
     versions = _versions(client, model_name)
     if not versions:
         raise GovernanceError(
