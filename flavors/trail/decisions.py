@@ -456,11 +456,27 @@ def _record_folder(client: MlflowClient, artifact_uri: str, tmp: Path) -> Path:
         for name in (RECORD_FILE, RECORD_SIGNATURE):
             run_file(client, artifact_uri, f"{RECORD_FOLDER}/{name}", fetched / name)
         return fetched
-    except Exception:  # noqa: BLE001 - read again as a folder, whose errors count
+    except Exception as error:
+        if _unreachable(error):  # the folder would fail the same way, as slowly
+            raise
         shutil.rmtree(fetched, ignore_errors=True)
     return Path(
         download_artifacts(artifact_uri=f"{artifact_uri}/{RECORD_FOLDER}", dst_path=str(tmp))
     )
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is a failure to reach the server: a timeout
+    or a refused connection, not a file that is not there."""
+    import requests
+
+    for _ in range(20):  # a chain of causes, never a cycle of them
+        if error is None:
+            return False
+        if isinstance(error, (requests.ConnectionError, requests.Timeout)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _signature_digest(signature: Path) -> str | None:
