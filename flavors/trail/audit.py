@@ -62,6 +62,7 @@ from miret_governance.flavors.trail.decisions import (
     every_run_in,
     pinned,
     read_record,
+    remember_decision_runs,
     signed_time,
 )
 from miret_governance.governance.trust.policy import Policy
@@ -290,13 +291,16 @@ class _Trail:
     """Runs reported or cleared already."""
 
 
-def _read_trail(client, model_name: str, policy: Policy, report: AuditReport) -> _Trail:
+def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, uris) -> _Trail:
     """Read every run of every governance experiment once; add a finding for each record
     that is or may be about ``model_name`` and blocks (unless a valid clearance covers
-    it: then it is listed in ``report.cleared``)."""
+    it: then it is listed in ``report.cleared``). The runs about each of ``uris`` (the
+    model's versions) are what the latest link and approvals of each read, not searched
+    again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
     prefix = f"models:/{model_name}/"
     trail, blocking, clearances = _Trail(), [], []
     runs = every_run_in(client, EXPERIMENTS)
+    remember_decision_runs(client, runs, uris)
     for experiment in EXPERIMENTS:
         for run in runs[experiment]:
             decision = trail.read[run.info.run_id] = read_record(client, run, policy.keys)
@@ -375,7 +379,7 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
         )
     report = AuditReport(model_name, policy.label, policy.digest)
     aliases = client.get_registered_model(model_name).aliases or {}
-    trail = _read_trail(client, model_name, policy, report)
+    trail = _read_trail(client, model_name, policy, report, [version_uri(v) for v in versions])
     latest = {}  # alias -> (decision, version) of the latest valid signed promotion
     promoted = {}  # version -> aliases it was ever validly promoted to
     for version in sorted(versions, key=lambda v: int(v.version)):

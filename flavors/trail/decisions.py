@@ -536,6 +536,25 @@ def decision_runs_in(client: MlflowClient, experiment_names, ensemble_uri: str) 
     return found
 
 
+def remember_decision_runs(client: MlflowClient, runs: dict, ensemble_uris) -> None:
+    """Let a :class:`flavors.store.reads.CommandClient` answer :func:`decision_runs` of
+    each of ``ensemble_uris`` from ``runs`` (experiment name -> every run of it, as
+    :func:`every_run_in` read them), selected as the searches select them: by the bound
+    parameter or the tag, oldest first. The audit reads every run once; without this,
+    each version's latest link and approvals would search again."""
+    if not isinstance(client, CommandClient):
+        return
+    for uri in ensemble_uris:
+        for name, every in runs.items():
+            about = [
+                r
+                for r in every
+                if r.data.params.get(URI_PARAM) == uri or r.data.tags.get(ENSEMBLE_URI_TAG) == uri
+            ]
+            about.sort(key=lambda r: (r.info.start_time or 0, r.info.run_id))
+            client.remember(("decision_runs", name, uri), about)
+
+
 def _recall(client: MlflowClient, key):
     return client.recall(key) if isinstance(client, CommandClient) else None
 
