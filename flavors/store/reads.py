@@ -16,11 +16,12 @@ What it may keep, and for how long:
 - **until this client writes anything** (:data:`MEMOIZED`): runs, run searches, model
   versions (by name and number, never by alias: a promotion reads the alias holder again
   inside its lock, and must see a concurrent promotion's move) and registered models
-  (the promotion lock's state is read right after the write that failed to take it).
-  Any other public method of the client, every write among them, empties this memo
+  (the promotion lock's state is read right after the write that failed to take it),
+  and what a caller derived from them (:meth:`CommandClient.remember`: the runs about a
+  version, per experiment). Any other public method of the client, every write among them, empties this memo
   first, so a read after one of the command's own writes goes to the server;
-- **for the whole command**: the ids of experiments found by name (nothing here renames
-  or deletes one), the logged models (this reads only their experiment and source run,
+- **for the whole command**: the experiments found by name (several in one search:
+  :meth:`CommandClient.experiments_named`; nothing here renames or deletes one), the logged models (this reads only their experiment and source run,
   which MLflow never changes), MLflow's check that a registered name is not a prompt
   (made before each registry write), and the bytes of decision record files.
 
