@@ -6,13 +6,19 @@ from __future__ import annotations
 from mlflow import MlflowClient
 
 from miret_governance.flavors.gates.gate_evidence import check_explains
+from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
     EXPLAIN_FIRST,
     describe_surrogate,
     linked_versions,
     version_uri,
 )
-from miret_governance.flavors.trail.decisions import approvals_of
+from miret_governance.flavors.trail.decisions import (
+    APPROVAL_EXPERIMENT,
+    LINK_EXPERIMENT,
+    approvals_of,
+    decision_runs_in,
+)
 from miret_governance.flavors.trail.links import check_presented
 from miret_governance.flavors.trust import trusted_keys
 
@@ -54,10 +60,12 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
         altered since it was signed.
     """
     trusted = trusted_keys(policy)
-    client = client or MlflowClient()
+    client = client or CommandClient()
     ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
     summary = describe_surrogate(surrogate_uri, trusted, client)
     check_explains(summary["uri"], summary["provenance"], ensemble)
+    # the link and approval runs of the version, both in one search per filter
+    decision_runs_in(client, (LINK_EXPERIMENT, APPROVAL_EXPERIMENT), version_uri(ensemble))
     check_presented(client, model_uri, ensemble, trusted)
     summary["ensemble"] = {
         "uri": version_uri(ensemble),

@@ -43,6 +43,7 @@ from mlflow.exceptions import MlflowException
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gates.gate_evidence import checked_evidence
 from miret_governance.flavors.gates.gating import linked_surrogate
+from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
     GATE_RUN_TAG,
     SURROGATE_TAG,
@@ -59,9 +60,10 @@ from miret_governance.flavors.trail.decisions import (
     Decision,
     alias_of,
     approval_state,
-    every_run,
+    every_run_in,
     pinned,
     read_record,
+    remember_decision_runs,
     signed_time,
 )
 from miret_governance.governance.trust.policy import Policy
@@ -290,14 +292,18 @@ class _Trail:
     """Runs reported or cleared already."""
 
 
-def _read_trail(client, model_name: str, policy: Policy, report: AuditReport) -> _Trail:
+def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, uris) -> _Trail:
     """Read every run of every governance experiment once; add a finding for each record
     that is or may be about ``model_name`` and blocks (unless a valid clearance covers
-    it: then it is listed in ``report.cleared``)."""
+    it: then it is listed in ``report.cleared``). The runs about each of ``uris`` (the
+    model's versions) are what the latest link and approvals of each read, not searched
+    again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
     prefix = f"models:/{model_name}/"
     trail, blocking, clearances = _Trail(), [], []
+    runs = every_run_in(client, EXPERIMENTS)
+    remember_decision_runs(client, runs, uris)
     for experiment in EXPERIMENTS:
-        for run in every_run(client, experiment):
+        for run in runs[experiment]:
             decision = trail.read[run.info.run_id] = read_record(client, run, policy.keys)
             report.decisions += 1
             bound = run.data.params.get(URI_PARAM)
@@ -377,7 +383,7 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
         No registered model of that name.
     """
     check_registered_name(model_name)
-    client = client or MlflowClient()
+    client = client or CommandClient()
     versions = _versions(client, model_name)
     if not versions:
         _readable(client, model_name)
@@ -387,7 +393,7 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
         )
     report = AuditReport(model_name, policy.label, policy.digest)
     aliases = client.get_registered_model(model_name).aliases or {}
-    trail = _read_trail(client, model_name, policy, report)
+    trail = _read_trail(client, model_name, policy, report, [version_uri(v) for v in versions])
     latest = {}  # alias -> (decision, version) of the latest valid signed promotion
     promoted = {}  # version -> aliases it was ever validly promoted to
     for version in sorted(versions, key=lambda v: int(v.version)):

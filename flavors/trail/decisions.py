@@ -39,6 +39,7 @@ Promotions to one alias are serialized by :func:`flavors.promotion_lock.promotio
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 from dataclasses import dataclass, replace
@@ -47,12 +48,13 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 from mlflow.artifacts import download_artifacts
-from mlflow.entities import Param, ViewType
+from mlflow.entities import Param, RunTag, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_USER
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import HOST_TAG, PID_TAG, alive, process_tags
+from miret_governance.flavors.store.reads import CommandClient, run_file
 from miret_governance.flavors.store.registry import (
     ENSEMBLE_URI_TAG,
     EVIDENCE_DIGEST_TAG,
@@ -217,7 +219,7 @@ def _bound(record: Record) -> dict:
 def log_record(client: MlflowClient, run_id: str, record: Record, key: SigningKey | None) -> None:
     """Sign ``record`` with ``key`` (unsigned without a key), bind it and its signature to
     the run (:data:`BOUND_PARAMS`), then write them as ``decision/record.json`` and
-    ``decision/record.sig``, and tag the run (:func:`run_tags`)."""
+    ``decision/record.sig``; the run is tagged (:func:`run_tags`) with the parameters."""
     raw = record.to_json()
     parse_record(raw)  # what is written must read back
     with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
@@ -231,10 +233,13 @@ def log_record(client: MlflowClient, run_id: str, record: Record, key: SigningKe
             if key is not None
             else UNSIGNED_DIGEST,
         }
-        client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
+        # the run's tags go with the binding parameters: one request, not three
+        client.log_batch(
+            run_id,
+            params=[Param(k, str(v)) for k, v in params.items()],
+            tags=[RunTag(k, v) for k, v in run_tags(record).items()],
+        )
         client.log_artifacts(run_id, tmp, RECORD_FOLDER)
-    for name, value in run_tags(record).items():
-        client.set_tag(run_id, name, value)
 
 
 def finish_with_record(client: MlflowClient, run_id: str, record: Record, key) -> None:
@@ -380,14 +385,7 @@ def read_record(client: MlflowClient, run, trusted: TrustedKeys) -> Decision:
 
     with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
         try:
-            # from the run's own artifact location: runs:/ would also search the
-            # experiment's logged models named like the folder (slow, and anyone's to add)
-            local = Path(
-                download_artifacts(
-                    artifact_uri=f"{run.info.artifact_uri.rstrip('/')}/{RECORD_FOLDER}",
-                    dst_path=tmp,
-                )
-            )
+            local = _record_folder(client, run.info.artifact_uri.rstrip("/"), Path(tmp))
             path, signature = local / RECORD_FILE, local / RECORD_SIGNATURE
             with open(path, "rb") as handle:
                 raw = handle.read(MAX_RECORD_BYTES + 1)
@@ -442,6 +440,45 @@ def read_record(client: MlflowClient, run, trusted: TrustedKeys) -> Decision:
     return Decision(run_id, record, signer, None, sha, bound=True)
 
 
+def _record_folder(client: MlflowClient, artifact_uri: str, tmp: Path) -> Path:
+    """The run's ``decision/`` folder as local files (from the run's own artifact
+    location: ``runs:/`` would also search the experiment's logged models named like the
+    folder, slow and anyone's to add).
+
+    Both files are fetched by name, one request each and once per command
+    (:func:`flavors.store.reads.run_file`), not as a folder (a listing, then each file).
+    When either is not there or not readable, the folder is downloaded as a folder, so a
+    record without a signature (an unsigned what-if) or without a file reads exactly as
+    it always did; the bytes are checked by :func:`read_record` either way.
+    """
+    fetched = tmp / "fetched" / RECORD_FOLDER
+    try:
+        for name in (RECORD_FILE, RECORD_SIGNATURE):
+            run_file(client, artifact_uri, f"{RECORD_FOLDER}/{name}", fetched / name)
+        return fetched
+    except Exception as error:
+        if _unreachable(error):  # the folder would fail the same way, as slowly
+            raise
+        shutil.rmtree(fetched, ignore_errors=True)
+    return Path(
+        download_artifacts(artifact_uri=f"{artifact_uri}/{RECORD_FOLDER}", dst_path=str(tmp))
+    )
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is a failure to reach the server: a timeout
+    or a refused connection, not a file that is not there."""
+    import requests
+
+    for _ in range(20):  # a chain of causes, never a cycle of them
+        if error is None:
+            return False
+        if isinstance(error, (requests.ConnectionError, requests.Timeout)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def _signature_digest(signature: Path) -> str | None:
     """The sha256 of a record's signature file (None when there is none); a file larger
     than a record may be is not read (its digest then names its size)."""
@@ -484,34 +521,119 @@ def decision_runs(client: MlflowClient, experiment_name: str, ensemble_uri: str)
     tag), oldest first, deleted ones included: whoever can log can delete a run, and a
     signed rejection must not disappear with its run (until the store's garbage
     collection, which needs the database)."""
-    return _either(
-        client,
-        experiment_name,
-        f"params.`{URI_PARAM}` = {quoted(ensemble_uri)}",
-        f"tags.`{ENSEMBLE_URI_TAG}` = {quoted(ensemble_uri)}",
-    )
+    return decision_runs_in(client, (experiment_name,), ensemble_uri)[experiment_name]
 
 
-def _either(client: MlflowClient, experiment_name: str, *filters: str) -> list:
-    """Runs that any of ``filters`` selects, once each, oldest first."""
-    found = {}
+def decision_runs_in(client: MlflowClient, experiment_names, ensemble_uri: str) -> dict:
+    """:func:`decision_runs` of several experiments at once: experiment name -> its runs.
+
+    One search per filter covers every experiment (MLflow searches several experiments
+    in one request), not one per experiment, and a :class:`flavors.store.reads.CommandClient`
+    keeps each experiment's runs until its next write, so that the latest link, the
+    approvals and the recorded drift figures read within one command are the runs
+    :func:`check_trail` found, not a second search each.
+    """
+    found = {
+        name: _recall(client, ("decision_runs", name, ensemble_uri)) for name in experiment_names
+    }
+    missing = [name for name, runs in found.items() if runs is None]
+    if missing:
+        searched = _either(
+            client,
+            missing,
+            f"params.`{URI_PARAM}` = {quoted(ensemble_uri)}",
+            f"tags.`{ENSEMBLE_URI_TAG}` = {quoted(ensemble_uri)}",
+        )
+        for name in missing:
+            found[name] = searched[name]
+            _remember(client, ("decision_runs", name, ensemble_uri), searched[name])
+    return found
+
+
+def remember_decision_runs(client: MlflowClient, runs: dict, ensemble_uris) -> None:
+    """Let a :class:`flavors.store.reads.CommandClient` answer :func:`decision_runs` of
+    each of ``ensemble_uris`` from ``runs`` (experiment name -> every run of it, as
+    :func:`every_run_in` read them), selected as the searches select them: by the bound
+    parameter or the tag, oldest first. The audit reads every run once; without this,
+    each version's latest link and approvals would search again."""
+    if not isinstance(client, CommandClient):
+        return
+    for uri in ensemble_uris:
+        for name, every in runs.items():
+            about = [
+                r
+                for r in every
+                if r.data.params.get(URI_PARAM) == uri or r.data.tags.get(ENSEMBLE_URI_TAG) == uri
+            ]
+            about.sort(key=lambda r: (r.info.start_time or 0, r.info.run_id))
+            client.remember(("decision_runs", name, uri), about)
+
+
+def _recall(client: MlflowClient, key):
+    return client.recall(key) if isinstance(client, CommandClient) else None
+
+
+def _remember(client: MlflowClient, key, value) -> None:
+    if isinstance(client, CommandClient):
+        client.remember(key, value)
+
+
+def _either(client: MlflowClient, experiment_names, *filters: str) -> dict:
+    """Runs of each of ``experiment_names`` that any of ``filters`` selects, once each,
+    oldest first: experiment name -> runs."""
+    ids = _experiment_ids(client, experiment_names)
+    found = {name: {} for name in experiment_names}
+    names = {experiment: name for name, experiment in ids.items()}
     for filter_string in filters:
-        for run in every_run(client, experiment_name, filter_string):
-            found.setdefault(run.info.run_id, run)
-    return sorted(found.values(), key=lambda r: (r.info.start_time or 0, r.info.run_id))
+        for run in _search_all(client, list(ids.values()), filter_string):
+            found[names[run.info.experiment_id]].setdefault(run.info.run_id, run)
+    return {
+        name: sorted(runs.values(), key=lambda r: (r.info.start_time or 0, r.info.run_id))
+        for name, runs in found.items()
+    }
+
+
+def _experiment_ids(client: MlflowClient, experiment_names) -> dict:
+    """Name -> id of those of ``experiment_names`` that exist."""
+    if isinstance(client, CommandClient):
+        found = client.experiments_named(experiment_names)
+        return {name: experiment.experiment_id for name, experiment in found.items()}
+    ids = {}
+    for name in experiment_names:
+        experiment = client.get_experiment_by_name(name)
+        if experiment is not None:
+            ids[name] = experiment.experiment_id
+    return ids
 
 
 def every_run(client: MlflowClient, experiment_name: str, filter_string: str = "") -> list:
     """Every run of ``experiment_name`` that ``filter_string`` selects, oldest first,
     deleted ones included, every page read (a search capped at one page let 5,000 junk
     runs hide a record)."""
-    experiment = client.get_experiment_by_name(experiment_name)
-    if experiment is None:
+    ids = list(_experiment_ids(client, (experiment_name,)).values())
+    return _search_all(client, ids, filter_string)
+
+
+def every_run_in(client: MlflowClient, experiment_names, filter_string: str = "") -> dict:
+    """:func:`every_run` of several experiments in one search (a page covers them all):
+    experiment name -> its runs, oldest first."""
+    ids = _experiment_ids(client, experiment_names)
+    names = {experiment: name for name, experiment in ids.items()}
+    found = {name: [] for name in experiment_names}
+    for run in _search_all(client, list(ids.values()), filter_string):
+        found[names[run.info.experiment_id]].append(run)
+    return found
+
+
+def _search_all(client: MlflowClient, experiment_ids: list, filter_string: str) -> list:
+    """Every run of ``experiment_ids`` that ``filter_string`` selects, oldest first,
+    deleted ones included, every page read (:data:`DECISION_PAGE` runs a page)."""
+    if not experiment_ids:
         return []
     runs, token = [], None
     while True:
         page = client.search_runs(
-            [experiment.experiment_id],
+            experiment_ids,
             filter_string=filter_string,
             run_view_type=ViewType.ALL,
             order_by=["attributes.start_time ASC"],
@@ -567,12 +689,10 @@ def _blocked_message(decision: Decision, model_name: str) -> str:
 def trail_runs(client: MlflowClient, version, alias: str | None = None) -> list:
     """The runs whose records a decision on ``version`` (and ``alias``) rests on: its
     gate, approval and link runs, and the promotions of the model to ``alias``."""
-    uri = version_uri(version)
-    runs = [
-        run
-        for experiment in (GATE_EXPERIMENT, APPROVAL_EXPERIMENT, LINK_EXPERIMENT)
-        for run in decision_runs(client, experiment, uri)
-    ]
+    about = decision_runs_in(
+        client, (GATE_EXPERIMENT, APPROVAL_EXPERIMENT, LINK_EXPERIMENT), version_uri(version)
+    )
+    runs = [run for runs in about.values() for run in runs]
     if alias is not None:
         known = {run.info.run_id for run in runs}
         runs += [
@@ -662,7 +782,7 @@ def clear_records(
         raise DecisionError("a clearance needs a --reason saying why the records may be set aside")
     key = require_key(signing_key, "clear", "decide")
     policy.keys.key_for(key.fingerprint, "decide", "the clearance")
-    client = client or MlflowClient()
+    client = client or CommandClient()
     version = resolve_model_version(client, model_uri)
     uri = version_uri(version)
     if run_ids:
@@ -703,12 +823,12 @@ def promotion_runs(client: MlflowClient, name: str, alias: str) -> list:
     prefix = quoted(f"models:/{name}/%")
     return _either(
         client,
-        GATE_EXPERIMENT,
+        (GATE_EXPERIMENT,),
         f"params.`{KIND_PARAM}` = 'promotion' and params.`{ALIAS_PARAM}` = {quoted(alias)} "
         f"and params.`{URI_PARAM}` LIKE {prefix}",
         f"tags.`{PROMOTION_TAG.format(alias=alias)}` = 'promoted' and "
         f"tags.`{ENSEMBLE_URI_TAG}` LIKE {prefix}",
-    )
+    )[GATE_EXPERIMENT]
 
 
 def latest_promotion(client: MlflowClient, name: str, alias: str, trusted: TrustedKeys):

@@ -31,6 +31,7 @@ from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gates.gate_evidence import checked_evidence
 from miret_governance.flavors.gates.gating import GateOutcome, evaluate_and_record, linked_surrogate
 from miret_governance.flavors.gates.recorded_drift import recorded_drift
+from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
     ENSEMBLE_URI_TAG,
     EVIDENCE_DIGEST_TAG,
@@ -178,7 +179,7 @@ def promote_model_version(
     """
     check_alias(alias)
     key = _signing_key(signing_key, policy, "promote", "decide")
-    client = client or MlflowClient()
+    client = client or CommandClient()
     version = resolve_model_version(client, model_uri)
     name, number, uri = version.name, str(version.version), version_uri(version)
     if expected_holder is None:
@@ -315,7 +316,7 @@ def approve_model_version(
     if not comment or not comment.strip():
         raise DecisionError("an approval needs a --comment saying what was reviewed")
     key = _signing_key(signing_key, policy, "approve", "approve")
-    client = client or MlflowClient()
+    client = client or CommandClient()
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
     check_trail(client, version, policy.keys, alias)
