@@ -6,6 +6,7 @@ copying an already-migrated one (``conftest.py``'s ``migrated_store``) is instan
 """
 
 import contextlib
+import os
 import shutil
 import sqlite3
 import sys
@@ -30,6 +31,27 @@ def copy_store(template: Path, path: Path) -> None:
             "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
             (str(path.parent / "mlruns" / "0"),),
         )
+
+
+def clone_store_folder(source: Path, target: Path) -> None:
+    """Copy a module's store folder ``source`` (its ``mlflow.db`` and the artifacts it
+    keeps beside it) into ``target``, every path under ``source`` that the database
+    records (artifact locations, run and dataset sources) rewritten to ``target``: a test
+    may then edit the store and its artifacts (evidence, MLmodel files) as its own, the
+    module's explain having run once. Artifact files are copied byte for byte (their
+    signatures still verify)."""
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    old, new = f"{source}{os.sep}", f"{target}{os.sep}"
+    with contextlib.closing(sqlite3.connect(target / "mlflow.db")) as db, db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            for _, column, kind, *_ in db.execute(f'PRAGMA table_info("{table}")').fetchall():
+                if any(word in kind.upper() for word in ("CHAR", "TEXT", "CLOB")):
+                    db.execute(
+                        f'UPDATE "{table}" SET "{column}" = replace("{column}", ?, ?) '
+                        f'WHERE instr("{column}", ?) > 0',
+                        (old, new, old),
+                    )
 
 
 @pytest.fixture
