@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
-from mlflow_store import clone_store_folder, copy_store, register_wisconsin_rf
+from mlflow_store import clone_store_folder, register_wisconsin_rf, store_folder
 from signing_keys import ci_key, key_pair, keys_toml
 from typer.testing import CliRunner
 
@@ -54,40 +54,16 @@ def govern(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-def _build(root, migrated_store=None, source=None, work=None):
-    """MLflow pointed at the store of the module folder ``root`` (a copy of the migrated
-    store, or of the folder ``source``), in it, while ``work(experiment)`` runs."""
-    if source is None:
-        copy_store(migrated_store, root / "mlflow.db")
-    else:
-        clone_store_folder(source, root)
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
-            mp.setenv(name, f"sqlite:///{root / 'mlflow.db'}")
-        mp.chdir(root)
-        if source is None:
-            experiment = MlflowClient().create_experiment("tests", str(root / "mlruns"))
-        else:
-            (experiment,) = [
-                e.experiment_id for e in MlflowClient().search_experiments() if e.name == "tests"
-            ]
-        mp.setenv("MLFLOW_EXPERIMENT_ID", experiment)
-        return experiment, work(experiment)
-
-
 @pytest.fixture(scope="module")
 def forest_folder(tmp_path_factory, migrated_store, breast_cancer):
     """A module store where a 5-feature forest is registered as credit-rf v1 (never
     explained), its data in ``data.csv`` and the strict and lenient policies trusting the
     CI key beside it; made once, each test works on its own copy (``forest``)."""
     root = tmp_path_factory.mktemp("signed-evidence-forest")
-
-    def register(experiment):
+    with store_folder(root, template=migrated_store) as experiment:
         (root / "strict.toml").write_text(STRICT + keys_toml())
         (root / "lenient.toml").write_text(LENIENT + keys_toml())
-        return register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
-
-    experiment, frame = _build(root, migrated_store, work=register)
+        frame = register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
     return {"root": root, "experiment": experiment, "frame": frame}
 
 
@@ -97,16 +73,12 @@ def honest_folder(tmp_path_factory, forest_folder):
     (credit-rf-surrogate v1) and gated with the lenient policy: PASS. Explained once for
     the module; each test works on its own copy (``honest``)."""
     root = tmp_path_factory.mktemp("signed-evidence-honest")
-
-    def explain(experiment):
+    with store_folder(root, source=forest_folder["root"]):
         result = explain_model_version(
             "models:/credit-rf/1", "data.csv", target="label", time_limit=2
         )
         outcome = gate_model_version("models:/credit-rf/1", load_policy(root / "lenient.toml"))
         assert outcome.evaluation.all_passed
-        return result
-
-    _, result = _build(root, source=forest_folder["root"], work=explain)
     return {"root": root, "result": result}
 
 

@@ -15,7 +15,7 @@ import pytest
 from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
 from mlflow.entities import Param
-from mlflow_store import register_wisconsin_rf
+from mlflow_store import clone_store_folder, register_wisconsin_rf, store_folder
 from signing_keys import ci_key, key_pair, keys_toml
 from typer.testing import CliRunner
 
@@ -76,48 +76,63 @@ def overwrite(client, run_id, tmp_path, content: bytes = b"{}") -> None:
 
 
 # ---------------------------------------------------------------------- 1. link rollback
+@pytest.fixture(scope="module")
+def explained_twice(tmp_path_factory, migrated_store, breast_cancer):
+    """A module store folder: credit-rf v1 (5 features) explained by the CI key
+    (credit-rf-surrogate v1, one feature used), the lenient and the organisation's policy
+    trusting the CI key; the organisation's policy (at most 2 features) passes it. Then CI
+    explains v1 again (alpha 0: three features, credit-rf-surrogate v2), which fails the
+    organisation's policy. Explained once; each test rolls back its own copy (``honest``,
+    :func:`roll_back`)."""
+    root = tmp_path_factory.mktemp("fail-closed-honest")
+    with store_folder(root, template=migrated_store) as experiment:
+        register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
+        (root / "lenient.toml").write_text(LENIENT + keys_toml())
+        (root / "organisation.toml").write_text(ORGANISATION + keys_toml())
+        explain_model_version(URI, "data.csv", target="label", time_limit=2)
+        organisation = load_policy(root / "organisation.toml")
+        assert gate_model_version(URI, organisation).evaluation.all_passed
+        newer = explain_model_version(
+            URI, "data.csv", target="label", time_limit=5, force=True, alpha=0.0
+        )
+        assert newer.surrogate_uri == "models:/credit-rf-surrogate/2"
+        assert not gate_model_version(URI, organisation).evaluation.all_passed
+        client = MlflowClient()
+        link = links.latest_link(
+            client, client.get_model_version("credit-rf", "1"), organisation.keys
+        )
+        assert link.record.surrogate.uri == "models:/credit-rf-surrogate/2"
+    return {"root": root, "experiment": experiment, "link_run": link.run_id}
+
+
 @pytest.fixture
-def honest(store, breast_cancer, monkeypatch, tmp_path):
-    """credit-rf v1 (5 features) explained by the CI key (credit-rf-surrogate v1, one
-    feature used), the lenient and the organisation's policy trusting the CI key; the
-    organisation's policy (at most 2 features) passes it."""
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
-    register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
-    (tmp_path / "lenient.toml").write_text(LENIENT + keys_toml())
-    (tmp_path / "organisation.toml").write_text(ORGANISATION + keys_toml())
-    explain_model_version(URI, "data.csv", target="label", time_limit=2)
-    organisation = load_policy(tmp_path / "organisation.toml")
-    assert gate_model_version(URI, organisation).evaluation.all_passed
-    return organisation
+def honest(explained_twice, tmp_path, monkeypatch):
+    """This test's copy of ``explained_twice``; the organisation's policy."""
+    clone_store_folder(explained_twice["root"], tmp_path)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", explained_twice["experiment"])
+    return load_policy(tmp_path / "organisation.toml")
 
 
-def roll_back(organisation, tmp_path) -> str:
-    """The issue's insider, after CI explained v1 again (alpha 0: three features, which
-    fails the organisation's policy): overwrite the newest signed link record with ``{}``
-    and point governance.surrogate back at the older CI-signed explanation. Returns the
-    overwritten link run."""
+def roll_back(explained_twice, tmp_path) -> str:
+    """The issue's insider, after CI explained v1 again (``explained_twice``): overwrite
+    the newest signed link record with ``{}`` and point governance.surrogate back at the
+    older CI-signed explanation. Returns the overwritten link run."""
     client = MlflowClient()
-    newer = explain_model_version(
-        URI, "data.csv", target="label", time_limit=5, force=True, alpha=0.0
-    )
-    assert newer.surrogate_uri == "models:/credit-rf-surrogate/2"
-    assert not gate_model_version(URI, organisation).evaluation.all_passed
-    version = client.get_model_version("credit-rf", "1")
-    link = links.latest_link(client, version, organisation.keys)
-    assert link.record.surrogate.uri == "models:/credit-rf-surrogate/2"
-
-    overwrite(client, link.run_id, tmp_path)
+    run = explained_twice["link_run"]
+    overwrite(client, run, tmp_path)
     client.set_model_version_tag(
         "credit-rf", "1", "governance.surrogate", "models:/credit-rf-surrogate/1"
     )
     client.delete_model_version_tag("credit-rf-surrogate", "1", "governance.superseded_by")
-    return link.run_id
+    return run
 
 
-def test_a_link_record_overwritten_to_roll_back_the_explanation_blocks(honest, tmp_path):
+def test_a_link_record_overwritten_to_roll_back_the_explanation_blocks(
+    honest, explained_twice, tmp_path
+):
     client = MlflowClient()
     organisation = honest
-    run = roll_back(organisation, tmp_path)
+    run = roll_back(explained_twice, tmp_path)
 
     problem = REPLACED.format(run=run)
     blocked = BLOCKED.format(problem=problem)
@@ -165,12 +180,14 @@ def test_a_link_record_overwritten_to_roll_back_the_explanation_blocks(honest, t
     assert json.loads(result.stdout)["cleared"] == report.cleared
 
 
-def test_a_cleared_link_record_does_not_make_the_older_explanation_current(honest, tmp_path):
+def test_a_cleared_link_record_does_not_make_the_older_explanation_current(
+    honest, explained_twice, tmp_path
+):
     """Clearing the overwritten newest link sets it aside; it must not make the older
     link record current (flavors.links: "overwriting the newest one must not make an
     older one current"): the tag moved back by hand is refused until CI explains again."""
     organisation = honest
-    roll_back(organisation, tmp_path)
+    roll_back(explained_twice, tmp_path)
     decisions.clear_records(URI, "overwritten", organisation, ci_key())
     unknown = (
         f"a link record of {URI} was cleared \\(.*\\) without being readable, so which "
