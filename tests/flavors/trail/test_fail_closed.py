@@ -229,37 +229,51 @@ def test_a_deleted_newest_link_does_not_make_the_older_explanation_current(store
 
 
 # ---------------------------------------------------------------------- 2. rejection
-@pytest.fixture
-def four_eyes(tmp_path):
-    """@prod needs one approval; alice may approve only, the CI key explain and decide."""
-    path = tmp_path / "four-eyes.toml"
-    path.write_text(
-        'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n'
-        + keys_toml(approvers=("alice",))
-        + "\n[approvals]\nprod = 1\n"
-    )
-    return load_policy(path)
-
-
 def alice() -> SigningKey:
     return SigningKey.load(key_pair("alice")[0])
+
+
+@pytest.fixture(scope="module")
+def rejected(tmp_path_factory, migrated_store):
+    """A module store folder: @prod needs one approval (the four-eyes policy: alice may
+    approve only, the CI key explain and decide); alice approved credit-rf v1 for @prod,
+    then rejected it, and promote refuses. Made once; each test tampers with its own copy
+    (``four_eyes``)."""
+    root = tmp_path_factory.mktemp("fail-closed-rejected")
+    with store_folder(root, template=migrated_store) as experiment:
+        path = root / "four-eyes.toml"
+        path.write_text(
+            'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n'
+            + keys_toml(approvers=("alice",))
+            + "\n[approvals]\nprod = 1\n"
+        )
+        policy = load_policy(path)
+        uri = explained(experiment, root)
+        approve_model_version(uri, "prod", "approve", "rules read", policy, signing_key=alice())
+        rejection = approve_model_version(
+            uri, "prod", "reject", "fairness review", policy, signing_key=alice()
+        )
+        refused = promote_model_version(uri, "prod", policy)
+        assert not refused.promoted and refused.alias_version is None
+        assert refused.reason == "every gate passed; @prod was rejected by alice (fairness review)"
+    return {"root": root, "experiment": experiment, "uri": uri, "run": rejection.run_id}
+
+
+@pytest.fixture
+def four_eyes(rejected, tmp_path, monkeypatch):
+    """This test's copy of ``rejected``; the four-eyes policy."""
+    clone_store_folder(rejected["root"], tmp_path)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", rejected["experiment"])
+    return load_policy(tmp_path / "four-eyes.toml")
 
 
 @pytest.mark.parametrize(
     "tamper", ["overwrite-and-retag", "overwrite", "retag", "overwrite-and-delete"]
 )
-def test_a_hidden_rejection_blocks_promote_until_cleared(store, tmp_path, four_eyes, tamper):
+def test_a_hidden_rejection_blocks_promote_until_cleared(rejected, tmp_path, four_eyes, tamper):
     client = MlflowClient()
-    uri = explained(store, tmp_path)
-    approve_model_version(uri, "prod", "approve", "rules read", four_eyes, signing_key=alice())
-    rejection = approve_model_version(
-        uri, "prod", "reject", "fairness review", four_eyes, signing_key=alice()
-    )
-    refused = promote_model_version(uri, "prod", four_eyes)
-    assert not refused.promoted and refused.alias_version is None
-    assert refused.reason == "every gate passed; @prod was rejected by alice (fairness review)"
-
-    run = rejection.run_id
+    uri = rejected["uri"]
+    run = rejected["run"]
     if tamper.startswith("overwrite"):
         overwrite(client, run, tmp_path)
     if tamper.endswith("retag"):
