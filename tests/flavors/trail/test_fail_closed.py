@@ -16,7 +16,7 @@ from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
 from mlflow.entities import Param
 from mlflow_store import clone_store_folder, register_wisconsin_rf, store_folder
-from signing_keys import ci_key, key_pair, keys_toml
+from signing_keys import ci_key, four_eyes_toml, key_pair, keys_toml
 from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
@@ -242,11 +242,7 @@ def rejected(tmp_path_factory, migrated_store):
     root = tmp_path_factory.mktemp("fail-closed-rejected")
     with store_folder(root, template=migrated_store) as experiment:
         path = root / "four-eyes.toml"
-        path.write_text(
-            'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n'
-            + keys_toml(approvers=("alice",))
-            + "\n[approvals]\nprod = 1\n"
-        )
+        path.write_text(four_eyes_toml())
         policy = load_policy(path)
         uri = explained(experiment, root)
         approve_model_version(uri, "prod", "approve", "rules read", policy, signing_key=alice())
