@@ -6,6 +6,7 @@ copying an already-migrated one (``conftest.py``'s ``migrated_store``) is instan
 """
 
 import contextlib
+import os
 import shutil
 import sqlite3
 import sys
@@ -30,6 +31,57 @@ def copy_store(template: Path, path: Path) -> None:
             "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
             (str(path.parent / "mlruns" / "0"),),
         )
+
+
+def clone_store_folder(source: Path, target: Path) -> None:
+    """Copy a module's store folder ``source`` (its ``mlflow.db`` and the artifacts it
+    keeps beside it) into ``target``, every path under ``source`` that the database
+    records (artifact locations, run and dataset sources) rewritten to ``target``: a test
+    may then edit the store and its artifacts (evidence, MLmodel files) as its own, the
+    module's explain having run once. Artifact files are copied byte for byte (their
+    signatures still verify)."""
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    # MLflow keeps each run's and logged model's artifact repository, by id, for the
+    # process: the clone's runs have the source's ids, and must write to their own folder
+    from mlflow.tracking._tracking_service import utils
+
+    utils._artifact_repos_cache.clear()
+    old, new = f"{source}{os.sep}", f"{target}{os.sep}"
+    with contextlib.closing(sqlite3.connect(target / "mlflow.db")) as db, db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            for _, column, kind, *_ in db.execute(f'PRAGMA table_info("{table}")').fetchall():
+                if any(word in kind.upper() for word in ("CHAR", "TEXT", "CLOB")):
+                    db.execute(
+                        f'UPDATE "{table}" SET "{column}" = replace("{column}", ?, ?) '
+                        f'WHERE instr("{column}", ?) > 0',
+                        (old, new, old),
+                    )
+
+
+@contextlib.contextmanager
+def store_folder(root: Path, template: Path | None = None, source: Path | None = None):
+    """MLflow and the working folder on the module folder ``root``, made from a copy of the
+    migrated store ``template`` (an experiment ``tests`` created, its artifacts in
+    ``root/mlruns``) or from a clone of the module folder ``source``
+    (:func:`clone_store_folder`); ``MLFLOW_EXPERIMENT_ID`` is that experiment's id, which
+    the context yields. A module fixture builds its store once in it; each test then takes
+    a :func:`clone_store_folder` of ``root``."""
+    if source is None:
+        copy_store(template, root / "mlflow.db")
+    else:
+        clone_store_folder(source, root)
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
+            mp.setenv(name, f"sqlite:///{root / 'mlflow.db'}")
+        mp.chdir(root)
+        client = MlflowClient()
+        if source is None:
+            experiment = client.create_experiment("tests", str(root / "mlruns"))
+        else:
+            experiment = client.get_experiment_by_name("tests").experiment_id
+        mp.setenv("MLFLOW_EXPERIMENT_ID", experiment)
+        yield experiment
 
 
 @pytest.fixture

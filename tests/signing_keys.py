@@ -77,3 +77,11 @@ def keys_toml(ci: tuple = ("explain", "decide"), approvers: tuple = ()) -> str:
         )
         for name, purposes in tables
     )
+
+
+def four_eyes_toml(prod_approvals: int | None = 1) -> str:
+    """The four-eyes policy of the trail tests: ``min_fidelity = 0.9``, the CI key trusted
+    for explain and decide, alice for approve only, and @prod needing ``prod_approvals``
+    approvals (None: no ``[approvals]`` table)."""
+    text = 'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n' + keys_toml(approvers=("alice",))
+    return text if prod_approvals is None else text + f"\n[approvals]\nprod = {prod_approvals}\n"

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
-from mlflow_store import register_wisconsin_rf
+from mlflow_store import clone_store_folder, register_wisconsin_rf, store_folder
 from signing_keys import ci_key, key_pair, keys_toml
 from typer.testing import CliRunner
 
@@ -54,15 +54,47 @@ def govern(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
+@pytest.fixture(scope="module")
+def forest_folder(tmp_path_factory, migrated_store, breast_cancer):
+    """A module store where a 5-feature forest is registered as credit-rf v1 (never
+    explained), its data in ``data.csv`` and the strict and lenient policies trusting the
+    CI key beside it; made once, each test works on its own copy (``forest``)."""
+    root = tmp_path_factory.mktemp("signed-evidence-forest")
+    with store_folder(root, template=migrated_store) as experiment:
+        (root / "strict.toml").write_text(STRICT + keys_toml())
+        (root / "lenient.toml").write_text(LENIENT + keys_toml())
+        frame = register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
+    return {"root": root, "experiment": experiment, "frame": frame}
+
+
+@pytest.fixture(scope="module")
+def honest_folder(tmp_path_factory, forest_folder):
+    """A copy of ``forest_folder`` where credit-rf v1 is explained by the CI key
+    (credit-rf-surrogate v1) and gated with the lenient policy: PASS. Explained once for
+    the module; each test works on its own copy (``honest``)."""
+    root = tmp_path_factory.mktemp("signed-evidence-honest")
+    with store_folder(root, source=forest_folder["root"]):
+        result = explain_model_version(
+            "models:/credit-rf/1", "data.csv", target="label", time_limit=2
+        )
+        outcome = gate_model_version("models:/credit-rf/1", load_policy(root / "lenient.toml"))
+        assert outcome.evaluation.all_passed
+    return {"root": root, "result": result}
+
+
 @pytest.fixture
-def forest(store, breast_cancer, monkeypatch, tmp_path):
-    """A 5-feature forest registered as credit-rf v1 (never explained), its data in
-    ``data.csv``, and the strict and lenient policies trusting the CI key."""
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
-    frame = register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
-    (tmp_path / "strict.toml").write_text(STRICT + keys_toml())
-    (tmp_path / "lenient.toml").write_text(LENIENT + keys_toml())
-    return frame
+def store(forest_folder):
+    """The experiment of the module's store (each test's copy keeps its id)."""
+    return forest_folder["experiment"]
+
+
+@pytest.fixture
+def forest(forest_folder, tmp_path, monkeypatch):
+    """This test's copy of ``forest_folder`` (store, artifacts, data and policies), MLflow
+    and the working folder on it; the registered data frame."""
+    clone_store_folder(forest_folder["root"], tmp_path)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", forest_folder["experiment"])
+    return forest_folder["frame"]
 
 
 def _sha(path) -> str:
@@ -187,13 +219,12 @@ def test_the_same_forgery_signed_by_the_trusted_key_would_pass(forest, store, tm
 
 # ---------------------------------------------------------------------- honest explain
 @pytest.fixture
-def honest(forest, tmp_path):
-    """credit-rf v1 explained by the CI key (credit-rf-surrogate v1), gated with the
-    lenient policy: PASS."""
-    result = explain_model_version("models:/credit-rf/1", "data.csv", target="label", time_limit=2)
-    outcome = gate_model_version("models:/credit-rf/1", load_policy(tmp_path / "lenient.toml"))
-    assert outcome.evaluation.all_passed
-    return result
+def honest(honest_folder, forest_folder, tmp_path, monkeypatch):
+    """This test's copy of ``honest_folder`` (its store and artifacts: a test may edit the
+    stored evidence); the module's explain result."""
+    clone_store_folder(honest_folder["root"], tmp_path)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", forest_folder["experiment"])
+    return honest_folder["result"]
 
 
 def test_the_honest_explanation_is_signed_and_shown_with_its_signer(honest, tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
-from signing_keys import keys_toml
+from signing_keys import four_eyes_toml, keys_toml
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gates.gating import gate_model_version
@@ -141,11 +141,7 @@ def test_a_promotion_short_of_the_audited_policys_approvals_is_found(store, tmp_
 
     uri = explained(store, tmp_path)
     four_eyes = tmp_path / "four-eyes.toml"
-    four_eyes.write_text(
-        'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n'
-        + keys_toml(approvers=("alice",))
-        + "\n[approvals]\nprod = 1\n"
-    )
+    four_eyes.write_text(four_eyes_toml())
     strict = load_policy(four_eyes)
     reviewer = SigningKey.load(key_pair("alice")[0])
     approve_model_version(uri, "prod", "reject", "not yet", strict, signing_key=reviewer)
@@ -175,9 +171,7 @@ def test_a_record_on_a_retagged_run_is_found(store, tmp_path, policy):
     client = MlflowClient()
     uri = explained(store, tmp_path)
     four_eyes = tmp_path / "four-eyes.toml"
-    four_eyes.write_text(
-        'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n' + keys_toml(approvers=("alice",))
-    )
+    four_eyes.write_text(four_eyes_toml(prod_approvals=None))
     strict = load_policy(four_eyes)
     reviewer = SigningKey.load(key_pair("alice")[0])
     rejection = approve_model_version(uri, "prod", "reject", "no", strict, signing_key=reviewer)

@@ -3,7 +3,6 @@ promotion (two real processes), four-eyes approvals, and decisions shown as base
 superseded evidence once a new surrogate is linked."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,18 +109,22 @@ def test_promote_without_a_key_records_nothing(store, tmp_path, monkeypatch):
     assert client.get_registered_model("credit-rf").aliases == {}
 
 
-def test_cli_promote_without_a_key_exits_2(store, tmp_path):
+def test_cli_promote_without_a_key_exits_2(store, tmp_path, monkeypatch):
+    """In-process (typer's runner): the console script's own exit 2 from a child process
+    is test_concurrent_promotions_exactly_one_succeeds's loser."""
+    from typer.testing import CliRunner
+
+    from miret_governance.cli.app import app
+
     uri = explained(store, tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "GOVERN_SIGNING_KEY"}
-    done = subprocess.run(
-        [sys.executable, "-m", "miret_governance.cli", "promote", "--model-uri", uri]
-        + ["--alias", "champion", "--policy", str(policy_file(tmp_path))],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+    monkeypatch.delenv("GOVERN_SIGNING_KEY")
+    done = CliRunner().invoke(
+        app,
+        ["promote", "--model-uri", uri, "--alias", "champion"]
+        + ["--policy", str(policy_file(tmp_path))],
     )
-    assert done.returncode == 2, done.stderr
+    assert done.exit_code == 2, done.output
+    assert done.stdout == ""
     assert "promote records a signed decision and needs a signing key" in done.stderr
     assert "nothing was recorded" in done.stderr
     assert MlflowClient().get_experiment_by_name("governance-gates") is None

@@ -15,8 +15,8 @@ import pytest
 from gate_store import GOOD, explain, explained, register_ensemble
 from mlflow import MlflowClient
 from mlflow.entities import Param
-from mlflow_store import register_wisconsin_rf
-from signing_keys import ci_key, key_pair, keys_toml
+from mlflow_store import clone_store_folder, register_wisconsin_rf, store_folder
+from signing_keys import ci_key, four_eyes_toml, key_pair, keys_toml
 from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
@@ -76,48 +76,63 @@ def overwrite(client, run_id, tmp_path, content: bytes = b"{}") -> None:
 
 
 # ---------------------------------------------------------------------- 1. link rollback
+@pytest.fixture(scope="module")
+def explained_twice(tmp_path_factory, migrated_store, breast_cancer):
+    """A module store folder: credit-rf v1 (5 features) explained by the CI key
+    (credit-rf-surrogate v1, one feature used), the lenient and the organisation's policy
+    trusting the CI key; the organisation's policy (at most 2 features) passes it. Then CI
+    explains v1 again (alpha 0: three features, credit-rf-surrogate v2), which fails the
+    organisation's policy. Explained once; each test rolls back its own copy (``honest``,
+    :func:`roll_back`)."""
+    root = tmp_path_factory.mktemp("fail-closed-honest")
+    with store_folder(root, template=migrated_store) as experiment:
+        register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
+        (root / "lenient.toml").write_text(LENIENT + keys_toml())
+        (root / "organisation.toml").write_text(ORGANISATION + keys_toml())
+        explain_model_version(URI, "data.csv", target="label", time_limit=2)
+        organisation = load_policy(root / "organisation.toml")
+        assert gate_model_version(URI, organisation).evaluation.all_passed
+        newer = explain_model_version(
+            URI, "data.csv", target="label", time_limit=5, force=True, alpha=0.0
+        )
+        assert newer.surrogate_uri == "models:/credit-rf-surrogate/2"
+        assert not gate_model_version(URI, organisation).evaluation.all_passed
+        client = MlflowClient()
+        link = links.latest_link(
+            client, client.get_model_version("credit-rf", "1"), organisation.keys
+        )
+        assert link.record.surrogate.uri == "models:/credit-rf-surrogate/2"
+    return {"root": root, "experiment": experiment, "link_run": link.run_id}
+
+
 @pytest.fixture
-def honest(store, breast_cancer, monkeypatch, tmp_path):
-    """credit-rf v1 (5 features) explained by the CI key (credit-rf-surrogate v1, one
-    feature used), the lenient and the organisation's policy trusting the CI key; the
-    organisation's policy (at most 2 features) passes it."""
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
-    register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
-    (tmp_path / "lenient.toml").write_text(LENIENT + keys_toml())
-    (tmp_path / "organisation.toml").write_text(ORGANISATION + keys_toml())
-    explain_model_version(URI, "data.csv", target="label", time_limit=2)
-    organisation = load_policy(tmp_path / "organisation.toml")
-    assert gate_model_version(URI, organisation).evaluation.all_passed
-    return organisation
+def honest(explained_twice, tmp_path, monkeypatch):
+    """This test's copy of ``explained_twice``; the organisation's policy."""
+    clone_store_folder(explained_twice["root"], tmp_path)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", explained_twice["experiment"])
+    return load_policy(tmp_path / "organisation.toml")
 
 
-def roll_back(organisation, tmp_path) -> str:
-    """The issue's insider, after CI explained v1 again (alpha 0: three features, which
-    fails the organisation's policy): overwrite the newest signed link record with ``{}``
-    and point governance.surrogate back at the older CI-signed explanation. Returns the
-    overwritten link run."""
+def roll_back(explained_twice, tmp_path) -> str:
+    """The issue's insider, after CI explained v1 again (``explained_twice``): overwrite
+    the newest signed link record with ``{}`` and point governance.surrogate back at the
+    older CI-signed explanation. Returns the overwritten link run."""
     client = MlflowClient()
-    newer = explain_model_version(
-        URI, "data.csv", target="label", time_limit=5, force=True, alpha=0.0
-    )
-    assert newer.surrogate_uri == "models:/credit-rf-surrogate/2"
-    assert not gate_model_version(URI, organisation).evaluation.all_passed
-    version = client.get_model_version("credit-rf", "1")
-    link = links.latest_link(client, version, organisation.keys)
-    assert link.record.surrogate.uri == "models:/credit-rf-surrogate/2"
-
-    overwrite(client, link.run_id, tmp_path)
+    run = explained_twice["link_run"]
+    overwrite(client, run, tmp_path)
     client.set_model_version_tag(
         "credit-rf", "1", "governance.surrogate", "models:/credit-rf-surrogate/1"
     )
     client.delete_model_version_tag("credit-rf-surrogate", "1", "governance.superseded_by")
-    return link.run_id
+    return run
 
 
-def test_a_link_record_overwritten_to_roll_back_the_explanation_blocks(honest, tmp_path):
+def test_a_link_record_overwritten_to_roll_back_the_explanation_blocks(
+    honest, explained_twice, tmp_path
+):
     client = MlflowClient()
     organisation = honest
-    run = roll_back(organisation, tmp_path)
+    run = roll_back(explained_twice, tmp_path)
 
     problem = REPLACED.format(run=run)
     blocked = BLOCKED.format(problem=problem)
@@ -165,12 +180,14 @@ def test_a_link_record_overwritten_to_roll_back_the_explanation_blocks(honest, t
     assert json.loads(result.stdout)["cleared"] == report.cleared
 
 
-def test_a_cleared_link_record_does_not_make_the_older_explanation_current(honest, tmp_path):
+def test_a_cleared_link_record_does_not_make_the_older_explanation_current(
+    honest, explained_twice, tmp_path
+):
     """Clearing the overwritten newest link sets it aside; it must not make the older
     link record current (flavors.links: "overwriting the newest one must not make an
     older one current"): the tag moved back by hand is refused until CI explains again."""
     organisation = honest
-    roll_back(organisation, tmp_path)
+    roll_back(explained_twice, tmp_path)
     decisions.clear_records(URI, "overwritten", organisation, ci_key())
     unknown = (
         f"a link record of {URI} was cleared \\(.*\\) without being readable, so which "
@@ -212,37 +229,47 @@ def test_a_deleted_newest_link_does_not_make_the_older_explanation_current(store
 
 
 # ---------------------------------------------------------------------- 2. rejection
-@pytest.fixture
-def four_eyes(tmp_path):
-    """@prod needs one approval; alice may approve only, the CI key explain and decide."""
-    path = tmp_path / "four-eyes.toml"
-    path.write_text(
-        'name = "four-eyes"\n[gates]\nmin_fidelity = 0.9\n'
-        + keys_toml(approvers=("alice",))
-        + "\n[approvals]\nprod = 1\n"
-    )
-    return load_policy(path)
-
-
 def alice() -> SigningKey:
     return SigningKey.load(key_pair("alice")[0])
+
+
+@pytest.fixture(scope="module")
+def rejected(tmp_path_factory, migrated_store):
+    """A module store folder: @prod needs one approval (the four-eyes policy: alice may
+    approve only, the CI key explain and decide); alice approved credit-rf v1 for @prod,
+    then rejected it, and promote refuses. Made once; each test tampers with its own copy
+    (``four_eyes``)."""
+    root = tmp_path_factory.mktemp("fail-closed-rejected")
+    with store_folder(root, template=migrated_store) as experiment:
+        path = root / "four-eyes.toml"
+        path.write_text(four_eyes_toml())
+        policy = load_policy(path)
+        uri = explained(experiment, root)
+        approve_model_version(uri, "prod", "approve", "rules read", policy, signing_key=alice())
+        rejection = approve_model_version(
+            uri, "prod", "reject", "fairness review", policy, signing_key=alice()
+        )
+        refused = promote_model_version(uri, "prod", policy)
+        assert not refused.promoted and refused.alias_version is None
+        assert refused.reason == "every gate passed; @prod was rejected by alice (fairness review)"
+    return {"root": root, "experiment": experiment, "uri": uri, "run": rejection.run_id}
+
+
+@pytest.fixture
+def four_eyes(rejected, tmp_path, monkeypatch):
+    """This test's copy of ``rejected``; the four-eyes policy."""
+    clone_store_folder(rejected["root"], tmp_path)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", rejected["experiment"])
+    return load_policy(tmp_path / "four-eyes.toml")
 
 
 @pytest.mark.parametrize(
     "tamper", ["overwrite-and-retag", "overwrite", "retag", "overwrite-and-delete"]
 )
-def test_a_hidden_rejection_blocks_promote_until_cleared(store, tmp_path, four_eyes, tamper):
+def test_a_hidden_rejection_blocks_promote_until_cleared(rejected, tmp_path, four_eyes, tamper):
     client = MlflowClient()
-    uri = explained(store, tmp_path)
-    approve_model_version(uri, "prod", "approve", "rules read", four_eyes, signing_key=alice())
-    rejection = approve_model_version(
-        uri, "prod", "reject", "fairness review", four_eyes, signing_key=alice()
-    )
-    refused = promote_model_version(uri, "prod", four_eyes)
-    assert not refused.promoted and refused.alias_version is None
-    assert refused.reason == "every gate passed; @prod was rejected by alice (fairness review)"
-
-    run = rejection.run_id
+    uri = rejected["uri"]
+    run = rejected["run"]
     if tamper.startswith("overwrite"):
         overwrite(client, run, tmp_path)
     if tamper.endswith("retag"):
