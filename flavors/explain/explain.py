@@ -16,6 +16,7 @@ import os
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import mlflow
@@ -185,8 +186,7 @@ def explain_model_version(
     if signing_key is None:
         warnings.warn(reuse.UNSIGNED_WARNING, UnsignedEvidenceWarning, stacklevel=2)
     check_tracking_server()
-    # Great Expectations is imported in its child while the model and the data load
-    with ValidationWorker() as worker:
+    with ExitStack() as cleanup:
         client = MlflowClient()
         stages.notify(progress, "load model")
         version = resolve_model_version(client, model_uri)
@@ -239,6 +239,9 @@ def explain_model_version(
                     client, version, existing, request, started, recovered, signing_key
                 )
 
+        # Great Expectations is imported in its child while this process starts the run
+        # and fits; not before the reuse check: a reused explain validates nothing
+        worker = cleanup.enter_context(ValidationWorker())
         run_tags = {**faults.process_tags(), **context.source_tags()}
         if request.trust_pickle:
             run_tags[TRUST_PICKLE_TAG] = request.trust_pickle

@@ -2,9 +2,9 @@
 
 Importing Great Expectations takes seconds, and validating runs Python that would hold
 the GIL the surrogate's fit needs. :class:`ValidationWorker` starts ``python -m
-flavors.validation_worker`` when an explain run begins: the child imports Great
-Expectations while the parent loads the model and the data, then validates the frames
-it is sent while the parent fits. Only objects the parent built cross the pipe (the
+flavors.validation_worker`` when an explain run begins (after the reuse check: a reused
+explain validates nothing): the child imports Great Expectations while the parent starts
+the run, then validates the frames it is sent while the parent fits. Only objects the parent built cross the pipe (the
 frames and the loaded ensemble, pickled in; JSON out). When the child is unusable (it
 did not start, died or timed out) :meth:`ValidationWorker.validate` returns None and
 the caller validates in its own process with the same :func:`validate_frames`.
@@ -134,7 +134,7 @@ class ValidationWorker:
 
 def _serve() -> None:
     """The child: import Great Expectations, then validate the one job on stdin."""
-    import great_expectations  # noqa: F401 - imported while the parent loads its inputs
+    import great_expectations  # noqa: F401 - imported while the parent starts the run
 
     # stdin is a pipe only the parent holds: objects it built in memory, never an artifact
     frames, ensemble, label = pickle.load(sys.stdin.buffer)

@@ -257,6 +257,10 @@ def test_rf_progress_reports_every_stage(rf):
 
 
 def test_rf_reuse_then_force(rf, monkeypatch):
+    from miret_governance.flavors.explain.validation_worker import ValidationWorker
+
+    workers = []
+    monkeypatch.setattr(ValidationWorker, "__enter__", lambda self: workers.append(self) or self)
     client = MlflowClient()
     again = explain_model_version(
         "models:/credit-rf/1",
@@ -266,6 +270,7 @@ def test_rf_reuse_then_force(rf, monkeypatch):
         min_test_rows=1,
     )
     assert again.reused and again.surrogate_uri == "models:/credit-rf-surrogate/1"
+    assert workers == []  # a reused explain validates nothing: no child is started
     assert again.metrics == pytest.approx(rf["result"].metrics)
     assert len(client.search_model_versions("name = 'credit-rf-surrogate'")) == 1
     digest = client.get_model_version("credit-rf-surrogate", "1").tags[EXPLAIN_DIGEST_TAG]
@@ -281,6 +286,7 @@ def test_rf_reuse_then_force(rf, monkeypatch):
         min_test_rows=1,
     )
     assert not other.reused and other.version == "2"
+    assert len(workers) == 1
     # both fits end on work (about 1 s of a quiet core) far below the 60 s cap, so the
     # same tree under any load
     assert other.metrics["solver.time_limit_hit"] == 0.0
