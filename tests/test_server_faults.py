@@ -235,10 +235,14 @@ def test_a_server_hung_mid_explain_ends_it_in_bounded_time(server, tmp_path, mon
     )
     try:
         _point_at(monkeypatch, proxy.url)
+        # until the hang, a loaded machine may keep the server from answering in the
+        # 10 s the command allows by default: the test is about the hang, not the load
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
         done = _child(
             hook, "explain", "--model-uri", "models:/wisconsin-rf/1", "--data", "data.csv",
             *EXPLAIN, cwd=tmp_path,
         )  # fmt: skip
+        assert stamp.exists(), done.stderr  # the explain reached registration, then hung
         seconds = time.time() - float(stamp.read_text())
     finally:
         proxy.close()
@@ -284,8 +288,13 @@ def test_an_artifact_store_that_cannot_write_is_named(server, tmp_path):
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("error:") == 1
-    assert "failed to store or serve artifacts (HTTP 500 on every attempt)" in done.stderr
-    assert "its artifact store may be full or not writable" in done.stderr
+    # The server answers 500 before it reads an upload's body and closes the connection:
+    # a client still sending a large file (a slow, loaded machine) sees the connection
+    # reset instead of the answer. Either way the command names the server's failure.
+    assert (
+        "failed to store or serve artifacts (HTTP 500 on every attempt)" in done.stderr
+        and "its artifact store may be full or not writable" in done.stderr
+    ) or "dropped the connection in the middle of a request" in done.stderr, done.stderr
     runs = client.search_runs([experiment])
     assert [r.info.status for r in runs] == ["FAILED"] and _surrogates() == []
 
