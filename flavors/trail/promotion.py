@@ -55,6 +55,7 @@ from miret_governance.flavors.trail.decisions import (
     require_key,
 )
 from miret_governance.flavors.trail.descriptions import describe_versions
+from miret_governance.flavors.trail.governed import governed_model, release
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, promotion_lock
 from miret_governance.flavors.trust import default_signing_key
 from miret_governance.governance.trust.policy import Policy
@@ -212,6 +213,17 @@ def promote_model_version(
                 raise
             counted, passed = approvals.counted, approvals.approved
             reason = f"{reason}; {approvals.reason}"
+        target = governed_model(policy, name)
+        governed = None
+        if passed and target is not None:
+            try:  # the governed version first: the record names it
+                governed = release(
+                    client, target.registered_model, gated.version, checked, gated.surrogate,
+                    outcome.run_id,
+                )  # fmt: skip
+            except BaseException:  # the gate run holds no decision: it failed
+                client.set_terminated(outcome.run_id, "FAILED")
+                raise
         status = "promoted" if passed else "refused"
         record = new_record(
             PromotionRecord,
@@ -230,8 +242,13 @@ def promote_model_version(
             ),
             drift=outcome.drift or None,
             lock_taken_over=taken_over.to_json() if taken_over else None,
+            governed=governed,
         )
         finish_with_record(client, outcome.run_id, record, key)
+        if governed is not None:  # what serving reads moves first
+            client.set_registered_model_alias(
+                target.registered_model, alias, governed.uri.rsplit("/", 1)[1]
+            )
         if passed:
             client.set_registered_model_alias(name, alias, number)
         tag = PROMOTION_TAG.format(alias=alias)
