@@ -14,6 +14,7 @@ from signing_keys import trusting
 from miret_governance.flavors.gates.gating import gate_model_version
 from miret_governance.flavors.read.review import describe_for_review
 from miret_governance.flavors.trail import promotion
+from miret_governance.flavors.trail.audit import audit_model
 from miret_governance.flavors.trail.decisions import read_record
 from miret_governance.flavors.trail.governed import (
     FILES_DIGEST_TAG,
@@ -90,7 +91,16 @@ def test_promotion_goes_into_the_governed_model_and_every_read_verifies_it(store
 
     shown = describe_for_review(f"models:/{GOVERNED}@champion", client, policy)
     assert shown["ensemble"]["uri"] == uri
+    assert audit_model(GOVERNED, policy).clean  # the data scientists' model, and this one
+    by_hand = client.create_model_version(GOVERNED, f"models:/{GOVERNED}/{held.version}")
+    client.set_registered_model_alias(GOVERNED, "challenger", by_hand.version)
+    (finding,) = audit_model("credit-rf", policy).findings
+    assert finding.alias == "challenger" and "it was set by hand" in finding.message
+    client.set_registered_model_alias(GOVERNED, "challenger", held.version)
     _swap_a_file(client, held.version)
+    (one, two) = audit_model("credit-rf", policy).findings
+    assert "were replaced after promotion" in one.message and one.alias == "challenger"
+    assert "were replaced after promotion" in two.message and two.alias == "champion"
     with pytest.raises(GovernedFilesError, match="differ from those the signed evidence"):
         describe_for_review(f"models:/{GOVERNED}@champion", client, policy)
     with pytest.raises(GovernedFilesError, match="were replaced after promotion"):
