@@ -104,6 +104,8 @@ class PromotionOutcome:
         Version the alias points to afterwards (None when it points nowhere).
     reason : str
         Why it was promoted or refused (gates, approvals).
+    governed : str or None
+        The governed version the alias was also set on (the policy's ``[governed]``).
     """
 
     gate: GateOutcome
@@ -111,6 +113,7 @@ class PromotionOutcome:
     promoted: bool
     alias_version: str | None
     reason: str
+    governed: str | None = None
 
 
 def _moved(client: MlflowClient, name: str, alias: str, expected, holder) -> str:
@@ -265,6 +268,7 @@ def promote_model_version(
         promoted=passed,
         alias_version=_alias_version(client, name, alias),
         reason=reason,
+        governed=governed.uri if governed is not None else None,
     )
 
 

@@ -334,6 +334,7 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
     assert approved.exit_code == 0, approved.output
     promoted = govern("ci", "promote", "--model-uri", uri, "--alias", "champion")
     assert promoted.exit_code == 0, promoted.output
+    assert "governed: @champion -> models:/credit-rf.governed/2" in promoted.output
     # The auditor reads the whole trail; its one finding is the alias the data scientist
     # set by hand on their own model (in the role table above), as on any store.
     audited = govern("auditor", "audit", "--model-name", "credit-rf")

@@ -82,6 +82,7 @@ def test_promotion_goes_into_the_governed_model_and_every_read_verifies_it(store
     record = read_record(client, gate_run, policy.keys).record
     assert record.governed.uri == f"models:/{GOVERNED}/{held.version}"
     assert record.governed.files_digest == pinned
+    assert outcome.governed == record.governed.uri
     assert client.get_model_version_by_alias("credit-rf", "champion").version == 1
 
     again = promote_model_version(uri, "challenger", policy)  # same files: same version
