@@ -134,6 +134,40 @@ def test_a_promotion_stopped_after_the_copy_moves_no_alias_and_is_not_trusted_bl
     assert client.get_model_version_by_alias(GOVERNED, "champion").version == held.version
 
 
+def test_a_registration_the_server_refuses_leaves_nothing_and_blocks_nothing(
+    store, tmp_path, monkeypatch
+):
+    """Refused after the files were uploaded (403 on the governed model): no governed
+    version, no alias moved, the gate run ended FAILED, and the next promotion and the
+    audit are not held up by it."""
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    uri = explained(store, tmp_path)
+    policy = governed_policy()
+    register = MlflowClient.create_model_version
+
+    def refused(self, name, *args, **kwargs):
+        if name == GOVERNED:
+            raise MlflowException("Permission denied", error_code="PERMISSION_DENIED")
+        return register(self, name, *args, **kwargs)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(MlflowClient, "create_model_version", refused)
+        with pytest.raises(MlflowException, match="Permission denied"):
+            promote_model_version(uri, "champion", policy)
+    assert client.search_model_versions(f"name = '{GOVERNED}'") == []
+    assert not client.get_registered_model("credit-rf").aliases
+    (run,) = client.search_runs(
+        [client.get_experiment_by_name("governance-gates").experiment_id],
+        filter_string="attributes.status = 'FAILED'",
+    )
+    assert "governance.record.sha256" not in run.data.params  # no decision bound
+    assert promote_model_version(uri, "champion", policy).promoted
+    assert client.get_model_version_by_alias(GOVERNED, "champion").tags[FROM_TAG] == uri
+    assert audit_model("credit-rf", policy).clean
+
+
 def test_without_governed_models_promotion_stays_on_the_data_scientists_model(store, tmp_path):
     client = MlflowClient()
     uri = explained(store, tmp_path, metrics=GOOD)
