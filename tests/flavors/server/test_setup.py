@@ -335,9 +335,10 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
     promoted = govern("ci", "promote", "--model-uri", uri, "--alias", "champion")
     assert promoted.exit_code == 0, promoted.output
     assert "governed: @champion -> models:/credit-rf.governed/2" in promoted.output
-    # The auditor reads the whole trail; its one finding is the alias the data scientist
-    # set by hand on their own model (in the role table above), as on any store.
-    audited = govern("auditor", "audit", "--model-name", "credit-rf")
+    # The auditor reads the whole trail (the governed model's name audits the model it
+    # governs, and its aliases); its one finding is the alias the data scientist set by
+    # hand on their own model (in the role table above), as on any store.
+    audited = govern("auditor", "audit", "--model-name", "credit-rf.governed")
     assert audited.exit_code == 1, audited.output
     assert "1 finding(s)" in audited.output and "@dev is on models:/credit-rf/1" in audited.output
     with _as(auth_server, "auditor") as auditor:
