@@ -424,14 +424,18 @@ def _audit_governed(client, name: str, policy: Policy, latest: dict, report: Aud
         decision, _ = latest.get(alias, (None, None))
         named = decision.record.governed if decision is not None else None
         if named is None or named.uri != uri:
-            by = f"run {decision.run_id} names {named.uri if named else 'none'}" if decision else ""
+            says = "no signed promotion to it exists"
+            if decision is not None:
+                says = (
+                    f"the latest signed promotion to it (run {decision.run_id}) names "
+                    f"{named.uri if named else 'no governed version'}"
+                )
             report.findings.append(
                 Finding(
                     "alias",
                     uri,
-                    f"@{alias} is on {uri}, but the latest signed promotion to it "
-                    f"({by or 'none'}): it was set by hand; promote the version that should "
-                    f"hold it with govern promote --alias {alias}",
+                    f"@{alias} is on {uri}, but {says}: it was set by hand; promote the "
+                    f"version that should hold it with govern promote --alias {alias}",
                     alias,
                     decision.run_id if decision else None,
                 )

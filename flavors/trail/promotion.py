@@ -143,7 +143,10 @@ def promote_model_version(
     """Run the gates and the approvals, and set ``alias`` on the version only when all
     of them pass, unless the alias moved since the promotion started.
 
-    A refusal leaves the alias where it was. The decision is a signed record on the gate
+    When ``policy`` governs the model (``[governed]``), a promotion also sets ``alias``
+    on the governed registered model's version holding the very files the evidence pins
+    (:func:`flavors.trail.governed.release`; the record's ``governed`` names it). A
+    refusal leaves the alias where it was. The decision is a signed record on the gate
     run (kind ``promotion``), tagged on the version as ``governance.promotion.<alias>``
     (``promoted``/``refused``) with ``governance.promotion.<alias>.run``. A failed
     re-evaluation of the version that already holds the alias keeps its ``promoted``
