@@ -92,6 +92,7 @@ def test_promotion_goes_into_the_governed_model_and_every_read_verifies_it(store
 
     shown = describe_for_review(f"models:/{GOVERNED}@champion", client, policy)
     assert shown["ensemble"]["uri"] == uri
+    assert gate_model_version(f"models:/{GOVERNED}@champion", policy).ensemble_uri == uri
     assert audit_model(GOVERNED, policy).clean  # the data scientists' model, and this one
     by_hand = client.create_model_version(GOVERNED, f"models:/{GOVERNED}/{held.version}")
     client.set_registered_model_alias(GOVERNED, "challenger", by_hand.version)
