@@ -279,6 +279,12 @@ def promote(
             highlight=False,
             soft_wrap=True,
         )
+        if outcome.governed:
+            console.print(
+                f"[green]governed[/]: {escape(f'@{alias} -> {outcome.governed}')} (what serving reads)",
+                highlight=False,
+                soft_wrap=True,
+            )
     else:
         now = f"version {outcome.alias_version}" if outcome.alias_version else "no version"
         console.print(

@@ -84,6 +84,7 @@ from miret_governance.flavors.trail.decisions import (
     new_record,
 )
 from miret_governance.flavors.trail.descriptions import describe_versions
+from miret_governance.flavors.trail.governed import ensemble_uri_of
 from miret_governance.flavors.trust import default_signing_key, trusted_keys
 from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.trust.gates import Evaluation, evaluate
@@ -364,6 +365,7 @@ def gate_model_version(
     """
     client = client or CommandClient()
     key = signing_key or default_signing_key()
+    model_uri = ensemble_uri_of(client, model_uri, policy.keys, policy)
     check_trail(client, resolve_model_version(client, model_uri), policy.keys)
     gated = evaluate_and_record(client, model_uri, policy, data, target)
     evaluation = gated.outcome.evaluation

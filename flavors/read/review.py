@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mlflow import MlflowClient
 
+from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gates.gate_evidence import check_explains
 from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
@@ -19,6 +20,7 @@ from miret_governance.flavors.trail.decisions import (
     approvals_of,
     decision_runs_in,
 )
+from miret_governance.flavors.trail.governed import ensemble_uri_of
 from miret_governance.flavors.trail.links import check_presented
 from miret_governance.flavors.trust import trusted_keys
 
@@ -30,7 +32,9 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     """What ``govern show`` prints: the surrogate of ``model_uri`` and its ensemble.
 
     ``model_uri`` names either a surrogate version or an explained ensemble version
-    (its ``governance.surrogate`` link is followed). Nothing of the surrogate is shown
+    (its ``governance.surrogate`` link is followed), or a governed version, shown as the
+    ensemble version it was promoted from once its files verify
+    (:func:`flavors.trail.governed.verified_governed`). Nothing of the surrogate is shown
     unless its signature verifies with a key ``policy`` trusts for ``explain``.
 
     Parameters
@@ -61,7 +65,14 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     """
     trusted = trusted_keys(policy)
     client = client or CommandClient()
-    ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
+    try:
+        ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
+    except ExplainError:  # a governed version links no surrogate: its source does
+        source_uri = ensemble_uri_of(client, model_uri, trusted)
+        if source_uri == model_uri:
+            raise
+        model_uri = source_uri
+        ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
     summary = describe_surrogate(surrogate_uri, trusted, client)
     check_explains(summary["uri"], summary["provenance"], ensemble)
     # the link and approval runs of the version, both in one search per filter

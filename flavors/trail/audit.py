@@ -20,6 +20,11 @@ and checks with the keys the organisation's policy trusts:
   records' signed time: an alias moved back by hand to a version promoted earlier is
   found); and when the audited policy's ``[approvals]`` names the alias, the holder's
   current evidence has the approvals it requires and no standing rejection;
+  When the policy governs the model (``[governed]``), each alias of the governed
+  registered model is on the version the latest signed promotion to it names
+  (``governed``), and that version's files hash to the digest the signed evidence pins
+  (:func:`flavors.trail.governed.verified_governed`); auditing the governed model audits
+  the data scientists' model it governs;
 - **policy**: the promotion that put each alias on its holder was decided under the
   audited policy (by digest): a promotion under a laxer policy is found;
 - **superseded**: the decisions a version's status tags show (``governance.last_gate.run``,
@@ -66,6 +71,7 @@ from miret_governance.flavors.trail.decisions import (
     remember_decision_runs,
     signed_time,
 )
+from miret_governance.flavors.trail.governed import governed_model, governing, verified_governed
 from miret_governance.governance.trust.policy import Policy
 from miret_governance.governance.trust.records import ClearanceRecord, GatedRecord, PromotionRecord
 
@@ -384,6 +390,8 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
     """
     check_registered_name(model_name)
     client = client or CommandClient()
+    source = governing(policy, model_name)
+    model_name = source.name if source is not None else model_name
     versions = _versions(client, model_name)
     if not versions:
         _readable(client, model_name)
@@ -420,5 +428,40 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
                     decision.run_id,
                 )
             )
+    target = governed_model(policy, model_name)
+    if target is not None:
+        _audit_governed(client, target.registered_model, policy, latest, report)
     report.versions = len(versions)
     return report
+
+
+def _audit_governed(client, name: str, policy: Policy, latest: dict, report: AuditReport):
+    """Each alias of the governed model ``name``: on the version the latest valid signed
+    promotion to it names, with files matching the signed evidence."""
+    models = client.search_registered_models(name_filter(name))
+    for alias, holder in sorted((models[0].aliases or {}).items() if models else ()):
+        uri = f"models:/{name}/{holder}"
+        decision, _ = latest.get(alias, (None, None))
+        named = decision.record.governed if decision is not None else None
+        if named is None or named.uri != uri:
+            says = "no signed promotion to it exists"
+            if decision is not None:
+                says = (
+                    f"the latest signed promotion to it (run {decision.run_id}) names "
+                    f"{named.uri if named else 'no governed version'}"
+                )
+            report.findings.append(
+                Finding(
+                    "alias",
+                    uri,
+                    f"@{alias} is on {uri}, but {says}: it was set by hand; promote the "
+                    f"version that should hold it with govern promote --alias {alias}",
+                    alias,
+                    decision.run_id if decision else None,
+                )
+            )
+            continue
+        try:
+            verified_governed(client, client.get_model_version(name, holder), policy.keys)
+        except GovernanceError as error:
+            report.findings.append(Finding("alias", uri, str(error), alias, decision.run_id))

@@ -56,6 +56,7 @@ from miret_governance.flavors.trail.decisions import (
     require_key,
 )
 from miret_governance.flavors.trail.descriptions import describe_versions
+from miret_governance.flavors.trail.governed import governed_model, release
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, promotion_lock
 from miret_governance.flavors.trust import default_signing_key
 from miret_governance.governance.trust.policy import Policy
@@ -104,6 +105,8 @@ class PromotionOutcome:
         Version the alias points to afterwards (None when it points nowhere).
     reason : str
         Why it was promoted or refused (gates, approvals).
+    governed : str or None
+        The governed version the alias was also set on (the policy's ``[governed]``).
     """
 
     gate: GateOutcome
@@ -111,6 +114,7 @@ class PromotionOutcome:
     promoted: bool
     alias_version: str | None
     reason: str
+    governed: str | None = None
 
 
 def _moved(client: MlflowClient, name: str, alias: str, expected, holder) -> str:
@@ -140,7 +144,10 @@ def promote_model_version(
     """Run the gates and the approvals, and set ``alias`` on the version only when all
     of them pass, unless the alias moved since the promotion started.
 
-    A refusal leaves the alias where it was. The decision is a signed record on the gate
+    When ``policy`` governs the model (``[governed]``), a promotion also sets ``alias``
+    on the governed registered model's version holding the very files the evidence pins
+    (:func:`flavors.trail.governed.release`; the record's ``governed`` names it). A
+    refusal leaves the alias where it was. The decision is a signed record on the gate
     run (kind ``promotion``), tagged on the version as ``governance.promotion.<alias>``
     (``promoted``/``refused``) with ``governance.promotion.<alias>.run``. A failed
     re-evaluation of the version that already holds the alias keeps its ``promoted``
@@ -213,6 +220,17 @@ def promote_model_version(
                 raise
             counted, passed = approvals.counted, approvals.approved
             reason = f"{reason}; {approvals.reason}"
+        target = governed_model(policy, name)
+        governed = None
+        if passed and target is not None:
+            try:  # the governed version first: the record names it
+                governed = release(
+                    client, target.registered_model, gated.version, checked, gated.surrogate,
+                    outcome.run_id,
+                )  # fmt: skip
+            except BaseException:  # the gate run holds no decision: it failed
+                client.set_terminated(outcome.run_id, "FAILED")
+                raise
         status = "promoted" if passed else "refused"
         record = new_record(
             PromotionRecord,
@@ -231,8 +249,13 @@ def promote_model_version(
             ),
             drift=outcome.drift or None,
             lock_taken_over=taken_over.to_json() if taken_over else None,
+            governed=governed,
         )
         finish_with_record(client, outcome.run_id, record, key)
+        if governed is not None:  # what serving reads moves first
+            client.set_registered_model_alias(
+                target.registered_model, alias, governed.uri.rsplit("/", 1)[1]
+            )
         if passed:
             client.set_registered_model_alias(name, alias, number)
         tag = PROMOTION_TAG.format(alias=alias)
@@ -249,6 +272,7 @@ def promote_model_version(
         promoted=passed,
         alias_version=_alias_version(client, name, alias),
         reason=reason,
+        governed=governed.uri if governed is not None else None,
     )
 
 

@@ -15,7 +15,7 @@ mlflow_user} and ``time``, ISO 8601 with a time zone)::
     gate        ensemble, surrogate {uri, model_id}, evidence {digest, signer},
                 policy {label, digest}, result PASS|FAIL, [drift]
     promotion   the same, alias, decision promoted|refused, reason, approvals,
-                [lock_taken_over]
+                [lock_taken_over], [governed {uri, files_digest}]
     approval    ensemble, surrogate, evidence, policy, alias, decision approve|reject,
                 comment
     link        ensemble, surrogate
@@ -78,6 +78,16 @@ class PinnedModel:
 
     uri: str
     model_id: str
+
+
+@dataclass(frozen=True)
+class GovernedRef:
+    """The governed registered model's version a promotion set the alias on (the
+    policy's ``[governed]``): its ``models:/`` URI and the sha256 of its files, equal to
+    the ensemble files' digest the evidence pins."""
+
+    uri: str
+    files_digest: str
 
 
 @dataclass(frozen=True)
@@ -213,7 +223,8 @@ class PromotionRecord(GatedRecord):
     """``govern promote``: the alias, promoted or refused and why; ``approvals`` the
     counted approvals ({run_id, decision, name, fingerprint}) and ``lock_taken_over`` the
     lock taken over (``flavors.trail.promotion_lock.TakenOver``), both free-form
-    Mappings as written."""
+    Mappings as written; ``governed`` the governed version the alias was also set on
+    (``flavors.trail.governed``), when the policy governs the model."""
 
     kind: ClassVar[str] = "promotion"
     purpose: ClassVar[str] = "decide"
@@ -222,6 +233,7 @@ class PromotionRecord(GatedRecord):
     reason: str
     approvals: tuple[Mapping, ...]
     lock_taken_over: Mapping | None = None
+    governed: GovernedRef | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,10 @@ server called as each role: what each may and may not do (the table of docs/role
 
 One server per module (SQLite backend, proxied artifacts, ``default_permission =
 NO_PERMISSIONS``, a generated admin password), started by :class:`AuthServer`; the
-tests run in order on it (refusals before setup, setup, then the role table). The
+tests run in order on it (refusals before setup, setup, then the role table, then the
+governed flow: promotion into ``credit-rf.governed``, which only CI writes, and its files
+refused on load once swapped in the artifact store; the same flow without users is in
+tests/flavors/trail/test_governed.py). The
 fixture is small on purpose: the shared PostgreSQL stack (tests/server_stack.py) can
 replace it.
 """
@@ -21,6 +24,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow_store import copy_store
 from processes import free_port, stop_group
+from requests.exceptions import HTTPError
 from signing_keys import ci_key, keys_table
 from stack import wait_for_health
 from typer.testing import CliRunner
@@ -330,10 +334,39 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
     assert approved.exit_code == 0, approved.output
     promoted = govern("ci", "promote", "--model-uri", uri, "--alias", "champion")
     assert promoted.exit_code == 0, promoted.output
-    # The auditor reads the whole trail; its one finding is the alias the data scientist
-    # set by hand on their own model (in the role table above), as on any store.
-    audited = govern("auditor", "audit", "--model-name", "credit-rf")
+    assert "governed: @champion -> models:/credit-rf.governed/2" in promoted.output
+    # The auditor reads the whole trail (the governed model's name audits the model it
+    # governs, and its aliases); its one finding is the alias the data scientist set by
+    # hand on their own model (in the role table above), as on any store.
+    audited = govern("auditor", "audit", "--model-name", "credit-rf.governed")
     assert audited.exit_code == 1, audited.output
     assert "1 finding(s)" in audited.output and "@dev is on models:/credit-rf/1" in audited.output
     with _as(auth_server, "auditor") as auditor:
         assert auditor.get_model_version_by_alias("credit-rf", "champion").version == uri[-1]
+        governed = auditor.get_model_version_by_alias("credit-rf.governed", "champion")
+    assert governed.tags["governance.governed.from"] == uri
+    _governed_is_governance_s_alone(auth_server, governed, content)
+    shown = govern("auditor", "show", "--model-uri", "models:/credit-rf.governed@champion")
+    assert shown.exit_code == 0, shown.output
+    # files swapped where they are stored (an admin of the artifact store): refused on load
+    source = governed.source.removeprefix("mlflow-artifacts:/")
+    swapped = next(p for p in (auth_server.folder / "artifacts" / source).rglob("*.skops"))
+    swapped.write_bytes(swapped.read_bytes() + b"0")
+    refused = govern("auditor", "show", "--model-uri", "models:/credit-rf.governed@champion")
+    assert refused.exit_code == 2, refused.output
+    assert "were replaced after promotion" in refused.output
+
+
+def _governed_is_governance_s_alone(server, governed, content) -> None:
+    """A data scientist can neither move the governed alias nor write the governed
+    version's files (a governance-gates run's artifacts): the server answers 403."""
+    with _as(server, "ds") as ds:
+        name = "credit-rf.governed"
+        assert _denied(ds.set_registered_model_alias, name, "champion", content["governed"])
+        assert _denied(ds.delete_registered_model_alias, name, "champion")
+        assert _denied(ds.set_model_version_tag, name, governed.version, "x", "y")
+        folder = server.folder / "swap"
+        folder.mkdir()
+        (folder / "model.skops").write_bytes(b"not the promoted forest")
+        with pytest.raises(HTTPError, match="403 Client Error: Forbidden"):  # proxied upload
+            ds.log_artifacts(governed.run_id, str(folder), "governed_model")

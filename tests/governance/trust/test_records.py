@@ -13,6 +13,7 @@ import pytest
 from miret_governance.governance.trust.records import (
     MAX_RECORD_BYTES,
     RECORDS,
+    GovernedRef,
     Record,
     RecordError,
     parse_record,
@@ -100,16 +101,28 @@ def test_a_minimal_record_of_every_kind_parses(kind):
 
 @pytest.mark.parametrize(
     "optional",
-    [("gate", "drift", {"cross_fidelity": None}), ("promotion", "lock_taken_over", None)],
+    [
+        ("gate", "drift", {"cross_fidelity": None}),
+        ("promotion", "lock_taken_over", None),
+        ("promotion", "governed", None),
+    ],
 )
 def test_optional_fields_accept_a_value_or_none(optional):
     kind, name, value = optional
     assert getattr(parse_record(encode(MINIMAL[kind] | {name: value})), name) == value
 
 
+def test_a_promotion_names_its_governed_version_typed():
+    governed = {"uri": "models:/m.governed/1", "files_digest": "ab" * 32}
+    record = parse_record(encode(MINIMAL["promotion"] | {"governed": governed}))
+    assert record.governed == GovernedRef(**governed) and conforms(record)
+    with pytest.raises(RecordError, match="malformed governed"):
+        parse_record(encode(MINIMAL["promotion"] | {"governed": {"uri": 1}}))
+
+
 @pytest.mark.parametrize("kind", sorted(MINIMAL))
 def test_every_field_of_every_kind_is_required(kind):
-    optional = {"drift", "lock_taken_over"}
+    optional = {"drift", "lock_taken_over", "governed"}
     for name in field_names(kind):
         record = {k: v for k, v in MINIMAL[kind].items() if k != name}
         if name in optional:
