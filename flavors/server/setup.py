@@ -98,7 +98,7 @@ def setup_plan(policy: Policy) -> tuple[Grant, ...]:
         raise SetupError(
             f"the policy {policy.source} has no [roles] table: name the MLflow users of "
             'each role ([roles] ci = "...", data_scientists, approvers, auditors) and the '
-            'governed models ([governed."<model>"] experiment = "..."), see docs/roles.md'
+            'governed models ([governed."<model>"] experiment = "..."), see docs/deployment.md'
         )
     return plan_grants(policy.roles, policy.governed, governance_names())
 

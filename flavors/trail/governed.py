@@ -16,7 +16,7 @@ are copied here: downloaded from the ensemble version, hashed as the evidence ha
 them (:func:`flavors.evidence.model_files_digest`), refused unless that digest is the
 one the signed evidence pins, uploaded under ``governed_model/`` of the promotion's own
 run in ``governance-gates`` (an experiment only the CI identity writes, once
-``govern server setup`` ran: ``docs/roles.md``), and registered from there. The
+``govern server setup`` ran: ``docs/deployment.md``), and registered from there. The
 promotion record (kind ``promotion``, field ``governed``) names the governed version
 and its files' digest.
 

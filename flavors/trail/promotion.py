@@ -377,7 +377,7 @@ def approve_model_version(
     try:
         describe_versions(client, version, surrogate, checked.evidence, checked.features)
     except MlflowException as error:
-        # On a server with roles an approver only reads the models (docs/roles.md): the
+        # On a server with roles an approver only reads the models (docs/deployment.md): the
         # pages are for people, and the next gate or promote (CI) writes them again.
         if error.error_code != "PERMISSION_DENIED":
             raise

@@ -241,7 +241,7 @@ def _refuse_foreign(error: MlflowException, lock: str, action: str) -> None:
         f"registered model {lock} (HTTP 403), so govern promote did not create it; nothing "
         f"was recorded. An MLflow admin must delete registered model {lock} (MLflow UI, or "
         f"MlflowClient().delete_registered_model('{lock}') with admin credentials); only the "
-        "governance CI identity should promote (docs/roles.md)"
+        "governance CI identity should promote (docs/deployment.md)"
     )
 
 

@@ -1,5 +1,5 @@
 """`govern server setup` against a real `mlflow server --app-name basic-auth`, then the
-server called as each role: what each may and may not do (the table of docs/roles.md).
+server called as each role: what each may and may not do (the table of docs/deployment.md).
 
 One server per module (SQLite backend, proxied artifacts, ``default_permission =
 NO_PERMISSIONS``, a generated admin password), started by :class:`AuthServer`; the
