@@ -4,6 +4,7 @@ a locked store. Each ends in one clear line and exit code 2 (never 1, the code o
 failed check), and leaves no broken link, orphan version or run left RUNNING behind once
 the next explain has recovered."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -204,11 +205,15 @@ class HangingProxy:
 
     def _pump(self, source, sink):
         """Copy ``source`` to ``sink`` (dropping bytes while hung) until either side
-        closes: a client that gave up closes its end, which is no error."""
+        closes: a client that gave up closes its end, which is no error. An end closed
+        is passed on (as a TCP path does): the server closes an idle keep-alive
+        connection after 5 s, and the client must see it closed, not reuse it."""
         while True:
             try:
                 chunk = source.recv(65536)
                 if not chunk:
+                    with contextlib.suppress(OSError):
+                        sink.shutdown(socket.SHUT_WR)
                     return
                 if not self.flag.exists():
                     sink.sendall(chunk)

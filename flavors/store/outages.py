@@ -65,12 +65,12 @@ UNREACHABLE = (
     "Connection refused",
     "NewConnectionError",
     "Read timed out",
-    "Connection reset by peer",
-    "Connection aborted",
 )
 """Texts of a store that cannot be reached at all: a cleanup would wait as long again
 (MLflow gives each SQLite statement 20 s on a locked store), so it is left to the next
-explain (:func:`flavors.faults.recover_killed_runs`)."""
+explain (:func:`flavors.faults.recover_killed_runs`). A connection dropped mid-request
+(reset, aborted) is not one of them: a server that refuses an upload before reading it
+closes the connection too, and still answers the cleanup (the caller probes it)."""
 
 
 def unreachable(error: BaseException) -> bool:
