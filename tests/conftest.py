@@ -16,12 +16,28 @@ use_ci_key()
 use_session_policy()
 
 
-FIRST_FILES = ("test_readme.py", "test_mlproject.py", "test_server_faults.py", "test_campaign.py")
+FIRST_FILES = (
+    "test_readme.py",
+    "test_mlproject.py",
+    "test_server_faults.py",
+    "test_campaign.py",
+    "test_server_e2e.py",
+    "test_setup.py",
+    "test_server_requests.py",
+    "test_server_refusals.py",
+    "test_deployment.py",
+    "test_faults.py",
+    "test_signed_evidence.py",
+    "test_fail_closed.py",
+    "test_family_examples.py",
+)
 """Files scheduled first, in this order: pytest-xdist hands whole files (``--dist
-loadfile``) to the workers in collection order. The README's commands are the longest
-file (one started last would leave the other workers idle at the end); the MLproject's
+loadfile``) to the workers in collection order, so the longest go first and the end of
+the run is short files on every worker, not one long file on one (the top-level server
+tests were collected last). The README's commands are the longest file; the MLproject's
 tests build the environment of ``mlflow run`` (a minute of pip) that the README's
-``mlflow run`` then reuses instead of waiting for it; the other two take minutes."""
+``mlflow run`` then reuses instead of waiting for it; then the files that start servers
+or run explains in child processes, each a minute or more of one worker."""
 
 
 def pytest_collection_modifyitems(items):
