@@ -1,0 +1,5 @@
+"""Run the ``govern`` CLI as ``python -m miret_governance.cli``."""
+
+from miret_governance.cli.app import main
+
+main()

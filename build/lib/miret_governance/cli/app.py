@@ -1,0 +1,92 @@
+"""The ``govern`` command line: a thin typer layer over ``flavors`` and ``governance``.
+
+The command modules are cheap to import (typer, rich and ``cli.common``); each command
+imports MLflow and the solver when it runs.
+"""
+
+import inspect
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
+
+import typer
+
+from miret_governance.cli import (
+    audit,
+    diff,
+    explain,
+    explain_row,
+    gates,
+    keys,
+    reproduce,
+    server,
+    show,
+)
+from miret_governance.cli.common import EXIT_CODES_HELP, configure_mlflow
+
+app = typer.Typer(
+    name="govern",
+    help="Governed explanations of tree ensembles in MLflow: VITE heatmaps, MIRET "
+    "surrogate trees, input validation and promotion gates.",
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+explain.register(app)
+show.register(app)
+explain_row.register(app)
+gates.register(app)
+reproduce.register(app)
+audit.register(app)
+keys.register(app)
+diff.register(app)
+server.register(app)
+
+
+def _reflowed(text: str) -> str:
+    """``text`` with each paragraph on one line, for the terminal to wrap: typer's rich
+    help keeps a docstring's line breaks, so paragraphs wrapped for the source broke
+    raggedly in a terminal narrower than them."""
+    return "\n\n".join(" ".join(part.split()) for part in text.split("\n\n"))
+
+
+for command in app.registered_commands + [
+    command
+    for group in app.registered_groups
+    for command in group.typer_instance.registered_commands
+]:
+    command.help = _reflowed(command.help or inspect.getdoc(command.callback))
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"govern {_installed('miret-governance')} (mlflow {_installed('mlflow')})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version of govern (and of MLflow) and exit.",
+        ),
+    ] = False,
+) -> None:
+    """The options of ``govern`` itself (the app's help text is set on ``app``)."""
+
+
+def main() -> None:
+    """Entry point of the ``govern`` console script."""
+    configure_mlflow()
+    app()

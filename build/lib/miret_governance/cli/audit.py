@@ -1,0 +1,183 @@
+"""``govern approve | audit``: a reviewer's signed decision, and the check of the whole
+promotion trail of a registered model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from miret_governance.cli import common
+from miret_governance.cli.common import (
+    EXIT_FAILED,
+    JsonOutput,
+    ModelUri,
+    PolicyFile,
+    check_model_uri,
+    connect,
+    console,
+    exit_codes,
+    print_json,
+)
+
+
+def approve(
+    model_uri: ModelUri,
+    alias: Annotated[str, typer.Option("--alias", help="The alias the decision is about.")],
+    decision: Annotated[
+        str, typer.Option("--decision", metavar="approve|reject", help="approve or reject.")
+    ],
+    comment: Annotated[str, typer.Option("--comment", help="What was reviewed, and why.")],
+    policy: PolicyFile = None,
+    signing_key: common.SigningKeyOption = None,
+    tracking_uri: common.TrackingUri = None,
+) -> None:
+    """Record a reviewer's signed approval or rejection of promoting a version to an alias.
+
+    The decision is bound to the ensemble version and its linked surrogate's current
+    evidence. The key (--signing-key) must be trusted by the policy for approve. A policy whose
+    [approvals] names the alias lets promote move it only with that many distinct
+    approver keys approving the current evidence, and none rejecting it.
+    """
+    with exit_codes():
+        from miret_governance.flavors.trail.promotion import approve_model_version, check_alias
+        from miret_governance.governance.trust.policy import load_policy
+
+        check_model_uri(model_uri)
+        check_alias(alias)
+        key = common.load_signing_key(signing_key)
+        parsed = load_policy(policy)
+        connect(tracking_uri)
+        outcome = approve_model_version(
+            model_uri, alias, decision, comment, parsed, signing_key=key
+        )
+    console.print(
+        escape(
+            f"{outcome.decision} of @{alias} for {outcome.ensemble_uri} recorded, signed by "
+            f"key {outcome.signer}, on the evidence of {outcome.surrogate_uri} (digest "
+            f"{outcome.evidence_digest[:16]}); run {outcome.run_id} (experiment "
+            "governance-approvals, decision/record.json)"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def audit(
+    model_name: Annotated[
+        str, typer.Option("--model-name", help="The ensemble's registered model name.")
+    ],
+    policy: PolicyFile = None,
+    tracking_uri: common.TrackingUri = None,
+    as_json: JsonOutput = False,
+) -> None:
+    """Check the promotion trail of every version of a registered model.
+
+    Exit 1 when something is found, 0 when clean. Read-only.
+
+    Findings: an alias whose holder has no valid signed promotion decision for it on the
+    holder's current verified evidence (e.g. set by hand in the MLflow UI), is not the
+    version the latest signed promotion to it moved it to (moved back by hand), or lacks
+    the approvals the audited policy's [approvals] requires; a status
+    (last gate, promotion) decided on superseded evidence; linked evidence that is
+    unsigned, untrusted or altered; decision records that are unsigned or fail
+    verification.
+
+    --json prints {"command": "audit", "schema_version": 1, "model_name", "policy" (name
+    v<digest8>), "policy_digest", "clean": bool, "exit_code": 0 or 1, "versions_checked":
+    int, "decisions_checked": int, "findings": list of {"kind": "alias", "policy",
+    "superseded", "evidence" or "decision_record", "version" (models:/<name>/<v>), "alias"
+    (or null), "run_id" (or null), "message"}, "cleared": list of {"run_id", "problem",
+    "clearance_run_id", "cleared_by", "time", "reason"}}.
+    """
+    with exit_codes():
+        from miret_governance.flavors.trail.audit import audit_model
+        from miret_governance.governance.trust.policy import load_policy
+
+        parsed = load_policy(policy)
+        connect(tracking_uri, read_only=True)
+        report = audit_model(model_name, parsed)
+    code = 0 if report.clean else EXIT_FAILED
+    if as_json:
+        print_json("audit", report.to_json() | {"exit_code": code})
+        raise typer.Exit(code)
+    plain = {"highlight": False, "soft_wrap": True, "markup": False}
+    for finding in report.findings:
+        where = f" @{finding.alias}" if finding.alias else ""
+        run = f" (run {finding.run_id})" if finding.run_id else ""
+        console.print(
+            f"FINDING {finding.kind} {finding.version}{where}{run}: {finding.message}", **plain
+        )
+    for cleared in report.cleared:
+        console.print(
+            f"CLEARED run {cleared['run_id']} by {cleared['cleared_by']} ({cleared['time']}, "
+            f"run {cleared['clearance_run_id']}): {cleared['reason']}",
+            **plain,
+        )
+    verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
+    console.print(
+        f"audit of {model_name} under policy {report.policy}: {verdict} (versions checked: "
+        f"{report.versions}, decision records checked: {report.decisions})",
+        **plain,
+    )
+    raise typer.Exit(code)
+
+
+def clear(
+    model_uri: ModelUri,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why the blocking records may be set aside.")
+    ],
+    alias: Annotated[
+        str | None,
+        typer.Option("--alias", help="Also clear the records of promotions to this alias."),
+    ] = None,
+    run_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run-id",
+            help="Clear exactly these runs' records (repeatable): e.g. records bound to no "
+            "version, which the audit reports.",
+        ),
+    ] = None,
+    policy: PolicyFile = None,
+    signing_key: common.SigningKeyOption = None,
+    tracking_uri: common.TrackingUri = None,
+) -> None:
+    """Set aside the records that block decisions on a version, with a signed clearance.
+
+    A record about the version (or its alias) that does not read, is not bound to its
+    run, was replaced or re-tagged, or does not verify blocks gate, promote and approve
+    (fail closed). This records one signed clearance (key trusted for decide) naming each
+    such record as it is now; the audit lists it. A record replaced again blocks again.
+    """
+    with exit_codes():
+        from miret_governance.flavors.trail.decisions import clear_records
+        from miret_governance.flavors.trail.promotion import check_alias
+        from miret_governance.governance.trust.policy import load_policy
+
+        check_model_uri(model_uri)
+        if alias is not None:
+            check_alias(alias)
+        key = common.load_signing_key(signing_key)
+        parsed = load_policy(policy)
+        connect(tracking_uri)
+        clearance, cleared = clear_records(
+            model_uri, reason, parsed, key, alias, run_ids=tuple(run_id or ())
+        )
+    plain = {"highlight": False, "soft_wrap": True, "markup": False}
+    for decision in cleared:
+        console.print(f"cleared run {decision.run_id}: {decision.problem}", **plain)
+    console.print(
+        f"{len(cleared)} record(s) cleared for {model_uri}; clearance run {clearance} "
+        "(experiment governance-clearances, decision/record.json)",
+        **plain,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add approve, clear and audit to the ``govern`` app."""
+    app.command()(approve)
+    app.command()(clear)
+    app.command()(audit)

@@ -1,0 +1,393 @@
+"""What every ``govern`` command shares: consoles, the tracking URI, option types, the
+estimator defaults shown in help, and the one mapping of errors to exit codes.
+
+Importing this module (and every command module) costs no more than typer and rich:
+MLflow, scikit-learn, pandas and the solver are imported by the command that runs, after
+its options and files were checked, so ``govern --help`` and a mistyped path answer at
+once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from miret_governance.flavors.explain.defaults import (
+    AUTO_DEPTH,
+    DEPTH_CHOICES,
+    ENSEMBLE_DEPTH,
+    MIN_TEST_ROWS,  # noqa: F401 - for the command modules: --min-test-rows's default
+    parse_depth,
+)
+from miret_governance.governance.errors import CheckFailedError, GovernanceError, InvalidInputError
+from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
+from miret_governance.governance.trust.policy import POLICY_ENV
+from miret_governance.governance.trust.signing import (
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_PASSWORD_ENV,
+    SigningKey,
+)
+
+SQLITE_PREFIX = "sqlite:///"
+EXIT_FAILED = 1
+"""A check failed: a gate, the input validation, a reproduction."""
+EXIT_ERROR = 2
+"""The request could not be carried out (bad option, URI, file or policy; unreachable
+server; locked store)."""
+EXIT_CODES_HELP = (
+    "Exit codes, the same for every command: 0 done (every check passed); 1 a check "
+    "failed (a gate, the input validation, a reproduction, an audit finding); 2 the "
+    "request could not be carried out (bad option, URI, file or policy, unreachable "
+    "server, locked store). "
+    "With --json (show, explain-row, gate, validate, reproduce, audit, diff) stdout holds one "
+    "JSON object whenever the exit code is 0 or 1; on exit code 2 stdout is empty and stderr "
+    "says what to fix."
+)
+JSON_SCHEMA_VERSION = 1
+"""``schema_version`` of every ``--json`` object; it changes only when a key changes
+meaning or disappears (new keys may be added)."""
+
+DEFAULTS = {
+    "alpha": None,
+    "gamma_percentile": 100 / 3,
+    "proximity_threshold": None,
+    "max_rows": 2000,
+    "solver": "auto",
+    "time_limit": DEFAULT_TIME_LIMIT,
+    "random_state": 0,
+}
+"""The estimator defaults the CLI shows and passes: ``MiretSurrogate().get_params()``
+repeated as literals, so that ``--help`` needs no solver import
+(``tests/cli/test_cli_contract.py`` keeps them equal); the time limit is read from its
+one definition, ``solve_result.DEFAULT_TIME_LIMIT`` (a module that imports nothing
+heavy)."""
+SEARCH_DEFAULTS = {"search_time_limit": 5.0, "cv": 4, "tolerance": 0.01, "backend": "loky"}
+"""``MiretSearchCV(None).get_params()`` repeated as literals (kept equal by the same test)."""
+CANDIDATE_CAP = 5.0
+"""``governance.miret.search.CANDIDATE_CAP``: a search candidate's safety cap, in
+multiples of its budget."""
+
+# ---------------------------------------------------------------------- option types
+FILE_KINDS = {
+    "--data": "CSV or Parquet file",
+    "--test-data": "CSV or Parquet file",
+    "--policy": "TOML policy file",
+}
+"""The file options :func:`existing_file` checks, and what each must name."""
+
+
+def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | None):
+    """Refuse a path that is missing, a directory or unreadable while the options are
+    parsed, before anything is imported, connected or loaded (exit code 2)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    flag = param.opts[0]
+    problem = None
+    if not value.exists():
+        problem = "does not exist"
+    elif value.is_dir():
+        problem = "is a directory"
+    elif not os.access(value, os.R_OK):
+        problem = "is not readable"
+    if problem is not None:
+        kind = FILE_KINDS.get(flag, "file")
+        raise fail(f"{flag} {value} {problem}; give the path of a readable {kind}")
+    return value
+
+
+def depth_value(ctx: typer.Context, param: typer.CallbackParam, value: str | int | None):
+    """``--depth``'s text as the depth explain fits: an int, or None for ``auto``
+    (:func:`flavors.explain.defaults.parse_depth`), refused while the options are parsed
+    with the accepted values named (exit code 2)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    try:
+        return parse_depth(value)
+    except InvalidInputError as error:
+        raise fail(error) from None
+
+
+Depth = Annotated[
+    str,
+    typer.Option(
+        "--depth",
+        help=f"Surrogate depth: {DEPTH_CHOICES}. {ENSEMBLE_DEPTH} fits the tree that depth "
+        f"given as a number fits; {AUTO_DEPTH} passes depth=None to MiretSurrogate and is "
+        f"recorded as the run parameter depth={AUTO_DEPTH}, the depth fitted as depth_chosen.",
+        metavar="DEPTH",
+        callback=depth_value,
+    ),
+]
+"""``govern explain --depth`` (the default: ``str(ENSEMBLE_DEPTH)``)."""
+
+DATA_HELP = "CSV or Parquet file of the ensemble's feature columns in raw units (and the label)."
+DataFile = Annotated[
+    Path, typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=existing_file)
+]
+TestDataFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--test-data",
+        help="Separate test file (like --data); default: a stratified holdout of --data.",
+        metavar="FILE",
+        callback=existing_file,
+    ),
+]
+CheckData = Annotated[
+    Path | None,
+    typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=existing_file),
+]
+"""An optional ``--data`` (``govern gate``: the data to recompute the evidence on)."""
+MinTestRows = Annotated[
+    int,
+    typer.Option(
+        "--min-test-rows",
+        min=0,
+        help="Fewest test rows per class (as the ensemble predicts them) to explain at all; "
+        "fewer say little about fidelity (20 of 20 agreeing rows: 95% interval 0.84-1). "
+        "Lower it only knowingly: the value is recorded with the evidence.",
+    ),
+]
+PolicyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        help="TOML policy file: the gates table, an optional name, and the \\[keys.<name>] "
+        "public keys it trusts to sign evidence (explain) and decisions (default: "
+        "min_fidelity 0.90, max_features 5, require_validation_pass, and no trusted key, "
+        "so no gate passes).",
+        metavar="FILE",
+        envvar=POLICY_ENV,
+        callback=existing_file,
+    ),
+]
+SigningKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--signing-key",
+        help="PEM private key that signs what the command records (from govern keygen; its "
+        "password in GOVERN_SIGNING_KEY_PASSWORD). Give it to the CI job only; never "
+        "printed, logged or stored.",
+        metavar="FILE",
+        envvar=SIGNING_KEY_ENV,
+        show_envvar=True,
+    ),
+]
+
+
+def load_signing_key(value: str | None):
+    """The :class:`governance.signing.SigningKey` of ``--signing-key`` (None when not
+    given), loaded and checked before anything connects. Messages name the option, or
+    :data:`SIGNING_KEY_ENV` when the value is the variable's, and never the value.
+
+    Raises
+    ------
+    governance.signing.SignatureError
+        An unreadable file, a key that does not load (wrong password) or is not EC.
+    """
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    from_env = os.environ.get(SIGNING_KEY_ENV, "").strip() == value
+    source = SIGNING_KEY_ENV if from_env else "--signing-key"
+    return SigningKey.load(value, os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None, source)
+
+
+ModelUri = Annotated[
+    str,
+    typer.Option(
+        "--model-uri",
+        help="Registered ensemble version: models:/<name>/<version> or models:/<name>@<alias>.",
+    ),
+]
+Target = Annotated[
+    str | None, typer.Option("--target", help="Label column in the data (optional).")
+]
+TRACKING_URI_HELP = "MLflow tracking server, also the registry (default: MLFLOW_TRACKING_URI)."
+TrackingUri = Annotated[str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)]
+Solver = Annotated[str, typer.Option("--solver", help="MILP solver: auto, highs or gurobi.")]
+TimeLimit = Annotated[
+    float,
+    typer.Option(
+        "--time-limit",
+        help="Seconds for the whole surrogate fit: building the problem, the warm-start "
+        "heuristic and the MILP solve.",
+    ),
+]
+TrustPickle = Annotated[
+    bool,
+    typer.Option(
+        "--trust-pickle",
+        help="Load a scikit-learn model stored as pickle/cloudpickle. Loading a pickle runs "
+        "code from the artifact: use only for models you trust. Recorded with your user "
+        "name and the time on the surrogate and in its report.",
+    ),
+]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Seed of the holdout split, the heuristic and the solver.")
+]
+JsonOutput = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print one JSON object to stdout instead of tables (schema above)."
+    ),
+]
+
+# CI logs are not terminals (rich would assume 80 columns): give tables room there.
+console = Console(width=None if sys.stdout.isatty() else 120)
+errors = Console(stderr=True)
+
+
+def configure_mlflow() -> None:
+    """Process-wide MLflow settings of the CLI: no telemetry, no download progress bars."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+def connect(
+    tracking_uri: str | None, *, fail_fast: bool = True, read_only: bool = False, probe: bool = True
+) -> None:
+    """Point MLflow (tracking and registry) at ``tracking_uri`` and check it answers.
+
+    Parameters
+    ----------
+    tracking_uri : str or None
+        None keeps ``MLFLOW_TRACKING_URI`` (or MLflow's default store).
+    fail_fast : bool
+        No retries of MLflow's HTTP calls; otherwise two, with backoff (for the long
+        explain run). Each call times out after 10 s either way, unless the environment
+        says otherwise, so a server that stops answering fails the command within about
+        40 s instead of hanging it (:mod:`flavors.outages`).
+    read_only : bool
+        The command only reads: a SQLite store that does not exist is an error
+        (MLflow would create an empty one).
+    probe : bool
+        Check that an HTTP server answers; False when the caller checks its parameters
+        first and probes itself (``explain_model_version``).
+
+    Raises
+    ------
+    GovernanceError
+        ``read_only`` and the SQLite store file does not exist; or the server is down.
+    """
+    import mlflow
+
+    from miret_governance.flavors.store.outages import HTTP_SETTINGS
+    from miret_governance.flavors.store.registry import check_tracking_server
+
+    for name, value in HTTP_SETTINGS["fail_fast" if fail_fast else "retrying"].items():
+        os.environ.setdefault(name, value)
+    # the SQL store logs every database error with its SQL; the command prints one line
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    if tracking_uri:
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_registry_uri(tracking_uri)
+    if read_only:
+        require_existing_store()
+    if probe:
+        check_tracking_server()
+
+
+def check_model_uri(model_uri: str) -> None:
+    """Refuse a ``--model-uri`` that names no registered version, before connecting."""
+    from miret_governance.flavors.store.registry import parse_registry_uri
+
+    parse_registry_uri(model_uri)
+
+
+def require_existing_store() -> None:
+    """Refuse a ``sqlite:///`` tracking or registry URI whose file does not exist."""
+    import mlflow
+
+    for uri in dict.fromkeys((mlflow.get_tracking_uri(), mlflow.get_registry_uri())):
+        if not uri.startswith(SQLITE_PREFIX):
+            continue
+        path = Path(uri[len(SQLITE_PREFIX) :]).resolve()
+        if not path.is_file():
+            raise GovernanceError(
+                f"no MLflow store at {path} (tracking URI {uri}); nothing was created. Run "
+                "from the project folder that holds mlflow.db, or pass --tracking-uri "
+                "sqlite:///<path to mlflow.db> (or set MLFLOW_TRACKING_URI)"
+            )
+
+
+# ---------------------------------------------------------------------- errors
+def exit_code(error: BaseException) -> int:
+    """The exit code of an error: 1 for a check that failed, 2 for everything else."""
+    return EXIT_FAILED if isinstance(error, CheckFailedError) else EXIT_ERROR
+
+
+def _refusal_kinds() -> tuple:
+    """Errors whose message is self-explanatory (printed without their class name)."""
+    kinds = (GovernanceError, OSError, ValueError)
+    mlflow_exceptions = sys.modules.get("mlflow.exceptions")  # raised only once imported
+    if mlflow_exceptions is not None:
+        kinds += (mlflow_exceptions.MlflowException,)
+    return kinds
+
+
+def error_message(error: BaseException) -> str:
+    """What to print for an error: a server's refusal of the credentials or of a
+    permission (:func:`flavors.store.refusals.refusal_message`), a store or server
+    failure in words (:func:`flavors.outages.outage_message`: locked store, refused or
+    hung server, full disk), a refusal's own message, any other error with its class
+    name."""
+    if "mlflow" in sys.modules:  # store and server failures arise only once it is used
+        import mlflow
+
+        from miret_governance.flavors.store.outages import outage_message
+        from miret_governance.flavors.store.refusals import refusal_message
+
+        # a 401 or 403 first: the server answered, whatever failed after it
+        outage = refusal_message(error, mlflow.get_tracking_uri()) or outage_message(error)
+        if outage is not None:
+            return outage
+    if isinstance(error, _refusal_kinds()):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+@contextmanager
+def exit_codes():
+    """Every command's body runs in this: an error raised inside is printed as one line
+    on stderr and ends the command with :func:`exit_code` (a ``typer.Exit`` passes)."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except Exception as error:  # noqa: BLE001 - every failure is a clear exit 1 or 2
+        raise fail(error_message(error), exit_code(error)) from None
+
+
+def fail(message, code: int = EXIT_ERROR) -> typer.Exit:
+    """Print ``message`` as an error (never read as rich markup) and return the exit."""
+    errors.print(Text.assemble(("error: ", "bold red"), str(message)), soft_wrap=True)
+    return typer.Exit(code)
+
+
+# ---------------------------------------------------------------------- JSON output
+def _jsonable(value):
+    """``value`` with NaN and infinities as None (JSON has neither)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def print_json(command: str, payload: dict) -> None:
+    """Write one JSON object to stdout: ``command``, ``schema_version``, then ``payload``."""
+    document = {"command": command, "schema_version": JSON_SCHEMA_VERSION, **payload}
+    sys.stdout.write(json.dumps(_jsonable(document), sort_keys=True, default=str) + "\n")

@@ -1,0 +1,149 @@
+"""``govern reproduce``: fit a registered explanation again and say whether it matches
+its evidence (read-only: no run, version or artifact is created)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from miret_governance.cli.common import (
+    EXIT_FAILED,
+    DataFile,
+    JsonOutput,
+    PolicyFile,
+    Target,
+    TestDataFile,
+    TrackingUri,
+    TrustPickle,
+    connect,
+    console,
+    errors,
+    exit_codes,
+    print_json,
+)
+
+
+@contextmanager
+def _stdout_to_stderr():
+    """Send what is written to file descriptor 1 meanwhile to stderr: a solver library
+    may print from C (Gurobi's licence notice), and stdout must hold the JSON object
+    alone (HiGHS's banner is kept out by ``solvers.new_highs`` already)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _print(result) -> None:
+    """The comparison for people: verdict, tree digests, metrics, differing versions."""
+    plain = {"highlight": False, "markup": False, "soft_wrap": True}
+    verdict = "[bold green]IDENTICAL[/]" if result.identical else "[bold red]DIFFERENT[/]"
+    console.print(
+        f"{verdict}: {escape(result.surrogate_uri)} fitted again on data {result.data_digest}"
+    )
+    digests = result.tree_digest
+    console.print(f"tree digest recorded   {digests['recorded']}", **plain)
+    console.print(f"tree digest reproduced {digests['reproduced']}", **plain)
+    table = Table("metric", "recorded", "reproduced", "")
+    for name, metric in result.metrics.items():
+        mark = "[green]=[/]" if metric["equal"] else "[red]≠[/]"
+        table.add_row(
+            escape(name), _number(metric["recorded"]), _number(metric["reproduced"]), mark
+        )
+    console.print(table)
+    signer = result.signed_by
+    console.print(
+        f"evidence signed by key {signer['name']!r} ({signer['fingerprint'][:16]}...)", **plain
+    )
+    hit = result.time_limit_hit
+    if hit["recorded"] or hit["reproduced"]:
+        console.print(
+            f"the time limit cut the fit short (recorded: {hit['recorded']}, now: "
+            f"{hit['reproduced']}): a fit cut by seconds may differ on another run",
+            **plain,
+        )
+    if result.versions_differ:
+        console.print("versions that differ from the evidence:", **plain)
+        for key, value in result.versions_differ.items():
+            console.print(f"  {key}: {value['recorded']} -> {value['current']}", **plain)
+    else:
+        console.print("every recorded version is the one installed here", **plain)
+
+
+def reproduce(
+    model_uri: Annotated[
+        str,
+        typer.Option(
+            "--model-uri",
+            help="A surrogate version, or an explained ensemble version (its linked "
+            "surrogate is used): models:/<name>/<version>, models:/<name>@<alias>.",
+        ),
+    ],
+    data: DataFile,
+    test_data: TestDataFile = None,
+    target: Target = None,
+    as_json: JsonOutput = False,
+    tracking_uri: TrackingUri = None,
+    trust_pickle: TrustPickle = False,
+    policy: PolicyFile = None,
+) -> None:
+    """Fit a registered explanation again and say whether it is the same.
+
+    The fit runs from the explanation's evidence; the same tree with the same headline
+    metrics reproduces it.
+
+    --data (and --test-data when the explanation had one) must be the explained files:
+    their MLflow dataset digests must be the recorded ones. The ensemble is loaded, the
+    data prepared, the surrogate fitted and evaluated with the recorded request in this
+    process; nothing is logged or registered. Prints the tree
+    digest and every headline metric, recorded and now, and the package versions that
+    differ from the evidence. A reproduction that differs is a failed check. The evidence
+    is read only once its signature verifies with a key the policy (--policy or
+    GOVERN_POLICY) trusts for explain.
+
+    --json prints {"command": "reproduce", "schema_version": 1, "identical": bool,
+    "model_uri", "surrogate_uri", "data_digest", "tree_digest": {"recorded",
+    "reproduced"}, "metrics": {name: {"recorded", "reproduced" (number or null),
+    "equal": bool}}, "versions_differ": {key: {"recorded", "current"}} (python, the
+    packages, platform, machine), "time_limit_hit": {"recorded", "reproduced"},
+    "signed_by": {"name", "fingerprint"}}.
+    """
+    with exit_codes():
+        from miret_governance.flavors.read.reproduce import reproduce_explanation
+        from miret_governance.flavors.trust import trusted_keys
+
+        trusted = trusted_keys(policy)
+        connect(tracking_uri, fail_fast=False, read_only=True)
+        with errors.status("fitting the surrogate again"), _stdout_to_stderr():
+            result = reproduce_explanation(
+                model_uri,
+                data,
+                test_data,
+                target=target,
+                trust_pickle=trust_pickle,
+                policy=trusted,
+            )
+    if as_json:
+        print_json("reproduce", result.to_json())
+    else:
+        _print(result)
+    raise typer.Exit(0 if result.identical else EXIT_FAILED)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``reproduce`` to the ``govern`` app."""
+    app.command("reproduce")(reproduce)

@@ -1,0 +1,134 @@
+"""``govern show``: a surrogate's rules, metrics and CART baseline, and the gate and
+promotion status of its ensemble (read-only)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from miret_governance.cli.common import (
+    JsonOutput,
+    PolicyFile,
+    TrackingUri,
+    check_model_uri,
+    connect,
+    console,
+    exit_codes,
+    print_json,
+)
+from miret_governance.cli.tables import baseline_table, metrics_table
+
+
+def _json(summary: dict) -> dict:
+    ensemble = summary["ensemble"]
+    return {
+        "surrogate_uri": summary["uri"],
+        "surrogate_model_id": summary["model_id"],
+        "ensemble_uri": ensemble["uri"],
+        "aliases": ensemble["aliases"],
+        "status": ensemble["status"],
+        "validation": summary["validation"],
+        "rules": summary["rules"],
+        "metrics": summary["metrics"],
+        "solve": summary["solve"],
+        "signed_by": summary["signer"].to_json(),
+        "approvals": summary["ensemble"]["approvals"],
+    }
+
+
+def _print(summary: dict) -> None:
+    from miret_governance.governance.report.wording import describe_stop
+
+    ensemble = summary["ensemble"]
+    plain = {"highlight": False, "markup": False, "soft_wrap": True}
+    console.print(f"[bold]{escape(summary['uri'])}[/] explains [bold]{escape(ensemble['uri'])}[/]")
+    signer = summary["signer"]
+    console.print(
+        f"evidence signed by key {signer.name!r} ({signer.fingerprint[:16]}...), trusted by "
+        "the policy for explain",
+        **plain,
+    )
+    if summary["solve"]:
+        console.print(describe_stop(summary["solve"]), **plain)
+    validation = summary["validation"]
+    if validation:
+        console.print(f"input validation: {validation}", **plain)
+    console.print(
+        "\n[bold]Gate and promotion status[/] of "
+        + escape(ensemble["uri"])
+        + " (its tags, which are not signed: govern audit checks them against the signed "
+        "decision records)"
+    )
+    aliases = ", ".join(f"@{a}" for a in ensemble["aliases"]) or "none"
+    console.print(f"  aliases: {aliases}", **plain)
+    for key, value in ensemble["status"].items():
+        console.print(f"  {key} = {value}", **plain)
+    if not ensemble["status"]:
+        console.print(
+            f"  no gate evaluated yet (govern gate --model-uri {ensemble['uri']})", **plain
+        )
+    for a in ensemble["approvals"]:
+        who = f"key {a['signed_by']['name']}" if a["signed_by"] else f"not counted: {a['problem']}"
+        basis = "" if a["current"] else f" [on superseded evidence of {a['surrogate_uri']}]"
+        console.print(
+            f"  approval @{a['alias']}: {a['decision']} by {who}, user {a['mlflow_user']}, "
+            f"{a['time']}{basis}: {a['comment']}",
+            **plain,
+        )
+    console.print("\n[bold]Rules[/] (raw input units)")
+    console.print(summary["rules"], **plain)
+    console.print()
+    console.print(metrics_table(summary["metrics"]))
+    baseline = baseline_table(summary["metrics"])
+    if baseline is not None:
+        console.print(baseline)
+
+
+def show(
+    model_uri: Annotated[
+        str,
+        typer.Option(
+            "--model-uri",
+            help="An explained ensemble version (its linked surrogate is shown) or a "
+            "surrogate version: models:/<name>/<version>, models:/<name>@<alias>.",
+        ),
+    ],
+    tracking_uri: TrackingUri = None,
+    policy: PolicyFile = None,
+    as_json: JsonOutput = False,
+) -> None:
+    """Print a surrogate's rules, metrics, CART baseline and its ensemble's gate status.
+
+    Shown once the surrogate's signature verifies with a key the policy (--policy or
+    GOVERN_POLICY) trusts for explain; the status is the ensemble's gate and promotion
+    status. Read-only: never creates a store.
+
+    --json prints {"command": "show", "schema_version": 1, "surrogate_uri",
+    "surrogate_model_id", "ensemble_uri", "aliases": list of str, "status": {tag: value}
+    (the ensemble's governance.last_gate* and governance.promotion.* tags, not signed:
+    govern audit checks them), "validation": "passed", "failed" or null (from the signed
+    evidence, like "metrics"), "rules": str (raw input units), "metrics": {name: number
+    or null}, "solve": the solver report, "signed_by": {"name", "fingerprint"} (the
+    trusted key that signed the surrogate), "approvals": list of {"run_id", "alias",
+    "decision", "comment", "signed_by" (null when not trusted), "problem", "mlflow_user",
+    "time", "surrogate_uri", "current" (made on the surrogate linked now)}}.
+    """
+    with exit_codes():
+        from miret_governance.flavors.read.review import describe_for_review
+        from miret_governance.flavors.trust import trusted_keys
+
+        check_model_uri(model_uri)
+        trusted = trusted_keys(policy)
+        connect(tracking_uri, fail_fast=False, read_only=True)
+        summary = describe_for_review(model_uri, policy=trusted)
+    if as_json:
+        print_json("show", _json(summary))
+    else:
+        _print(summary)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``show`` to the ``govern`` app."""
+    app.command("show")(show)

@@ -1,0 +1,1 @@
+"""Gates on signed evidence: the evidence check, the gate run, recomputed fidelity, drift."""

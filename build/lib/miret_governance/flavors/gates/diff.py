@@ -1,0 +1,332 @@
+"""What changed between two explained ensemble versions (``govern diff``), and the
+policy's drift gates against the version holding an alias (``govern gate``).
+
+Each side is read as a gate reads it: the ensemble version's ``governance.surrogate``
+link is followed (:func:`flavors.gate_evidence.linked_surrogate`) and the surrogate's
+evidence is believed only after every check of
+:func:`flavors.gate_evidence.checked_evidence` (its signature by a key the policy trusts
+for ``explain`` first). The VITE level frequencies come from that verified directory
+(``vite/level_frequency.json``), the rules from the verified ``surrogate.json``. Both
+ensembles are loaded without executing code, from the files their evidence pins
+(:func:`flavors.gate_evidence.pinned_ensemble`): for cross-fidelity, and for the rules
+of a pipeline whose ``ColumnTransformer`` encodes categories (written in its original
+columns and categories, as ``govern explain`` writes them). What is compared, and the
+distance: :mod:`governance.drift`.
+
+A policy with ``max_explanation_drift`` or ``min_cross_fidelity`` compares the candidate
+with the version holding its ``drift_against`` alias (:func:`drift_results`): no holder,
+and the drift gates pass ("no champion yet"); a holder whose explanation does not verify,
+and they fail. The figures go into the gate report, the signed decision record and the
+gate run (tags :data:`AGAINST_TAG`, :data:`ALIAS_TAG`, metrics
+:func:`drift_metrics`), from which the candidate's page shows them
+(:func:`flavors.descriptions.version_descriptions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+from mlflow import MlflowClient
+
+from miret_governance.flavors.errors import ExplainError, GateError
+from miret_governance.flavors.gates.gate_evidence import (
+    CheckedEvidence,
+    checked_evidence,
+    linked_surrogate,
+    pinned_ensemble,
+)
+from miret_governance.flavors.store.data_files import dataset, read_table
+from miret_governance.flavors.store.registry import (
+    SURROGATE_OF_TAG,
+    resolve_model_version,
+    version_uri,
+)
+from miret_governance.flavors.trail.decisions import alias_moved_by_hand
+from miret_governance.flavors.trust import trusted_keys
+from miret_governance.governance.ensembles.encoding import encoding_of, surrogate_rules
+from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.measures.drift import Drift, Explanation, compare, drift_gates
+from miret_governance.governance.trust.policy import DRIFT_GATES, Policy
+from miret_governance.governance.trust.signing import SignatureError
+
+AGAINST_TAG = "governance.drift.against"
+"""Gate-run tag: the ensemble version the candidate was compared with."""
+ALIAS_TAG = "governance.drift.alias"
+"""Gate-run tag: the alias that version held (the policy's ``drift_against``)."""
+
+
+class DiffError(GovernanceError):
+    """A version that cannot be compared: not an explained ensemble version, or its
+    explanation does not verify. Exit code 2."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """One explained version, verified.
+
+    Attributes
+    ----------
+    version, surrogate : ModelVersion
+        The ensemble version and its linked surrogate version.
+    checked : flavors.gate_evidence.CheckedEvidence
+    explanation : governance.drift.Explanation
+        Without ensemble until one is loaded for cross-fidelity.
+    """
+
+    version: object
+    surrogate: object
+    checked: CheckedEvidence
+    explanation: Explanation
+
+    def with_ensemble(self, trust_pickle: bool = False) -> Side:
+        """This side with its ensemble loaded safely (for cross-fidelity), and its rules
+        in the original columns and categories when the ensemble's pipeline encodes them."""
+        ensemble = pinned_ensemble(self.version, self.checked.evidence, trust_pickle)
+        encoding = encoding_of(ensemble.preprocessor)
+        rules = self.explanation.rules if encoding is None else _rules(self.checked, encoding)
+        explanation = replace(self.explanation, ensemble=ensemble, rules=rules)
+        return replace(self, explanation=explanation)
+
+
+def _level_frequency(document, surrogate_uri: str, again: str) -> pd.DataFrame:
+    """The verified ``vite/level_frequency.json`` as a frame (levels as int columns)."""
+    try:
+        return pd.DataFrame(
+            document["data"],
+            index=pd.Index(document["index"], name="feature"),
+            columns=pd.Index([int(c) for c in document["columns"]], name="level"),
+            dtype="float64",
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        problem = (
+            "has no VITE level frequencies"
+            if document is None
+            else f"has unreadable VITE level frequencies ({error})"
+        )
+        raise DiffError(f"{surrogate_uri} {problem}; {again}") from None
+
+
+def _rules(checked: CheckedEvidence, encoding=None) -> str:
+    """The surrogate's rules text (:func:`governance.miret.display.rules_text` for a
+    fitted MiretSurrogate), with the explanation's class names; with ``encoding`` (a
+    :class:`governance.encoding.Encoding`) in original columns and categories."""
+    surrogate = checked.surrogate
+    if hasattr(surrogate, "leaf_counts_"):
+        names = (checked.provenance.get("request") or {}).get("class_names")
+        return surrogate_rules(surrogate, tuple(names) if names else None, encoding)
+    return surrogate.rules()
+
+
+def side_of(client: MlflowClient, version, trusted, checked: CheckedEvidence | None = None) -> Side:
+    """An ensemble version's verified explanation (``checked``: its evidence, already
+    checked by the caller).
+
+    Raises
+    ------
+    DiffError
+        A surrogate version, no linked surrogate, evidence that does not verify or
+        without VITE level frequencies; each names the fix.
+    """
+    uri = version_uri(version)
+    again = f"explain it again: govern explain --model-uri {uri} --data <file> --force"
+    if SURROGATE_OF_TAG in version.tags:
+        raise DiffError(
+            f"{uri} is a surrogate version; compare the ensemble versions it explains "
+            f"(here {version.tags[SURROGATE_OF_TAG]})"
+        )
+    try:
+        surrogate = linked_surrogate(client, version)
+        checked = checked or checked_evidence(client, version, surrogate, trusted, current=True)
+    except (GateError, SignatureError) as error:
+        raise DiffError(f"the explanation of {uri} cannot be used: {error}") from None
+    surrogate_uri = version_uri(surrogate)
+    explanation = Explanation(
+        name=uri,
+        level_frequency=_level_frequency(checked.level_frequency, surrogate_uri, again),
+        features=checked.features,
+        rules=_rules(checked),
+        surrogate=checked.surrogate,
+    )
+    return Side(version, surrogate, checked, explanation)
+
+
+def _rows(data) -> tuple[pd.DataFrame, dict]:
+    """The rows of a data file, and what the figures record of them."""
+    frame = read_table(data)
+    return frame, {"rows": len(frame), "digest": dataset(frame, data, None).digest}
+
+
+@dataclass(frozen=True)
+class DiffOutcome:
+    """Outcome of :func:`diff_versions`.
+
+    Attributes
+    ----------
+    source, target : Side
+        The ``--from`` and ``--to`` versions.
+    drift : governance.drift.Drift
+    data : dict or None
+        ``rows`` and MLflow dataset ``digest`` of the rows cross-fidelity was measured
+        on; None without data.
+    """
+
+    source: Side
+    target: Side
+    drift: Drift
+    data: dict | None
+
+    def to_json(self) -> dict:
+        """The ``--json`` object of ``govern diff`` (without ``command``)."""
+        return {
+            **self.drift.to_json(),
+            "from": side_json(self.source),
+            "to": side_json(self.target),
+            "data": self.data,
+        }
+
+
+def side_json(side: Side) -> dict:
+    """``ensemble_uri``, ``surrogate_uri`` and ``evidence_digest`` of a side."""
+    return {
+        "ensemble_uri": version_uri(side.version),
+        "surrogate_uri": version_uri(side.surrogate),
+        "evidence_digest": side.checked.digest,
+    }
+
+
+def diff_versions(
+    from_uri: str,
+    to_uri: str,
+    data=None,
+    client: MlflowClient | None = None,
+    policy=None,
+    trust_pickle: bool = False,
+) -> DiffOutcome:
+    """What changed from the explained version ``from_uri`` to ``to_uri``.
+
+    Parameters
+    ----------
+    from_uri, to_uri : str
+        ``models:/<name>/<version>`` or ``models:/<name>@<alias>`` of ensemble versions.
+    data : str or path, optional
+        CSV or Parquet rows with both versions' feature columns (raw units; for a
+        pipeline that encodes categories, its original columns with category strings;
+        missing values allowed): without it, no cross-fidelity.
+    client : MlflowClient, optional
+    policy : Policy, TrustedKeys or path, optional
+        Whose keys verify the evidence (default: the ``GOVERN_POLICY`` file).
+    trust_pickle : bool
+        As in :func:`flavors.inputs.load_ensemble` (both ensembles are loaded: the rules
+        of a pipeline that encodes categories name its original columns).
+
+    Raises
+    ------
+    DiffError, ExplainError, governance.drift.DriftError
+    governance.miret.missing.NoMissingRuleError
+        Rows with a missing value, for a surrogate of format version 1.
+    """
+    trusted = trusted_keys(policy)
+    client = client or MlflowClient()
+    sides = []
+    for flag, uri in (("--from", from_uri), ("--to", to_uri)):
+        try:
+            sides.append(side_of(client, resolve_model_version(client, uri), trusted))
+        except DiffError as error:
+            raise DiffError(f"{flag} {uri}: {error}") from None
+    # the ensembles: the rules of an encoding pipeline in its original columns, and
+    # cross-fidelity
+    source, target = (side.with_ensemble(trust_pickle) for side in sides)
+    rows, recorded = _rows(data) if data is not None else (None, None)
+    drift = compare(source.explanation, target.explanation, rows)
+    return DiffOutcome(source, target, drift, recorded)
+
+
+# ---------------------------------------------------------------------- the gates
+def _holder(client: MlflowClient, name: str, alias: str):
+    """The version holding ``alias``, None when none does."""
+    try:
+        return resolve_model_version(client, f"models:/{name}@{alias}")
+    except ExplainError:  # not found (an unreachable registry is another error)
+        return None
+
+
+def failed_drift(policy: Policy, alias: str, reason: str) -> list:
+    """Every drift gate of ``policy``, failed with ``reason``."""
+    return [replace(r, passed=False, reason=reason) for r in drift_gates(policy.gates, None, alias)]
+
+
+def drift_results(
+    client: MlflowClient, version, checked: CheckedEvidence, policy: Policy, data=None
+) -> tuple[list, dict | None]:
+    """The policy's drift gates for ``version`` (whose evidence ``checked`` passed the
+    gate's checks), against the version holding ``policy.drift_against``.
+
+    Returns
+    -------
+    (list of GateResult, dict or None)
+        The verdicts (none when the policy sets no drift gate) and the figures:
+        ``against`` (``alias``, ``ensemble_uri``, ``surrogate_uri``,
+        ``evidence_digest``), ``explanation_drift``, ``feature_overlap``, ``features``
+        (``shared``, ``only_against``, ``only_candidate``), ``cross_fidelity``
+        (:meth:`governance.drift.CrossFidelity.to_json` or None) and ``data`` (``rows``,
+        ``digest`` or None); None when nothing was compared.
+    """
+    if not set(policy.gates) & set(DRIFT_GATES):
+        return [], None
+    alias = policy.drift_against
+    holder = _holder(client, version.name, alias)
+    moved = alias_moved_by_hand(client, version.name, alias, holder, policy.keys)
+    if moved:
+        return failed_drift(policy, alias, moved), None
+    if holder is None:
+        return drift_gates(policy.gates, None, alias), None
+    try:
+        against = side_of(client, holder, policy.keys)
+        candidate = side_of(client, version, policy.keys, checked)
+    except DiffError as error:
+        return failed_drift(policy, alias, f"cannot compare with @{alias}: {error}"), None
+    rows, recorded = None, None
+    if data is not None:
+        rows, recorded = _rows(data)
+        against, candidate = against.with_ensemble(), candidate.with_ensemble()
+    drift = compare(against.explanation, candidate.explanation, rows)
+    figures = {
+        "against": {"alias": alias, **side_json(against)},
+        "explanation_drift": drift.distance,
+        "feature_overlap": drift.overlap,
+        "features": {
+            "shared": list(drift.shared),
+            "only_against": list(drift.only_from),
+            "only_candidate": list(drift.only_to),
+        },
+        "cross_fidelity": None if drift.cross_fidelity is None else drift.cross_fidelity.to_json(),
+        "data": recorded,
+    }
+    return drift_gates(policy.gates, drift, alias), figures
+
+
+def drift_metrics(figures: dict | None) -> dict:
+    """The gate run's metrics of the figures: ``explanation_drift``, ``feature_overlap``
+    and, with data, ``cross_fidelity`` (the smaller direction)."""
+    if not figures:
+        return {}
+    metrics = {
+        "explanation_drift": figures["explanation_drift"],
+        "feature_overlap": figures["feature_overlap"],
+    }
+    if figures["cross_fidelity"] is not None:
+        metrics["cross_fidelity"] = figures["cross_fidelity"]["value"]
+    return metrics
+
+
+def log_drift(client: MlflowClient, run_id: str, figures: dict | None, logged=()) -> None:
+    """Tag the gate run with what it was compared with and log :func:`drift_metrics`
+    (but those in ``logged``, the gate results' metrics, logged already)."""
+    if not figures:
+        return
+    client.set_tag(run_id, AGAINST_TAG, figures["against"]["ensemble_uri"])
+    client.set_tag(run_id, ALIAS_TAG, figures["against"]["alias"])
+    for name, value in drift_metrics(figures).items():
+        if name not in logged:
+            client.log_metric(run_id, name, float(value))

@@ -1,0 +1,1 @@
+"""Read-side commands: what show, explain-row and reproduce present, and the MLflow evaluator."""

@@ -1,0 +1,90 @@
+"""What a reviewer reads back: a surrogate version, its ensemble and their review status
+(``govern show``)."""
+
+from __future__ import annotations
+
+from mlflow import MlflowClient
+
+from miret_governance.flavors.errors import ExplainError
+from miret_governance.flavors.gates.gate_evidence import check_explains
+from miret_governance.flavors.store.reads import CommandClient
+from miret_governance.flavors.store.registry import (
+    EXPLAIN_FIRST,
+    describe_surrogate,
+    linked_versions,
+    version_uri,
+)
+from miret_governance.flavors.trail.decisions import (
+    APPROVAL_EXPERIMENT,
+    LINK_EXPERIMENT,
+    approvals_of,
+    decision_runs_in,
+)
+from miret_governance.flavors.trail.governed import ensemble_uri_of
+from miret_governance.flavors.trail.links import check_presented
+from miret_governance.flavors.trust import trusted_keys
+
+REVIEW_TAG_PREFIXES = ("governance.last_gate", "governance.promotion")
+"""Tags of the ensemble version that record gate evaluations and promotion decisions."""
+
+
+def describe_for_review(model_uri: str, client: MlflowClient | None = None, policy=None) -> dict:
+    """What ``govern show`` prints: the surrogate of ``model_uri`` and its ensemble.
+
+    ``model_uri`` names either a surrogate version or an explained ensemble version
+    (its ``governance.surrogate`` link is followed), or a governed version, shown as the
+    ensemble version it was promoted from once its files verify
+    (:func:`flavors.trail.governed.verified_governed`). Nothing of the surrogate is shown
+    unless its signature verifies with a key ``policy`` trusts for ``explain``.
+
+    Parameters
+    ----------
+    model_uri : str
+    client : MlflowClient, optional
+    policy : Policy, TrustedKeys or path, optional
+        Default: the policy file ``GOVERN_POLICY`` names.
+
+    Returns
+    -------
+    dict
+        :func:`flavors.registry.describe_surrogate`'s keys (``signer`` included) plus
+        ``ensemble``: ``uri``, ``aliases``, ``description``, ``status`` (the gate and
+        promotion tags) and ``approvals`` (:func:`flavors.decisions.approvals_of`).
+
+    Raises
+    ------
+    ExplainError
+        The version is neither a surrogate nor an explained ensemble.
+    GateError
+        The surrogate's signed evidence names another ensemble version than the one
+        linked (:func:`flavors.gate_evidence.check_explains`), or the link tag was moved
+        by hand since the latest signed link (:func:`flavors.links.check_presented`).
+    governance.signing.SignatureError
+        No trust configured, or the surrogate is unsigned, signed by an untrusted key or
+        altered since it was signed.
+    """
+    trusted = trusted_keys(policy)
+    client = client or CommandClient()
+    try:
+        ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
+    except ExplainError:  # a governed version links no surrogate: its source does
+        source_uri = ensemble_uri_of(client, model_uri, trusted)
+        if source_uri == model_uri:
+            raise
+        model_uri = source_uri
+        ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
+    summary = describe_surrogate(surrogate_uri, trusted, client)
+    check_explains(summary["uri"], summary["provenance"], ensemble)
+    # the link and approval runs of the version, both in one search per filter
+    decision_runs_in(client, (LINK_EXPERIMENT, APPROVAL_EXPERIMENT), version_uri(ensemble))
+    check_presented(client, model_uri, ensemble, trusted)
+    summary["ensemble"] = {
+        "uri": version_uri(ensemble),
+        "aliases": sorted(ensemble.aliases or []),
+        "description": ensemble.description or "",
+        "status": {
+            k: v for k, v in sorted(ensemble.tags.items()) if k.startswith(REVIEW_TAG_PREFIXES)
+        },
+        "approvals": approvals_of(client, ensemble, trusted, summary["uri"]),
+    }
+    return summary

@@ -1,0 +1,1 @@
+"""MLflow's registry and artifact store: tags and URIs, outages, safe model loading, data files."""

@@ -1,0 +1,88 @@
+"""Who the tracking server says we are: its basic-auth app, the user, and whether that
+user is an MLflow admin.
+
+MLflow's basic-auth app (``mlflow server --app-name basic-auth``) answers
+``GET /api/2.0/mlflow/users/current`` for any signed-in user; a server without it answers
+404, and a local store (SQLite, files) has no users at all. That one call tells the trail
+whether it runs where permissions decide who writes what: there, the governance
+experiments are made by ``govern server setup`` (owned by the admin) and never on first use
+(:func:`flavors.trail.decisions.experiment_id`), because MLflow gives MANAGE on an
+experiment to whoever creates it. The answer is asked once per process and server, and
+only on the paths that would create something (an existing experiment costs no call).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from miret_governance.flavors.errors import GovernanceError
+
+CURRENT_USER_ENDPOINT = "/api/2.0/mlflow/users/current"
+"""MLflow's basic-auth endpoint naming the signed-in user (``mlflow.server.auth.routes``)."""
+CREDENTIALS = "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+
+
+class ServerAuthError(GovernanceError):
+    """The server refused the credentials, or its answer about them is not MLflow's.
+    Exit code 2."""
+
+
+@dataclass(frozen=True)
+class ServerUser:
+    """The signed-in user as the server knows it."""
+
+    username: str
+    is_admin: bool
+
+
+def tracking_uri() -> str:
+    import mlflow
+
+    return mlflow.get_tracking_uri()
+
+
+def server_user(uri: str | None = None) -> ServerUser | None:
+    """The signed-in user of the tracking server at ``uri`` (default: MLflow's), or None
+    when it has no basic-auth app (a local store, or a server without ``--app-name
+    basic-auth``).
+
+    Raises
+    ------
+    ServerAuthError
+        The server refused the credentials (HTTP 401).
+    """
+    uri = uri or tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        return None
+    return _asked(uri, os.environ.get("MLFLOW_TRACKING_USERNAME", ""))
+
+
+@lru_cache(maxsize=16)
+def _asked(uri: str, username: str) -> ServerUser | None:
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    response = http_request(get_default_host_creds(uri), CURRENT_USER_ENDPOINT, "GET")
+    if response.status_code == 404:
+        return None
+    if response.status_code == 401:
+        who = f"user {username!r}" if username else "no user (MLFLOW_TRACKING_USERNAME unset)"
+        raise ServerAuthError(
+            f"the tracking server {uri} refused the credentials of {who} (HTTP 401): set "
+            f"{CREDENTIALS} to an MLflow user of that server"
+        )
+    try:
+        user = response.json()["user"]
+        return ServerUser(str(user["username"]), bool(user["is_admin"]))
+    except (ValueError, KeyError, TypeError) as error:
+        raise ServerAuthError(
+            f"the tracking server {uri} answered {CURRENT_USER_ENDPOINT} with HTTP "
+            f"{response.status_code} and no user: is it an MLflow server?"
+        ) from error
+
+
+def authenticated(uri: str | None = None) -> bool:
+    """Whether the tracking server checks users and permissions (its basic-auth app)."""
+    return server_user(uri) is not None

@@ -1,0 +1,1 @@
+"""The promotion trail: signed records, links, promotion and its lock, approvals, audit, descriptions."""

@@ -1,0 +1,114 @@
+"""The signature of a ``miret`` model directory, and the keys trusted to check it.
+
+:func:`flavors.miret.save_model` signs the whole model directory (MLmodel,
+``evidence.json``, ``surrogate.json``, the report, ``vite/``, ``figures/``: every file but
+:data:`governance.signing.UNSIGNED_FILES`) for the purpose ``explain``; every reader
+verifies it (:func:`verify_model_signature`) before it reads anything else. Trust comes
+from a policy's ``[keys.<name>]`` tables: a :class:`governance.policy.Policy`, a policy
+file, or the file the environment variable :data:`POLICY_ENV` names
+(:func:`trusted_keys`).
+
+The environment is read here, once for the flavors: :func:`default_policy_path` and
+:func:`default_signing_key` are the documented defaults of every library entry point
+given no policy or key (``mlflow.pyfunc.load_model`` passes none); the CLI reads the same
+variables as its options' defaults. Their names are defined once:
+:data:`governance.policy.POLICY_ENV`, :data:`governance.signing.SIGNING_KEY_ENV`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from miret_governance.governance.trust.policy import POLICY_ENV, Policy, load_policy
+from miret_governance.governance.trust.signing import (
+    SIGNATURE_FILE,
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_PASSWORD_ENV,
+    UNSIGNED_FILES,
+    SignatureError,
+    Signer,
+    SigningKey,
+    TrustedKeys,
+    sign_path,
+    verify_path,
+)
+
+PURPOSE = "explain"
+
+
+class UnsignedEvidenceWarning(UserWarning):
+    """An explanation made without a signing key: its evidence is unsigned, no gate
+    passes it and no reader here trusts it."""
+
+
+def default_policy_path() -> Path | None:
+    """The policy file :data:`POLICY_ENV` names (None when it is unset): what a reader
+    trusts when given no policy."""
+    value = os.environ.get(POLICY_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def default_signing_key() -> SigningKey | None:
+    """The key :data:`SIGNING_KEY_ENV` holds or names, with the password of
+    :data:`SIGNING_KEY_PASSWORD_ENV` (None when it is unset): what a job signs with when
+    given no key.
+
+    Raises
+    ------
+    SignatureError
+        An unreadable file, a key that does not load (wrong password) or is not EC.
+    """
+    value = os.environ.get(SIGNING_KEY_ENV, "").strip()
+    if not value:
+        return None
+    password = os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None
+    return SigningKey.load(value, password, SIGNING_KEY_ENV)
+
+
+def trusted_keys(policy=None) -> TrustedKeys:
+    """The keys a reader trusts: those of ``policy``, else of the :data:`POLICY_ENV` file.
+
+    Parameters
+    ----------
+    policy : Policy, TrustedKeys, str or path, optional
+        A policy, its trusted keys, or the path of a policy file.
+
+    Raises
+    ------
+    SignatureError
+        No policy given and :data:`POLICY_ENV` unset.
+    governance.policy.PolicyError
+        The policy file cannot be read.
+    """
+    if isinstance(policy, TrustedKeys):
+        return policy
+    if isinstance(policy, Policy):
+        return policy.keys
+    if policy is None:
+        policy = default_policy_path()
+        if policy is None:
+            raise SignatureError(
+                "no trusted keys to verify a miret surrogate's signature: pass policy=<policy "
+                f"file> (govern: --policy) or set {POLICY_ENV} to a policy file whose "
+                '[keys.<name>] table trusts the key that signs evidence (may_sign = ["explain"])'
+            )
+    return load_policy(Path(policy)).keys
+
+
+def sign_model_dir(path, key: SigningKey) -> str:
+    """Sign every file of a model directory but :data:`UNSIGNED_FILES` into
+    :data:`SIGNATURE_FILE`; the key's fingerprint."""
+    return sign_path(path, key, Path(path, SIGNATURE_FILE), UNSIGNED_FILES)
+
+
+def verify_model_signature(model_dir, trusted: TrustedKeys, what: str | None = None) -> Signer:
+    """Check that a model directory is signed, by a key ``trusted`` for ``explain``, and
+    unchanged since (no file edited, added or removed).
+
+    Raises
+    ------
+    SignatureError
+    """
+    what = what or f"the surrogate in {model_dir}"
+    return verify_path(model_dir, Path(model_dir, SIGNATURE_FILE), trusted, PURPOSE, what)

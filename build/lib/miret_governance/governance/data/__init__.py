@@ -1,0 +1,1 @@
+"""Tables read safely and validated against an ensemble's inputs (Great Expectations)."""

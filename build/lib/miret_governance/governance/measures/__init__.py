@@ -1,0 +1,1 @@
+"""What is measured on an ensemble and its surrogate: VITE, fidelity, proximity, drift."""

@@ -1,0 +1,1 @@
+"""One fit and its choices: the engine, held-out selection, the grid, the estimators, persistence."""

@@ -1,0 +1,1 @@
+"""One MIRET instance: its data, proximity components, row sample and tree layout."""

@@ -1,0 +1,1 @@
+"""The MILP solvers (HiGHS, Gurobi) behind one interface, stopped on counted work."""

@@ -1,0 +1,1 @@
+"""The fitted oblique tree: its rules, missing values, splits in words, one row's path."""

@@ -1,0 +1,81 @@
+"""``gate_report.md``: a gate evaluation for people, legible at 870 px (MLflow's artifact
+viewer).
+
+The verdict is the first line; the table has three short columns (gate, result, the
+value against its threshold); the reasons, which can be long, follow as a list, then
+the digests that identify the policy and the evidence.
+"""
+
+from __future__ import annotations
+
+from miret_governance.governance.trust.gates import format_value
+
+
+def verdict(evaluation) -> str:
+    """``PASSED: all 4 gates pass`` or ``FAILED: 2 of 5 gates fail``."""
+    failed = [r.name for r in evaluation.results if not r.passed]
+    if evaluation.all_passed:
+        return f"PASSED: all {len(evaluation.results)} gates pass"
+    return f"FAILED: {len(failed)} of {len(evaluation.results)} gates fail"
+
+
+def gate_markdown(
+    evaluation,
+    *,
+    ensemble_uri: str = "",
+    surrogate_uri: str = "",
+    policy: str = "",
+    source: str = "",
+    time: str = "",
+) -> str:
+    """The Markdown report of a :class:`governance.gates.Evaluation`.
+
+    Parameters
+    ----------
+    evaluation : governance.gates.Evaluation
+    ensemble_uri, surrogate_uri : str
+        What was gated and whose evidence was read.
+    policy, source : str
+        The policy's label (``<name> v<digest8>``) and its file name.
+    time : str
+        When it was evaluated (ISO 8601).
+
+    Returns
+    -------
+    str
+        The verdict as the first line (a heading), the failed gates, the context, a
+        three-column table,
+        the reasons as a list and the digests.
+    """
+    # Lazily: the page's module imports matplotlib, which a gate never needs.
+    from miret_governance.governance.report.formatting import markdown_text
+
+    lines = [f"# Gates {verdict(evaluation)}", ""]
+    failed = [r.name for r in evaluation.results if not r.passed]
+    if failed:
+        lines += [f"Failed: {', '.join(failed)}.", ""]
+    context = []
+    if ensemble_uri:
+        context.append(f"Ensemble {markdown_text(ensemble_uri)}")
+    if surrogate_uri:
+        context.append(f"surrogate {markdown_text(surrogate_uri)} (its stored evidence)")
+    if policy:
+        named = f" ({markdown_text(source)})" if source else ""
+        context.append(f"policy {markdown_text(policy)}{named}")
+    if time:
+        context.append(f"evaluated {markdown_text(time)}")
+    if context:
+        lines += ["; ".join(context) + ".", ""]
+    lines += ["| Gate | Result | Value (threshold) |", "|---|---|---|"]
+    for r in evaluation.results:
+        result = "pass" if r.passed else "**FAIL**"
+        value = f"{format_value(r.value)} (needs {r.comparison} {format_value(r.threshold)})"
+        lines.append(f"| {r.name} | {result} | {markdown_text(value)} |")
+    lines += ["", "## Reasons", ""]
+    for r in evaluation.results:
+        word = "pass" if r.passed else "FAIL"
+        lines.append(f"- {word} **{r.name}** ({r.metric}): {markdown_text(r.reason)}")
+    lines += ["", f"Policy digest: `{evaluation.policy_digest}`"]
+    if evaluation.evidence_digest:
+        lines += ["", f"Evidence digest: `{evaluation.evidence_digest}`"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,483 @@
+"""The promotion policy (TOML): its gates, trusted keys, approvals and digest.
+
+A policy file holds one ``[gates]`` table, optionally a ``name`` (default: the file's
+stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
+``[approvals]`` an alias needs, ``drift_against``, and for a shared MLflow server the
+``[roles]`` of its users and the ``[governed."<model>"]`` registered models
+(:mod:`governance.trust.roles`); nothing else is allowed at the top level::
+
+    name = "strict"
+    [gates]
+    min_fidelity = 0.90            # test-set fidelity of the surrogate
+    max_features = 5               # distinct features used by the surrogate
+    max_columns = 3                # optional: distinct input columns (one-hot groups once)
+    min_train_fidelity = 0.95      # optional
+    min_proximity_agreement = 0.8  # optional
+    min_class_fidelity = 0.8       # optional: test fidelity of every class
+    max_gap = 0.05                 # optional: MIP gap of the solve
+    require_validation_pass = true # the inputs passed validation (default true)
+    max_explanation_drift = 0.2    # optional: DRIFT_GATES, against the version holding
+    min_cross_fidelity = 0.9       # the alias drift_against (default "champion")
+
+    [keys.ci]                      # who may sign what (governance.signing)
+    public_key = "keys/ci.pub"     # relative to this file, or the PEM text
+    may_sign = ["explain", "decide"]
+    [keys.alice]
+    public_key = "keys/alice.pub"
+    may_sign = ["approve"]
+
+    [approvals]                    # signed approvals an alias needs before promotion
+    champion = 1
+
+    [roles]                        # MLflow users (govern server setup grants them)
+    data_scientists = ["ds"]
+    ci = "ci"
+    approvers = ["reviewer"]
+    auditors = ["auditor"]
+    [governed."credit-rf"]         # a data scientists' registered model
+    experiment = "credit-rf"       # their experiment
+    registered_model = "credit-rf.governed"  # optional, the default
+
+A key is listed once, with every purpose it may sign; an alias needs at most as many
+approvals as keys are trusted to approve, and once ``[approvals]`` names an alias no key
+may both decide and approve (four eyes, not one key approving and promoting).
+
+``min_fidelity``, ``max_features`` and ``require_validation_pass`` always apply (defaults
+0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
+the other gates apply when the file sets them. A policy is identified as
+``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
+the gates, the trusted keys, the approvals, (with a drift gate) ``drift_against`` and
+(when present) the roles and governed models, not the name, so renaming a policy does not
+change its version and a policy without ``[roles]`` keeps the digest it always had. Without keys, no evidence is
+trusted and every gate fails.
+
+What a gate checks and how it decides: :mod:`governance.gates`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.trust.roles import (
+    GovernedModel,
+    Roles,
+    RolesError,
+    check_approvers,
+    parse_governed,
+    parse_roles,
+)
+from miret_governance.governance.trust.signing import SignatureError, TrustedKeys, parse_trust
+
+VALIDATION_KEY = "validation"
+"""The evidence's validation record, which ``require_validation_pass`` reads."""
+CLASS_FIDELITY_METRICS = "test_fidelity_class_*"
+"""The metrics ``min_class_fidelity`` reads: one per class,
+:func:`governance.metrics.class_metric_name` ``("test_fidelity", class)``."""
+
+
+EVIDENCE, DRIFT, RECOMPUTED = "evidence", "drift", "recomputed"
+"""The kinds of gate, by where the figure comes from: the surrogate's signed evidence,
+the comparison with the holder of ``drift_against`` (:mod:`governance.drift`), or the
+gate's own measurement on ``--data`` (:mod:`flavors.recompute`, not a policy key)."""
+RECOMPUTED_FIDELITY = "recomputed_fidelity"
+"""The gate ``govern gate --data`` adds: the fidelity measured again."""
+POLICY_ENV = "GOVERN_POLICY"
+"""The environment variable naming the policy file a command or the flavor's loader reads
+when none is given (read at the edges only: ``cli.common``, :mod:`flavors.trust`)."""
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """One gate: its kind, the metric (or record) it reads, its direction, its
+    threshold's type, and whether that threshold is a share in ``[0, 1]``."""
+
+    kind: str
+    metric: str
+    greater_is_better: bool
+    value_type: type
+    description: str
+    share: bool = False
+
+    @property
+    def comparison(self) -> str:
+        """``>=`` or ``<=``; ``==`` for a yes/no gate (validation, recomputation)."""
+        if self.value_type is bool or self.kind == RECOMPUTED:
+            return "=="
+        return ">=" if self.greater_is_better else "<="
+
+
+GATE_TABLE = {
+    "min_fidelity": GateSpec(
+        EVIDENCE, "test_fidelity", True, float, "test-set fidelity, in [0, 1]", share=True
+    ),
+    "min_fidelity_lower_bound": GateSpec(
+        EVIDENCE,
+        "test_fidelity_ci_low",
+        True,
+        float,
+        "lower end of the 95% Wilson interval of test fidelity, in [0, 1]",
+        share=True,
+    ),
+    "max_features": GateSpec(
+        EVIDENCE, "n_features_used", False, int, "distinct features, integer >= 0"
+    ),
+    "max_columns": GateSpec(
+        EVIDENCE,
+        "n_columns_used",
+        False,
+        int,
+        "distinct input columns (a pipeline's encoded columns count as their original "
+        "column), integer >= 0",
+    ),
+    "min_train_fidelity": GateSpec(
+        EVIDENCE, "train_fidelity", True, float, "train fidelity, in [0, 1]", share=True
+    ),
+    "min_proximity_agreement": GateSpec(
+        EVIDENCE,
+        "test_proximity_agreement",
+        True,
+        float,
+        "test proximity agreement, in [0, 1]",
+        share=True,
+    ),
+    "min_class_fidelity": GateSpec(
+        EVIDENCE,
+        CLASS_FIDELITY_METRICS,
+        True,
+        float,
+        "test-set fidelity of every class (the worst one decides), in [0, 1]",
+        share=True,
+    ),
+    "max_gap": GateSpec(EVIDENCE, "solver.gap", False, float, "relative MIP gap, >= 0"),
+    "require_validation_pass": GateSpec(EVIDENCE, VALIDATION_KEY, True, bool, "true or false"),
+    "max_explanation_drift": GateSpec(
+        DRIFT,
+        "explanation_drift",
+        False,
+        float,
+        "VITE level-frequency distance, in [0, 1]",
+        share=True,
+    ),
+    "min_cross_fidelity": GateSpec(
+        DRIFT,
+        "cross_fidelity",
+        True,
+        float,
+        "each surrogate on the other's ensemble, in [0, 1]",
+        share=True,
+    ),
+    RECOMPUTED_FIDELITY: GateSpec(
+        RECOMPUTED,
+        "test_fidelity",
+        True,
+        float,
+        "the fidelity measured again on --data agrees with the evidence",
+    ),
+}
+"""Every gate, by name: the one table the policy parser, the evaluation
+(:mod:`governance.gates`, :mod:`governance.drift`, :mod:`flavors.recompute`) and the
+gate report read. A policy sets the ``evidence`` and ``drift`` gates
+(:data:`POLICY_GATES`); ``recomputed_fidelity`` is added by ``--data``."""
+GATES = {name: spec for name, spec in GATE_TABLE.items() if spec.kind == EVIDENCE}
+"""Gates on a figure of the surrogate's evidence (:func:`governance.gates.evaluate`)."""
+DRIFT_GATES = {name: spec for name, spec in GATE_TABLE.items() if spec.kind == DRIFT}
+"""Gates comparing the candidate with the version holding the policy's ``drift_against``
+alias (:mod:`governance.drift` decides them; :func:`governance.gates.evaluate` leaves
+them out)."""
+POLICY_GATES = {**GATES, **DRIFT_GATES}
+"""The gates a policy file may set."""
+DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
+TOP_LEVEL = ("gates", "name", "keys", "approvals", "drift_against", "roles", "governed")
+"""The keys a policy file may hold at its top level."""
+MAX_POLICY_BYTES = 64 * 1024
+"""Largest policy file read; a policy is a few lines of TOML."""
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
+_ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
+
+
+class PolicyError(GovernanceError, ValueError):
+    """A policy that cannot be read or has unknown keys or values of the wrong type.
+
+    Exit code 2. Also a ValueError: a policy value of the wrong type or range.
+    """
+
+
+def _valid_keys() -> str:
+    return "\n".join(f"  {name} = <{spec.description}>" for name, spec in POLICY_GATES.items())
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A parsed promotion policy.
+
+    Attributes
+    ----------
+    gates : dict
+        Gate name -> threshold (defaults included), e.g. ``{"min_fidelity": 0.9}``.
+    source : str
+        Where it came from (a path, or ``"built-in defaults"``).
+    name : str
+        The ``name`` key of the file, else the file's stem (``"default"`` built in).
+    keys : governance.signing.TrustedKeys
+        The public keys it trusts, each for some purposes (none built in).
+    approvals : dict
+        Alias -> number of distinct approver keys whose signed approval of the evidence
+        the promotion to that alias needs.
+    drift_against : str
+        The alias whose holder :data:`DRIFT_GATES` compare with.
+    roles : governance.trust.roles.Roles or None
+        The MLflow users of each role (``[roles]``), None when the policy names none.
+    governed : tuple of governance.trust.roles.GovernedModel
+        The registered models under governance (``[governed."<model>"]``).
+    """
+
+    gates: dict
+    source: str = "built-in defaults"
+    name: str = "default"
+    keys: TrustedKeys = field(default_factory=TrustedKeys)
+    approvals: dict = field(default_factory=dict)
+    drift_against: str = "champion"
+    roles: Roles | None = None
+    governed: tuple[GovernedModel, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the gates (sorted keys, no spaces), with the
+        trusted keys (fingerprints and purposes), approvals and ``drift_against`` (with a
+        drift gate) when it has any, and the roles and governed models when it names them
+        (absent, the digest is the one policies without them always had)."""
+        drift = {"drift_against": self.drift_against} if set(self.gates) & set(DRIFT_GATES) else {}
+        deployment = {}
+        if self.roles is not None:
+            deployment["roles"] = self.roles.to_json()
+        if self.governed:
+            deployment["governed"] = {m.name: m.to_json() for m in self.governed}
+        if not self.keys.keys and not self.approvals and not drift and not deployment:
+            return canonical_digest(self.gates)
+        return canonical_digest(
+            {
+                "gates": self.gates,
+                "keys": self.keys.to_json(),
+                "approvals": self.approvals,
+                **drift,
+                **deployment,
+            }
+        )
+
+    @property
+    def label(self) -> str:
+        """``<name> v<digest8>``, e.g. ``strict v3f2a9c1d``: how runs and tags name it."""
+        return f"{self.name} v{self.digest[:8]}"
+
+
+def canonical_digest(data) -> str:
+    """sha256 of the canonical JSON of ``data`` (sorted keys, no spaces, NaN as null)."""
+    canonical = json.dumps(_json_safe(data), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _json_safe(value.item())
+    return value
+
+
+def parse_policy(
+    data: dict, source: str = "policy", default_name: str = "default", base_dir=None
+) -> Policy:
+    """Check a policy mapping (as read from TOML) and fill in the defaults.
+
+    Parameters
+    ----------
+    data : dict
+        ``{"gates": {...}}``, optionally ``keys`` and ``approvals``.
+    source : str
+        Named in error messages.
+    default_name : str
+        The policy's name when ``data`` has no ``name`` key.
+    base_dir : path, optional
+        Where relative public-key paths start (the policy file's folder).
+
+    Raises
+    ------
+    PolicyError
+        Unknown keys, a missing ``[gates]`` table, or values of the wrong type or range.
+    """
+    extra = sorted(set(data) - set(TOP_LEVEL))
+    if extra:
+        hint = " (gate keys belong in the [gates] table)" if set(extra) & set(POLICY_GATES) else ""
+        raise PolicyError(
+            f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
+            'name, optional [keys.<name>], [approvals], [roles] and [governed."<model>"] '
+            f"tables, drift_against, and one [gates] table with these keys:\n{_valid_keys()}"
+        )
+    policy_name = data.get("name", default_name)
+    if not isinstance(policy_name, str) or not _NAME.match(policy_name):
+        raise PolicyError(
+            f"{source}: name = {policy_name!r} is not valid; use 1 to 40 letters, digits, '.', "
+            "'_' or '-'"
+        )
+    table = data.get("gates", {})
+    if not isinstance(table, dict):
+        raise PolicyError(f"{source}: 'gates' must be a table ([gates])")
+    unknown = sorted(set(table) - set(POLICY_GATES))
+    if unknown:
+        raise PolicyError(f"{source}: unknown gates {unknown}; valid keys:\n{_valid_keys()}")
+    gates = dict(DEFAULTS)
+    for name, value in table.items():
+        gates[name] = _checked(name, value, source)
+    if gates.get("require_validation_pass") is False:
+        del gates["require_validation_pass"]
+    try:
+        keys = parse_trust(data.get("keys", {}), base_dir, source)
+    except SignatureError as error:
+        raise PolicyError(str(error)) from error
+    approvals = _approvals(data.get("approvals", {}), keys, source)
+    try:
+        roles = parse_roles(data.get("roles"), source)
+        check_approvers(roles, approvals, source)
+        governed = parse_governed(data.get("governed"), source)
+    except RolesError as error:
+        raise PolicyError(str(error)) from error
+    return Policy(
+        gates=dict(sorted(gates.items())),
+        source=source,
+        name=policy_name,
+        keys=keys,
+        approvals=approvals,
+        drift_against=_drift_against(data.get("drift_against", "champion"), source),
+        roles=roles,
+        governed=governed,
+    )
+
+
+def _drift_against(alias, source: str) -> str:
+    if not isinstance(alias, str) or not _ALIAS.match(alias) or alias.lower() == "latest":
+        raise PolicyError(
+            f"{source}: drift_against = {alias!r} is not valid; name the alias of the version "
+            'the candidate is compared with, e.g. "champion"'
+        )
+    return alias
+
+
+def _approvals(table, keys: TrustedKeys, source: str) -> dict:
+    """``[approvals]``: alias -> number of distinct approver keys needed.
+
+    An alias may need at most as many approvals as the policy trusts keys to approve,
+    and once any alias needs one, no key may both decide and approve (one key would
+    approve and promote alone).
+    """
+    approvers = keys.names("approve")
+    if not isinstance(table, dict):
+        raise PolicyError(f"{source}: [approvals] must map aliases to numbers of approvals")
+    for alias, count in table.items():
+        if not approvers:
+            raise PolicyError(
+                f"{source}: approvals {alias} = {count!r} needs keys trusted to approve, and "
+                'the policy trusts none: add [keys.<name>] tables with may_sign = ["approve"]'
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise PolicyError(
+                f"{source}: approvals {alias} = {count!r}; give a whole number from 1 to "
+                f"{len(approvers)}, the keys the policy trusts to approve"
+            )
+        if count > len(approvers):
+            trusted = f"{len(approvers)} key{'s' if len(approvers) > 1 else ''}"
+            raise PolicyError(
+                f"{source}: approvals {alias} = {count} asks for {count} distinct approvers, "
+                f"but the policy trusts {trusted} to approve ({', '.join(approvers)}): add a "
+                '[keys.<name>] table with may_sign = ["approve"] for each further reviewer, '
+                f"or ask for at most {len(approvers)}"
+            )
+    both = sorted(set(keys.names("decide")) & set(approvers))
+    if table and both:
+        raise PolicyError(
+            f"{source}: {', '.join(f'[keys.{name}]' for name in both)} may sign both decide "
+            f"and approve, and [approvals] asks for approvals of {', '.join(sorted(table))}: "
+            "one key could approve and promote alone (four eyes with one key). Give approve "
+            "to reviewers' keys and decide to the CI key, never both to one key"
+        )
+    return dict(sorted(table.items()))
+
+
+def _checked(name: str, value, source: str):
+    spec = POLICY_GATES[name]
+    wrong = f"{source}: {name} = {value!r} is not valid; expected {spec.description}"
+    if spec.value_type is bool:
+        if not isinstance(value, bool):
+            raise PolicyError(wrong)
+        return value
+    if spec.value_type is int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PolicyError(wrong)
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PolicyError(wrong)
+    value = float(value)
+    if (spec.share and not 0.0 <= value <= 1.0) or value < 0.0:
+        raise PolicyError(wrong)
+    return value
+
+
+def load_policy(path=None) -> Policy:
+    """Read a TOML policy file; ``None`` gives the built-in defaults.
+
+    Only regular files of at most :data:`MAX_POLICY_BYTES` are read (a device such as
+    ``/dev/zero``, a FIFO or a directory is refused before reading).
+
+    Raises
+    ------
+    PolicyError
+        The file is not a regular file, is too large, cannot be read or parsed, or
+        fails :func:`parse_policy`.
+    """
+    if path is None:
+        return Policy(gates=dict(sorted(DEFAULTS.items())))
+    path = Path(path)
+    try:
+        if not path.is_file():
+            what = "a directory" if path.is_dir() else "not a regular file"
+            if not path.exists():
+                what = "missing"
+            raise PolicyError(
+                f"policy file {path} is {what}: give the path of a TOML file with a [gates] table"
+            )
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_POLICY_BYTES + 1)
+    except OSError as error:
+        raise PolicyError(f"cannot read policy file {path}: {error.strerror}") from error
+    if len(raw) > MAX_POLICY_BYTES:
+        raise PolicyError(
+            f"policy file {path} is larger than {MAX_POLICY_BYTES // 1024} KiB; a policy "
+            "is a short [gates] table: check that the path names the policy file"
+        )
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise PolicyError(f"policy file {path} is not UTF-8 text: {error}") from error
+    except tomllib.TOMLDecodeError as error:
+        raise PolicyError(f"policy file {path} is not valid TOML: {error}") from error
+    if not data:
+        raise PolicyError(
+            f"policy file {path} is empty: give a TOML file with a [gates] table (see "
+            "examples/policies/)"
+        )
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)[:40] or "policy"
+    return parse_policy(data, source=str(path), default_name=stem, base_dir=path.parent)

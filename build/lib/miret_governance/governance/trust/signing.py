@@ -1,0 +1,497 @@
+"""Signatures on evidence and decisions, with keys a policy trusts for a purpose.
+
+What ``govern explain`` produces (a surrogate's model directory) and what ``gate``,
+``promote`` and ``approve`` decide (one JSON record each) are signed with OpenSSF
+model-signing: a Sigstore bundle holding a DSSE envelope whose in-toto statement lists
+the sha256 of every file, signed with an elliptic-curve private key
+(``model_signing.signing.Config().use_elliptic_key_signer``). No cryptography is
+written here: this module loads keys, names them, and maps the library's answers to
+messages.
+
+The private key is given to the job that signs, never to the people who register
+models: a PEM file named by ``--signing-key`` or :data:`SIGNING_KEY_ENV` (a path, or
+the PEM text itself), with an optional password in :data:`SIGNING_KEY_PASSWORD_ENV`.
+This module defines those names but reads no environment: the edges do
+(``cli.common.load_signing_key``, ``flavors.trust.default_signing_key``) and pass
+:meth:`SigningKey.load` the values.
+A policy names the public keys it trusts and what each may sign
+(:data:`PURPOSES`)::
+
+    [keys.ci]
+    public_key = "keys/ci.pub"      # relative to the policy file, or the PEM text
+    may_sign = ["explain", "decide"]
+
+A key is identified by its fingerprint, the sha256 of its PEM SubjectPublicKeyInfo (the
+``hint`` model-signing writes into every bundle), and named by the policy, once: a key
+is listed under one name, with every purpose it may sign.
+
+No message shows a key's value: messages name where it came from (the option, the
+environment variable, the policy's table) and show a path only once it names an
+existing file. A key file is read only when it is a regular file of at most
+:data:`MAX_KEY_FILE_BYTES` (a device or a FIFO is refused before it is opened).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from miret_governance.governance.errors import GovernanceError
+
+SIGNATURE_FILE = "model.sig"
+"""The bundle inside a signed model directory (model-signing's default name)."""
+UNSIGNED_FILES = (SIGNATURE_FILE, "registered_model_meta")
+"""Files of a model directory outside the signature: the bundle itself and the metadata
+MLflow writes when a registered version is downloaded (never read)."""
+PURPOSES = {
+    "explain": "the evidence of an explanation (a surrogate's model directory)",
+    "decide": "gate and promotion decisions",
+    "approve": "a reviewer's approval or rejection",
+}
+SIGNING_KEY_ENV = "GOVERN_SIGNING_KEY"
+SIGNING_KEY_PASSWORD_ENV = "GOVERN_SIGNING_KEY_PASSWORD"
+MAX_KEY_FILE_BYTES = 16 * 1024
+"""Largest key file read; a PEM key is a few hundred bytes."""
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class SignatureError(GovernanceError):
+    """Evidence or a decision that is unsigned, signed by a key the policy does not trust
+    for the purpose, or whose files do not match their signature. Exit code 2."""
+
+
+def _public_pem(public_key) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return public_key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _check_curve(public_key, source: str) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if not isinstance(public_key, ec.EllipticCurvePublicKey) or public_key.curve.name not in (
+        "secp256r1",
+        "secp384r1",
+        "secp521r1",
+    ):
+        raise SignatureError(
+            f"{source} is not an elliptic-curve key on P-256, P-384 or P-521, which "
+            "model-signing requires; make one with: govern keygen --out <name>"
+        )
+
+
+def read_key(value: str, source: str, base_dir: Path | None = None) -> tuple[bytes, str]:
+    """The PEM a key value holds (text with a ``-----BEGIN`` line) or names (a path,
+    relative to ``base_dir`` when given), and where it came from, for messages.
+
+    A path must name a regular file of at most :data:`MAX_KEY_FILE_BYTES`, checked with
+    ``os.stat`` before it is opened. Messages name ``source`` (e.g. ``--signing-key``)
+    and never show the value unless it names an existing file.
+
+    Raises
+    ------
+    SignatureError
+    """
+    if "-----BEGIN" in value:
+        return value.encode(), source
+    path = Path(value) if base_dir is None else Path(base_dir, value)
+    try:
+        info, reason = os.stat(path), None
+    except (OSError, ValueError) as error:  # ValueError: a NUL character
+        reason = getattr(error, "strerror", None) or "not a valid path"
+    if reason is not None:  # raised here, without the error naming the value as context
+        raise SignatureError(
+            f"the value of {source} ({len(value)} characters) is not a path to an existing "
+            f"file ({reason}) and is not PEM text (no -----BEGIN line): give a path or the "
+            "whole PEM text"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = next(
+            (kind for test, kind in _FILE_KINDS if test(info.st_mode)), "not a regular file"
+        )
+        raise SignatureError(
+            f"{source} names {path}, which is {kind}: give the key file govern keygen wrote"
+        )
+    too_large = SignatureError(
+        f"{source} names {path}, which is larger than {MAX_KEY_FILE_BYTES // 1024} KiB: "
+        "a PEM key is a few hundred bytes; give the key file govern keygen wrote"
+    )
+    if info.st_size > MAX_KEY_FILE_BYTES:
+        raise too_large
+    try:  # non-blocking, bounded: a FIFO or device swapped in since the stat cannot hang it
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            data = handle.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as error:
+        raise SignatureError(
+            f"{source} names {path}, which cannot be read ({error.strerror})"
+        ) from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise too_large
+    return data, f"{source} ({path})"
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """A public key a policy trusts.
+
+    Attributes
+    ----------
+    name : str
+        The policy's name for the key (who signs with it).
+    pem : bytes
+        PEM SubjectPublicKeyInfo.
+    may_sign : tuple of str
+        The :data:`PURPOSES` it is trusted for.
+    """
+
+    name: str
+    pem: bytes
+    may_sign: tuple
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 (hex) of :attr:`pem`."""
+        return hashlib.sha256(self.pem).hexdigest()
+
+    @classmethod
+    def parse(cls, name: str, text: bytes, may_sign, source: str) -> PublicKey:
+        """A key from PEM text (normalized), checked to be an EC key model-signing accepts.
+
+        Raises
+        ------
+        SignatureError
+        """
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization
+
+        try:
+            key = serialization.load_pem_public_key(text)
+        except (ValueError, UnsupportedAlgorithm) as error:
+            raise SignatureError(
+                f"{source} is not a PEM public key ({error}); give the .pub file "
+                "govern keygen wrote"
+            ) from error
+        _check_curve(key, source)
+        return cls(name, _public_pem(key), tuple(may_sign))
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Who signed: the trusted key's name and fingerprint."""
+
+    name: str
+    fingerprint: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "fingerprint": self.fingerprint}
+
+
+@dataclass(frozen=True)
+class TrustedKeys:
+    """The public keys a policy trusts, each for some :data:`PURPOSES`."""
+
+    keys: tuple = ()
+
+    def to_json(self) -> dict:
+        """Name -> {fingerprint, may_sign}: what a policy digest covers."""
+        return {
+            k.name: {"fingerprint": k.fingerprint, "may_sign": sorted(k.may_sign)}
+            for k in self.keys
+        }
+
+    def names(self, purpose: str) -> list[str]:
+        return [k.name for k in self.keys if purpose in k.may_sign]
+
+    def key_for(self, fingerprint: str, purpose: str, what: str) -> PublicKey:
+        """The trusted key with ``fingerprint``, if it may sign ``purpose``.
+
+        Raises
+        ------
+        SignatureError
+            No such key, or one not trusted for ``purpose``.
+        """
+        for key in self.keys:
+            if key.fingerprint == fingerprint:
+                if purpose not in key.may_sign:
+                    raise SignatureError(
+                        f"{what} is signed by key {key.name!r}, which the policy trusts "
+                        f"to sign {', '.join(key.may_sign) or 'nothing'}, not {purpose}"
+                    )
+                return key
+        trusted = ", ".join(self.names(purpose)) or "none"
+        raise SignatureError(
+            f"{what} is signed by key {fingerprint[:16]}..., which the policy does not "
+            f"trust for {purpose} (trusted for {purpose}: {trusted}); add its public "
+            "key under [keys.<name>] in the policy, or sign with a trusted key"
+        )
+
+
+def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
+    """The ``[keys.<name>]`` tables of a policy.
+
+    Raises
+    ------
+    SignatureError
+        A key that is not a table with ``public_key`` and ``may_sign``, an unknown
+        purpose, an unreadable key file, a key model-signing cannot use, or one key
+        listed under two names.
+    """
+    if not isinstance(table, dict):
+        raise SignatureError(f"{source}: [keys] must hold one [keys.<name>] table per key")
+    keys = {}
+    for name, entry in table.items():
+        where = f"{source} [keys.{name}]"
+        if not isinstance(entry, dict) or set(entry) != {"public_key", "may_sign"}:
+            raise SignatureError(
+                f"{where} must have exactly public_key (a path or PEM text) and may_sign "
+                f"(a list of {', '.join(PURPOSES)})"
+            )
+        purposes = entry["may_sign"]
+        if not isinstance(purposes, list) or not purposes or not set(purposes) <= set(PURPOSES):
+            raise SignatureError(
+                f"{where}: may_sign = {purposes!r}; use a non-empty list of {', '.join(PURPOSES)}"
+            )
+        if not isinstance(entry["public_key"], str):
+            raise SignatureError(f"{where}: public_key must be a path or PEM text")
+        data, origin = read_key(
+            entry["public_key"], f"[keys.{name}] public_key of {source}", base_dir
+        )
+        key = PublicKey.parse(str(name), data, purposes, origin)
+        twin = keys.get(key.fingerprint)
+        if twin is not None:
+            both = sorted({*twin.may_sign, *key.may_sign}, key=list(PURPOSES).index)
+            raise SignatureError(
+                f"{source}: [keys.{twin.name}] and [keys.{name}] list the same public key; a "
+                "key is listed once, with every purpose it may sign in its may_sign list: "
+                f"keep one of the two tables, with may_sign = {json.dumps(both)}"
+            )
+        keys[key.fingerprint] = key
+    return TrustedKeys(tuple(keys.values()))
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """A private key that signs (never stored, logged or printed).
+
+    Attributes
+    ----------
+    pem : bytes
+        The PEM private key (possibly encrypted).
+    password : bytes or None
+    source : str
+        Where it came from, for messages: the option or environment variable, and the
+        file's path when it named one.
+    """
+
+    pem: bytes
+    password: bytes | None
+    source: str
+
+    def __repr__(self) -> str:
+        return f"SigningKey(source={self.source!r})"
+
+    @classmethod
+    def load(
+        cls,
+        path_or_pem: str | os.PathLike,
+        password: str | None = None,
+        source: str = "the path_or_pem argument",
+    ) -> SigningKey:
+        """A key from a PEM file or PEM text (:func:`read_key`), checked by loading it.
+
+        ``source`` names where ``path_or_pem`` came from (``--signing-key``,
+        :data:`SIGNING_KEY_ENV`) in messages, which never show the key or its password.
+
+        Raises
+        ------
+        SignatureError
+        """
+        pem, origin = read_key(str(path_or_pem), source)
+        key = cls(pem, password.encode() if password else None, origin)
+        key.fingerprint  # noqa: B018 -- loads and checks it
+        return key
+
+    def _private_key(self):
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization
+
+        try:
+            key = serialization.load_pem_private_key(self.pem, self.password)
+        except (ValueError, TypeError, UnsupportedAlgorithm) as error:
+            raise SignatureError(
+                f"the signing key from {self.source} cannot be loaded ({error}); give the "
+                f"PEM private key govern keygen wrote, and its password in "
+                f"{SIGNING_KEY_PASSWORD_ENV} if it has one"
+            ) from error
+        _check_curve(key.public_key(), f"the signing key from {self.source}")
+        return key
+
+    @property
+    def fingerprint(self) -> str:
+        """Fingerprint of the public half (:attr:`PublicKey.fingerprint`)."""
+        return hashlib.sha256(_public_pem(self._private_key().public_key())).hexdigest()
+
+    def trusted_for(self, purpose: str, name: str = "this job's key") -> TrustedKeys:
+        """Trust in this key's public half alone, for ``purpose`` (what a job that signs
+        believes of its own earlier output)."""
+        pem = _public_pem(self._private_key().public_key())
+        return TrustedKeys((PublicKey(name, pem, (purpose,)),))
+
+    @contextlib.contextmanager
+    def _file(self):
+        """The PEM in a private temporary file (model-signing reads keys from paths)."""
+        with tempfile.TemporaryDirectory(prefix="govern-key-") as tmp:
+            path = Path(tmp, "key.pem")
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(self.pem)
+            yield path
+
+
+def generate_key_pair(out: str | os.PathLike, password: str | None = None) -> tuple[Path, Path]:
+    """Write a new P-256 key pair: ``<out>.pem`` (private, mode 0600) and ``<out>.pub``.
+
+    Raises
+    ------
+    SignatureError
+        Either file exists already (keys are never overwritten).
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    private_path, public_path = Path(f"{out}.pem"), Path(f"{out}.pub")
+    existing = [str(p) for p in (private_path, public_path) if p.exists()]
+    if existing:
+        raise SignatureError(
+            f"{', '.join(existing)} exists already; keys are never overwritten: choose "
+            "another --out or remove the old pair deliberately"
+        )
+    key = ec.generate_private_key(ec.SECP256R1())
+    encryption = (
+        serialization.BestAvailableEncryption(password.encode())
+        if password
+        else serialization.NoEncryption()
+    )
+    private_path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+            )
+        )
+    public_path.write_bytes(_public_pem(key.public_key()))
+    return private_path, public_path
+
+
+def _hashing(ignored):
+    from model_signing import hashing
+
+    return hashing.Config().set_ignored_paths(paths=list(ignored), ignore_git_paths=False)
+
+
+def sign_path(path, key: SigningKey, signature_path, ignored=()) -> str:
+    """Sign a file, or a directory with every file in it but ``ignored``; the key's
+    fingerprint.
+
+    ``signature_path`` receives the bundle; inside a directory it must be ``ignored``.
+    """
+    from model_signing import signing
+
+    with key._file() as key_file:
+        config = signing.Config().use_elliptic_key_signer(
+            private_key=key_file, password=key.password
+        )
+        if Path(path).is_dir():
+            config.set_hashing_config(_hashing(ignored))
+        config.sign(Path(path), Path(signature_path))
+    return key.fingerprint
+
+
+def signed_by(signature_path) -> str:
+    """The key fingerprint a bundle names (not yet verified).
+
+    Raises
+    ------
+    SignatureError
+        No bundle, or one that is not model-signing's JSON.
+    """
+    try:
+        with open(signature_path, "rb") as handle:
+            bundle = json.loads(handle.read(1 << 20))
+        hint = bundle["verificationMaterial"]["publicKey"]["hint"]
+    except FileNotFoundError as error:
+        raise SignatureError(f"{Path(signature_path).name} is missing: unsigned") from error
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SignatureError(
+            f"{Path(signature_path).name} is not a model-signing bundle ({error!r})"
+        ) from error
+    if not isinstance(hint, str) or len(hint) != 64:
+        raise SignatureError(f"{Path(signature_path).name} names no key fingerprint")
+    return hint
+
+
+def verify_path(path, signature_path, trusted: TrustedKeys, purpose: str, what: str) -> Signer:
+    """Verify a file or directory against its bundle with a key trusted for ``purpose``.
+
+    Every file of a directory must be covered, unchanged, except the paths the signed
+    statement itself lists as ignored.
+
+    Returns
+    -------
+    Signer
+
+    Raises
+    ------
+    SignatureError
+        Unsigned, signed by an untrusted key or one not trusted for ``purpose``, or files
+        that differ from the signed statement.
+    """
+    from model_signing import verifying
+
+    if not Path(signature_path).is_file():
+        raise SignatureError(
+            f"{what} is unsigned (no {Path(signature_path).name}): it was not produced by a "
+            f"job holding a trusted signing key ({SIGNING_KEY_ENV}), or its signature was "
+            "deleted from the store since"
+        )
+    key = trusted.key_for(signed_by(signature_path), purpose, what)
+    with tempfile.TemporaryDirectory(prefix="govern-pub-") as tmp:
+        public = Path(tmp, "key.pub")
+        public.write_bytes(key.pem)
+        config = verifying.Config().use_elliptic_key_verifier(public_key=public)
+        try:
+            config.verify(Path(path), Path(signature_path))
+        except Exception as error:  # the library raises ValueError and others
+            raise SignatureError(
+                f"{what} does not match its signature by key {key.name!r} "
+                f"({_differences(str(error))}): it was altered after it was signed"
+            ) from error
+    return Signer(key.name, key.fingerprint)
+
+
+def _differences(message: str) -> str:
+    """model-signing's mismatch message in short: edited, added and missing files."""
+    edited = [
+        "the file" if name == "." else name
+        for name in re.findall(r"Hash mismatch for \\?'([^'\\]*)\\?'", message)
+    ]
+    parts = [f"edited: {', '.join(edited[:5])}"] if edited else []
+    parts += re.findall(r"(?:Extra|Missing) files (?:found )?in [^:]*: [^\]\"]*", message)
+    return "; ".join(parts) or message[:300]
