@@ -1,5 +1,0 @@
-"""Run the ``govern`` CLI as ``python -m miret_governance.cli``."""
-
-from miret_governance.cli.app import main
-
-main()

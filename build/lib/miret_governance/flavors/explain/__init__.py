@@ -1,1 +1,0 @@
-"""The explain workflow: request, stages in one MLflow run, search, reuse, faults, publishing."""

@@ -1,1 +1,0 @@
-"""Gates on signed evidence: the evidence check, the gate run, recomputed fidelity, drift."""

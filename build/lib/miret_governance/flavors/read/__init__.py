@@ -1,1 +1,0 @@
-"""Read-side commands: what show, explain-row and reproduce present, and the MLflow evaluator."""

@@ -1,1 +1,0 @@
-"""MLflow's registry and artifact store: tags and URIs, outages, safe model loading, data files."""

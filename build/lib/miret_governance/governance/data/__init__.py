@@ -1,1 +1,0 @@
-"""Tables read safely and validated against an ensemble's inputs (Great Expectations)."""

@@ -1,1 +1,0 @@
-"""The uniform array view of a tree ensemble, its exact routing, categories and encoders."""

@@ -1,1 +1,0 @@
-"""One fit and its choices: the engine, held-out selection, the grid, the estimators, persistence."""

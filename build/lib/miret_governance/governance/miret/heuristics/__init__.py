@@ -1,1 +1,0 @@
-"""The warm start: CART and optimal univariate seeds, greedy growth, cut scans, local search."""

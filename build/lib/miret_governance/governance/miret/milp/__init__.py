@@ -1,1 +1,0 @@
-"""The MIRET mixed-integer program: the whole model, feasibility, one node's re-optimization."""

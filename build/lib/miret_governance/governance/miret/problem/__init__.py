@@ -1,1 +1,0 @@
-"""One MIRET instance: its data, proximity components, row sample and tree layout."""

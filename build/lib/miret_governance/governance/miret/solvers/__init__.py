@@ -1,1 +1,0 @@
-"""The MILP solvers (HiGHS, Gurobi) behind one interface, stopped on counted work."""

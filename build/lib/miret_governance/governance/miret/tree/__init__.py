@@ -1,1 +1,0 @@
-"""The fitted oblique tree: its rules, missing values, splits in words, one row's path."""
