@@ -26,11 +26,15 @@ class Server:
     tests use is the same.
     """
 
-    def __init__(self, tmp_path: Path, migrated_store: Path):
+    def __init__(self, tmp_path: Path, migrated_store: Path, app_name: str = "", env=None):
+        """``app_name``: MLflow's ``--app-name`` (e.g. ``basic-auth``); ``env``: more
+        variables for the server (its auth configuration)."""
         self.folder = tmp_path
         self.backend = tmp_path / "server.db"
         copy_store(migrated_store, self.backend)
         self.artifacts = tmp_path / "artifacts"
+        self.app = ["--app-name", app_name] if app_name else []
+        self.env = env or {}
         self.process = None
         self.url = ""
 
@@ -40,7 +44,7 @@ class Server:
         with open(self.folder / "server.log", "ab") as log:
             self.process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "mlflow", "server",
+                    sys.executable, "-m", "mlflow", "server", *self.app,
                     "--backend-store-uri", f"sqlite:///{self.backend}",
                     "--serve-artifacts", "--artifacts-destination", str(self.artifacts),
                     "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
@@ -51,6 +55,7 @@ class Server:
                     os.environ,
                     MLFLOW_DISABLE_TELEMETRY="true",
                     MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
+                    **self.env,
                 ),
                 start_new_session=True,
             )  # fmt: skip

@@ -34,7 +34,6 @@ from miret_governance.flavors.errors import GateError, GovernanceError
 from miret_governance.flavors.evidence import (
     EVIDENCE_FILE,
     TamperedModelError,
-    model_files_digest,
 )
 from miret_governance.flavors.store.inputs import load_pinned_ensemble
 from miret_governance.flavors.store.registry import (
@@ -44,6 +43,7 @@ from miret_governance.flavors.store.registry import (
     download_model,
     model_id_of,
     resolve_model_version,
+    served_files_digest,
     version_uri,
 )
 from miret_governance.flavors.trail.links import check_signed_link
@@ -314,8 +314,7 @@ def _check_ensemble_files(
             f"that it explains the files {ensemble_uri} holds now; {again}"
         )
     if current is None:
-        with tempfile.TemporaryDirectory(prefix="gate-ensemble-") as tmp:
-            current = model_files_digest(download_model(ensemble_uri, tmp, GateError))
+        current = served_files_digest(ensemble_uri, GateError)
     if current != recorded:
         raise GateError(
             f"the model files of {ensemble_uri} changed after it was explained (sha256 "

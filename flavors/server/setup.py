@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import GovernanceError
-from miret_governance.flavors.store.auth import CREDENTIALS, server_user, tracking_uri
+from miret_governance.flavors.store.auth import server_user
+from miret_governance.flavors.store.refusals import CREDENTIALS
 from miret_governance.flavors.store.registry import SURROGATE_SUFFIX
 from miret_governance.flavors.trail.audit import EXPERIMENTS
 from miret_governance.flavors.trail.decisions import APPROVAL_EXPERIMENT
@@ -116,7 +118,7 @@ def setup_server(policy: Policy, client: MlflowClient | None = None) -> SetupRep
     from mlflow.server.auth.client import AuthServiceClient
 
     plan = setup_plan(policy)
-    uri = tracking_uri()
+    uri = mlflow.get_tracking_uri()
     user = server_user(uri)
     if user is None:
         raise SetupError(

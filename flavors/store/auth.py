@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from miret_governance.flavors.errors import GovernanceError
+from miret_governance.flavors.store.refusals import credentials_refused
 
 CURRENT_USER_ENDPOINT = "/api/2.0/mlflow/users/current"
 """MLflow's basic-auth endpoint naming the signed-in user (``mlflow.server.auth.routes``)."""
-CREDENTIALS = "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
 
 
 class ServerAuthError(GovernanceError):
@@ -37,12 +37,6 @@ class ServerUser:
     is_admin: bool
 
 
-def tracking_uri() -> str:
-    import mlflow
-
-    return mlflow.get_tracking_uri()
-
-
 def server_user(uri: str | None = None) -> ServerUser | None:
     """The signed-in user of the tracking server at ``uri`` (default: MLflow's), or None
     when it has no basic-auth app (a local store, or a server without ``--app-name
@@ -53,7 +47,9 @@ def server_user(uri: str | None = None) -> ServerUser | None:
     ServerAuthError
         The server refused the credentials (HTTP 401).
     """
-    uri = uri or tracking_uri()
+    import mlflow
+
+    uri = uri or mlflow.get_tracking_uri()
     if not uri.startswith(("http://", "https://")):
         return None
     return _asked(uri, os.environ.get("MLFLOW_TRACKING_USERNAME", ""))
@@ -61,6 +57,8 @@ def server_user(uri: str | None = None) -> ServerUser | None:
 
 @lru_cache(maxsize=16)
 def _asked(uri: str, username: str) -> ServerUser | None:
+    """The server's answer, asked once per server and user (``username`` is the cache
+    key: the answer depends on whose credentials MLflow sends)."""
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
 
@@ -68,11 +66,7 @@ def _asked(uri: str, username: str) -> ServerUser | None:
     if response.status_code == 404:
         return None
     if response.status_code == 401:
-        who = f"user {username!r}" if username else "no user (MLFLOW_TRACKING_USERNAME unset)"
-        raise ServerAuthError(
-            f"the tracking server {uri} refused the credentials of {who} (HTTP 401): set "
-            f"{CREDENTIALS} to an MLflow user of that server"
-        )
+        raise ServerAuthError(credentials_refused(uri))
     try:
         user = response.json()["user"]
         return ServerUser(str(user["username"]), bool(user["is_admin"]))

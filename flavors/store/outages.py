@@ -45,7 +45,7 @@ HTTP_SETTINGS = {
 """The HTTP settings of a command that writes once (``fail_fast``) and of explain."""
 
 
-def _chain(error: BaseException):
+def error_chain(error: BaseException) -> list:
     """``error`` and its causes and contexts, outermost first."""
     seen = []
     while error is not None and not any(error is e for e in seen):
@@ -75,7 +75,7 @@ closes the connection too, and still answers the cleanup (the caller probes it).
 
 def unreachable(error: BaseException) -> bool:
     """Whether ``error`` (or its cause) says the store or server cannot be reached."""
-    text = " ".join(str(e) for e in _chain(error))
+    text = " ".join(str(e) for e in error_chain(error))
     return any(mark in text for mark in UNREACHABLE)
 
 
@@ -87,7 +87,7 @@ def outage_message(error: BaseException) -> str | None:
     error : BaseException
         Any error a command raised (its ``__cause__`` chain is searched too).
     """
-    chain = _chain(error)
+    chain = error_chain(error)
     text = " ".join(str(e) for e in chain)
     if "database is locked" in text:
         return (

@@ -25,12 +25,14 @@ import os
 import re
 from urllib.parse import unquote, urlparse
 
-from miret_governance.flavors.store.outages import _chain
+from miret_governance.flavors.store.outages import error_chain
+from miret_governance.governance.trust.roles import EDIT, MANAGE, READ
 
 _REST = re.compile(r"API request to endpoint (\S+) failed with error code (401|403)\b")
 _HTTP = re.compile(r"\b(401|403) Client Error: [A-Za-z ]+ for url: (\S+)")
 
-READ, EDIT, MANAGE = "READ", "EDIT", "MANAGE"
+CREDENTIALS = "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+"""The variables MLflow's client sends as credentials."""
 ENDPOINT_PERMISSIONS = (
     # (endpoint pattern after /api/2.0/mlflow/, {method: permission}, resource kind)
     (r"experiments/(get|get-by-name|search)", {"*": READ}, "experiment"),
@@ -131,6 +133,16 @@ def _required(path: str, method: str) -> tuple | None:
     return None
 
 
+def credentials_refused(server: str) -> str:
+    """The one line for a server's HTTP 401: whose credentials, and what to set."""
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    sent = f"the credentials of user '{user}'" if user else "a request without credentials"
+    return (
+        f"the tracking server {server} refused {sent} (HTTP 401): set {CREDENTIALS} to an "
+        "account of that server (its MLflow admin creates accounts and resets passwords)"
+    )
+
+
 def refusal_message(error: BaseException, server: str) -> str | None:
     """One line for a 401 or 403 anywhere in ``error``'s chain, else None.
 
@@ -141,7 +153,7 @@ def refusal_message(error: BaseException, server: str) -> str | None:
     server : str
         The tracking URI the command called.
     """
-    chain = _chain(error)
+    chain = error_chain(error)
     for link in chain:
         text = str(link)
         rest, http = _REST.search(text), _HTTP.search(text)
@@ -149,14 +161,9 @@ def refusal_message(error: BaseException, server: str) -> str | None:
             continue
         status, path = (rest.group(2), rest.group(1)) if rest else (http.group(1), http.group(2))
         path = unquote(urlparse(path).path or path)
-        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
         if status == "401":
-            sent = f"the credentials of user '{user}'" if user else "a request without credentials"
-            return (
-                f"the tracking server {server} refused {sent} (HTTP 401): set "
-                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to an account of that "
-                "server (its MLflow admin creates accounts and resets passwords)"
-            )
+            return credentials_refused(server)
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
         method, fields = _refused_request(chain)
         required = _required(path, method)
         who = f"user '{user}'" if user else "this user"

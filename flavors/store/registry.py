@@ -31,6 +31,7 @@ from mlflow.models import Model
 
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.errors import ExplainError, GovernanceError
+from miret_governance.flavors.evidence import model_files_digest
 
 SURROGATE_OF_TAG = "governance.surrogate_of"
 SURROGATE_TAG = "governance.surrogate"
@@ -358,6 +359,14 @@ def download_model(uri: str, dst_path: str | None = None, error=ExplainError) ->
         return mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=dst_path)
     except MlflowException as exc:
         raise error(f"cannot download {uri}: {exc.message}") from exc
+
+
+def served_files_digest(uri: str, error=ExplainError) -> str:
+    """The digest (:func:`flavors.evidence.model_files_digest`) of a model's files as
+    the registry serves them now, downloaded into a temporary folder; a failed download
+    becomes ``error`` (:func:`download_model`)."""
+    with tempfile.TemporaryDirectory(prefix="model-files-") as tmp:
+        return model_files_digest(download_model(uri, tmp, error))
 
 
 def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = None) -> dict:

@@ -470,13 +470,10 @@ def _unreachable(error: BaseException) -> bool:
     or a refused connection, not a file that is not there."""
     import requests
 
-    for _ in range(20):  # a chain of causes, never a cycle of them
-        if error is None:
-            return False
-        if isinstance(error, (requests.ConnectionError, requests.Timeout)):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    from miret_governance.flavors.store.outages import error_chain
+
+    failures = (requests.ConnectionError, requests.Timeout)
+    return any(isinstance(link, failures) for link in error_chain(error))
 
 
 def _signature_digest(signature: Path) -> str | None:
@@ -583,10 +580,10 @@ def _either(client: MlflowClient, experiment_names, *filters: str) -> dict:
     oldest first: experiment name -> runs."""
     ids = _experiment_ids(client, experiment_names)
     found = {name: {} for name in experiment_names}
-    names = {experiment: name for name, experiment in ids.items()}
     for filter_string in filters:
-        for run in _search_all(client, list(ids.values()), filter_string):
-            found[names[run.info.experiment_id]].setdefault(run.info.run_id, run)
+        for name, runs in _grouped(client, experiment_names, ids, filter_string).items():
+            for run in runs:
+                found[name].setdefault(run.info.run_id, run)
     return {
         name: sorted(runs.values(), key=lambda r: (r.info.start_time or 0, r.info.run_id))
         for name, runs in found.items()
@@ -610,14 +607,19 @@ def every_run(client: MlflowClient, experiment_name: str, filter_string: str = "
     """Every run of ``experiment_name`` that ``filter_string`` selects, oldest first,
     deleted ones included, every page read (a search capped at one page let 5,000 junk
     runs hide a record)."""
-    ids = list(_experiment_ids(client, (experiment_name,)).values())
-    return _search_all(client, ids, filter_string)
+    return every_run_in(client, (experiment_name,), filter_string)[experiment_name]
 
 
 def every_run_in(client: MlflowClient, experiment_names, filter_string: str = "") -> dict:
     """:func:`every_run` of several experiments in one search (a page covers them all):
     experiment name -> its runs, oldest first."""
     ids = _experiment_ids(client, experiment_names)
+    return _grouped(client, experiment_names, ids, filter_string)
+
+
+def _grouped(client: MlflowClient, experiment_names, ids: dict, filter_string: str) -> dict:
+    """Name -> the runs of each of ``experiment_names`` (``ids``: name -> id of those that
+    exist) that ``filter_string`` selects, oldest first, from one search of them all."""
     names = {experiment: name for name, experiment in ids.items()}
     found = {name: [] for name in experiment_names}
     for run in _search_all(client, list(ids.values()), filter_string):

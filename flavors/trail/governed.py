@@ -51,6 +51,7 @@ from miret_governance.flavors.store.registry import (
     name_filter,
     parse_registry_uri,
     resolve_model_version,
+    served_files_digest,
     version_uri,
 )
 from miret_governance.governance.trust.policy import Policy
@@ -96,11 +97,6 @@ def governing(policy: Policy, name: str) -> GovernedModel | None:
     return next((m for m in policy.governed if m.registered_model == name), None)
 
 
-def _files_digest(uri: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="governed-") as tmp:
-        return model_files_digest(download_model(uri, tmp, GovernedFilesError))
-
-
 def _reusable(client: MlflowClient, target: str, ensemble_uri: str, pinned: str):
     """The lowest governed version copied from ``ensemble_uri`` whose files hash to
     ``pinned`` now (None: none)."""
@@ -109,7 +105,7 @@ def _reusable(client: MlflowClient, target: str, ensemble_uri: str, pinned: str)
         tags = version.tags or {}
         if tags.get(FROM_TAG) != ensemble_uri or tags.get(FILES_DIGEST_TAG) != pinned:
             continue
-        if _files_digest(version_uri(version)) == pinned:
+        if served_files_digest(version_uri(version), GovernedFilesError) == pinned:
             return version
     return None
 
@@ -170,7 +166,7 @@ def release(
         created = client.create_model_version(target, source, run_id, tags, description=description)
     uri = version_uri(created)
     try:
-        served = _files_digest(uri)
+        served = served_files_digest(uri, GovernedFilesError)
     except BaseException:
         client.delete_model_version(target, created.version)
         raise
@@ -212,7 +208,7 @@ def verified_governed(client: MlflowClient, version, trusted) -> GovernedSource:
             f"the signed evidence of {surrogate_uri} does not pin the files of "
             f"{ensemble_uri}, which {uri} says it holds; promote again"
         )
-    current = _files_digest(uri)
+    current = served_files_digest(uri, GovernedFilesError)
     if current != pinned:
         raise GovernedFilesError(
             f"the files of {uri} differ from those the signed evidence of {surrogate_uri} "

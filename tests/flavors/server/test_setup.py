@@ -11,22 +11,16 @@ fixture is small on purpose: the shared PostgreSQL stack (tests/server_stack.py)
 replace it.
 """
 
-import os
 import secrets
-import signal
-import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
-from mlflow_store import copy_store
-from processes import free_port, stop_group
 from requests.exceptions import HTTPError
 from signing_keys import ci_key, keys_table
-from stack import wait_for_health
+from sqlite_server import Server
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.slow
@@ -37,13 +31,11 @@ ROLES_POLICY = Path(__file__).parents[3] / "examples" / "policies" / "roles.toml
 POLICY = ROLES_POLICY.read_text()
 
 
-class AuthServer:
-    """``mlflow server --app-name basic-auth`` on SQLite in ``folder``, one worker, job
-    execution off; users and passwords generated here."""
+class AuthServer(Server):
+    """``mlflow server --app-name basic-auth`` on SQLite in ``folder`` (the faults tests'
+    server, :class:`sqlite_server.Server`), users and passwords generated here."""
 
     def __init__(self, folder: Path, migrated_store: Path):
-        self.folder = folder
-        copy_store(migrated_store, folder / "server.db")
         self.passwords = {name: secrets.token_urlsafe(12) for name in ["admin", *USERS]}
         config = folder / "auth.ini"
         config.write_text(
@@ -55,37 +47,22 @@ class AuthServer:
             # cached for a minute, the governed flow is minutes faster (a deployment choice)
             "auth_cache_ttl_seconds = 60\n"
         )
-        self.url = f"http://127.0.0.1:{free_port()}"
-        with open(folder / "server.log", "ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "mlflow", "server", "--app-name", "basic-auth",
-                    "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
-                    "--serve-artifacts", "--artifacts-destination", str(folder / "artifacts"),
-                    "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1],
-                    "--workers", "1",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=dict(
-                    os.environ,
-                    MLFLOW_DISABLE_TELEMETRY="true",
-                    MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
-                    MLFLOW_AUTH_CONFIG_PATH=str(config),
-                    MLFLOW_FLASK_SERVER_SECRET_KEY=secrets.token_hex(16),
-                ),
-                start_new_session=True,
-            )  # fmt: skip
-
-    def stop(self) -> None:
-        stop_group(self.process, signal.SIGKILL)
+        super().__init__(
+            folder,
+            migrated_store,
+            app_name="basic-auth",
+            env={
+                "MLFLOW_AUTH_CONFIG_PATH": str(config),
+                "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),
+            },
+        )
 
 
 @pytest.fixture(scope="module")
 def auth_server(tmp_path_factory, migrated_store):
     server = AuthServer(tmp_path_factory.mktemp("auth-server"), migrated_store)
     try:
-        wait_for_health(server.url, server.process)
+        server.start()
         with _as(server, "admin"):
             from mlflow.server.auth.client import AuthServiceClient
 
