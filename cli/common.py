@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -336,12 +337,26 @@ def _refusal_kinds() -> tuple:
     return kinds
 
 
+_URI_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@")
+
+
+def without_passwords(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` shown as
+    ``***``: a store URI (``postgresql://...``) may carry its database's password, and no
+    message shows a secret."""
+    return _URI_PASSWORD.sub(r"\1:***@", text)
+
+
 def error_message(error: BaseException) -> str:
-    """What to print for an error: a server's refusal of the credentials or of a
-    permission (:func:`flavors.store.refusals.refusal_message`), a store or server
-    failure in words (:func:`flavors.outages.outage_message`: locked store, refused or
-    hung server, full disk), a refusal's own message, any other error with its class
-    name."""
+    """What to print for an error (:func:`without_passwords`): a server's refusal of the
+    credentials or of a permission (:func:`flavors.store.refusals.refusal_message`), a
+    store or server failure in words (:func:`flavors.outages.outage_message`: locked
+    store, refused or hung server, full disk), a refusal's own message, any other error
+    with its class name."""
+    return without_passwords(_error_text(error))
+
+
+def _error_text(error: BaseException) -> str:
     if "mlflow" in sys.modules:  # store and server failures arise only once it is used
         import mlflow
 

@@ -40,6 +40,7 @@ from miret_governance.cli.common import (
     errors,
     exit_codes,
     load_signing_key,
+    without_passwords,
 )
 from miret_governance.cli.tables import metrics_table
 from miret_governance.governance.errors import InvalidInputError
@@ -55,7 +56,8 @@ def _ui_hints(result) -> list[str]:
         base, lines = uri.rstrip("/"), []
     else:
         base = "http://127.0.0.1:5000"
-        lines = [f"Open the MLflow UI:  {sys.executable} -m mlflow ui --backend-store-uri {uri}"]
+        shown = without_passwords(uri)
+        lines = [f"Open the MLflow UI:  {sys.executable} -m mlflow ui --backend-store-uri {shown}"]
     ensemble_name, ensemble_version = result.ensemble_uri[len("models:/") :].rsplit("/", 1)
     run = mlflow.get_run(result.run_id) if result.run_id else None
     lines += [

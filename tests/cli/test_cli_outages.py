@@ -71,3 +71,31 @@ def test_a_read_only_store_is_named_as_such(tmp_path, monkeypatch):
         "folder, or point --tracking-uri / MLFLOW_TRACKING_URI at a writable store"
     )
     assert exit_code(raised) == 2
+
+
+def test_a_store_uri_password_never_appears_in_a_message(tmp_path):
+    """A PostgreSQL store URI carries its database's password: a command that cannot
+    reach it (nothing listens on port 1) names the store without it, exit 2."""
+    from typer.testing import CliRunner
+
+    from miret_governance.cli.app import app
+
+    policy = Path(__file__).parents[2] / "examples" / "policies" / "lenient.toml"
+    uri = "postgresql://mlflow:s3cret-pw@127.0.0.1:1/mlflow"
+    result = CliRunner().invoke(
+        app, ["audit", "--model-name", "m", "--tracking-uri", uri, "--policy", str(policy)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "s3cret-pw" not in result.output
+    assert "postgresql://mlflow:***@127.0.0.1:1/mlflow" in result.output
+
+
+def test_without_passwords_keeps_everything_but_the_password():
+    from miret_governance.cli.common import without_passwords
+
+    assert without_passwords("at postgresql+psycopg://u:p%40ss@db:5432/x and http://h:5000/") == (
+        "at postgresql+psycopg://u:***@db:5432/x and http://h:5000/"
+    )
+    assert (
+        without_passwords("sqlite:///mlflow.db, models:/m/1") == "sqlite:///mlflow.db, models:/m/1"
+    )
