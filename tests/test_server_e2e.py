@@ -32,7 +32,12 @@ def server(server_stack, as_user, monkeypatch):
     assert client.get_experiment(experiment).artifact_location.startswith("mlflow-artifacts:")
     # The governance experiments exist before anyone records (on an authenticated server
     # only an admin creates them: `govern server setup`); ci may manage what it records.
-    governance = [("experiment", client.create_experiment(name), "MANAGE") for name in EXPERIMENTS]
+    # (other modules on the stack may have made them first: tests/test_server_identities.py)
+    made = {name: client.get_experiment_by_name(name) for name in EXPERIMENTS}
+    governance = [
+        ("experiment", e.experiment_id if e else client.create_experiment(n), "MANAGE")
+        for n, e in made.items()
+    ]
     grants = [("experiment", experiment, "EDIT"), *governance]
     as_user(server_stack.create_user("ci", grants=grants))
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")

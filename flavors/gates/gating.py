@@ -261,7 +261,7 @@ def evaluate_and_record(
             "governance.ensemble_uri": ensemble_uri,
             "governance.surrogate_uri": surrogate_uri,
             "governance.requested_model_uri": model_uri,
-            MLFLOW_USER: mlflow_user(),
+            MLFLOW_USER: mlflow_user(client),
             **process_tags(),
         },
     )
@@ -362,9 +362,13 @@ def gate_model_version(
     ------
     GateError
         No linked surrogate, or its evidence fails :func:`checked_evidence`.
+    flavors.trail.decisions.DecisionError
+        The policy binds the signing key to users other than the one the server
+        authenticated (nothing recorded).
     """
     client = client or CommandClient()
     key = signing_key or default_signing_key()
+    by = decided_by(policy.keys, key, client)
     model_uri = ensemble_uri_of(client, model_uri, policy.keys, policy)
     check_trail(client, resolve_model_version(client, model_uri), policy.keys)
     gated = evaluate_and_record(client, model_uri, policy, data, target)
@@ -375,7 +379,7 @@ def gate_model_version(
         gated.surrogate,
         gated.checked,
         policy,
-        decided_by(policy.keys, key),
+        by,
         result="PASS" if evaluation.all_passed else "FAIL",
         drift=gated.outcome.drift or None,
     )

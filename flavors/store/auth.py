@@ -7,8 +7,10 @@ MLflow's basic-auth app (``mlflow server --app-name basic-auth``) answers
 whether it runs where permissions decide who writes what: there, the governance
 experiments are made by ``govern server setup`` (owned by the admin) and never on first use
 (:func:`flavors.trail.decisions.experiment_id`), because MLflow gives MANAGE on an
-experiment to whoever creates it. The answer is asked once per process and server, and
-only on the paths that would create something (an existing experiment costs no call).
+experiment to whoever creates it. It is also the user every record names, and the one a
+key bound to users must be (:func:`flavors.trail.decisions.decided_by`): the server's
+word, not the operating system's. The answer is asked once per process, server and user
+name, by the commands that write a record or would create something.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ and checks with the keys the organisation's policy trusts:
   record does not verify may be about any model and is a finding in every audit. A
   record a signed clearance covers is listed under ``cleared`` instead; an unsigned
   what-if gate counts only when a status tag cites it; a run never written (a killed
-  command) is nothing;
+  command) is nothing; a record signed with a key the policy binds to other users than
+  the one the server vouched for (``[keys.<name>] users``) is a finding;
 - **alias**: each alias's holder has a valid signed promotion decision (kind
   ``promotion``, decision ``promoted``, for that alias and this ensemble version's URI
   and model id) on the evidence its linked surrogate holds now, and that evidence
@@ -19,7 +20,8 @@ and checks with the keys the organisation's policy trusts:
   holder is the version the latest signed promotion to that alias moved it to (by the
   records' signed time: an alias moved back by hand to a version promoted earlier is
   found); and when the audited policy's ``[approvals]`` names the alias, the holder's
-  current evidence has the approvals it requires and no standing rejection;
+  current evidence has the approvals it requires and no standing rejection, none of them
+  by the user the server vouched made its latest promotion (four eyes);
   When the policy governs the model (``[governed]``), each alias of the governed
   registered model is on the version the latest signed promotion to it names
   (``governed``), and that version's files hash to the digest the signed evidence pins
@@ -234,9 +236,14 @@ def _audit_version(
             )
     for alias in held:
         needed = policy.approvals.get(alias)
+        backing = [d for d in decisions.values() if _valid_promotion(d, version, alias, digest)]
         if needed and digest is not None:
+            promoted = max(backing, key=signed_time) if backing else None
+            promoter = promoted.record.decided_by.server_user if promoted else None
             try:
-                state = approval_state(client, version, alias, digest, policy.keys, needed)
+                state = approval_state(
+                    client, version, alias, digest, policy.keys, needed, promoter=promoter
+                )
                 reason = None if state.approved else state.reason
             except GovernanceError as error:  # a blocking record: found above too
                 reason = str(error)
@@ -250,7 +257,6 @@ def _audit_version(
                         alias,
                     )
                 )
-        backing = [d for d in decisions.values() if _valid_promotion(d, version, alias, digest)]
         if not backing:
             report.findings.append(
                 Finding(
@@ -301,7 +307,8 @@ class _Trail:
 def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, uris) -> _Trail:
     """Read every run of every governance experiment once; add a finding for each record
     that is or may be about ``model_name`` and blocks (unless a valid clearance covers
-    it: then it is listed in ``report.cleared``). The runs about each of ``uris`` (the
+    it: then it is listed in ``report.cleared``) or was signed with a key the policy
+    binds to other users (``Decision.misused``). The runs about each of ``uris`` (the
     model's versions) are what the latest link and approvals of each read, not searched
     again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
     prefix = f"models:/{model_name}/"
@@ -320,7 +327,7 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, ur
                 trail.about.setdefault(about, []).append(decision)
                 if isinstance(decision.record, ClearanceRecord):
                     clearances.append(decision)
-            elif decision.blocking:
+            elif decision.blocking or decision.misused:
                 blocking.append((decision, about))
     cleared = {
         (c.run_id, c.sha256): (clearance, c)

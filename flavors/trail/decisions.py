@@ -54,6 +54,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_USER
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import HOST_TAG, PID_TAG, alive, process_tags
+from miret_governance.flavors.store.auth import server_user
 from miret_governance.flavors.store.reads import CommandClient, run_file
 from miret_governance.flavors.store.registry import (
     ENSEMBLE_URI_TAG,
@@ -138,20 +139,54 @@ class BlockedError(DecisionError):
 
 
 # ---------------------------------------------------------------------- who decides
-def mlflow_user() -> str:
-    """The user MLflow records for runs made here: the tracking server's user name
-    (``MLFLOW_TRACKING_USERNAME``) when set, else MLflow's ``mlflow.user`` run context."""
+def mlflow_user(client: MlflowClient) -> str:
+    """The user this command's records and runs name: the one the tracking server of
+    ``client`` authenticated (:func:`flavors.store.auth.server_user`, asked once per
+    process), else, on a store without users, what the client says: the tracking
+    server's user name (``MLFLOW_TRACKING_USERNAME``) when set, else MLflow's
+    ``mlflow.user`` run context (the operating system's user)."""
     from mlflow.tracking.context.registry import resolve_tags
 
+    vouched = server_user(client.tracking_uri)
+    if vouched is not None:
+        return vouched.username
     return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get(MLFLOW_USER, "")
 
 
-def decided_by(trusted: TrustedKeys, key: SigningKey | None) -> DecidedBy:
+def decided_by(trusted: TrustedKeys, key: SigningKey | None, client: MlflowClient) -> DecidedBy:
     """``decided_by`` of a record: the key's policy name (None when the policy does not
-    name it), its fingerprint (None without a key) and the MLflow user."""
+    name it), its fingerprint (None without a key), the MLflow user (:func:`mlflow_user`)
+    and the user the server vouches for (None on a store without users). Called before
+    a command writes anything.
+
+    Raises
+    ------
+    DecisionError
+        The policy binds the key to users (``[keys.<name>] users``) and the server
+        authenticated another one, or cannot say who it is (nothing recorded).
+    """
+    vouched = server_user(client.tracking_uri)
+    user = vouched.username if vouched is not None else None
     fingerprint = key.fingerprint if key is not None else None
-    names = [k.name for k in trusted.keys if k.fingerprint == fingerprint]
-    return DecidedBy(names[0] if names else None, fingerprint, mlflow_user())
+    named = trusted.with_fingerprint(fingerprint)
+    if named is not None and not named.allows(user):
+        who = (
+            f"the server says you are {user!r}: sign with your own key"
+            if user is not None
+            else "the tracking store has no users to say who you are: a key bound to users "
+            "signs only on a tracking server with authentication"
+        )
+        raise DecisionError(f"{_bound_to(named)}; {who}; nothing was recorded")
+    return DecidedBy(
+        named.name if named is not None else None,
+        fingerprint,
+        user if user is not None else mlflow_user(client),
+        user,
+    )
+
+
+def _bound_to(key) -> str:
+    return f"key {key.name!r} may be used only by {', '.join(key.users)}"
 
 
 def require_key(key: SigningKey | None, command: str, purpose: str) -> SigningKey:
@@ -316,6 +351,10 @@ class Decision:
     bound : bool
         Its run was bound to a record when it was written (:data:`DIGEST_PARAM`): a
         cleared bound record may have been a real decision; an unbound one never was.
+    misused : bool
+        Intact and signed by a trusted key, but the policy binds that key to other users
+        than the one the record names as vouched by the server (``[keys.<name>] users``):
+        it counts for nothing like an untrusted signature, and the audit reports it.
     """
 
     run_id: str
@@ -326,6 +365,7 @@ class Decision:
     blocking: bool = False
     cleared_at: datetime | None = None
     bound: bool = False
+    misused: bool = False
 
     @property
     def valid(self) -> bool:
@@ -437,6 +477,13 @@ def read_record(client: MlflowClient, run, trusted: TrustedKeys) -> Decision:
             signer = verify_path(path, signature, trusted, record.purpose, what)
         except SignatureError as error:  # intact as written: never a decision that counts
             return Decision(run_id, record, None, str(error), sha, blocking=False, bound=True)
+    key, user = trusted.with_fingerprint(signer.fingerprint), record.decided_by.server_user
+    if not key.allows(user):  # intact and signed: a key used by someone else
+        by = (
+            f"the server said {user!r} signed it" if user else "no server vouched for who signed it"
+        )
+        problem = f"{what} is signed with a key used by another user: {_bound_to(key)}, and {by}"
+        return Decision(run_id, record, None, problem, sha, bound=True, misused=True)
     return Decision(run_id, record, signer, None, sha, bound=True)
 
 
@@ -785,6 +832,7 @@ def clear_records(
     key = require_key(signing_key, "clear", "decide")
     policy.keys.key_for(key.fingerprint, "decide", "the clearance")
     client = client or CommandClient()
+    by = decided_by(policy.keys, key, client)
     version = resolve_model_version(client, model_uri)
     uri = version_uri(version)
     if run_ids:
@@ -805,7 +853,7 @@ def clear_records(
         policy=policy_ref(policy),
         cleared=tuple(ClearedEntry(d.run_id, d.sha256, d.problem[:1000]) for d in blocking),
         reason=reason.strip(),
-        decided_by=decided_by(policy.keys, key),
+        decided_by=by,
         time=now_utc(),
     )
     run_id = record_in_new_run(
@@ -913,7 +961,13 @@ class ApprovalState:
 
 
 def approval_state(
-    client: MlflowClient, ensemble, alias: str, digest: str, trusted: TrustedKeys, needed: int
+    client: MlflowClient,
+    ensemble,
+    alias: str,
+    digest: str,
+    trusted: TrustedKeys,
+    needed: int,
+    promoter: str | None = None,
 ) -> ApprovalState:
     """The approvals of ``alias`` on ``ensemble`` whose record verifies with ``trusted``
     and binds this ensemble version (URI and model id) and the alias (a record of the
@@ -923,7 +977,9 @@ def approval_state(
     explanation is linked is anyone's to change (and a new explanation is CI's to make),
     so neither may set aside a reviewer's rejection. Once an approval record of the
     version was cleared unread (:func:`unknown_since`), only decisions signed after the
-    clearance count: the one cleared may have been a rejection."""
+    clearance count: the one cleared may have been a rejection. Four eyes by user: an
+    approval the server vouches was made by ``promoter`` (the user the server vouches
+    promotes; None: nobody vouched) does not count, whatever key signed it."""
     bound = pinned(ensemble)
     uri = bound.uri
     latest: dict[str, Decision] = {}
@@ -942,10 +998,18 @@ def approval_state(
         key = decision.signer.fingerprint
         if key not in latest or newer(decision, latest[key]):
             latest[key] = decision
+    ordered = sorted(latest.values(), key=lambda d: d.signer.name)
+    own = [  # the promoter's own approval: one pair of eyes
+        d
+        for d in ordered
+        if promoter is not None
+        and d.record.decision == "approve"
+        and d.record.decided_by.server_user == promoter
+    ]
     counted = [  # an approval of other evidence counts for nothing
         d
-        for d in sorted(latest.values(), key=lambda d: d.signer.name)
-        if d.record.decision == "reject" or d.record.evidence.digest == digest
+        for d in ordered
+        if d not in own and (d.record.decision == "reject" or d.record.evidence.digest == digest)
     ]
     rejected = [d for d in counted if d.record.decision == "reject"]
     approvers = [d.signer.name for d in counted if d.record.decision == "approve"]
@@ -953,11 +1017,17 @@ def approval_state(
         names = ", ".join(f"{d.signer.name} ({d.record.comment})" for d in rejected)
         return ApprovalState(False, f"@{alias} was rejected by {names}", counted)
     if len(approvers) < needed:
+        four_eyes = (
+            f"; the approval by key {', '.join(d.signer.name for d in own)} does not count: "
+            f"the server says {promoter!r} made it, who promotes (four eyes)"
+            if own
+            else ""
+        )
         return ApprovalState(
             False,
             f"@{alias} needs {needed} approval{'s' if needed != 1 else ''} of the current "
             f"evidence by approver keys the policy trusts, has {len(approvers)} "
-            f"({', '.join(approvers) or 'none'}); "
+            f"({', '.join(approvers) or 'none'}){four_eyes}; "
             f"approvers run: govern approve --model-uri {uri} --alias {alias} "
             "--decision approve --comment <text>",
             counted,

@@ -41,7 +41,6 @@ from miret_governance.flavors.trail.decisions import (
     Decision,
     decided_by,
     decision_runs,
-    mlflow_user,
     newer,
     now_utc,
     pinned,
@@ -65,7 +64,7 @@ def record_link(
     record = LinkRecord(
         ensemble=pinned(ensemble_version),
         surrogate=pinned(surrogate_version),
-        decided_by=decided_by(TrustedKeys(), key),
+        decided_by=decided_by(TrustedKeys(), key, client),
         time=now_utc(),
     )
     return record_in_new_run(
@@ -76,7 +75,7 @@ def record_link(
         {
             ENSEMBLE_URI_TAG: record.ensemble.uri,
             SURROGATE_URI_TAG: record.surrogate.uri,
-            MLFLOW_USER: mlflow_user(),
+            MLFLOW_USER: record.decided_by.mlflow_user,
         },
         record,
         key,

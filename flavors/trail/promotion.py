@@ -178,7 +178,8 @@ def promote_model_version(
         Another promotion to the alias holds its lock, or the alias is not on
         ``expected_holder`` (nothing recorded).
     DecisionError, governance.signing.SignatureError
-        No signing key, or one the policy does not trust for ``decide``; or, without
+        No signing key, one the policy does not trust for ``decide``, or one it binds
+        to users other than the one the server authenticated; or, without
         ``data``, no recorded cross-fidelity for ``min_cross_fidelity`` (nothing
         recorded).
     GateError
@@ -187,6 +188,7 @@ def promote_model_version(
     check_alias(alias)
     key = _signing_key(signing_key, policy, "promote", "decide")
     client = client or CommandClient()
+    by = decided_by(policy.keys, key, client)
     version = resolve_model_version(client, model_uri)
     name, number, uri = version.name, str(version.version), version_uri(version)
     if expected_holder is None:
@@ -213,8 +215,9 @@ def promote_model_version(
         if passed and needed:
             try:
                 approvals = approval_state(
-                    client, gated.version, alias, checked.digest, policy.keys, needed
-                )
+                    client, gated.version, alias, checked.digest, policy.keys, needed,
+                    promoter=by.server_user,
+                )  # fmt: skip
             except BaseException:  # the gate run holds no decision: it failed
                 client.set_terminated(outcome.run_id, "FAILED")
                 raise
@@ -238,7 +241,7 @@ def promote_model_version(
             gated.surrogate,
             checked,
             policy,
-            decided_by(policy.keys, key),
+            by,
             result="PASS" if outcome.evaluation.all_passed else "FAIL",
             alias=alias,
             decision=status,
@@ -328,7 +331,8 @@ def approve_model_version(
     Raises
     ------
     DecisionError
-        Another decision, no comment, or no signing key (nothing recorded).
+        Another decision, no comment, no signing key, or one the policy binds to users
+        other than the one the server authenticated (nothing recorded).
     governance.signing.SignatureError
         A key the policy does not trust to approve, or evidence that does not verify.
     GateError
@@ -341,11 +345,11 @@ def approve_model_version(
         raise DecisionError("an approval needs a --comment saying what was reviewed")
     key = _signing_key(signing_key, policy, "approve", "approve")
     client = client or CommandClient()
+    by = decided_by(policy.keys, key, client)
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
     check_trail(client, version, policy.keys, alias)
     checked = checked_evidence(client, version, surrogate, policy.keys, current=True)
-    by = decided_by(policy.keys, key)
     record = new_record(
         ApprovalRecord,
         version,

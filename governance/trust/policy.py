@@ -25,6 +25,7 @@ stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
     [keys.alice]
     public_key = "keys/alice.pub"
     may_sign = ["approve"]
+    users = ["alice"]              # optional: only MLflow user alice may sign with it
 
     [approvals]                    # signed approvals an alias needs before promotion
     champion = 1
@@ -40,14 +41,17 @@ stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
 
 A key is listed once, with every purpose it may sign; an alias needs at most as many
 approvals as keys are trusted to approve, and once ``[approvals]`` names an alias no key
-may both decide and approve (four eyes, not one key approving and promoting).
+may both decide and approve (four eyes, not one key approving and promoting). A key's
+``users`` bind it to the MLflow users the tracking server must authenticate for a record
+it signs to count (:mod:`governance.trust.signing`); with ``[roles]``, only users of the
+role that signs its purposes (:data:`governance.trust.roles.SIGNING_ROLES`).
 
 ``min_fidelity``, ``max_features`` and ``require_validation_pass`` always apply (defaults
 0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
 the other gates apply when the file sets them. A policy is identified as
 ``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
-the gates, the trusted keys, the approvals, (with a drift gate) ``drift_against`` and
-(when present) the roles and governed models, not the name, so renaming a policy does not
+the gates, the trusted keys (and their ``users`` when bound), the approvals, (with a drift
+gate) ``drift_against`` and (when present) the roles and governed models, not the name, so renaming a policy does not
 change its version and a policy without ``[roles]`` keeps the digest it always had. Without keys, no evidence is
 trusted and every gate fails.
 
@@ -74,6 +78,7 @@ from miret_governance.governance.trust.roles import (
     Roles,
     RolesError,
     check_approvers,
+    check_key_users,
     parse_governed,
     parse_roles,
 )
@@ -353,6 +358,7 @@ def parse_policy(
     try:
         roles = parse_roles(data.get("roles"), source)
         check_approvers(roles, approvals, source)
+        check_key_users(roles, keys, source)
         governed = parse_governed(data.get("governed"), source)
     except RolesError as error:
         raise PolicyError(str(error)) from error

@@ -10,7 +10,7 @@ kind, a field missing or of the wrong type and a field its kind does not have, w
 class (:data:`RECORDS`), every field of the type its annotation names.
 
 Kinds (fields besides ``kind``, ``decided_by`` {key_name, key_fingerprint,
-mlflow_user} and ``time``, ISO 8601 with a time zone)::
+mlflow_user, [server_user]} and ``time``, ISO 8601 with a time zone)::
 
     gate        ensemble, surrogate {uri, model_id}, evidence {digest, signer},
                 policy {label, digest}, result PASS|FAIL, [drift]
@@ -26,8 +26,9 @@ mlflow_user} and ``time``, ISO 8601 with a time zone)::
 that is absent reads as null), a dataclass an object with no field it does not have,
 ``tuple[X, ...]`` an array and ``Mapping`` any object (free-form parts, kept as parsed:
 typing them would be speculative). A field
-with a default (``drift``, ``lock_taken_over``) may be absent or null, and is written
-only when it is set. :meth:`Record.to_json` writes exactly the bytes the trail has
+with a default (``drift``, ``lock_taken_over``, ``server_user``) may be absent or null,
+and is written only when it is set, so a record written before the field existed reads,
+and writes, the bytes it was signed as. :meth:`Record.to_json` writes exactly the bytes the trail has
 always signed (``json.dumps(..., indent=1, sort_keys=True)``).
 
 **Versions.** Every kind is at :attr:`Record.schema_version` 1, which is not written:
@@ -110,11 +111,15 @@ class PolicyRef:
 @dataclass(frozen=True)
 class DecidedBy:
     """Who decided: the key's policy name (None when the policy does not name it), its
-    fingerprint (None without a key) and the MLflow user."""
+    fingerprint (None without a key), the MLflow user, and ``server_user``: the user the
+    tracking server authenticated when the record was written (None on a store without
+    users, where ``mlflow_user`` is only what the client said; on one with users both are
+    the server's name)."""
 
     key_name: str | None
     key_fingerprint: str | None
     mlflow_user: str
+    server_user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,13 +166,8 @@ class Record:
 
     def to_json(self) -> bytes:
         """The record's bytes, as they are signed: every field, nested null values
-        included, and a field with a default only when it is set."""
-        written = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.default is not None or getattr(self, f.name) is not None
-        }
-        return json.dumps({"kind": self.kind} | _plain(written), indent=1, sort_keys=True).encode()
+        included, and a field with a default (nested ones too) only when it is set."""
+        return json.dumps({"kind": self.kind} | _plain(self), indent=1, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> Record:
@@ -355,9 +355,14 @@ def _is_time(value) -> bool:
 
 
 def _plain(value):
-    """``value`` with every nested dataclass as a dict (for ``json.dumps``)."""
+    """``value`` with every nested dataclass as a dict (for ``json.dumps``), without its
+    fields whose default is None while they are None (written only when set)."""
     if is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return {
+            f.name: _plain(getattr(value, f.name))
+            for f in fields(value)
+            if f.default is not None or getattr(value, f.name) is not None
+        }
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, tuple):

@@ -231,6 +231,30 @@ def check_approvers(roles: Roles | None, approvals: dict, source: str) -> None:
         )
 
 
+SIGNING_ROLES = {"explain": "ci", "decide": "ci", "approve": "approvers"}
+"""The role whose users may be bound to a key trusted for each purpose (``users`` of
+``[keys.<name>]``): the governance job explains and decides, approvers approve."""
+
+
+def check_key_users(roles: Roles | None, keys, source: str) -> None:
+    """Every user a ``[keys.<name>]`` table binds (``users``; ``keys`` a
+    :class:`governance.trust.signing.TrustedKeys`) holds the role that signs each of its
+    purposes (:data:`SIGNING_ROLES`), when the policy has ``[roles]``."""
+    if roles is None:
+        return
+    for key in keys.keys:
+        for purpose in key.may_sign:
+            role = SIGNING_ROLES[purpose]
+            allowed = (roles.ci,) if role == "ci" else getattr(roles, role)
+            strangers = [u for u in key.users if u not in allowed]
+            if strangers:
+                raise RolesError(
+                    f"{source}: [keys.{key.name}] users names {', '.join(map(repr, strangers))}, "
+                    f"not in [roles] {role} ({', '.join(allowed) or 'nobody'}), and the key "
+                    f"may sign {purpose}: bind it to users of that role, or add them to it"
+                )
+
+
 def parse_governed(table, source: str) -> tuple[GovernedModel, ...]:
     """``[governed."<model>"]`` tables checked, sorted by model name.
 

@@ -20,6 +20,12 @@ A policy names the public keys it trusts and what each may sign
     [keys.ci]
     public_key = "keys/ci.pub"      # relative to the policy file, or the PEM text
     may_sign = ["explain", "decide"]
+    users = ["ci"]                  # optional: the MLflow users who may sign with it
+
+A key with ``users`` is **bound** to them: a record it signs counts only when it names,
+as the user the tracking server authenticated when it was written (``server_user`` of
+:class:`governance.trust.records.DecidedBy`), one of them (:meth:`PublicKey.allows`); a
+key without ``users`` may be used by anyone who holds it, as before.
 
 A key is identified by its fingerprint, the sha256 of its PEM SubjectPublicKeyInfo (the
 ``hint`` model-signing writes into every bundle), and named by the policy, once: a key
@@ -158,19 +164,27 @@ class PublicKey:
         PEM SubjectPublicKeyInfo.
     may_sign : tuple of str
         The :data:`PURPOSES` it is trusted for.
+    users : tuple of str
+        The MLflow users bound to it (module docstring); empty: anyone holding it.
     """
 
     name: str
     pem: bytes
     may_sign: tuple
+    users: tuple = ()
 
     @property
     def fingerprint(self) -> str:
         """sha256 (hex) of :attr:`pem`."""
         return hashlib.sha256(self.pem).hexdigest()
 
+    def allows(self, user: str | None) -> bool:
+        """Whether ``user`` (the user the tracking server authenticated; None: a store
+        that cannot say) may sign with this key: any user when it is bound to none."""
+        return not self.users or user in self.users
+
     @classmethod
-    def parse(cls, name: str, text: bytes, may_sign, source: str) -> PublicKey:
+    def parse(cls, name: str, text: bytes, may_sign, source: str, users: tuple = ()) -> PublicKey:
         """A key from PEM text (normalized), checked to be an EC key model-signing accepts.
 
         Raises
@@ -188,7 +202,7 @@ class PublicKey:
                 "govern keygen wrote"
             ) from error
         _check_curve(key, source)
-        return cls(name, _public_pem(key), tuple(may_sign))
+        return cls(name, _public_pem(key), tuple(may_sign), tuple(users))
 
 
 @dataclass(frozen=True)
@@ -209,14 +223,20 @@ class TrustedKeys:
     keys: tuple = ()
 
     def to_json(self) -> dict:
-        """Name -> {fingerprint, may_sign}: what a policy digest covers."""
+        """Name -> {fingerprint, may_sign, and users when bound}: what a policy digest
+        covers (a key bound to no user keeps the digest it always had)."""
         return {
             k.name: {"fingerprint": k.fingerprint, "may_sign": sorted(k.may_sign)}
+            | ({"users": list(k.users)} if k.users else {})
             for k in self.keys
         }
 
     def names(self, purpose: str) -> list[str]:
         return [k.name for k in self.keys if purpose in k.may_sign]
+
+    def with_fingerprint(self, fingerprint: str | None) -> PublicKey | None:
+        """The trusted key with ``fingerprint`` (None when the policy names none)."""
+        return next((k for k in self.keys if k.fingerprint == fingerprint), None)
 
     def key_for(self, fingerprint: str, purpose: str, what: str) -> PublicKey:
         """The trusted key with ``fingerprint``, if it may sign ``purpose``.
@@ -248,19 +268,34 @@ def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
     Raises
     ------
     SignatureError
-        A key that is not a table with ``public_key`` and ``may_sign``, an unknown
-        purpose, an unreadable key file, a key model-signing cannot use, or one key
-        listed under two names.
+        A key that is not a table with ``public_key``, ``may_sign`` and optionally
+        ``users``, an unknown purpose, users that are not a non-empty list of distinct
+        names, an unreadable key file, a key model-signing cannot use, or one key listed
+        under two names.
     """
     if not isinstance(table, dict):
         raise SignatureError(f"{source}: [keys] must hold one [keys.<name>] table per key")
     keys = {}
     for name, entry in table.items():
         where = f"{source} [keys.{name}]"
-        if not isinstance(entry, dict) or set(entry) != {"public_key", "may_sign"}:
+        if not isinstance(entry, dict) or not (
+            {"public_key", "may_sign"} <= set(entry) <= {"public_key", "may_sign", "users"}
+        ):
             raise SignatureError(
-                f"{where} must have exactly public_key (a path or PEM text) and may_sign "
-                f"(a list of {', '.join(PURPOSES)})"
+                f"{where} must have public_key (a path or PEM text), may_sign (a list of "
+                f"{', '.join(PURPOSES)}) and optionally users (the MLflow users who may sign "
+                "with it), nothing else"
+            )
+        users = entry.get("users", [])
+        if (
+            not isinstance(users, list)
+            or ("users" in entry and not users)
+            or not all(isinstance(u, str) and re.fullmatch(r"\S{1,255}", u) for u in users)
+            or len(set(users)) != len(users)
+        ):
+            raise SignatureError(
+                f"{where}: users = {users!r}; give the MLflow user names who may sign with "
+                'this key, each once, e.g. users = ["reviewer"] (or leave users out)'
             )
         purposes = entry["may_sign"]
         if not isinstance(purposes, list) or not purposes or not set(purposes) <= set(PURPOSES):
@@ -272,7 +307,7 @@ def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
         data, origin = read_key(
             entry["public_key"], f"[keys.{name}] public_key of {source}", base_dir
         )
-        key = PublicKey.parse(str(name), data, purposes, origin)
+        key = PublicKey.parse(str(name), data, purposes, origin, tuple(sorted(users)))
         twin = keys.get(key.fingerprint)
         if twin is not None:
             both = sorted({*twin.may_sign, *key.may_sign}, key=list(PURPOSES).index)

@@ -57,10 +57,10 @@ def test_gate_run_holds_a_signed_record_naming_who_decided(store, tmp_path, monk
     assert record.evidence.digest == outcome.evaluation.evidence_digest
     assert record.evidence.signer == Signer(CI_KEY, ci)
     assert record.policy == PolicyRef(policy.label, policy.digest)
-    assert record.decided_by == DecidedBy(CI_KEY, ci, mlflow_user())
+    assert record.decided_by == DecidedBy(CI_KEY, ci, mlflow_user(client))
     run = client.get_run(outcome.run_id)
     tags = run.data.tags
-    assert tags["mlflow.user"] == run.info.user_id == mlflow_user() != ""
+    assert tags["mlflow.user"] == run.info.user_id == mlflow_user(client) != ""
     assert tags["governance.decision_signer"] == CI_KEY
     text = client.get_model_version("credit-rf", "1").description
     assert f"key {CI_KEY.replace('-', chr(92) + '-')}, user" in text

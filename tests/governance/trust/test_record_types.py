@@ -100,3 +100,20 @@ def test_a_nested_part_has_exactly_its_fields(part, value):
     data = json.loads(Path(FIXTURES[0].parent, "gate.json").read_bytes())
     with pytest.raises(RecordError, match=f"its gate record has missing or malformed {part}$"):
         parse_record(encode(data | {part: value}))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
+def test_the_server_user_is_written_only_when_vouched(path):
+    """``decided_by.server_user``: absent in every record written before it existed (they
+    keep their bytes), written when a server vouched for the user, null read as absent."""
+    data = json.loads(path.read_bytes())
+    assert "server_user" not in data["decided_by"]
+    vouched = data | {"decided_by": data["decided_by"] | {"server_user": "reviewer"}}
+    record = parse_record(encode(vouched))
+    assert record.decided_by.server_user == "reviewer"
+    assert record.to_json() == encode(vouched)
+    unvouched = data | {"decided_by": data["decided_by"] | {"server_user": None}}
+    assert parse_record(encode(unvouched)).to_json() == path.read_bytes()
+    wrong = data | {"decided_by": data["decided_by"] | {"server_user": 7}}
+    with pytest.raises(RecordError, match="malformed decided_by"):
+        parse_record(encode(wrong))

@@ -159,3 +159,53 @@ def test_a_user_in_two_roles_gets_the_larger_permission_once():
         (REGISTERED_MODEL, "m.governed"): "READ",
     }
     assert len(plan) == len({(g.user, g.resource) for g in plan})
+
+
+def _keys(**users):
+    """``[keys.*]``: ci (explain, decide) and rev (approve), each bound to ``users``."""
+    from signing_keys import key_pair
+
+    purposes = {"ci": ["explain", "decide"], "rev": ["approve"]}
+    return {
+        name: {"public_key": str(key_pair(f"roles-{name}")[1]), "may_sign": purposes[name]}
+        | ({"users": users[name]} if name in users else {})
+        for name in purposes
+    }
+
+
+def test_a_key_binds_the_users_who_may_sign_with_it():
+    bound = _policy(keys=_keys(rev=["rev"]), roles=ROLES)
+    ci, rev = bound.keys.keys
+    assert (rev.name, rev.users, ci.users) == ("rev", ("rev",), ())
+    assert rev.allows("rev") and not rev.allows("ds") and not rev.allows(None)
+    assert ci.allows("ds") and ci.allows(None)  # bound to nobody: whoever holds it
+
+
+def test_the_digest_covers_a_binding_only_where_there_is_one():
+    unbound = _policy(keys=_keys())
+    assert unbound.keys.to_json() == {
+        name: {"fingerprint": k.fingerprint, "may_sign": sorted(k.may_sign)}
+        for name, k in zip(("ci", "rev"), unbound.keys.keys, strict=True)
+    }
+    rev, other = _policy(keys=_keys(rev=["rev"])), _policy(keys=_keys(rev=["aud"]))
+    assert len({unbound.digest, rev.digest, other.digest}) == 3
+
+
+@pytest.mark.parametrize(
+    ("users", "message"),
+    [
+        ({"rev": ["ds"]}, r"\[keys.rev\] users names 'ds', not in \[roles\] approvers \(rev\)"),
+        ({"ci": ["rev"]}, r"\[keys.ci\] users names 'rev', not in \[roles\] ci \(ci\), .* explain"),
+        ({"rev": ["nobody", "rev"]}, r"\[keys.rev\] users names 'nobody', not in"),
+    ],
+)
+def test_a_bound_user_must_hold_the_role_that_signs_the_keys_purpose(users, message):
+    with pytest.raises(PolicyError, match="p.toml: " + message):
+        _policy(keys=_keys(**users), roles=ROLES)
+    assert _policy(keys=_keys(**users)).keys  # without [roles], any user may be bound
+
+
+@pytest.mark.parametrize("users", [[], "rev", ["a b"], ["rev", "rev"], [7]])
+def test_bad_key_users_are_refused_with_the_fix(users):
+    with pytest.raises(PolicyError, match=r'\[keys.rev\]: users = .*e.g. users = \["reviewer"\]'):
+        _policy(keys=_keys(rev=users))
