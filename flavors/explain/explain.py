@@ -239,6 +239,7 @@ def explain_model_version(
                     client, version, existing, request, started, recovered, signing_key
                 )
 
+        faults.check_removable(client, request.registered_name)
         # Great Expectations is imported in its child while this process starts the run
         # and fits; not before the reuse check: a reused explain validates nothing
         worker = cleanup.enter_context(ValidationWorker())

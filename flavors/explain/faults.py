@@ -15,7 +15,10 @@ Either way a run that did not finish leaves no model version behind
 (:func:`discard_run_versions`): the versions registered from it are deleted, and an
 ensemble version linked to one of them is linked back to its newest surrogate whose
 explain run finished, or unlinked when there is none, so no link points at a version
-whose logged model is gone.
+whose logged model is gone. Deleting a version needs MANAGE on its registered model on a
+server with MLflow's basic-auth app, so :func:`check_removable` refuses, before any run
+starts, an explain into an existing surrogate model on which the user may register
+(EDIT) but not delete: a step refused after the registration would leave the version.
 """
 
 from __future__ import annotations
@@ -100,8 +103,61 @@ def temporary_folder():
     return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
 
 
+PERMISSION_ENDPOINT = "/api/3.0/mlflow/users/permissions/get"
+"""MLflow's basic-auth endpoint answering a user's own permission on a resource."""
+
+
+def check_removable(client: MlflowClient, registered_name: str) -> None:
+    """Refuse an explain whose user could register a version of ``registered_name`` but
+    not delete it again (less than MANAGE on an existing registered model, on a server
+    with MLflow's basic-auth app); a no-op for admins, a new model (its creator gets
+    MANAGE), a model the user cannot read (registering is refused first) and stores
+    without users.
+
+    Raises
+    ------
+    ExplainError
+        The user's permission on the model, what explain needs and who grants it.
+    """
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    from miret_governance.flavors.errors import ExplainError
+    from miret_governance.flavors.store.auth import server_user
+    from miret_governance.flavors.store.refusals import GRANT_HINT
+    from miret_governance.governance.trust.roles import MANAGE, REGISTERED_MODEL
+
+    uri = mlflow.get_tracking_uri()
+    user = server_user(uri)
+    if user is None or user.is_admin:
+        return
+    try:
+        client.get_registered_model(registered_name)
+    except MlflowException:
+        return  # missing (created, then MANAGE), or unreadable (registering is refused)
+    answer = http_request(
+        get_default_host_creds(uri), PERMISSION_ENDPOINT, "GET",
+        params={"username": user.username, "resource_type": REGISTERED_MODEL,
+                "resource_id": registered_name},
+    )  # fmt: skip
+    permission = answer.json().get("permission") if answer.status_code == 200 else MANAGE
+    if permission != MANAGE:
+        raise ExplainError(
+            f"user {user.username!r} has {permission} on the registered model "
+            f"{registered_name!r}, and explain needs MANAGE there: it deletes the surrogate "
+            "version it registered when a later step is refused, so that nothing is left "
+            f"half-written; {GRANT_HINT}; nothing was registered"
+        )
+
+
 def discard_logged_models(client: MlflowClient, run) -> list[str]:
-    """Mark every logged model of ``run`` FAILED and delete it; their ids."""
+    """Mark every logged model of ``run`` FAILED, then delete it; their ids. A deletion
+    the server refuses (it needs MANAGE on the experiment, which the CI identity does not
+    hold on the data scientists' experiment: it would let it delete their runs) leaves
+    the model FAILED, as its run."""
+    from mlflow.exceptions import MlflowException
+
     models = client.search_logged_models(
         experiment_ids=[run.info.experiment_id],
         filter_string=f"source_run_id = '{run.info.run_id}'",
@@ -109,7 +165,12 @@ def discard_logged_models(client: MlflowClient, run) -> list[str]:
     for model in models:
         with contextlib.suppress(Exception):
             client.finalize_logged_model(model.model_id, "FAILED")
-        client.delete_logged_model(model.model_id)
+    for model in models:
+        try:
+            client.delete_logged_model(model.model_id)
+        except MlflowException as error:
+            if error.error_code != "PERMISSION_DENIED":
+                raise
     return [m.model_id for m in models]
 
 

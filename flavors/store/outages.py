@@ -46,11 +46,12 @@ HTTP_SETTINGS = {
 
 
 def error_chain(error: BaseException) -> list:
-    """``error`` and its causes and contexts, outermost first."""
+    """``error`` and its causes and contexts, outermost first (a context hidden by
+    ``raise ... from None`` is not followed: the error says all itself)."""
     seen = []
     while error is not None and not any(error is e for e in seen):
         seen.append(error)
-        error = error.__cause__ or error.__context__
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
     return seen
 
 

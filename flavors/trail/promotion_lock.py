@@ -242,7 +242,7 @@ def _refuse_foreign(error: MlflowException, lock: str, action: str) -> None:
         f"was recorded. An MLflow admin must delete registered model {lock} (MLflow UI, or "
         f"MlflowClient().delete_registered_model('{lock}') with admin credentials); only the "
         "governance CI identity should promote (docs/deployment.md)"
-    )
+    ) from None  # names the 403 itself: not the server's generic refusal line
 
 
 def _held_message(held, holder: dict, alias: str, lock: str) -> str:

@@ -1,26 +1,30 @@
-"""`govern server setup` against a real `mlflow server --app-name basic-auth`, then the
-server called as each role: what each may and may not do (the table of docs/deployment.md).
+"""The governed deployment on PostgreSQL: `govern server setup` against a real `mlflow
+server --app-name basic-auth`, the server called as each role (the table of
+docs/deployment.md), the governed flow end to end, the insider matrix and concurrent
+promotions.
 
-One server per module (SQLite backend, proxied artifacts, ``default_permission =
-NO_PERMISSIONS``, a generated admin password), started by :class:`AuthServer`; the
-tests run in order on it (refusals before setup, setup, then the role table, then the
-governed flow: promotion into ``credit-rf.governed``, which only CI writes, and its files
-refused on load once swapped in the artifact store; the same flow without users is in
-tests/flavors/trail/test_governed.py). The
-fixture is small on purpose: the shared PostgreSQL stack (tests/server_stack.py) can
-replace it.
+One stack per module (``examples/server/stack.py``, what ``make server`` starts:
+PostgreSQL, proxied artifacts, ``default_permission = NO_PERMISSIONS``, a generated admin
+password), with the users of the example roles policy. The tests run in order on it:
+refusals before setup, setup, the role table, the governed flow (explain as CI, approve
+as the reviewer, promote into ``credit-rf.governed``, which only CI writes, audit as the
+auditor; the same flow without users is in tests/flavors/trail/test_governed.py), then,
+on what the flow left, each insider attack of :data:`ATTACKS` as the data scientist
+(docs/deployment.md, Insiders, holds the same table), explain's and CI's cleanup, and 8
+concurrent promotions (``examples/benchmarks/concurrent_promotion.py`` repeats them 20
+times). Its own stack, not the session's shared one (``tests/server_stack.py``): setup
+creates the governance experiments as it finds them.
 """
 
-import secrets
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
+from processes import free_port  # noqa: F401 - puts examples/server on sys.path
 from requests.exceptions import HTTPError
-from signing_keys import ci_key, keys_table
-from sqlite_server import Server
+from stack import Stack
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.slow
@@ -31,51 +35,24 @@ ROLES_POLICY = Path(__file__).parents[3] / "examples" / "policies" / "roles.toml
 POLICY = ROLES_POLICY.read_text()
 
 
-class AuthServer(Server):
-    """``mlflow server --app-name basic-auth`` on SQLite in ``folder`` (the faults tests'
-    server, :class:`sqlite_server.Server`), users and passwords generated here."""
-
-    def __init__(self, folder: Path, migrated_store: Path):
-        self.passwords = {name: secrets.token_urlsafe(12) for name in ["admin", *USERS]}
-        config = folder / "auth.ini"
-        config.write_text(
-            "[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
-            f"database_uri = sqlite:///{folder / 'auth.db'}\nadmin_username = admin\n"
-            f"admin_password = {self.passwords['admin']}\n"
-            "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-            # each request checks its password with PBKDF2 (about 0.5 s of the server's CPU);
-            # cached for a minute, the governed flow is minutes faster (a deployment choice)
-            "auth_cache_ttl_seconds = 60\n"
-        )
-        super().__init__(
-            folder,
-            migrated_store,
-            app_name="basic-auth",
-            env={
-                "MLFLOW_AUTH_CONFIG_PATH": str(config),
-                "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),
-            },
-        )
-
-
 @pytest.fixture(scope="module")
-def auth_server(tmp_path_factory, migrated_store):
-    server = AuthServer(tmp_path_factory.mktemp("auth-server"), migrated_store)
-    try:
-        server.start()
-        with _as(server, "admin"):
-            from mlflow.server.auth.client import AuthServiceClient
-
-            auth = AuthServiceClient(server.url)
-            for name in USERS:
-                auth.create_user(name, server.passwords[name])
-        yield server
-    finally:
-        server.stop()
+def auth_server():
+    """The module's own stack (``examples/server/stack.py``: PostgreSQL and ``mlflow
+    server --app-name basic-auth``), with the users of :data:`USERS`; ``passwords`` maps
+    each user (and the admin) to their password. Not the session's shared stack
+    (``tests/server_stack.py``): setup creates the governance experiments as it finds
+    them, and the users are named as in the example policy."""
+    with Stack() as stack:
+        stack.passwords = {"admin": stack.admin_password}
+        for name in USERS:
+            env = stack.create_user(name)
+            stack.passwords[name] = env["MLFLOW_TRACKING_PASSWORD"]
+        yield stack
+        print(f"the module's stack (PostgreSQL, mlflow server): {stack.cpu_seconds():.1f} s CPU")
 
 
 @contextmanager
-def _as(server: AuthServer, user: str):
+def _as(server: Stack, user: str):
     """MLflow's credentials and URIs set to ``user`` on ``server`` (as the CLI reads them)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", server.url)
@@ -137,22 +114,6 @@ def test_setup_names_missing_users_and_changes_nothing(auth_server, tmp_path):
     assert "users" in result.output and "ghost" in result.output
     with _as(auth_server, "admin") as client:
         assert client.search_experiments(filter_string="name LIKE 'governance-%'") == []
-
-
-def test_a_planted_lock_is_a_misconfiguration_not_a_promotion_to_wait_for(auth_server):
-    from miret_governance.flavors.trail.promotion_lock import (
-        LockMisconfiguredError,
-        promotion_lock,
-    )
-    from miret_governance.governance.trust.signing import parse_trust
-
-    with _as(auth_server, "ds") as client:
-        client.create_registered_model("planted.promotion-lock.champion")
-    trusted = parse_trust(keys_table(), None, "test")
-    refused = pytest.raises(LockMisconfiguredError, match="planted.promotion-lock.champion")
-    with _as(auth_server, "ci") as client, refused as e:
-        promotion_lock(client, "planted", "champion", "models:/x/1", ci_key(), trusted).__enter__()
-    assert "lacks MANAGE on registered model planted.promotion-lock.champion" in str(e.value)
 
 
 # --------------------------------------------------------------- setup
@@ -259,12 +220,13 @@ def test_an_auditor_reads_everything_and_writes_nothing(auth_server, content):
 
 
 # --------------------------------------------------------------- the governed flow
-def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
-    auth_server, content, tmp_path, breast_cancer
-):
-    """explain and promote as CI, approve as the reviewer, audit as the auditor: the
-    plan's grants are enough for the product's own calls, and a data scientist's approve
-    is refused by the server."""
+@pytest.fixture(scope="module")
+def flow(auth_server, content, tmp_path_factory, breast_cancer):
+    """The governed flow, as each role: the data scientist registers a forest
+    (``credit-rf`` v1, the ``@dev`` of :func:`content` is on another version), CI
+    explains it, the data scientist's ``govern approve`` with the reviewer's key is
+    refused, the reviewer approves, CI promotes into ``credit-rf.governed``. The results,
+    the policy and a ``govern(user, *args, key=None)`` for the tests that follow."""
     from mlflow_store import register_sklearn
     from signing_keys import key_pair, keys_toml
     from sklearn.ensemble import RandomForestClassifier
@@ -272,17 +234,17 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
     from miret_governance.cli.app import app
     from miret_governance.flavors.explain.explain import explain_model_version
 
+    folder = tmp_path_factory.mktemp("flow")
     X, y = breast_cancer
     X, y = X.iloc[:200, :6], y.iloc[:200]
-    X.assign(label=y).to_csv(tmp_path / "train.csv", index=False)
+    X.assign(label=y).to_csv(folder / "train.csv", index=False)
     forest = RandomForestClassifier(n_estimators=4, max_depth=2, random_state=0).fit(X, y)
     with _as(auth_server, "ds") as ds:
         experiment = ds.get_experiment_by_name("credit-rf").experiment_id
         register_sklearn(forest, "credit-rf", experiment_id=experiment)
-        uri = (
-            f"models:/credit-rf/{ds.get_registered_model('credit-rf').latest_versions[-1].version}"
-        )
-    policy = tmp_path / "flow.toml"
+        version = ds.get_registered_model("credit-rf").latest_versions[-1].version
+    uri = f"models:/credit-rf/{version}"
+    policy = folder / "flow.toml"
     policy.write_text(
         POLICY.replace("min_fidelity = 0.90", "min_fidelity = 0.0")
         + keys_toml(approvers=("rev",))
@@ -290,10 +252,9 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
     )
     with _as(auth_server, "ci"):
         explained = explain_model_version(
-            uri, tmp_path / "train.csv", target="label", solver="highs", time_limit=5,
+            uri, folder / "train.csv", target="label", solver="highs", time_limit=5,
             min_test_rows=5,
         )  # fmt: skip
-    assert explained.surrogate_uri == "models:/credit-rf-surrogate/1"
 
     def govern(user, *args, key=None):
         with _as(auth_server, user), pytest.MonkeyPatch.context() as mp:
@@ -303,13 +264,28 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
 
     approve = ["approve", "--model-uri", uri, "--alias", "champion", "--comment", "reviewed"]
     forged = govern("ds", *approve, "--decision", "approve", key="rev")
-    assert forged.exit_code == 2, forged.output
     with _as(auth_server, "auditor") as auditor:
         approvals = auditor.get_experiment_by_name("governance-approvals").experiment_id
-        assert len(auditor.search_runs([approvals])) == 2  # CI's and the reviewer's above
+        runs_after_forged = len(auditor.search_runs([approvals]))
     approved = govern("reviewer", *approve, "--decision", "approve", key="rev")
-    assert approved.exit_code == 0, approved.output
     promoted = govern("ci", "promote", "--model-uri", uri, "--alias", "champion")
+    return {
+        "uri": uri, "explained": explained, "forged": forged, "approved": approved,
+        "promoted": promoted, "runs_after_forged": runs_after_forged, "govern": govern,
+        "folder": folder, "policy": policy,
+    }  # fmt: skip
+
+
+def test_the_governed_flow_runs_with_exactly_the_planned_permissions(auth_server, content, flow):
+    """explain and promote as CI, approve as the reviewer, audit as the auditor: the
+    plan's grants are enough for the product's own calls, and a data scientist's approve
+    is refused by the server."""
+    uri, govern = flow["uri"], flow["govern"]
+    assert flow["explained"].surrogate_uri == "models:/credit-rf-surrogate/1"
+    assert flow["forged"].exit_code == 2, flow["forged"].output
+    assert flow["runs_after_forged"] == 2  # CI's and the reviewer's of `content`
+    assert flow["approved"].exit_code == 0, flow["approved"].output
+    promoted = flow["promoted"]
     assert promoted.exit_code == 0, promoted.output
     assert "governed: @champion -> models:/credit-rf.governed/2" in promoted.output
     # The auditor reads the whole trail (the governed model's name audits the model it
@@ -322,28 +298,394 @@ def test_the_governed_flow_runs_with_exactly_the_planned_permissions(
         assert auditor.get_model_version_by_alias("credit-rf", "champion").version == uri[-1]
         governed = auditor.get_model_version_by_alias("credit-rf.governed", "champion")
     assert governed.tags["governance.governed.from"] == uri
-    _governed_is_governance_s_alone(auth_server, governed, content)
     shown = govern("auditor", "show", "--model-uri", "models:/credit-rf.governed@champion")
     assert shown.exit_code == 0, shown.output
-    # files swapped where they are stored (an admin of the artifact store): refused on load
+    # files swapped where they are stored (an admin of the artifact store): refused on
+    # load; then put back for the insiders below
     source = governed.source.removeprefix("mlflow-artifacts:/")
-    swapped = next(p for p in (auth_server.folder / "artifacts" / source).rglob("*.skops"))
-    swapped.write_bytes(swapped.read_bytes() + b"0")
+    swapped = next(p for p in (auth_server.artifacts / source).rglob("*.skops"))
+    original = swapped.read_bytes()
+    swapped.write_bytes(original + b"0")
     refused = govern("auditor", "show", "--model-uri", "models:/credit-rf.governed@champion")
+    swapped.write_bytes(original)
     assert refused.exit_code == 2, refused.output
     assert "were replaced after promotion" in refused.output
 
 
-def _governed_is_governance_s_alone(server, governed, content) -> None:
-    """A data scientist can neither move the governed alias nor write the governed
-    version's files (a governance-gates run's artifacts): the server answers 403."""
-    with _as(server, "ds") as ds:
-        name = "credit-rf.governed"
-        assert _denied(ds.set_registered_model_alias, name, "champion", content["governed"])
-        assert _denied(ds.delete_registered_model_alias, name, "champion")
-        assert _denied(ds.set_model_version_tag, name, governed.version, "x", "y")
-        folder = server.folder / "swap"
-        folder.mkdir()
-        (folder / "model.skops").write_bytes(b"not the promoted forest")
-        with pytest.raises(HTTPError, match="403 Client Error: Forbidden"):  # proxied upload
-            ds.log_artifacts(governed.run_id, str(folder), "governed_model")
+# --------------------------------------------------------------- insiders
+SERVER, PRODUCT = "server", "product"
+"""Who refuses an attack: the server (403, MLflow's ``PERMISSION_DENIED``) or the
+product (a ``govern`` command's exit code and message)."""
+DATA_SCIENTIST = "data scientist"
+
+
+def _refused_by_server(call, *args, **kwargs) -> str:
+    """:data:`SERVER` when ``call`` is refused with 403 (an MLflow call, or an artifact
+    upload through the proxy); what else happened otherwise."""
+    try:
+        call(*args, **kwargs)
+    except MlflowException as error:
+        return SERVER if error.error_code == "PERMISSION_DENIED" else repr(error)
+    except HTTPError as error:
+        return SERVER if error.response.status_code == 403 else repr(error)
+    return "nobody: the server accepted it"
+
+
+def _ids(server) -> dict:
+    """As the auditor: the governance experiments' ids, a run of each decision kind, the
+    explained surrogate version and the promoted governed version."""
+    with _as(server, "auditor") as auditor:
+        ids = {
+            name: auditor.get_experiment_by_name(name).experiment_id
+            for name in ("governance-gates", "governance-approvals", "governance-links")
+        }
+        for name in ids.copy():
+            ids[f"{name} run"] = auditor.search_runs([ids[name]], max_results=1)[0].info.run_id
+        ids["surrogate"] = auditor.get_model_version("credit-rf-surrogate", "1")
+        ids["governed"] = auditor.get_model_version_by_alias("credit-rf.governed", "champion")
+    return ids
+
+
+def _forge_surrogate_version(server, flow, ds, ids):
+    source = ids["surrogate"]
+    return _refused_by_server(
+        ds.create_model_version, "credit-rf-surrogate", source.source, source.run_id
+    )
+
+
+def _forge_link_record(server, flow, ds, ids):
+    return _refused_by_server(ds.create_run, ids["governance-links"])
+
+
+def _forge_gate_record(server, flow, ds, ids):
+    return _refused_by_server(ds.create_run, ids["governance-gates"])
+
+
+def _approve_with_a_stolen_key(server, flow, ds, ids):
+    line = flow["forged"].output  # `flow` ran `govern approve` as ds with the reviewer's key
+    assert flow["forged"].exit_code == 2 and "refused user 'ds' (HTTP 403" in line, line
+    return SERVER
+
+
+def _retag_decision_run(server, flow, ds, ids):
+    run = ids["governance-gates run"]
+    return _refused_by_server(ds.set_tag, run, "governance.decision", "refused")
+
+
+def _delete_decision_run(server, flow, ds, ids):
+    return _refused_by_server(ds.delete_run, ids["governance-approvals run"])
+
+
+def _overwrite_record_files(server, flow, ds, ids):
+    run = ids["governance-gates run"]
+    return _refused_by_server(ds.log_text, run, "{}", "decision/record.json")
+
+
+def _rename_governance_experiment(server, flow, ds, ids):
+    return _refused_by_server(ds.rename_experiment, ids["governance-links"], "links-old")
+
+
+def _delete_governance_experiment(server, flow, ds, ids):
+    return _refused_by_server(ds.delete_experiment, ids["governance-approvals"])
+
+
+def _retag_surrogate_version(server, flow, ds, ids):
+    return _refused_by_server(
+        ds.set_model_version_tag, "credit-rf-surrogate", "1", "governance.evidence_digest", "0"
+    )
+
+
+def _delete_surrogate_version(server, flow, ds, ids):
+    return _refused_by_server(ds.delete_model_version, "credit-rf-surrogate", "1")
+
+
+def _delete_explain_run(server, flow, ds, ids):
+    return _refused_by_server(ds.delete_run, ids["surrogate"].run_id)
+
+
+def _set_governed_alias(server, flow, ds, ids):
+    return _refused_by_server(ds.set_registered_model_alias, "credit-rf.governed", "champion", "1")
+
+
+def _retag_governed_version(server, flow, ds, ids):
+    version = ids["governed"].version
+    return _refused_by_server(
+        ds.set_model_version_tag, "credit-rf.governed", version, "governance.governed.from", "x"
+    )
+
+
+def _register_into_governed(server, flow, ds, ids):
+    return _refused_by_server(ds.create_model_version, "credit-rf.governed", flow["uri"])
+
+
+def _overwrite_governed_files(server, flow, ds, ids):
+    folder = flow["folder"] / "swap"
+    folder.mkdir(exist_ok=True)
+    (folder / "model.skops").write_bytes(b"not the promoted forest")
+    return _refused_by_server(
+        ds.log_artifacts, ids["governed"].run_id, str(folder), "governed_model"
+    )
+
+
+def _tamper_evidence(server, flow, ds, ids):
+    """The surrogate's files are a logged model of the data scientists' own experiment
+    (explain runs land next to training), which they may write: the upload is accepted,
+    and every read refuses the altered evidence."""
+    from mlflow.artifacts import download_artifacts
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    from miret_governance.flavors.store.registry import model_id_of
+
+    location = ds.get_logged_model(model_id_of(ids["surrogate"])).artifact_location
+    folder = flow["folder"] / "tamper"
+    original = Path(download_artifacts(f"{location}/evidence.json", dst_path=str(folder)))
+    kept = original.read_bytes()
+    original.write_bytes(kept.replace(b'"test_fidelity"', b'"test_fidelity" ', 1))
+    repository = get_artifact_repository(location)
+    repository.log_artifact(str(original))  # accepted: EDIT on their experiment
+    shown = flow["govern"]("auditor", "show", "--model-uri", flow["uri"])
+    original.write_bytes(kept)
+    repository.log_artifact(str(original))  # put back for the rows below
+    assert shown.exit_code == 2, shown.output
+    assert "does not match its signature" in " ".join(shown.output.split())
+    return PRODUCT
+
+
+def _another_version(server, flow) -> str:
+    """A second version of the data scientists' forest (the same files, never
+    explained), registered once by the data scientist."""
+    from miret_governance.flavors.store.registry import model_id_of
+
+    if "other" not in flow:
+        with _as(server, "ds") as ds:
+            source = ds.get_model_version("credit-rf", flow["uri"].rsplit("/", 1)[1])
+            other = ds.create_model_version(
+                "credit-rf", source.source, source.run_id, model_id=model_id_of(source)
+            )
+        flow["other"] = f"models:/credit-rf/{other.version}"
+    return flow["other"]
+
+
+def _retag_as_explained_and_gated(server, flow, ds, ids):
+    """Their own model's tags are theirs to write: an unexplained version tagged with the
+    honest surrogate of another version, a passed gate and a promotion. CI's gate
+    believes none of it."""
+    other = _another_version(server, flow)
+    number = other.rsplit("/", 1)[1]
+    for key, value in (
+        ("governance.surrogate", "models:/credit-rf-surrogate/1"),
+        ("governance.last_gate", "PASS"),
+        ("governance.promotion.champion", "promoted"),
+    ):
+        ds.set_model_version_tag("credit-rf", number, key, value)
+    gated = flow["govern"]("ci", "gate", "--model-uri", other)
+    assert gated.exit_code in (1, 2), gated.output
+    assert "credit-rf-surrogate/1" in gated.output and "credit-rf/" in gated.output
+    return PRODUCT
+
+
+def _hand_set_own_alias(server, flow, ds, ids):
+    """``@champion`` on their own model moved by hand (the server lets them: it is their
+    model): the audit reports it; serving reads the governed model's, which stays."""
+    other = _another_version(server, flow)
+    ds.set_registered_model_alias("credit-rf", "champion", other.rsplit("/", 1)[1])
+    audited = flow["govern"]("auditor", "audit", "--model-name", "credit-rf.governed")
+    ds.set_registered_model_alias("credit-rf", "champion", flow["uri"].rsplit("/", 1)[1])
+    assert audited.exit_code == 1, audited.output
+    assert f"@champion is on {other}" in " ".join(audited.output.split()), audited.output
+    with _as(server, "auditor") as auditor:
+        governed = auditor.get_model_version_by_alias("credit-rf.governed", "champion")
+    assert governed.version == ids["governed"].version
+    return PRODUCT
+
+
+def _plant_promotion_lock(server, flow, ds, ids):
+    """A lock model created first by the data scientist: CI cannot read it, and promote
+    refuses at once as a misconfiguration instead of waiting for it."""
+    ds.create_registered_model("credit-rf.promotion-lock.canary")
+    promoted = flow["govern"]("ci", "promote", "--model-uri", flow["uri"], "--alias", "canary")
+    with _as(server, "admin") as admin:
+        admin.delete_registered_model("credit-rf.promotion-lock.canary")
+    assert promoted.exit_code == 2, promoted.output
+    output = " ".join(promoted.output.split())
+    assert "lacks MANAGE on registered model credit-rf.promotion-lock.canary" in output, output
+    return PRODUCT
+
+
+ATTACKS = {
+    "register a forged surrogate version": (SERVER, _forge_surrogate_version),
+    "write a link record (a run in governance-links)": (SERVER, _forge_link_record),
+    "write a gate or promotion record (a run in governance-gates)": (SERVER, _forge_gate_record),
+    "govern approve with a stolen approver key": (SERVER, _approve_with_a_stolen_key),
+    "re-tag a decision run": (SERVER, _retag_decision_run),
+    "delete a decision run": (SERVER, _delete_decision_run),
+    "overwrite a decision record's files": (SERVER, _overwrite_record_files),
+    "rename a governance experiment": (SERVER, _rename_governance_experiment),
+    "delete a governance experiment": (SERVER, _delete_governance_experiment),
+    "re-tag the surrogate version": (SERVER, _retag_surrogate_version),
+    "delete the surrogate version": (SERVER, _delete_surrogate_version),
+    "delete the explain run": (SERVER, _delete_explain_run),
+    "set the governed model's alias by hand": (SERVER, _set_governed_alias),
+    "re-tag the governed version": (SERVER, _retag_governed_version),
+    "register a version into the governed model": (SERVER, _register_into_governed),
+    "overwrite the governed version's files": (SERVER, _overwrite_governed_files),
+    "tamper with the explained surrogate's evidence files": (PRODUCT, _tamper_evidence),
+    "re-tag their own version as explained, gated and promoted": (
+        PRODUCT,
+        _retag_as_explained_and_gated,
+    ),
+    "set @champion on their own model by hand": (PRODUCT, _hand_set_own_alias),
+    "create the promotion lock first": (PRODUCT, _plant_promotion_lock),
+}
+"""The insider matrix on the governed deployment, every attack by the data scientist:
+attack -> (who refuses it, the attack and its check). ``docs/deployment.md`` (Insiders) holds the same table, with
+:data:`CONCURRENT`."""
+CONCURRENT = ("8 promotions of different versions to one alias at once", "ci", PRODUCT)
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_an_insider_is_refused(auth_server, flow, attack):
+    """After the governed flow, as the data scientist: each attack of :data:`ATTACKS` is
+    refused, by whom the table says (a product refusal: the server accepted the write,
+    and the check names the command, exit code and message)."""
+    refused_by, run = ATTACKS[attack]
+    ids = _ids(auth_server)
+    with _as(auth_server, "ds") as ds:
+        assert run(auth_server, flow, ds, ids) == refused_by
+
+
+def test_the_insider_table_of_the_deployment_guide_is_the_tested_one():
+    text = (Path(__file__).parents[3] / "docs" / "deployment.md").read_text()
+    section = text.split("### Insiders\n", 1)[1].split("\n#", 1)[0]
+    rows = [
+        tuple(cell.strip().strip("`") for cell in line.strip("|").split("|"))
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith(("| attack", "| ---"))
+    ]
+    tested = [(a, DATA_SCIENTIST, by) for a, (by, _) in ATTACKS.items()] + [CONCURRENT]
+    assert [row[:3] for row in rows] == tested
+
+
+# --------------------------------------------------------------- nothing half-written
+def test_an_explain_that_could_not_remove_its_version_is_refused_before_it_runs(auth_server, flow):
+    """EDIT on an existing surrogate model lets a user register a version but not delete
+    it (MANAGE): a step refused after the registration (here the link tag on the
+    ensemble, READ only) would leave it. Refused before the run starts instead."""
+    from miret_governance.flavors.errors import ExplainError
+    from miret_governance.flavors.explain.explain import explain_model_version
+
+    with _as(auth_server, "admin") as admin:
+        experiment = admin.get_experiment_by_name("credit-rf").experiment_id
+        links = admin.get_experiment_by_name("governance-links").experiment_id
+        before = len(admin.search_runs([experiment]))
+        versions = len(admin.search_model_versions("name = 'credit-rf-surrogate'"))
+    grants = [
+        ("experiment", experiment, "EDIT"),
+        ("experiment", links, "READ"),
+        ("registered_model", "credit-rf", "READ"),
+        ("registered_model", "credit-rf-surrogate", "EDIT"),
+    ]
+    auth_server.passwords["editor"] = auth_server.create_user("editor", grants)[
+        "MLFLOW_TRACKING_PASSWORD"
+    ]
+    refused = pytest.raises(
+        ExplainError,
+        match="user 'editor' has EDIT on the registered model 'credit-rf-surrogate', and "
+        "explain needs MANAGE there",
+    )
+    with _as(auth_server, "editor"), refused:
+        explain_model_version(
+            flow["uri"], flow["folder"] / "train.csv", target="label", solver="highs",
+            time_limit=5, min_test_rows=5, force=True,
+        )  # fmt: skip
+    with _as(auth_server, "admin") as admin:
+        assert len(admin.search_runs([experiment])) == before
+        assert len(admin.search_model_versions("name = 'credit-rf-surrogate'")) == versions
+
+
+def test_ci_cleans_up_a_failed_explain_with_the_planned_grants(auth_server, flow):
+    """A CI explain that failed after registering (``faults.end_run``), cleaned up with
+    CI's grants alone (EDIT on the data scientists' experiment and model, MANAGE on the
+    surrogate model): the version is deleted, the ensemble linked back to its last
+    finished explanation, the logged model FAILED (deleting it needs MANAGE on their
+    experiment, which CI does not get), the run FAILED."""
+    from miret_governance.flavors.explain import faults
+
+    ensemble = flow["uri"].rsplit("/", 1)[1]
+    with _as(auth_server, "ci") as ci:
+        experiment = ci.get_experiment_by_name("credit-rf").experiment_id
+        run = ci.create_run(experiment)
+        model = ci.create_logged_model(experiment, name="surrogate", source_run_id=run.info.run_id)
+        version = ci.create_model_version(
+            "credit-rf-surrogate", f"models:/{model.model_id}", run.info.run_id,
+            tags={"governance.surrogate_of": flow["uri"]}, model_id=model.model_id,
+        )  # fmt: skip
+        linked = f"models:/credit-rf-surrogate/{version.version}"
+        ci.set_model_version_tag("credit-rf", ensemble, "governance.surrogate", linked)
+        faults.end_run(ci, run, "FAILED")
+        assert ci.search_model_versions(f"run_id = '{run.info.run_id}'") == []
+        tags = ci.get_model_version("credit-rf", ensemble).tags
+        assert tags["governance.surrogate"] == "models:/credit-rf-surrogate/1"
+        assert ci.get_logged_model(model.model_id).status == "FAILED"
+        assert ci.get_run(run.info.run_id).info.status == "FAILED"
+
+
+# --------------------------------------------------------------- concurrent promotions
+def test_eight_concurrent_promotions_to_one_alias_have_exactly_one_winner(auth_server, flow):
+    """:data:`CONCURRENT`: 8 versions of the data scientists' forest, each explained by CI,
+    promoted by 8 processes at once to one new alias (``examples/benchmarks/
+    concurrent_promotion.py race``: forked after one import, released at one barrier):
+    one exits 0, seven exit 2 naming the concurrent promotion, and nothing of theirs is
+    left (no promotion record or tag, no lock). The benchmark beside it repeats this 20
+    times (``results_concurrent_promotion.md``)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from miret_governance.flavors.explain.explain import explain_model_version
+    from miret_governance.flavors.store.registry import model_id_of
+    from miret_governance.flavors.trail.promotion_lock import lock_name
+
+    with _as(auth_server, "ds") as ds:
+        source = ds.get_model_version("credit-rf", flow["uri"].rsplit("/", 1)[1])
+        numbers = [
+            ds.create_model_version(
+                "credit-rf", source.source, source.run_id, model_id=model_id_of(source)
+            ).version
+            for _ in range(7)
+        ]
+    uris = [flow["uri"], *(f"models:/credit-rf/{n}" for n in numbers)]
+    with _as(auth_server, "ci"):
+        for uri in uris[1:]:
+            explain_model_version(
+                uri, flow["folder"] / "train.csv", target="label", solver="highs",
+                time_limit=5, min_test_rows=5,
+            )  # fmt: skip
+    script = Path(__file__).parents[3] / "examples" / "benchmarks" / "concurrent_promotion.py"
+    with _as(auth_server, "ci") as ci:
+        race = subprocess.run(
+            [sys.executable, str(script), "race", "--policy", str(flow["policy"]),
+             "--alias", "race", *uris],
+            env=dict(os.environ), capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert race.returncode == 0, race.stderr
+        outcome = json.loads(race.stdout.splitlines()[-1])
+        codes = outcome["codes"]
+        assert sorted(codes) == [0] + [2] * 7, outcome
+        winner = uris[codes.index(0)]
+        assert (
+            ci.get_model_version_by_alias("credit-rf", "race-1").version == winner.rsplit("/", 1)[1]
+        )
+        for uri, code, error in zip(uris, codes, outcome["errors"]):
+            if code == 2:
+                assert "nothing was recorded" in error, error
+                assert "another promotion to @race-1" in error or "moved from no version" in error
+                tags = ci.get_model_version("credit-rf", uri.rsplit("/", 1)[1]).tags
+                assert "governance.promotion.race-1" not in tags
+        gates = ci.get_experiment_by_name("governance-gates").experiment_id
+        records = ci.search_runs(
+            [gates], filter_string="tags.`governance.promotion.race-1` = 'promoted'"
+        )
+        assert [r.data.tags["governance.ensemble_uri"] for r in records] == [winner]
+        assert not ci.search_registered_models(f"name = '{lock_name('credit-rf', 'race-1')}'")
