@@ -85,12 +85,19 @@ def test_unreadable_model_names_the_permission(server_stack, refusals, command):
 
 def explain_as(server_stack, refusals, user: str, experiment_permission: str) -> str:
     """The error line of ``govern explain`` of ``refusal-rf`` v1 into ``refusals`` by a
-    new ``user`` with ``experiment_permission`` there and READ on the registered model."""
+    new ``user`` with ``experiment_permission`` there and READ on the registered model and
+    on the governance experiments other modules of the shared stack made (every role reads
+    them once ``govern server setup`` ran)."""
+    with pytest.MonkeyPatch.context() as mp:
+        governance = admin_client(server_stack, mp).search_experiments(
+            filter_string="name LIKE 'governance-%'"
+        )
     env = server_stack.create_user(
         user,
         grants=[
             ("experiment", refusals["experiment"], experiment_permission),
             ("registered_model", MODEL, "READ"),
+            *(("experiment", e.experiment_id, "READ") for e in governance),
         ],
     )
     result = govern(
