@@ -40,7 +40,7 @@ The commands write records too (each ``gate`` a gate record, each ``promote`` a
 promotion record about ``bench-rf`` v1): ``bench-rf``'s own trail grows by two records a
 step, the organisation's by thousands.
 
-Run: ``.venv/bin/python examples/benchmarks/org_scale.py`` (about 20 minutes on 2 cores;
+Run: ``.venv/bin/python examples/benchmarks/org_scale.py`` (27 minutes on 2 cores at load 8-19;
 ``--models 3 --versions 2 --records 100 --steps 0,100`` for a dry run). Writes
 ``--out`` (default: print only).
 """
