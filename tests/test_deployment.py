@@ -1,6 +1,8 @@
 """``docs/deployment.md`` runs as printed: its one ``sh`` block (``make server``) starts
 the local stack, which answers ``/health`` and refuses an unauthenticated call, accepts
-the admin credentials it printed, and stops everything on Ctrl-C (SIGINT to the
+the admin credentials it printed, runs the ``govern server setup`` section's ``bash``
+block (the roles policy copied, its users created, the plan printed, then applied) with
+the variables it printed exported, and stops everything on Ctrl-C (SIGINT to the
 command's process group, as a terminal sends it), deleting its folder."""
 
 import base64
@@ -8,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -25,6 +28,26 @@ def shell_blocks(text: str) -> list:
     """The commands of every fenced ``sh`` block (the runnable ones; ``text`` blocks
     hold placeholders)."""
     return [b.strip() for b in re.findall(r"^```sh\n(.*?)^```", text, re.DOTALL | re.MULTILINE)]
+
+
+def setup_block(text: str) -> str:
+    """The ``bash`` block of the ``govern server setup`` section."""
+    section = text.split("### `govern server setup`", 1)[1]
+    return re.search(r"^```bash\n(.*?)^```", section, re.DOTALL | re.MULTILINE).group(1)
+
+
+def run_setup_block(block: str, exports: dict, folder: Path) -> str:
+    """``block`` run by bash in ``folder`` (a user's clone: ``examples`` links to this
+    one's) with ``exports`` exported and the project's environment active; its output."""
+    (folder / "examples").symlink_to(ROOT / "examples")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | exports
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(
+        ["bash", "-e", "-c", block], cwd=folder, env=env, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def get(url: str, auth: tuple | None = None) -> int:
@@ -51,7 +74,7 @@ def processes_in(folder: str) -> list:
     return found
 
 
-def test_make_server_runs_as_printed():
+def test_make_server_and_server_setup_run_as_printed(tmp_path):
     (command,) = shell_blocks(DOC.read_text())
     assert command == "make server"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
@@ -76,6 +99,12 @@ def test_make_server_runs_as_printed():
         search = f"{url}/api/2.0/mlflow/experiments/search?max_results=1"
         assert get(search) == 401
         assert get(search, admin) == 200
+        printed_setup = run_setup_block(setup_block(DOC.read_text()), exports, tmp_path)
+        users = re.findall(r"^(ds|ci|reviewer|auditor) \S{12,}$", printed_setup, re.MULTILINE)
+        assert users == ["ds", "ci", "reviewer", "auditor"], printed_setup
+        assert "governance-approvals" in printed_setup, printed_setup  # the plan, then done
+        assert get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name="
+                   "governance-approvals", admin) == 200  # fmt: skip
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C
         rest, _ = process.communicate(timeout=60)
         assert "stopped" in rest, text + rest

@@ -24,7 +24,7 @@ import time
 import pytest
 from mlflow import MlflowClient
 from mlflow_store import register_sklearn
-from signing_keys import key_pair, keys_toml
+from signing_keys import ci_key, key_pair, keys_toml
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -53,9 +53,9 @@ root listed twice by MLflow) and hashes the ensemble version's files (5) against
 evidence, and reads each decision record it rests on as two files (record and
 signature). The rest: the health probe, the two versions, one search for the governance
 experiments, two run searches per set of experiments (MLflow's filter has no OR: the
-bound parameter, then the tag), and the writes of the decide commands. A command run in
-its own process also makes MLflow's one ``server-info`` request (made here while the
-store was built)."""
+bound parameter, then the tag), and the writes of the decide commands. Another model's
+records (:data:`OTHER_RECORDS`) cost nothing. A command run in its own process also
+makes MLflow's one ``server-info`` request (made here while the store was built)."""
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>[^ ?"]+)[^"]*" \d{3}')
 _ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts/"
 
@@ -127,9 +127,39 @@ def served(tmp_path_factory, migrated_store, breast_cancer):
             for command in ("gate", "approve", "promote"):
                 done = _run(served, command)
                 assert done.exit_code == 0, done.output
+            add_other_models_records(OTHER_RECORDS)
             yield served
         finally:
             running.stop()
+
+
+OTHER_RECORDS = 3
+"""Signed link records about another model's version, added last: no command about
+``wisconsin-rf`` downloads them (the audit lists their runs and skips them by their
+bound parameter), so they add no request to any pinned count."""
+
+
+def add_other_models_records(count: int) -> None:
+    """``count`` signed link records (the product's ``record_in_new_run``) about
+    ``models:/other-model/<i>``, in the links experiment."""
+    from miret_governance.flavors.store.registry import ENSEMBLE_URI_TAG
+    from miret_governance.flavors.trail import decisions
+    from miret_governance.governance.trust.records import LinkRecord, PinnedModel
+    from miret_governance.governance.trust.signing import TrustedKeys
+
+    key = ci_key()
+    for i in range(1, count + 1):
+        uri = f"models:/other-model/{i}"
+        record = LinkRecord(
+            ensemble=PinnedModel(uri, ""),
+            surrogate=PinnedModel(f"models:/other-model-surrogate/{i}", ""),
+            decided_by=decisions.decided_by(TrustedKeys(), key),
+            time=decisions.now_utc(),
+        )
+        decisions.record_in_new_run(
+            MlflowClient(), decisions.LINK_EXPERIMENT, f"LINK {uri}",
+            {ENSEMBLE_URI_TAG: uri}, record, key,
+        )  # fmt: skip
 
 
 def _govern(served: dict, *args):

@@ -125,11 +125,16 @@ class Stack:
     Use as a context manager, or :meth:`start` then :meth:`stop`. After start:
     :attr:`url`, :attr:`admin_username`, :attr:`admin_password`, :attr:`backend_uri`
     (the tracking store's ``postgresql://`` URI), :attr:`artifacts` (the proxied
-    artifact folder), :meth:`env` and :meth:`create_user`.
+    artifact folder), :meth:`env` and :meth:`create_user`. ``auth_cache_ttl``: seconds the
+    server trusts a checked password (:data:`AUTH_CACHE_TTL`; 0 leaves the setting out,
+    MLflow's default: every request re-hashes the password).
     """
 
-    def __init__(self, port: int = 0, admin_username: str = "admin"):
+    def __init__(
+        self, port: int = 0, admin_username: str = "admin", auth_cache_ttl: int = AUTH_CACHE_TTL
+    ):
         self.requested_port = port
+        self.auth_cache_ttl = auth_cache_ttl
         self.admin_username = admin_username
         self.admin_password = secrets.token_urlsafe(18)  # MLflow wants 12 characters or more
         self.db_password = secrets.token_urlsafe(18)
@@ -286,7 +291,7 @@ class Stack:
             f"admin_username = {self.admin_username}\n"
             f"admin_password = {self.admin_password}\n"
             "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-            f"auth_cache_ttl_seconds = {AUTH_CACHE_TTL}\n"
+            + (f"auth_cache_ttl_seconds = {self.auth_cache_ttl}\n" if self.auth_cache_ttl else "")
         )
         path.chmod(0o600)
         return path

@@ -1,9 +1,11 @@
 """``govern audit``: the promotion trail of a registered model, checked end to end.
 
-The audit reads every version of the model (every page) and every run of every
+The audit reads every version of the model (every page) and lists every run of every
 governance experiment (gate and promotion, approval, link and clearance runs, deleted
-ones included, whatever their tags), each record once (:func:`flavors.decisions.read_record`),
-and checks with the keys the organisation's policy trusts:
+ones included, whatever their tags), then reads once each record that is or may be about
+the model (:func:`flavors.decisions.read_record`; a run bound to another model by its
+parameter is that model's, and its files are not downloaded), and checks with the keys
+the organisation's policy trusts:
 
 - **decision_record**: every record that is or may be about the model reads, is bound to
   its run, agrees with its run's parameters and tags, and verifies. A run bound to
@@ -37,7 +39,8 @@ and checks with the keys the organisation's policy trusts:
 
 Nothing here reads a tag as proof: tags only say where to look. No record makes it
 crash: records are parsed by :func:`governance.trust.records.parse_record` before any field is
-read, and its time grows linearly with the records of the store.
+read. Its requests grow with the model's records, and with the store's runs only by one
+listing request per 1,000 runs (``examples/benchmarks/results_org_scale.md``).
 """
 
 from __future__ import annotations
@@ -305,10 +308,11 @@ class _Trail:
 
 
 def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, uris) -> _Trail:
-    """Read every run of every governance experiment once; add a finding for each record
-    that is or may be about ``model_name`` and blocks (unless a valid clearance covers
-    it: then it is listed in ``report.cleared``) or was signed with a key the policy
-    binds to other users (``Decision.misused``). The runs about each of ``uris`` (the
+    """List every run of every governance experiment once, read the record of each that
+    is or may be about ``model_name``, and add a finding for each such record that blocks
+    (unless a valid clearance covers it: then it is listed in ``report.cleared``) or was
+    signed with a key the policy binds to other users (``Decision.misused``). The runs
+    about each of ``uris`` (the
     model's versions) are what the latest link and approvals of each read, not searched
     again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
     prefix = f"models:/{model_name}/"
@@ -317,9 +321,11 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, ur
     remember_decision_runs(client, runs, uris)
     for experiment in EXPERIMENTS:
         for run in runs[experiment]:
+            bound = run.data.params.get(URI_PARAM)
+            if bound is not None and not bound.startswith(prefix):
+                continue  # another model's (bound for good): its own audit reads it
             decision = trail.read[run.info.run_id] = read_record(client, run, policy.keys)
             report.decisions += 1
-            bound = run.data.params.get(URI_PARAM)
             about = bound or (decision.record.ensemble.uri if decision.valid else None)
             if about is not None and not about.startswith(prefix):
                 continue
