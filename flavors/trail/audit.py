@@ -312,9 +312,8 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, ur
     is or may be about ``model_name``, and add a finding for each such record that blocks
     (unless a valid clearance covers it: then it is listed in ``report.cleared``) or was
     signed with a key the policy binds to other users (``Decision.misused``). The runs
-    about each of ``uris`` (the
-    model's versions) are what the latest link and approvals of each read, not searched
-    again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
+    about each of ``uris`` (the model's versions) are what the latest link and approvals
+    of each read, not searched again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
     prefix = f"models:/{model_name}/"
     trail, blocking, clearances = _Trail(), [], []
     runs = every_run_in(client, EXPERIMENTS)
