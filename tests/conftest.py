@@ -3,6 +3,11 @@
 import os
 
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+# One thread per OpenMP and BLAS pool (scikit-learn's histogram boosting, XGBoost,
+# LightGBM, NumPy), in the tests and the processes they start: `make test` runs three
+# workers on two cores, where each pool's threads wait, spinning, for cores the other
+# workers hold (a three-class HistGradientBoosting test: 14 CPU s with a pool, 4 without)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # as the govern CLI sets it (cli.common.configure_mlflow): in-process CLI runs print no bars
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")

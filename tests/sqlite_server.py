@@ -4,6 +4,7 @@ restartable on the same store (the faults kill and hang it). The governed flow r
 the PostgreSQL + basic-auth stack instead (``tests/server_stack.py``); these faults stay
 on SQLite, whose locked-store and killed-server behaviour they test."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -67,3 +68,12 @@ class Server:
         nothing: the store is thrown away)."""
         if self.process is not None:
             stop_group(self.process, signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def serving(self):
+        """The server started, and stopped when the block ends (however it ends)."""
+        try:
+            self.start()
+            yield self
+        finally:
+            self.stop()

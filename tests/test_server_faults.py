@@ -5,6 +5,7 @@ failed check), and leaves no broken link, orphan version or run left RUNNING beh
 the next explain has recovered."""
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -39,24 +40,66 @@ EXPLAIN = [
 POLICY = "[gates]\nmin_fidelity = 0.5\nmax_features = 8\n"
 
 
-@pytest.fixture
-def server(tmp_path, migrated_store, monkeypatch):
-    """A running server the test's MLflow calls and child processes use (experiment
-    ``e2e``), a Wisconsin forest registered as ``wisconsin-rf`` and its data in data.csv."""
-    running = Server(tmp_path, migrated_store)
-    try:
-        _point_at(monkeypatch, running.start())
-        MlflowClient().create_experiment("e2e")
-        monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")
-        X, y = load_breast_cancer(return_X_y=True, as_frame=True)
-        X, y = X.iloc[:300, :8], y.iloc[:300]
-        X.assign(label=y).to_csv(tmp_path / "data.csv", index=False)
-        forest = RandomForestClassifier(n_estimators=5, max_depth=2, random_state=0)
-        register_sklearn(make_pipeline(MinMaxScaler(), forest).fit(X, y), "wisconsin-rf")
-        (tmp_path / "policy.toml").write_text(POLICY + keys_toml())
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory, migrated_store):
+    """One server for the tests that neither kill nor hang it (a start costs about 6 CPU
+    s: ``mlflow server`` and its uvicorn each import MLflow); each test has its own
+    experiment and models on it (``served``)."""
+    with Server(tmp_path_factory.mktemp("shared-server"), migrated_store).serving() as running:
         yield running
-    finally:
-        running.stop()
+
+
+@pytest.fixture
+def own_server(tmp_path, migrated_store):
+    """A server of the test's own, which it may kill."""
+    with Server(tmp_path, migrated_store).serving() as running:
+        yield running
+
+
+@pytest.fixture
+def served(request, tmp_path, monkeypatch):
+    """The test's MLflow calls and child processes on ``shared_server`` (or, for a test
+    that asks for it, ``own_server``), in an experiment named after the test, with a
+    Wisconsin forest registered as ``<that name>-rf`` and its data in data.csv."""
+    running = request.getfixturevalue(
+        "own_server" if "own_server" in request.fixturenames else "shared_server"
+    )
+    name = request.node.name.removeprefix("test_").replace("_", "-")
+    _point_at(monkeypatch, running.url)
+    MlflowClient().create_experiment(name)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", name)
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    X, y = X.iloc[:300, :8], y.iloc[:300]
+    X.assign(label=y).to_csv(tmp_path / "data.csv", index=False)
+    forest = RandomForestClassifier(n_estimators=5, max_depth=2, random_state=0)
+    register_sklearn(make_pipeline(MinMaxScaler(), forest).fit(X, y), f"{name}-rf")
+    (tmp_path / "policy.toml").write_text(POLICY + keys_toml())
+    return Served(running, name, f"{name}-rf")
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """The server a test runs on, its experiment and its registered model's name."""
+
+    server: Server
+    experiment: str
+    model: str
+
+    @property
+    def uri(self) -> str:
+        """The model's version 1."""
+        return f"models:/{self.model}/1"
+
+    def surrogates(self) -> list[int]:
+        """The versions of the model's surrogate."""
+        found = MlflowClient().search_model_versions(f"name = '{self.model}-surrogate'")
+        return sorted(int(v.version) for v in found)
+
+    def explain_runs(self):
+        """The explain runs of the test's experiment."""
+        client = MlflowClient()
+        experiment = client.get_experiment_by_name(self.experiment).experiment_id
+        return client.search_runs([experiment], "tags.`governance.pid` != ''")
 
 
 def _point_at(monkeypatch, url: str) -> None:
@@ -90,57 +133,48 @@ def _child(hook: str, *argv, cwd) -> subprocess.CompletedProcess:
     )
 
 
-def _surrogates() -> list[int]:
-    found = MlflowClient().search_model_versions("name = 'wisconsin-rf-surrogate'")
-    return sorted(int(v.version) for v in found)
-
-
-def _explain_runs():
-    client = MlflowClient()
-    experiment = client.get_experiment_by_name("e2e").experiment_id
-    return client.search_runs([experiment], "tags.`governance.pid` != ''")
-
-
 def _cli(*args):
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
 
 
 @pytest.mark.slow
-def test_an_explain_killed_after_registration_leaves_no_broken_link(server, tmp_path):
+def test_an_explain_killed_after_registration_leaves_no_broken_link(served, tmp_path):
     killed = _child(
         "original(*args, **kwargs)\nos.kill(os.getpid(), signal.SIGKILL)",
-        "explain", "--model-uri", "models:/wisconsin-rf/1", "--data", "data.csv", *EXPLAIN,
+        "explain", "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN,
         cwd=tmp_path,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    (dead,) = _explain_runs()
-    assert dead.info.status == "RUNNING" and _surrogates() == [1]
-    ensemble = MlflowClient().get_model_version("wisconsin-rf", "1")
-    assert ensemble.tags["governance.surrogate"] == "models:/wisconsin-rf-surrogate/1"
+    (dead,) = served.explain_runs()
+    assert dead.info.status == "RUNNING" and served.surrogates() == [1]
+    ensemble = MlflowClient().get_model_version(served.model, "1")
+    assert ensemble.tags["governance.surrogate"] == f"models:/{served.model}-surrogate/1"
 
-    again = _cli("explain", "--model-uri", "models:/wisconsin-rf/1", "--data", "data.csv", *EXPLAIN)
+    again = _cli("explain", "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN)
     assert again.exit_code == 0, again.output
     text = " ".join(again.output.split())
     assert f"Ended run {dead.info.run_id} as KILLED" in text
-    assert "Deleted models:/wisconsin-rf-surrogate/1: registered by a killed explain" in text
-    assert "Unlinked models:/wisconsin-rf/1: it pointed at models:/wisconsin-rf-surrogate/1" in text
-    assert "Registered models:/wisconsin-rf-surrogate/2" in text
-    assert _surrogates() == [2]
+    assert f"Deleted models:/{served.model}-surrogate/1: registered by a killed explain" in text
+    assert f"Unlinked {served.uri}: it pointed at models:/{served.model}-surrogate/1" in text
+    assert f"Registered models:/{served.model}-surrogate/2" in text
+    assert served.surrogates() == [2]
     assert MlflowClient().get_run(dead.info.run_id).info.status == "KILLED"
-    ensemble = MlflowClient().get_model_version("wisconsin-rf", "1")
-    assert ensemble.tags["governance.surrogate"] == "models:/wisconsin-rf-surrogate/2"
+    ensemble = MlflowClient().get_model_version(served.model, "1")
+    assert ensemble.tags["governance.surrogate"] == f"models:/{served.model}-surrogate/2"
 
-    shown = _cli("show", "--model-uri", "models:/wisconsin-rf/1", "--policy", "policy.toml")
+    shown = _cli("show", "--model-uri", served.uri, "--policy", "policy.toml")
     assert shown.exit_code == 0, shown.output
-    gated = _cli("gate", "--model-uri", "models:/wisconsin-rf/1", "--policy", "policy.toml")
+    gated = _cli("gate", "--model-uri", served.uri, "--policy", "policy.toml")
     assert gated.exit_code == 0, gated.output
 
 
 @pytest.mark.slow
-def test_a_server_killed_mid_explain_is_named_and_recovered(server, tmp_path, monkeypatch):
-    pgid = server.process.pid
+def test_a_server_killed_mid_explain_is_named_and_recovered(
+    served, own_server, tmp_path, monkeypatch
+):
+    pgid = served.server.process.pid
     stamp = tmp_path / "killed-at"
-    port = int(server.url.rsplit(":", 1)[1])
+    port = int(served.server.url.rsplit(":", 1)[1])
     hook = (
         f"os.killpg({pgid}, signal.SIGKILL)\n"
         f"open({str(stamp)!r}, 'w').write(repr(time.time()))\n"
@@ -156,26 +190,26 @@ def test_a_server_killed_mid_explain_is_named_and_recovered(server, tmp_path, mo
         "return original(*args, **kwargs)"
     )
     done = _child(
-        hook, "explain", "--model-uri", "models:/wisconsin-rf/1", "--data", "data.csv", *EXPLAIN,
+        hook, "explain", "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN,
         cwd=tmp_path,
     )  # fmt: skip
     seconds = time.time() - float(stamp.read_text())
-    server.process.wait(timeout=10)
+    served.server.process.wait(timeout=10)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr
-    assert f"the tracking server {server.url} refused the connection" in done.stderr
+    assert f"the tracking server {served.server.url} refused the connection" in done.stderr
     assert "API request" not in done.stderr
     assert seconds < 90, seconds  # measured: 5.6 s (two retries, 0 s and 2 s backoff)
 
-    _point_at(monkeypatch, server.start())  # the same store, on a new port
-    (dead,) = _explain_runs()
+    _point_at(monkeypatch, served.server.start())  # the same store, on a new port
+    (dead,) = served.explain_runs()
     assert dead.info.status == "RUNNING"  # the server was gone: nothing could be ended
     result = explain_model_version(
-        "models:/wisconsin-rf/1", "data.csv", target="label", time_limit=5, min_test_rows=5
+        served.uri, "data.csv", target="label", time_limit=5, min_test_rows=5
     )
     assert result.recovered_runs == [dead.info.run_id]
     assert MlflowClient().get_run(dead.info.run_id).info.status == "KILLED"
-    assert _surrogates() == [1] and result.version == "1"
+    assert served.surrogates() == [1] and result.version == "1"
     models = MlflowClient().search_logged_models(experiment_ids=[dead.info.experiment_id])
     assert dead.info.run_id not in {m.source_run_id for m in models}
 
@@ -225,9 +259,9 @@ class HangingProxy:
 
 
 @pytest.mark.slow
-def test_a_server_hung_mid_explain_ends_it_in_bounded_time(server, tmp_path, monkeypatch):
+def test_a_server_hung_mid_explain_ends_it_in_bounded_time(served, tmp_path, monkeypatch):
     flag = tmp_path / "hang"
-    proxy = HangingProxy(server.url, flag)
+    proxy = HangingProxy(served.server.url, flag)
     stamp = tmp_path / "hung-at"
     # the default timeout is 10 s (three attempts: 33 s measured); 3 s checks the same
     # path in a third of the time, set once the proxy hangs (before it, a loaded machine
@@ -244,7 +278,7 @@ def test_a_server_hung_mid_explain_ends_it_in_bounded_time(server, tmp_path, mon
         # 10 s the command allows by default: the test is about the hang, not the load
         monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
         done = _child(
-            hook, "explain", "--model-uri", "models:/wisconsin-rf/1", "--data", "data.csv",
+            hook, "explain", "--model-uri", served.uri, "--data", "data.csv",
             *EXPLAIN, cwd=tmp_path,
         )  # fmt: skip
         assert stamp.exists(), done.stderr  # the explain reached registration, then hung
@@ -258,28 +292,28 @@ def test_a_server_hung_mid_explain_ends_it_in_bounded_time(server, tmp_path, mon
     assert seconds < 60, seconds
 
     flag.unlink()
-    _point_at(monkeypatch, server.url)
-    (dead,) = _explain_runs()
+    _point_at(monkeypatch, served.server.url)
+    (dead,) = served.explain_runs()
     result = explain_model_version(
-        "models:/wisconsin-rf/1", "data.csv", target="label", time_limit=5, min_test_rows=5
+        served.uri, "data.csv", target="label", time_limit=5, min_test_rows=5
     )
     assert result.recovered_runs == [dead.info.run_id]
-    assert _surrogates() == [1] and not result.reused
+    assert served.surrogates() == [1] and not result.reused
 
 
 @pytest.mark.slow
-def test_an_artifact_store_that_cannot_write_is_named(server, tmp_path):
+def test_an_artifact_store_that_cannot_write_is_named(served, tmp_path):
     """The server answers HTTP 500 to every upload (its destination for the experiment
     is a file, as a full or read-only disk would refuse): MLflow says "too many 500 error
     responses"; the command says the artifact store failed."""
     client = MlflowClient()
     experiment = client.create_experiment("broken-artifacts")
-    server.artifacts.mkdir(exist_ok=True)
-    (server.artifacts / experiment).write_text("not a folder")
+    served.server.artifacts.mkdir(exist_ok=True)
+    (served.server.artifacts / experiment).write_text("not a folder")
     done = subprocess.run(
         [
             sys.executable, "-m", "miret_governance.cli", "explain",
-            "--model-uri", "models:/wisconsin-rf/1", "--data", "data.csv", *EXPLAIN,
+            "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN,
         ],
         cwd=tmp_path,
         env={
@@ -301,7 +335,7 @@ def test_an_artifact_store_that_cannot_write_is_named(server, tmp_path):
         and "its artifact store may be full or not writable" in done.stderr
     ) or "dropped the connection in the middle of a request" in done.stderr, done.stderr
     runs = client.search_runs([experiment])
-    assert [r.info.status for r in runs] == ["FAILED"] and _surrogates() == []
+    assert [r.info.status for r in runs] == ["FAILED"] and served.surrogates() == []
 
 
 def _silent_server():

@@ -35,6 +35,8 @@ MAX_LEVELS = 4
 
 NODE_FONT = 9
 """Point size of the representative tree's text: 12 px at the figure's own size."""
+PNG_DPI = 150
+"""Resolution of the PNG files (the SVG files are vector graphics)."""
 
 _NAME_CHARS = 26
 _ROW_IN = 0.25  # height of one heatmap row, inches
@@ -377,10 +379,22 @@ def save_vite_figures(ensemble, out_dir, depth: int | None = None) -> list[Path]
             "share of the splits at each level, a one-hot group summed"
             + (f",\n{WEIGHTED}" if weighted else ""),
         )
-    written = []
-    for name, fig in figures.items():
-        for suffix in (".png", ".svg"):
-            path = out_dir / f"{name}{suffix}"
-            fig.savefig(path, dpi=150 if suffix == ".png" else None, bbox_inches="tight")
-            written.append(path)
-    return written
+    return [path for name, fig in figures.items() for path in _save(fig, out_dir / name)]
+
+
+def _save(fig: Figure, stem: Path) -> list[Path]:
+    """``fig`` as ``stem.png`` and ``stem.svg``, both cropped to its drawn content plus
+    matplotlib's padding, as ``bbox_inches="tight"`` crops; that option lays the figure
+    out once more for each format (a third of a save's CPU): the box is computed once,
+    at the PNG's resolution, without a draw (these figures have no layout engine)."""
+    from matplotlib import rcParams
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    dpi, fig.dpi = fig.dpi, PNG_DPI
+    box = fig.get_tightbbox(FigureCanvasAgg(fig).get_renderer())
+    box = box.padded(rcParams["savefig.pad_inches"])
+    fig.dpi = dpi
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=PNG_DPI, bbox_inches=box)
+    fig.savefig(paths[1], bbox_inches=box)
+    return paths

@@ -160,7 +160,9 @@ def test_read_only_commands_never_create_a_store(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_govern_explain_and_show_in_subprocess(registered, tmp_path):
+def test_govern_explain_and_show_in_subprocess(app, registered, tmp_path):
+    """The first explain in a process of its own (its exit code, stdout and stderr); the
+    reuse and ``show`` after it in this one (a process costs seconds of imports)."""
     env = {**os.environ, "COLUMNS": "160"}
     args = [
         sys.executable,
@@ -189,28 +191,13 @@ def test_govern_explain_and_show_in_subprocess(registered, tmp_path):
     assert "#/models/credit-rf-surrogate/versions/1" in out
     assert "solve (MILP)" in done.stderr and "register" in done.stderr
 
-    again = subprocess.run(
-        args, check=False, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=180
-    )
-    assert again.returncode == 0 and "Reused models:/credit-rf-surrogate/1" in again.stdout
+    again = CliRunner().invoke(app, args[3:], env={"COLUMNS": "160"})
+    assert again.exit_code == 0 and "Reused models:/credit-rf-surrogate/1" in again.stdout
 
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "miret_governance.cli",
-            "show",
-            "--model-uri",
-            "models:/credit-rf-surrogate/1",
-        ],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
+    shown = CliRunner().invoke(
+        app, ["show", "--model-uri", "models:/credit-rf-surrogate/1"], env={"COLUMNS": "160"}
     )
-    assert shown.returncode == 0, shown.stderr
+    assert shown.exit_code == 0, shown.output
     assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/1" in shown.stdout
     assert (
         re.search(r"^if .* then [01] \(", shown.stdout, re.MULTILINE)
