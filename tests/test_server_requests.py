@@ -147,17 +147,18 @@ def add_other_models_records(count: int) -> None:
     from miret_governance.governance.trust.records import LinkRecord, PinnedModel
     from miret_governance.governance.trust.signing import TrustedKeys
 
-    key = ci_key()
+    key, client = ci_key(), MlflowClient()
+    by = decisions.decided_by(TrustedKeys(), key, client)
     for i in range(1, count + 1):
         uri = f"models:/other-model/{i}"
         record = LinkRecord(
             ensemble=PinnedModel(uri, ""),
             surrogate=PinnedModel(f"models:/other-model-surrogate/{i}", ""),
-            decided_by=decisions.decided_by(TrustedKeys(), key),
+            decided_by=by,
             time=decisions.now_utc(),
         )
         decisions.record_in_new_run(
-            MlflowClient(), decisions.LINK_EXPERIMENT, f"LINK {uri}",
+            client, decisions.LINK_EXPERIMENT, f"LINK {uri}",
             {ENSEMBLE_URI_TAG: uri}, record, key,
         )  # fmt: skip
 

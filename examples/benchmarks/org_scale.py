@@ -245,7 +245,8 @@ def add_records(client, setup: Setup, versions: list, first: int, last: int) -> 
     )
 
     trusted = setup.policy.keys
-    ci, reviewer = d.decided_by(trusted, setup.ci_key), d.decided_by(trusted, setup.reviewer_key)
+    ci = d.decided_by(trusted, setup.ci_key, client)
+    reviewer = d.decided_by(trusted, setup.reviewer_key, client)
     for i in range(first, last):
         kind = KINDS[i % len(KINDS)]
         version = versions[(i // len(KINDS)) % len(versions)]
