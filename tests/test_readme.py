@@ -6,7 +6,10 @@ as ``make demo`` does: the demo's store is that folder's ``mlflow.db``, never th
 Then each ``bash`` line (continuations joined) and each ``python`` block of the section
 runs in README order from that folder, without the tests' ``MLFLOW_TRACKING_URI`` and
 signing key and policy (``GOVERN_SIGNING_KEY``, ``GOVERN_POLICY``: a line names the demo's
-own), and must exit 0, or N when the line ends with ``# exit N``.
+own), and must exit 0, or N when the line ends with ``# exit N``. Each ``govern`` of
+those lines is a process forked from one that imported the CLI once
+(``tests/govern_forks.py``): its own process, streams, environment and exit code,
+without 2-3 s of imports each; the console script's own start is tested elsewhere.
 
 Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lines run
 with ``HOME`` in the temporary folder (the token Ray generates lands there), and
@@ -26,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+from govern_forks import GovernForks
 from processes import stop_group
 from project_copy import ROOT, copy_project, mlflow_env_root, one_mlflow_run_at_a_time
 
@@ -80,9 +84,27 @@ def _environment(home: Path | None, env_root: Path) -> dict:
     return env
 
 
+def _venv_with_forked_govern(folder: Path, forks: GovernForks) -> None:
+    """Make the copy's ``.venv`` (a link to this checkout's) a folder of links to it,
+    whose ``bin/govern`` is ``forks``' stub."""
+    real = folder / ".venv"
+    real, venv = real.resolve(), real
+    venv.unlink()
+    (venv / "bin").mkdir(parents=True)
+    for entry in real.iterdir():
+        if entry.name != "bin":
+            (venv / entry.name).symlink_to(entry)
+    for entry in (real / "bin").iterdir():
+        if entry.name != "govern":
+            (venv / "bin" / entry.name).symlink_to(entry)
+    forks.install(venv / "bin")
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """The copied checkout after ``examples/demo.py``; stops a Ray cluster it started."""
+    """The copied checkout after ``examples/demo.py``, its ``govern`` forked from one
+    process that imported the CLI once (``govern_forks``: 30 commands, 2-3 s of imports
+    each); stops a Ray cluster it started."""
     folder = copy_project(tmp_path_factory.mktemp("readme"))
     (folder / "home").mkdir()
     state = {
@@ -90,6 +112,14 @@ def demo(tmp_path_factory):
         "env_root": mlflow_env_root(tmp_path_factory),
         "clusters": [],
     }
+    forks = GovernForks(_environment(None, state["env_root"]), folder)
+    with forks:
+        _venv_with_forked_govern(folder, forks)
+        yield from _demo(state)
+
+
+def _demo(state: dict):
+    folder = state["folder"]
     done = subprocess.run(
         [".venv/bin/python", "examples/demo.py"],
         check=False,

@@ -1,0 +1,157 @@
+"""``govern`` processes forked from one that has imported the CLI, for tests that run many
+commands as printed (the README's).
+
+Each ``govern`` process spends 2 to 3.5 s of CPU importing MLflow, pandas and the CLI
+before it does anything; the README's section runs 30 of them. :class:`GovernForks`
+starts one server process that imports them once and then, for each command, forks a
+process that runs it: the command still runs in a process of its own, with its argv,
+environment, working directory, standard streams and exit code, only without paying the
+imports again. The ``govern`` a test calls is a stub (:meth:`GovernForks.install`) that
+hands its argv, environment, working folder and standard streams to the server over a
+Unix socket and exits with the command's exit code (``128 + n`` for a signal ``n``).
+
+The console script's own start (imports and entry point) stays tested where it is the
+point: ``tests/cli/test_cli_contract.py`` and the other tests that run ``govern`` as a
+subprocess. Written here rather than with ``multiprocessing``'s fork server, whose
+processes cannot be handed a command's standard streams and environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Self
+
+PRELOAD = (
+    "miret_governance.cli.app",
+    "mlflow",
+    "mlflow.tracking",
+    "mlflow.store.tracking.sqlalchemy_store",
+    "mlflow.store.model_registry.sqlalchemy_store",
+    "pandas",
+    "sklearn.ensemble",
+)
+"""What the server imports before it forks: the CLI and what most commands import."""
+
+STUB = """#!{python} -S
+import json, os, socket, sys
+connection = socket.socket(socket.AF_UNIX)
+connection.connect({socket_path!r})
+header = json.dumps({{"argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd()}})
+socket.send_fds(connection, [header.encode() + b"\\n"], [0, 1, 2])
+answer = b""
+while chunk := connection.recv(64):
+    answer += chunk
+sys.exit(int(answer) if answer else 70)
+"""
+"""The ``govern`` stub: stdlib only, started without ``site`` (about 20 ms)."""
+
+
+class GovernForks:
+    """The fork server: ``with GovernForks(env) as forks: forks.install(bin_folder)``."""
+
+    def __init__(self, env: dict, folder: Path):
+        self.env = env
+        self.socket_path = str(folder / "govern.sock")
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Self:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, self.socket_path], env=self.env, start_new_session=True
+        )
+        deadline = time.monotonic() + 120
+        while not os.path.exists(self.socket_path):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the govern fork server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+    def install(self, bin_folder: Path) -> Path:
+        """Write the ``govern`` stub into ``bin_folder``; returns its path."""
+        stub = bin_folder / "govern"
+        stub.write_text(STUB.format(python=sys.executable, socket_path=self.socket_path))
+        stub.chmod(0o755)
+        return stub
+
+
+def _run_command(request: dict, fds: list) -> None:
+    """In the forked process: become the command (streams, folder, environment, argv),
+    run the CLI's entry point and exit with its code, as the console script would."""
+    import atexit
+
+    from miret_governance.cli.app import main
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = request["argv"]
+    try:
+        code = main()
+    except SystemExit as done:
+        code = done.code
+    code = code if isinstance(code, int) else (0 if code is None else 1)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _serve_one(connection: socket.socket) -> None:
+    """In a forked waiter: fork the command, wait for it and send its exit code."""
+    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+    while not message.endswith(b"\n"):
+        message += connection.recv(1 << 20)
+    request = json.loads(message)
+    pid = os.fork()
+    if pid == 0:
+        connection.close()
+        _run_command(request, fds)
+    for fd in fds:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    connection.sendall(str(code if code >= 0 else 128 - code).encode())
+    connection.close()
+    os._exit(0)
+
+
+def serve(socket_path: str) -> None:
+    """Import :data:`PRELOAD`, then fork a waiter for each connection on ``socket_path``."""
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    if threading.active_count() != 1:  # a fork copies only the forking thread
+        raise RuntimeError(f"threads after the imports: {threading.enumerate()}")
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(socket_path + ".new")
+    server.listen(64)
+    os.rename(socket_path + ".new", socket_path)  # ready
+    while True:
+        connection, _ = server.accept()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            server.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _serve_one(connection)
+        connection.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
