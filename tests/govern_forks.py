@@ -37,8 +37,16 @@ PRELOAD = (
     "mlflow.store.model_registry.sqlalchemy_store",
     "pandas",
     "sklearn.ensemble",
+    "skops.io",
+    "matplotlib.figure",
+    "great_expectations",
+    "miret_governance.flavors.explain.explain",
+    "miret_governance.flavors.gates.gating",
+    "miret_governance.flavors.read.review",
 )
-"""What the server imports before it forks: the CLI and what most commands import."""
+"""What the server imports before it forks: the CLI and what most commands import. With
+Great Expectations imported, an explain validates in its own process instead of starting
+a child that imports it (``flavors/explain/validation_worker.py``), as in a notebook."""
 
 STUB = """#!{python} -S
 import json, os, socket, sys
