@@ -53,3 +53,16 @@ def as_user(monkeypatch):
         monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
     return use
+
+
+def governance_experiments(admin) -> dict:
+    """Name -> id of each governance experiment (``flavors.trail.audit.EXPERIMENTS``),
+    created with the admin's ``MlflowClient`` ``admin`` unless a module sharing the stack
+    made it first (on an authenticated server only an admin creates them: ``govern
+    server setup``)."""
+    from miret_governance.flavors.trail.audit import EXPERIMENTS
+
+    found = {name: admin.get_experiment_by_name(name) for name in EXPERIMENTS}
+    return {
+        name: e.experiment_id if e else admin.create_experiment(name) for name, e in found.items()
+    }

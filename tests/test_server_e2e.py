@@ -7,6 +7,7 @@ import pytest
 import typer
 from mlflow import MlflowClient
 from mlflow_store import register_sklearn
+from server_stack import governance_experiments
 from signing_keys import keys_toml
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
@@ -24,20 +25,13 @@ def server(server_stack, as_user, monkeypatch):
     admin created; the registered models it creates, and MLflow grants a resource's
     creator MANAGE on it. A user with no grant at all sees nothing
     (``default_permission = NO_PERMISSIONS``)."""
-    from miret_governance.flavors.trail.audit import EXPERIMENTS
-
     as_user(server_stack.env())
     client = MlflowClient()
     experiment = client.create_experiment("e2e")
     assert client.get_experiment(experiment).artifact_location.startswith("mlflow-artifacts:")
     # The governance experiments exist before anyone records (on an authenticated server
     # only an admin creates them: `govern server setup`); ci may manage what it records.
-    # (other modules on the stack may have made them first: tests/test_server_identities.py)
-    made = {name: client.get_experiment_by_name(name) for name in EXPERIMENTS}
-    governance = [
-        ("experiment", e.experiment_id if e else client.create_experiment(n), "MANAGE")
-        for n, e in made.items()
-    ]
+    governance = [("experiment", i, "MANAGE") for i in governance_experiments(client).values()]
     grants = [("experiment", experiment, "EDIT"), *governance]
     as_user(server_stack.create_user("ci", grants=grants))
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e2e")

@@ -12,6 +12,7 @@ by the admin here unless another module made them first."""
 import pytest
 from mlflow import MlflowClient
 from mlflow_store import register_sklearn
+from server_stack import governance_experiments
 from signing_keys import CI_KEY, key_pair
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
@@ -19,7 +20,6 @@ from sklearn.preprocessing import MinMaxScaler
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.flavors.trail.audit import EXPERIMENTS
 from miret_governance.flavors.trail.decisions import (
     APPROVAL_EXPERIMENT,
     decision_runs,
@@ -48,10 +48,7 @@ def identities(server_stack, breast_cancer, tmp_path_factory):
             patch.setenv(name, value)
         admin = MlflowClient(server_stack.url)
         experiment = admin.create_experiment("identities")
-        governance = {}
-        for name in EXPERIMENTS:  # made by whichever module uses the stack first
-            found = admin.get_experiment_by_name(name)
-            governance[name] = found.experiment_id if found else admin.create_experiment(name)
+        governance = governance_experiments(admin)
         grants = [("experiment", experiment, "EDIT")]
         grants += [("experiment", i, "MANAGE") for i in governance.values()]
         users = {"ci": server_stack.create_user("id-ci", grants=grants)}
