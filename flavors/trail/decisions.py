@@ -180,7 +180,7 @@ def decided_by(trusted: TrustedKeys, key: SigningKey | None, client: MlflowClien
     return DecidedBy(
         named.name if named is not None else None,
         fingerprint,
-        user if user is not None else mlflow_user(client),
+        mlflow_user(client),  # the vouched user again where there is one (asked once)
         user,
     )
 

@@ -51,9 +51,9 @@ role that signs its purposes (:data:`governance.trust.roles.SIGNING_ROLES`).
 the other gates apply when the file sets them. A policy is identified as
 ``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
 the gates, the trusted keys (and their ``users`` when bound), the approvals, (with a drift
-gate) ``drift_against`` and (when present) the roles and governed models, not the name, so renaming a policy does not
-change its version and a policy without ``[roles]`` keeps the digest it always had. Without keys, no evidence is
-trusted and every gate fails.
+gate) ``drift_against`` and (when present) the roles and governed models, not the name,
+so renaming a policy does not change its version and a policy without ``[roles]`` keeps
+the digest it always had. Without keys, no evidence is trusted and every gate fails.
 
 What a gate checks and how it decides: :mod:`governance.gates`.
 """
