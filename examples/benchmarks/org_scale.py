@@ -51,7 +51,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -66,7 +65,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "server"))
-from stack import Stack, stop_group
+from stack import Stack
 
 GOVERN = str(Path(sys.executable).with_name("govern"))
 MODEL_NAME = "bench-rf"
@@ -344,14 +343,6 @@ def import_seconds() -> float:
     return time.perf_counter() - begin
 
 
-def restart_without_cache(stack: Stack) -> None:
-    """The same server (same port) on the same data with MLflow's default auth settings."""
-    stop_group(stack._server, signal.SIGKILL)  # a benchmark's restart: no public API for it
-    stack.auth_cache_ttl = 0
-    stack.requested_port = int(stack.url.rsplit(":", 1)[1])
-    stack._start_server()
-
-
 def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
@@ -419,7 +410,7 @@ def main() -> None:
                 cells = [cell(t) for t in row.values()] + ["-"] * (5 - len(row))
                 say(f"| {step} | " + " | ".join(cells) + f" | {load()} |")
             say(f"one authenticated request, auth cache 60 s: {request_seconds(stack):.3f} s")
-            restart_without_cache(stack)
+            stack.restart_server(auth_cache_ttl=0)  # MLflow's default: no cache
             say(f"one authenticated request, no auth cache: {request_seconds(stack, 5):.3f} s")
             nocache = {name: run_govern(setup, args, stack) for name, args in COMMANDS.items()}
             say("")

@@ -186,6 +186,14 @@ class Stack:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
 
+    def restart_server(self, auth_cache_ttl: int) -> None:
+        """Restart ``mlflow server`` on the same port and data with ``auth_cache_ttl``
+        (a benchmark compares the auth settings on one store)."""
+        stop_group(self._server, signal.SIGKILL)
+        self.auth_cache_ttl = auth_cache_ttl
+        self.requested_port = int(self.url.rsplit(":", 1)[1])
+        self._start_server()
+
     def __enter__(self) -> Stack:  # noqa: PYI034 - Python 3.10 has no typing.Self
         return self.start()
 
