@@ -33,11 +33,8 @@ from miret_governance.flavors.explain.defaults import (
 from miret_governance.governance.errors import CheckFailedError, GovernanceError, InvalidInputError
 from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
 from miret_governance.governance.trust.policy import POLICY_ENV
-from miret_governance.governance.trust.signing import (
-    SIGNING_KEY_ENV,
-    SIGNING_KEY_PASSWORD_ENV,
-    SigningKey,
-)
+from miret_governance.governance.trust.signers import SigningKey
+from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, SIGNING_KEY_PASSWORD_ENV
 
 SQLITE_PREFIX = "sqlite:///"
 EXIT_FAILED = 1
@@ -187,7 +184,7 @@ SigningKeyOption = Annotated[
 
 
 def load_signing_key(value: str | None):
-    """The :class:`governance.signing.SigningKey` of ``--signing-key`` (None when not
+    """The :class:`governance.trust.signers.SigningKey` of ``--signing-key`` (None when not
     given), loaded and checked before anything connects. Messages name the option, or
     :data:`SIGNING_KEY_ENV` when the value is the variable's, and never the value.
 

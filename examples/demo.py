@@ -95,7 +95,7 @@ def configure_mlflow(state: DemoState) -> DemoState:
 
 def make_demo_key(state: DemoState) -> DemoState:
     """A local demo key pair (made once) and the demo policies that trust it."""
-    from miret_governance.governance.trust.signing import SigningKey, generate_key_pair
+    from miret_governance.governance.trust.signers import SigningKey, generate_key_pair
 
     private = KEY.with_suffix(".pem")
     if private.exists():

@@ -77,7 +77,8 @@ from miret_governance.flavors.evidence import (
 from miret_governance.flavors.scoring import MiretModelWrapper, check_input_space
 from miret_governance.flavors.trust import sign_model_dir, trusted_keys, verify_model_signature
 from miret_governance.governance.errors import InvalidInputError, InvalidTypeError
-from miret_governance.governance.trust.signing import Signer, SigningKey, TrustedKeys
+from miret_governance.governance.trust.signers import SigningKey
+from miret_governance.governance.trust.signing import Signer, TrustedKeys
 
 FLAVOR_NAME = "miret"
 FORMAT_VERSION = 2
@@ -241,7 +242,7 @@ def save_model(
         As in MLflow's built-in flavors. Without a signature one is built: one double
         column per feature and the class label as output. There is no ``code_paths``:
         a surrogate never ships code.
-    signing_key : governance.signing.SigningKey, optional
+    signing_key : governance.trust.signers.SigningKey, optional
         Signs the finished directory, MLmodel included (``model.sig``); without it the
         surrogate is unsigned, and no reader here trusts it.
     validate_serving_input : bool

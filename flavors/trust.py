@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from miret_governance.governance.trust.policy import POLICY_ENV, Policy, load_policy
+from miret_governance.governance.trust.signers import SigningKey, sign_path
 from miret_governance.governance.trust.signing import (
     SIGNATURE_FILE,
     SIGNING_KEY_ENV,
@@ -28,9 +29,7 @@ from miret_governance.governance.trust.signing import (
     UNSIGNED_FILES,
     SignatureError,
     Signer,
-    SigningKey,
     TrustedKeys,
-    sign_path,
     verify_path,
 )
 

@@ -107,7 +107,7 @@ def _prepare(stack, folder: Path) -> tuple[list, Path, dict]:
 
     from miret_governance.cli.app import app
     from miret_governance.flavors.explain.explain import explain_model_version
-    from miret_governance.governance.trust.signing import generate_key_pair
+    from miret_governance.governance.trust.signers import generate_key_pair
 
     envs = {name: stack.create_user(name) for name in ("ds", "ci", "reviewer", "auditor")}
     private, public = generate_key_pair(folder / "ci")

@@ -4,7 +4,7 @@ and ``audit`` with thousands of junk runs in the governance experiments.
 Builds the demo's setup in a fresh temporary SQLite store (``sqlite:///<tmp>/mlflow.db``,
 artifacts in ``<tmp>/mlruns``): the Wisconsin MinMaxScaler + 100-tree depth-3 forest
 registered as ``wisconsin-rf`` (``examples/demo.py``), a signing key made with
-:func:`governance.signing.generate_key_pair`, a policy ``examples/policies/lenient.toml`` plus
+:func:`governance.trust.signers.generate_key_pair`, a policy ``examples/policies/lenient.toml`` plus
 a ``[keys.ci]`` table trusting that key for ``explain`` and ``decide`` (README, "Signed
 evidence"), ``explain`` of version 1 (which leaves a signed link record), one gate and one
 promotion to ``@champion``: the legitimate trail.
@@ -172,7 +172,7 @@ def set_up(folder: Path) -> Setup:
     from miret_governance.flavors.gates.gating import gate_model_version
     from miret_governance.flavors.trail.promotion import promote_model_version
     from miret_governance.governance.trust.policy import load_policy
-    from miret_governance.governance.trust.signing import SigningKey, generate_key_pair
+    from miret_governance.governance.trust.signers import SigningKey, generate_key_pair
 
     master = folder / "mlflow.db"
     use_store(f"sqlite:///{master}")

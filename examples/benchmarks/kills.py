@@ -281,7 +281,7 @@ def build_store(root: Path, log=print) -> Store:
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import MinMaxScaler
 
-    from miret_governance.governance.trust.signing import generate_key_pair
+    from miret_governance.governance.trust.signers import generate_key_pair
 
     root.mkdir(parents=True, exist_ok=True)
     (root / "keys").mkdir(exist_ok=True)

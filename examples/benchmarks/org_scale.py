@@ -116,7 +116,7 @@ def use(env: dict) -> None:
 def keys_and_policy(folder: Path) -> tuple:
     """A CI key (explain, decide) and a reviewer key (approve) in ``folder/keys``, and a
     policy trusting them that asks one approval for ``@champion``."""
-    from miret_governance.governance.trust.signing import generate_key_pair
+    from miret_governance.governance.trust.signers import generate_key_pair
 
     lines = [POLICY]
     paths = {}
@@ -149,7 +149,8 @@ def set_up(folder: Path, env: dict, governance_experiments: bool) -> Setup:
         promote_model_version,
     )
     from miret_governance.governance.trust.policy import load_policy
-    from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, SigningKey
+    from miret_governance.governance.trust.signers import SigningKey
+    from miret_governance.governance.trust.signing import SIGNING_KEY_ENV
 
     setup = Setup(folder, dict(env))
     use(env)

@@ -25,7 +25,7 @@ import typer
 from mlflow import MlflowClient
 
 from miret_governance.cli.app import app
-from miret_governance.governance.trust.signing import generate_key_pair
+from miret_governance.governance.trust.signers import generate_key_pair
 
 POLICIES = Path(__file__).resolve().parents[1] / "policies"
 """``examples/policies/``: the gates each example is promoted under."""

@@ -57,7 +57,7 @@ from miret_governance.flavors.trail.decisions import LINK_EXPERIMENT, decision_r
 from miret_governance.flavors.trust import UnsignedEvidenceWarning, default_signing_key
 from miret_governance.governance.data.validation import missing_shares, raw_columns
 from miret_governance.governance.ensembles.encoding import surrogate_rules
-from miret_governance.governance.trust.signing import SigningKey
+from miret_governance.governance.trust.signers import SigningKey
 
 BACKGROUND_FIT_CELLS = 2_000_000
 """Inputs of at most this many cells (rows times features) are validated in a child
@@ -136,7 +136,7 @@ def explain_model_version(
         Load a scikit-learn ensemble stored as pickle/cloudpickle (this runs code from
         the artifact; refused otherwise). Recorded as ``governance.trust_pickle`` (user
         and UTC time) on the run and the surrogate version, and in the report.
-    signing_key : governance.signing.SigningKey, optional
+    signing_key : governance.trust.signers.SigningKey, optional
         Signs the surrogate's model directory (default: the key ``GOVERN_SIGNING_KEY``
         names). Without one the evidence is unsigned (an :class:`UnsignedEvidenceWarning`):
         no gate passes it and nothing earlier is reused. Only a version whose evidence

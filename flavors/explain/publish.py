@@ -305,7 +305,7 @@ def log_surrogate(
     signing_key=None,
 ):
     """Log the surrogate with the ``miret`` flavor, signed with ``signing_key`` (a
-    ``governance.signing.SigningKey``; unsigned without one), its metrics on the logged model (by
+    ``governance.trust.signers.SigningKey``; unsigned without one), its metrics on the logged model (by
     ``model_id``, each linked to the data set it was computed on, which fills the logged
     model's "Datasets used"), the run's peak memory and the solver's outcome as run tags.
 

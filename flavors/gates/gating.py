@@ -90,7 +90,8 @@ from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.trust.gates import Evaluation, evaluate
 from miret_governance.governance.trust.policy import GATE_TABLE, Policy
 from miret_governance.governance.trust.records import GateRecord
-from miret_governance.governance.trust.signing import SignatureError, SigningKey
+from miret_governance.governance.trust.signers import SigningKey
+from miret_governance.governance.trust.signing import SignatureError
 
 
 # ---------------------------------------------------------------------- evaluation

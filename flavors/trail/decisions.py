@@ -2,7 +2,7 @@
 
 Every gate evaluation, promotion and approval leaves one JSON record on its run,
 ``decision/record.json``, signed with OpenSSF model-signing into ``decision/record.sig``
-(:func:`governance.signing.sign_path`) by the deciding job's key: purpose ``decide`` for
+(:func:`governance.trust.signers.sign_path`) by the deciding job's key: purpose ``decide`` for
 gates and promotions, ``approve`` for a reviewer's approval or rejection. A record is
 one of the typed records of :mod:`governance.trust.records` (``GateRecord``,
 ``PromotionRecord``, ``ApprovalRecord``, ``LinkRecord``, ``ClearanceRecord``), written
@@ -83,12 +83,11 @@ from miret_governance.governance.trust.records import (
     parse_record,
     record_digest,
 )
+from miret_governance.governance.trust.signers import SigningKey, sign_path
 from miret_governance.governance.trust.signing import (
     SignatureError,
     Signer,
-    SigningKey,
     TrustedKeys,
-    sign_path,
     verify_path,
 )
 

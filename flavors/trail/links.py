@@ -50,7 +50,8 @@ from miret_governance.flavors.trail.decisions import (
     unknown_since,
 )
 from miret_governance.governance.trust.records import LinkRecord
-from miret_governance.governance.trust.signing import SigningKey, TrustedKeys
+from miret_governance.governance.trust.signers import SigningKey
+from miret_governance.governance.trust.signing import TrustedKeys
 
 
 def record_link(

@@ -61,7 +61,7 @@ from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionErr
 from miret_governance.flavors.trust import default_signing_key
 from miret_governance.governance.trust.policy import Policy
 from miret_governance.governance.trust.records import ApprovalRecord, PromotionRecord
-from miret_governance.governance.trust.signing import SigningKey
+from miret_governance.governance.trust.signers import SigningKey
 
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 DECISIONS = ("approve", "reject")

@@ -8,7 +8,7 @@ The lock carries proof of its holder. Its tag :data:`LOCK_HOLDER_TAG` holds the 
 canonical JSON (the lock's name, ``pid@host``, the ensemble version promoted, a random
 nonce and the time taken) and :data:`LOCK_PROOF_TAG` the signature of exactly those bytes
 by the promotion's key: the OpenSSF model-signing bundle decision records carry (about
-1.3 KB of JSON), made by :func:`governance.signing.sign_path` on a temporary file and
+1.3 KB of JSON), made by :func:`governance.trust.signers.sign_path` on a temporary file and
 checked by :func:`governance.signing.verify_path` with the keys the policy trusts for
 ``decide``. The bundle fits in a tag (8000 characters even for run tags,
 ``mlflow.utils.validation.MAX_TAG_VAL_LENGTH``; registered-model tags allow more), so
@@ -51,13 +51,8 @@ from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import alive
-from miret_governance.governance.trust.signing import (
-    SignatureError,
-    SigningKey,
-    TrustedKeys,
-    sign_path,
-    verify_path,
-)
+from miret_governance.governance.trust.signers import SigningKey, sign_path
+from miret_governance.governance.trust.signing import SignatureError, TrustedKeys, verify_path
 
 LOCK_TTL_SECONDS = 600
 """A promotion lock older than this (10 minutes) is taken over: its promotion was killed."""

@@ -16,7 +16,7 @@ from miret_governance.flavors.trail import decisions
 from miret_governance.flavors.trail.audit import audit_model
 from miret_governance.flavors.trail.decisions import BlockedError
 from miret_governance.governance.trust.policy import load_policy
-from miret_governance.governance.trust.signing import SigningKey
+from miret_governance.governance.trust.signers import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 URI = "models:/credit-rf/1"

@@ -40,7 +40,8 @@ from miret_governance.flavors.trust import UnsignedEvidenceWarning, sign_model_d
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.records import PinnedModel
-from miret_governance.governance.trust.signing import SignatureError, SigningKey
+from miret_governance.governance.trust.signers import SigningKey
+from miret_governance.governance.trust.signing import SignatureError
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]

@@ -137,7 +137,7 @@ def test_a_promotion_short_of_the_audited_policys_approvals_is_found(store, tmp_
     from signing_keys import key_pair
 
     from miret_governance.flavors.trail.promotion import approve_model_version
-    from miret_governance.governance.trust.signing import SigningKey
+    from miret_governance.governance.trust.signers import SigningKey
 
     uri = explained(store, tmp_path)
     four_eyes = tmp_path / "four-eyes.toml"
@@ -166,7 +166,7 @@ def test_a_record_on_a_retagged_run_is_found(store, tmp_path, policy):
     from signing_keys import key_pair
 
     from miret_governance.flavors.trail.promotion import approve_model_version
-    from miret_governance.governance.trust.signing import SigningKey
+    from miret_governance.governance.trust.signers import SigningKey
 
     client = MlflowClient()
     uri = explained(store, tmp_path)

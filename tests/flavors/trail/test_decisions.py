@@ -24,7 +24,8 @@ from miret_governance.flavors.trail.promotion import approve_model_version, prom
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, lock_name
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.records import DecidedBy, GateRecord, PolicyRef
-from miret_governance.governance.trust.signing import SignatureError, Signer, SigningKey
+from miret_governance.governance.trust.signers import SigningKey
+from miret_governance.governance.trust.signing import SignatureError, Signer
 
 pytest_plugins = ["mlflow_store"]
 

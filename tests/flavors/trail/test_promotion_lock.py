@@ -28,7 +28,7 @@ from miret_governance.flavors.trail.promotion_lock import (
     lock_name,
 )
 from miret_governance.governance.trust.policy import load_policy
-from miret_governance.governance.trust.signing import SigningKey
+from miret_governance.governance.trust.signers import SigningKey
 
 pytest_plugins = ["mlflow_store"]
 

@@ -10,13 +10,12 @@ import pytest
 from signing_keys import CI_KEY, key_pair
 
 from miret_governance.governance.trust.policy import PolicyError, load_policy
+from miret_governance.governance.trust.signers import SigningKey, generate_key_pair
 from miret_governance.governance.trust.signing import (
     MAX_KEY_FILE_BYTES,
     SIGNING_KEY_ENV,
     SIGNING_KEY_PASSWORD_ENV,
     SignatureError,
-    SigningKey,
-    generate_key_pair,
 )
 
 NOT_A_KEY = (
