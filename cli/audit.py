@@ -31,6 +31,8 @@ def approve(
     comment: Annotated[str, typer.Option("--comment", help="What was reviewed, and why.")],
     policy: PolicyFile = None,
     signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
     tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Record a reviewer's signed approval or rejection of promoting a version to an alias.
@@ -46,7 +48,7 @@ def approve(
 
         check_model_uri(model_uri)
         check_alias(alias)
-        key = common.load_signing_key(signing_key)
+        key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
         parsed = load_policy(policy)
         connect(tracking_uri)
         outcome = approve_model_version(
@@ -143,6 +145,8 @@ def clear(
     ] = None,
     policy: PolicyFile = None,
     signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
     tracking_uri: common.TrackingUri = None,
 ) -> None:
     """Set aside the records that block decisions on a version, with a signed clearance.
@@ -160,7 +164,7 @@ def clear(
         check_model_uri(model_uri)
         if alias is not None:
             check_alias(alias)
-        key = common.load_signing_key(signing_key)
+        key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
         parsed = load_policy(policy)
         connect(tracking_uri)
         clearance, cleared = clear_records(

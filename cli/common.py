@@ -33,7 +33,14 @@ from miret_governance.flavors.explain.defaults import (
 from miret_governance.governance.errors import CheckFailedError, GovernanceError, InvalidInputError
 from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
 from miret_governance.governance.trust.policy import POLICY_ENV
-from miret_governance.governance.trust.signers import SigningKey
+from miret_governance.governance.trust.signers import (
+    CERTIFICATE_CHAIN_ENV,
+    CERTIFICATE_OPTIONS,
+    PKCS11_PIN_ENV,
+    PKCS11_PIN_FILE_ENV,
+    SIGNING_CERTIFICATE_ENV,
+    SigningKey,
+)
 from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, SIGNING_KEY_PASSWORD_ENV
 
 SQLITE_PREFIX = "sqlite:///"
@@ -169,36 +176,76 @@ PolicyFile = Annotated[
         callback=existing_file,
     ),
 ]
-SigningKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--signing-key",
-        help="PEM private key that signs what the command records (from govern keygen; its "
-        "password in GOVERN_SIGNING_KEY_PASSWORD). Give it to the CI job only; never "
-        "printed, logged or stored.",
-        metavar="FILE",
-        envvar=SIGNING_KEY_ENV,
-        show_envvar=True,
-    ),
-]
 
 
-def load_signing_key(value: str | None):
+def _signing_option(flag: str, envvar: str, metavar: str, help: str):
+    """An option of who signs: text (a path, PEM text or URI), also read from ``envvar``."""
+    return Annotated[
+        str | None,
+        typer.Option(flag, help=help, metavar=metavar, envvar=envvar, show_envvar=True),
+    ]
+
+
+SigningKeyOption = _signing_option(
+    "--signing-key",
+    SIGNING_KEY_ENV,
+    "FILE|URI",
+    "The private key that signs what the command records: a PEM file (from govern keygen; "
+    "its password in GOVERN_SIGNING_KEY_PASSWORD) or a key in a hardware security module, "
+    "pkcs11:token=<label>;object=<key label>?module-path=<module .so> (its PIN in "
+    f"{PKCS11_PIN_ENV} or the file {PKCS11_PIN_FILE_ENV} names). Give it to the CI job only; "
+    "never printed, logged or stored.",
+)
+SigningCertificateOption = _signing_option(
+    CERTIFICATE_OPTIONS[0],
+    SIGNING_CERTIFICATE_ENV,
+    "FILE",
+    "The certificate your CA issued for --signing-key (PEM): signatures then carry it, for "
+    "a policy that trusts the CA (\\[authorities.<name>]) and its identity.",
+)
+CertificateChainOption = _signing_option(
+    CERTIFICATE_OPTIONS[1],
+    CERTIFICATE_CHAIN_ENV,
+    "FILE",
+    "The intermediate CA certificates that issued --signing-certificate (PEM, several in "
+    "one file).",
+)
+
+
+def load_signing_key(
+    value: str | None, certificate: str | None = None, chain: str | None = None
+) -> SigningKey | None:
     """The :class:`governance.trust.signers.SigningKey` of ``--signing-key`` (None when not
-    given), loaded and checked before anything connects. Messages name the option, or
-    :data:`SIGNING_KEY_ENV` when the value is the variable's, and never the value.
+    given), with ``--signing-certificate`` and ``--certificate-chain``, loaded and checked
+    before anything connects. Messages name each option, or its environment variable when
+    the value is the variable's, and never a key, PIN or password.
 
     Raises
     ------
     governance.signing.SignatureError
-        An unreadable file, a key that does not load (wrong password) or is not EC.
+        An unreadable file, a key that does not load (wrong password or PIN, unknown token
+        or key) or is not EC, a certificate for another key.
     """
     if value is None or not value.strip():
         return None
-    value = value.strip()
-    from_env = os.environ.get(SIGNING_KEY_ENV, "").strip() == value
-    source = SIGNING_KEY_ENV if from_env else "--signing-key"
-    return SigningKey.load(value, os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None, source)
+
+    def named(option: str, variable: str, given: str | None) -> str:
+        from_env = given is not None and os.environ.get(variable, "").strip() == given.strip()
+        return variable if from_env else option
+
+    return SigningKey.load(
+        value.strip(),
+        os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None,
+        named("--signing-key", SIGNING_KEY_ENV, value),
+        certificate or None,
+        chain or None,
+        os.environ.get(PKCS11_PIN_ENV) or None,
+        pin_file=os.environ.get(PKCS11_PIN_FILE_ENV) or None,
+        certificate_sources=(
+            named(CERTIFICATE_OPTIONS[0], SIGNING_CERTIFICATE_ENV, certificate),
+            named(CERTIFICATE_OPTIONS[1], CERTIFICATE_CHAIN_ENV, chain),
+        ),
+    )
 
 
 ModelUri = Annotated[

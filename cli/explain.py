@@ -23,11 +23,13 @@ from miret_governance.cli.common import (
     ENSEMBLE_DEPTH,
     MIN_TEST_ROWS,
     SEARCH_DEFAULTS,
+    CertificateChainOption,
     DataFile,
     Depth,
     MinTestRows,
     ModelUri,
     Seed,
+    SigningCertificateOption,
     SigningKeyOption,
     Solver,
     Target,
@@ -286,6 +288,8 @@ def explain(
         ),
     ] = "",
     signing_key: SigningKeyOption = None,
+    signing_certificate: SigningCertificateOption = None,
+    certificate_chain: CertificateChainOption = None,
 ) -> None:
     """Explain a registered tree ensemble with VITE heatmaps and a MIRET surrogate tree.
 
@@ -304,7 +308,7 @@ def explain(
             from miret_governance.flavors.explain.reuse import UNSIGNED_WARNING
             from miret_governance.flavors.trust import UnsignedEvidenceWarning
 
-            key = load_signing_key(signing_key)
+            key = load_signing_key(signing_key, signing_certificate, certificate_chain)
             if key is None:
                 errors.print(f"warning: {UNSIGNED_WARNING}", markup=False, soft_wrap=True)
             warnings.simplefilter("ignore", UnsignedEvidenceWarning)

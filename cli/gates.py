@@ -192,6 +192,8 @@ def gate(
     data: common.CheckData = None,
     target: Target = None,
     signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
     tracking_uri: common.TrackingUri = None,
     as_json: JsonOutput = False,
 ) -> None:
@@ -214,7 +216,7 @@ def gate(
     with exit_codes():
         from miret_governance.flavors.gates.gating import gate_model_version
 
-        key = common.load_signing_key(signing_key)
+        key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
         parsed = _policy_and_connect(model_uri, policy, tracking_uri)
         outcome = gate_model_version(
             model_uri, parsed, data=data, target=target or None, signing_key=key
@@ -232,6 +234,8 @@ def promote(
     policy: PolicyFile = None,
     data: common.CheckData = None,
     signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
     expect_holder: Annotated[
         str | None,
         typer.Option(
@@ -266,7 +270,7 @@ def promote(
         check_alias(alias)
         if expect_holder is not None and expect_holder != "none" and not expect_holder.isdigit():
             raise common.fail(f"--expect-holder {expect_holder!r}: give a version number or none")
-        key = common.load_signing_key(signing_key)
+        key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
         parsed = _policy_and_connect(model_uri, policy, tracking_uri)
         outcome = promote_model_version(
             model_uri, alias, parsed, signing_key=key, expected_holder=expect_holder, data=data

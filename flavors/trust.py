@@ -21,7 +21,14 @@ import os
 from pathlib import Path
 
 from miret_governance.governance.trust.policy import POLICY_ENV, Policy, load_policy
-from miret_governance.governance.trust.signers import SigningKey, sign_path
+from miret_governance.governance.trust.signers import (
+    CERTIFICATE_CHAIN_ENV,
+    PKCS11_PIN_ENV,
+    PKCS11_PIN_FILE_ENV,
+    SIGNING_CERTIFICATE_ENV,
+    SigningKey,
+    sign_path,
+)
 from miret_governance.governance.trust.signing import (
     SIGNATURE_FILE,
     SIGNING_KEY_ENV,
@@ -49,20 +56,31 @@ def default_policy_path() -> Path | None:
 
 
 def default_signing_key() -> SigningKey | None:
-    """The key :data:`SIGNING_KEY_ENV` holds or names, with the password of
-    :data:`SIGNING_KEY_PASSWORD_ENV` (None when it is unset): what a job signs with when
-    given no key.
+    """The key :data:`SIGNING_KEY_ENV` holds or names (a PEM file, its text, or a
+    ``pkcs11:`` URI), with the password of :data:`SIGNING_KEY_PASSWORD_ENV`, the token PIN
+    of :data:`PKCS11_PIN_ENV` or :data:`PKCS11_PIN_FILE_ENV`, and the certificates of
+    :data:`SIGNING_CERTIFICATE_ENV` and :data:`CERTIFICATE_CHAIN_ENV` (None when it is
+    unset): what a job signs with when given no key.
 
     Raises
     ------
     SignatureError
-        An unreadable file, a key that does not load (wrong password) or is not EC.
+        An unreadable file, a key that does not load (wrong password or PIN, unknown token
+        or key) or is not EC, a certificate for another key.
     """
     value = os.environ.get(SIGNING_KEY_ENV, "").strip()
     if not value:
         return None
-    password = os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None
-    return SigningKey.load(value, password, SIGNING_KEY_ENV)
+    return SigningKey.load(
+        value,
+        os.environ.get(SIGNING_KEY_PASSWORD_ENV) or None,
+        SIGNING_KEY_ENV,
+        os.environ.get(SIGNING_CERTIFICATE_ENV) or None,
+        os.environ.get(CERTIFICATE_CHAIN_ENV) or None,
+        os.environ.get(PKCS11_PIN_ENV) or None,
+        pin_file=os.environ.get(PKCS11_PIN_FILE_ENV) or None,
+        certificate_sources=(SIGNING_CERTIFICATE_ENV, CERTIFICATE_CHAIN_ENV),
+    )
 
 
 def trusted_keys(policy=None) -> TrustedKeys:

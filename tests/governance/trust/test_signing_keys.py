@@ -1,22 +1,40 @@
 """Keys fail closed (issue 38): no message shows a key's value, key files are read only
 when they are small regular files, and a policy's trust means what it says (a key listed
-once; four eyes are two keys; no more approvals asked than approvers trusted)."""
+once; four eyes are two keys; no more approvals asked than approvers trusted). Keys in a
+PKCS#11 token (issue 41, a SoftHSM2 token: ``tests/hsm.py``) sign alone or with their CA
+certificate; the PIN never comes from the URI; a missing token, key or module, a wrong
+PIN and a certificate for another key are refused with the fix."""
 
+import base64
+import hashlib
+import json
 import os
 import signal
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from pki import TestCA
 from signing_keys import CI_KEY, key_pair
 
 from miret_governance.governance.trust.policy import PolicyError, load_policy
-from miret_governance.governance.trust.signers import SigningKey, generate_key_pair
+from miret_governance.governance.trust.signers import (
+    PKCS11_PIN_ENV,
+    PKCS11_PIN_FILE_ENV,
+    SigningKey,
+    generate_key_pair,
+    sign_path,
+)
 from miret_governance.governance.trust.signing import (
     MAX_KEY_FILE_BYTES,
     SIGNING_KEY_ENV,
     SIGNING_KEY_PASSWORD_ENV,
     SignatureError,
+    public_pem,
+    verify_path,
 )
+
+pytest_plugins = ["hsm"]
 
 NOT_A_KEY = (
     "is not a path to an existing file (No such file or directory) and is not PEM text "
@@ -215,3 +233,229 @@ def test_the_readme_four_eyes_policy_and_the_examples_load(tmp_path):
     )
     (tmp_path / "four-eyes.toml").write_text(four_eyes)
     assert load_policy(tmp_path / "four-eyes.toml").approvals == {"prod": 1}
+
+
+# ---------------------------------------------------------------------- PKCS#11 tokens
+def _verify_with_ca(ca, path: Path, signature: Path) -> None:
+    from model_signing import verifying
+
+    config = verifying.Config().use_certificate_verifier(certificate_chain=[ca.root_path])
+    config.verify(path, signature)
+
+
+def _bundle_chain(signature: Path) -> list:
+    material = json.loads(signature.read_text())["verificationMaterial"]
+    return [
+        base64.b64decode(c["rawBytes"]) for c in material["x509CertificateChain"]["certificates"]
+    ]
+
+
+def test_a_token_key_signs_alone_or_with_its_certificate(softhsm, tmp_path):
+    (tmp_path / "data.txt").write_text("evidence")
+    issued = softhsm.certificate("ci")
+    raw = SigningKey.load(softhsm.uri(), source="--signing-key", pin=softhsm.pin)
+    assert repr(raw) == "SigningKey(source=\"--signing-key (token 'govern-test', key 'ci')\")"
+    assert (
+        raw.fingerprint == hashlib.sha256(public_pem(issued.certificate.public_key())).hexdigest()
+    )
+    assert raw.certificates == ()
+    sign_path(tmp_path / "data.txt", raw, tmp_path / "raw.sig")
+    signer = verify_path(
+        tmp_path / "data.txt",
+        tmp_path / "raw.sig",
+        raw.trusted_for("explain", "hsm"),
+        "explain",
+        "it",
+    )
+    assert signer.fingerprint == raw.fingerprint
+
+    certified = SigningKey.load(
+        softhsm.uri(),
+        None,
+        "--signing-key",
+        issued.certificate_path,
+        softhsm.ca.intermediate_path,
+        softhsm.pin,
+    )
+    der = serialization.Encoding.DER
+    assert certified.certificates == (
+        issued.certificate.public_bytes(der),
+        softhsm.ca.intermediate.public_bytes(der),
+    )
+    assert certified.fingerprint == raw.fingerprint
+    sign_path(tmp_path / "data.txt", certified, tmp_path / "certified.sig")
+    assert _bundle_chain(tmp_path / "certified.sig") == list(certified.certificates)
+    _verify_with_ca(softhsm.ca, tmp_path / "data.txt", tmp_path / "certified.sig")
+
+
+def test_a_file_key_with_a_password_signs_with_its_certificate(tmp_path):
+    ca = TestCA(tmp_path / "ca")
+    issued = ca.issue("alice", "alice@risk.example.com")
+    locked = tmp_path / "alice.pem"
+    key = serialization.load_pem_private_key(issued.key_path.read_bytes(), None)
+    locked.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"s3cret"),
+        )
+    )
+    (tmp_path / "data.txt").write_text("approval")
+    signing_key = SigningKey.load(
+        locked,
+        "s3cret",
+        SIGNING_KEY_ENV,
+        issued.certificate.public_bytes(serialization.Encoding.PEM).decode(),
+    )
+    assert len(signing_key.certificates) == 1  # PEM text, no chain: the CA's store has it
+    sign_path(tmp_path / "data.txt", signing_key, tmp_path / "data.sig")
+    ca_store = tmp_path / "ca-store.pem"
+    ca_store.write_bytes(ca.root_path.read_bytes() + ca.intermediate_path.read_bytes())
+    from model_signing import verifying
+
+    config = verifying.Config().use_certificate_verifier(certificate_chain=[ca_store])
+    config.verify(tmp_path / "data.txt", tmp_path / "data.sig")
+
+
+def test_model_signing_still_needs_the_workaround(softhsm, tmp_path):
+    """The certificate bundles of :func:`signers._certified` replace two model-signing
+    1.1.1 signers (signers' module docstring). When this test fails, upstream has fixed
+    them: sign through ``use_pkcs11_certificate_signer`` and ``use_certificate_signer``
+    and drop the subclass."""
+    import inspect
+
+    from model_signing import signing
+    from pydantic import ValidationError
+
+    (tmp_path / "data.txt").write_text("evidence")
+    issued = softhsm.certificate("ci")
+    config = signing.Config().use_pkcs11_certificate_signer(
+        pkcs11_uri=f"{softhsm.uri()}&pin-value={softhsm.pin}",
+        signing_certificate=issued.certificate_path,
+        certificate_chain=[softhsm.ca.intermediate_path],
+    )
+    with pytest.raises(ValidationError):  # no tlogEntries; raw DER where base64 belongs
+        config.sign(tmp_path / "data.txt", tmp_path / "data.sig")
+    del config  # its token session: another login is refused while it lives
+    parameters = inspect.signature(signing.Config.use_certificate_signer).parameters
+    assert "password" not in parameters, "use_certificate_signer takes a key password now"
+
+
+@pytest.mark.parametrize(
+    "uri, problem",
+    [
+        (
+            {"token": "no-such-token"},
+            (
+                "the module of --signing-key (token 'no-such-token', key 'ci') has no such "
+                "token: correct token= (the token's label) in the URI (SoftHSM2 finds its "
+                "tokens through SOFTHSM2_CONF)"
+            ),
+        ),
+        (
+            {"label": "no-such-key"},
+            (
+                "the token of --signing-key (token 'govern-test', key 'no-such-key') holds no "
+                "such key: correct object= (the key's label) or id= in the URI (pkcs11-tool "
+                "--list-objects lists them)"
+            ),
+        ),
+        (
+            {"module": "/usr/lib/softhsm/libnothing.so"},
+            (
+                "the PKCS#11 module /usr/lib/softhsm/libnothing.so of --signing-key (token "
+                "'govern-test', key 'ci') does not exist: install it (SoftHSM2: apt-get "
+                "install softhsm2; make services does) or correct module-path"
+            ),
+        ),
+        (
+            "pkcs11:token=govern-test;object=ci",
+            (
+                "the PKCS#11 URI of --signing-key (token 'govern-test', key 'ci') names no "
+                "module: add ?module-path=<the vendor's PKCS#11 module> (SoftHSM2: "
+                "/usr/lib/softhsm/libsofthsm2.so)"
+            ),
+        ),
+        (
+            "pkcs11:token=govern-test?module-path=/usr/lib/softhsm/libsofthsm2.so",
+            (
+                "the PKCS#11 URI of --signing-key cannot be used (Neither 'id' nor 'object' "
+                "attributes were found in pkcs11 URI); write it as pkcs11:token=<token "
+                "label>;object=<key label>?module-path=<the vendor's PKCS#11 module, e.g. "
+                "/usr/lib/softhsm/libsofthsm2.so>"
+            ),
+        ),
+    ],
+    ids=["unknown-token", "unknown-key", "missing-module", "no-module", "no-key"],
+)
+def test_a_token_key_that_cannot_be_found_names_the_fix(softhsm, uri, problem):
+    uri = softhsm.uri(**uri) if isinstance(uri, dict) else uri
+    with pytest.raises(SignatureError) as error:
+        SigningKey.load(uri, source="--signing-key", pin=softhsm.pin)
+    assert str(error.value) == problem
+
+
+def test_the_pin_comes_from_the_environment_or_a_file_never_the_uri(softhsm, tmp_path):
+    key = "--signing-key (token 'govern-test', key 'ci')"
+    fix = (
+        f"set {PKCS11_PIN_ENV} to the token's user PIN, or {PKCS11_PIN_FILE_ENV} to a file "
+        "holding it"
+    )
+    pin_file = tmp_path / "pin"
+    pin_file.write_text(f"{softhsm.pin}\n")  # as `echo` writes it: the newline is not the PIN's
+    loaded = SigningKey.load(softhsm.uri(), source="--signing-key", pin_file=pin_file)
+    assert loaded.fingerprint == SigningKey.load(softhsm.uri(), pin=softhsm.pin).fingerprint
+
+    refused = {
+        (
+            f"{softhsm.uri()}&pin-value={softhsm.pin}",
+            softhsm.pin,
+            None,
+        ): "the PKCS#11 URI of --signing-key "
+        "holds the PIN (pin-value): it would end up in shell history and CI logs; remove it "
+        f"and {fix}",
+        (f"{softhsm.uri()}&pin-source={pin_file}", None, None): "the PKCS#11 URI of "
+        "--signing-key holds the PIN (pin-source): model-signing reads that file with its "
+        f"newline; remove it and {fix}",
+        (softhsm.uri(), None, None): f"the token key of {key} needs the token's PIN: {fix}",
+        (softhsm.uri(), softhsm.pin, pin_file): f"both {PKCS11_PIN_ENV} and {PKCS11_PIN_FILE_ENV} "
+        f"are set for {key}: set one",
+        (softhsm.uri(), None, tmp_path / "nope"): f"{PKCS11_PIN_FILE_ENV} names "
+        f"{tmp_path / 'nope'}, which cannot be read (No such file or directory): give the "
+        "file holding the token's user PIN",
+        (softhsm.uri(), "0000", None): f"the PIN of {key} is wrong (CKR_PIN_INCORRECT): {fix}",
+    }
+    for (uri, pin, pin_file_given), problem in refused.items():
+        with pytest.raises(SignatureError) as error:
+            SigningKey.load(uri, source="--signing-key", pin=pin, pin_file=pin_file_given)
+        assert str(error.value) == problem
+
+
+def test_a_certificate_for_another_key_or_chain_is_refused(softhsm, tmp_path):
+    ci, alice = softhsm.certificate("ci"), softhsm.certificate("alice")
+    other_ca = TestCA(tmp_path / "other", name="Other Bank")
+    with pytest.raises(SignatureError) as error:
+        SigningKey.load(
+            softhsm.uri(), None, "--signing-key", alice.certificate_path, pin=softhsm.pin
+        )
+    assert str(error.value) == (
+        "the certificate 'CN=alice@risk.example.com,O=Example Bank' of --signing-certificate "
+        f"({alice.certificate_path}) is not for the key of --signing-key (token "
+        "'govern-test', key 'ci'): give the certificate your CA issued for that key"
+    )
+    with pytest.raises(SignatureError) as error:
+        SigningKey.load(
+            softhsm.uri(), None, "--signing-key", ci.certificate_path,
+            other_ca.intermediate_path, softhsm.pin, certificate_sources=("A", "B"),
+        )  # fmt: skip
+    assert str(error.value) == (
+        f"B ({other_ca.intermediate_path}) does not hold 'CN=Example Bank Signing CA,O=Example "
+        f"Bank', the CA that issued A ({ci.certificate_path}): give your CA's intermediate "
+        "certificates"
+    )
+    with pytest.raises(SignatureError) as error:
+        SigningKey.load(key_pair(CI_KEY)[0], chain=softhsm.ca.intermediate_path)
+    assert str(error.value) == (
+        "--certificate-chain is given without --signing-certificate: give the certificate "
+        "your CA issued for the signing key too, or neither"
+    )
