@@ -24,14 +24,15 @@ This module defines those names but reads no environment: the edges do
 :meth:`SigningKey.load` the values. What a signature is trusted for, and checking it,
 is :mod:`governance.trust.signing`.
 
-model-signing's private API, and why: a token key is read and checked through
-``model_signing._signing.sign_pkcs11.Signer`` (its URI parser and login, the code that
-signs), since 1.1.1 offers no public way to load a token key without signing. Certificate
-bundles are written by :func:`_certified`, a subclass of model-signing's key signers
-(file or token) whose verification material is the certificate chain, set as the
-``Config``'s ``_signer``: in 1.1.1 ``use_pkcs11_certificate_signer`` writes bundles that
-do not load (no ``tlogEntries``; raw DER where base64 belongs) and
-``use_certificate_signer`` takes no key password.
+model-signing's private API, and why: a token key is read, checked and signed with
+through ``model_signing._signing.sign_pkcs11.Signer`` (its URI parser and login, the code
+that signs), set as the ``Config``'s ``_signer``: 1.1.1 offers no public way to load a
+token key without signing, nor to close the token session once signed (while it lives,
+another login is refused). Certificate bundles are written by :func:`_certified`, a
+subclass of model-signing's key signers (file or token) whose verification material is
+the certificate chain: in 1.1.1 ``use_pkcs11_certificate_signer`` writes bundles that do
+not load (no ``tlogEntries``; raw DER where base64 belongs) and ``use_certificate_signer``
+takes no key password.
 ``tests/governance/trust/test_signing_keys.py`` fails once either is fixed upstream, or
 the private API changes, so that this can go.
 """
@@ -230,7 +231,10 @@ class _TokenKey:
                 f"the token of {self.source} holds no such key: correct object= (the key's "
                 "label) or id= in the URI (pkcs11-tool --list-objects lists them)"
             )
-        return f"the token key of {self.source} cannot be used ({text})"
+        return (
+            f"the token key of {self.source} cannot be used ({text}): it must be an EC key "
+            "on P-256, P-384 or P-521, with its public key object on the token"
+        )
 
 
 def _pin(pin: str | None, pin_file: str | None, where: str) -> str:
