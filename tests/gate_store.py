@@ -100,14 +100,17 @@ def explain(
     data_digest=None,
     sign=True,
     pin_files=True,
+    created=None,
 ):
     """Log, register and link a surrogate of ``ensemble`` with stored evidence.
 
-    ``edit(model_dir, manifest)`` may change the model directory after the evidence was
-    digested and its digest recorded, before it is signed (what the checks behind the
-    signature find in evidence a trusted key signed); ``data_digest`` overrides the
-    digest the evidence names; ``sign=False`` leaves it unsigned; ``pin_files=False``
-    leaves out the ensemble files' digest. Returns the surrogate version.
+        ``edit(model_dir, manifest)`` may change the model directory after the evidence was
+        digested and its digest recorded, before it is signed (what the checks behind the
+        signature find in evidence a trusted key signed); ``data_digest`` overrides the
+        digest the evidence names; ``sign=False`` leaves it unsigned; ``pin_files=False``
+        leaves out the ensemble files' digest; ``created`` (ISO 8601 UTC) the time it states it was
+    signed, as explain records it (a certificate is checked at that time). Returns the
+    surrogate version.
     """
     client = MlflowClient()
     frame = pd.DataFrame({"x0": [0.1, 0.9], "x1": [0.2, 0.8], "x2": [0.5, 0.5], "y": [0, 1]})
@@ -122,6 +125,7 @@ def explain(
         tree = SurrogateTree(COEF, [0.0, 0.0, 0.0], 2, feature_names=FEATURES, classes=(0, 1))
         digest = data_digest or data.digest
         provenance = provenance_of(ensemble, digest, metrics, success, pin_files)
+        provenance |= {"created": created} if created else {}
         miret_flavor.save_model(tree, str(model_dir), evidence=provenance)
         manifest = json.loads((model_dir / "evidence.json").read_text())
         mlflow.log_param("evidence_digest", file_digest(model_dir / "evidence.json"))

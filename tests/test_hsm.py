@@ -12,14 +12,22 @@ signs (``flavors.trust.default_signing_key``); every command runs in-process (ty
 runner) on a copy of the migrated SQLite store.
 """
 
+import time
+
 from gate_store import explain, register_ensemble
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from miret_governance.flavors.trail.decisions import read_record
 from miret_governance.flavors.trust import default_signing_key, sign_model_dir
+from miret_governance.governance.trust.certificates import serial_text
 from miret_governance.governance.trust.policy import load_policy
-from miret_governance.governance.trust.signers import PKCS11_PIN_ENV, PKCS11_PIN_FILE_ENV
+from miret_governance.governance.trust.signers import (
+    CERTIFICATE_CHAIN_ENV,
+    PKCS11_PIN_ENV,
+    PKCS11_PIN_FILE_ENV,
+    SIGNING_CERTIFICATE_ENV,
+)
 from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, Signer, public_pem
 
 pytest_plugins = ["mlflow_store", "hsm"]
@@ -29,6 +37,17 @@ def govern(*args):
     from miret_governance.cli.app import app
 
     return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def explained_with(key, store, folder):
+    """A new ensemble version with a linked surrogate whose evidence ``key`` signed (the
+    fast explanation of ``tests/gate_store.py``, stating when it was signed, as explain
+    does); the ensemble version."""
+    ensemble = register_ensemble(store)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    sign = lambda model_dir, _: sign_model_dir(model_dir, key)
+    explain(store, ensemble, folder, sign=False, edit=sign, created=created)
+    return ensemble
 
 
 def pinned_policy(softhsm, folder):
@@ -55,14 +74,7 @@ def test_evidence_gate_approval_and_promotion_signed_in_the_token(
     monkeypatch.setenv(PKCS11_PIN_ENV, softhsm.pin)
     token_key = default_signing_key()
     assert token_key.fingerprint == ci[1]
-    ensemble = register_ensemble(store)
-    explain(
-        store,
-        ensemble,
-        tmp_path,
-        sign=False,
-        edit=lambda folder, _: sign_model_dir(folder, token_key),
-    )
+    ensemble = explained_with(token_key, store, tmp_path)
     uri = f"models:/{ensemble.name}/{ensemble.version}"
 
     monkeypatch.delenv(SIGNING_KEY_ENV)
@@ -103,6 +115,41 @@ def test_evidence_gate_approval_and_promotion_signed_in_the_token(
     assert [(a["name"], a["fingerprint"]) for a in promoted.record.approvals] == [
         ("hsm-alice", policy.keys.with_fingerprint(_fingerprint(alice)).fingerprint)
     ]
+
+
+def test_an_explanation_signed_in_the_token_with_its_certificate_passes_a_policy_of_the_ca(
+    store, tmp_path, softhsm, monkeypatch
+):
+    """The issue's done-when case: the policy trusts only the CA and the CI service's
+    identity (no key); the evidence and the gate decision are signed by the token key with
+    the certificate the CA issued for it, the CI job's way (environment variables only)."""
+    ca, ci = softhsm.ca, softhsm.certificate("ci")
+    policy_path = tmp_path / "bank.toml"
+    policy_path.write_text(
+        'name = "bank"\n[gates]\nmin_fidelity = 0.9\n\n[authorities.bank]\n'
+        f'certificates = ["{ca.root_path}", "{ca.intermediate_path}"]\n'
+        'explain = ["spiffe://bank.example/ci/governance"]\ndecide = ["spiffe://bank.example/ci/*"]\n'
+    )
+    policy = load_policy(policy_path)
+    assert policy.keys.keys == ()
+    monkeypatch.setenv(SIGNING_KEY_ENV, softhsm.uri("ci"))
+    monkeypatch.setenv(PKCS11_PIN_ENV, softhsm.pin)
+    monkeypatch.setenv(SIGNING_CERTIFICATE_ENV, str(ci.certificate_path))
+    monkeypatch.setenv(CERTIFICATE_CHAIN_ENV, str(ca.intermediate_path))
+    token_key = default_signing_key()
+    ensemble = explained_with(token_key, store, tmp_path)
+
+    gate = govern("gate", "--model-uri", f"models:/{ensemble.name}/{ensemble.version}",
+                  "--policy", policy_path)  # fmt: skip
+    assert gate.exit_code == 0, gate.output
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("governance-gates").experiment_id])
+    decision = read_record(client, run.info.run_id, policy.keys)
+    identity = "spiffe://bank.example/ci/governance"
+    certified = Signer(identity, token_key.fingerprint, identity, "bank", serial_text(ci.serial))
+    assert decision.valid and decision.signer == certified
+    assert decision.record.evidence.signer == certified
+    assert decision.record.decided_by.certificate.identity == identity
 
 
 def _fingerprint(public_key) -> str:
