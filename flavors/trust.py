@@ -13,7 +13,8 @@ The environment is read here, once for the flavors: :func:`default_policy_path` 
 :func:`default_signing_key` are the documented defaults of every library entry point
 given no policy or key (``mlflow.pyfunc.load_model`` passes none); the CLI reads the same
 variables as its options' defaults. Their names are defined once:
-:data:`governance.policy.POLICY_ENV`, :data:`governance.signing.SIGNING_KEY_ENV`.
+:data:`governance.policy.POLICY_ENV`, :data:`governance.signing.SIGNING_KEY_ENV`, and the
+token PIN's and certificates' in :mod:`governance.trust.signers`.
 """
 
 from __future__ import annotations

@@ -102,6 +102,8 @@ def _make_token(labels) -> dict:
 def softhsm(tmp_path_factory):
     """The test token, made once per test process; ``SOFTHSM2_CONF`` names it for the rest
     of the session (restored at its end)."""
+    if not Path(MODULE).exists():
+        pytest.fail(f"SoftHSM2 ({MODULE}) is missing: make services installs it")
     folder = tmp_path_factory.mktemp("softhsm")
     conf = folder / "softhsm2.conf"
     (folder / "tokens").mkdir()

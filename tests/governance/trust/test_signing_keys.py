@@ -369,6 +369,14 @@ def test_model_signing_still_needs_the_workaround(softhsm, tmp_path):
             ),
         ),
         (
+            {"module": "/etc/passwd"},
+            (
+                "the PKCS#11 module of --signing-key (token 'govern-test', key 'ci') cannot be "
+                "loaded (Load (/etc/passwd)): module-path must name the vendor's PKCS#11 "
+                "library (.so)"
+            ),
+        ),
+        (
             "pkcs11:token=govern-test;object=ci",
             (
                 "the PKCS#11 URI of --signing-key (token 'govern-test', key 'ci') names no "
@@ -386,7 +394,7 @@ def test_model_signing_still_needs_the_workaround(softhsm, tmp_path):
             ),
         ),
     ],
-    ids=["unknown-token", "unknown-key", "missing-module", "no-module", "no-key"],
+    ids=["unknown-token", "unknown-key", "missing-module", "not-a-module", "no-module", "no-key"],
 )
 def test_a_token_key_that_cannot_be_found_names_the_fix(softhsm, uri, problem):
     uri = softhsm.uri(**uri) if isinstance(uri, dict) else uri
