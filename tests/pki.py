@@ -220,12 +220,17 @@ class CertifiedKey:
         )
 
     def sign(self, path: Path, signature: Path) -> Path:
-        """A model-signing certificate bundle of ``path`` at ``signature``."""
-        from model_signing import signing
+        """A model-signing certificate bundle of ``path`` (a file, or a directory but the
+        signature in it) at ``signature``."""
+        from model_signing import hashing, signing
 
-        signing.Config().use_certificate_signer(
+        config = signing.Config().use_certificate_signer(
             private_key=self.issued.key_path,
             signing_certificate=self.issued.certificate_path,
             certificate_chain=[self.ca.intermediate_path],
-        ).sign(Path(path), Path(signature))
+        )
+        if Path(path).is_dir():
+            ignored = hashing.Config().set_ignored_paths(paths=[signature], ignore_git_paths=False)
+            config.set_hashing_config(ignored)
+        config.sign(Path(path), Path(signature))
         return Path(signature)

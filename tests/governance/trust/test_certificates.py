@@ -2,6 +2,7 @@
 model-signing bundles over a small file, issued by the test CA (tests/pki.py), checked
 by ``verify_path`` at the time the signed content states."""
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from pki import CertifiedKey, TestCA
 from signing_keys import key_pair
 
+from miret_governance.flavors.trust import evidence_signed_at, verify_model_signature
 from miret_governance.governance.trust import certificates as x509s
 from miret_governance.governance.trust.policy import PolicyError, load_policy, parse_policy
 from miret_governance.governance.trust.signers import SigningKey, sign_path
@@ -212,3 +214,19 @@ def test_existing_policies_keep_their_digest_and_a_policy_cannot_vouch_for_itsel
         )
     with pytest.raises(PolicyError, match="a policy cannot trust a key to sign policies"):
         policy('policy = ["*@risk.example.com"]\n')
+
+
+def test_evidence_is_judged_at_the_time_it_says_it_was_made(pki, tmp_path):
+    bank, leaves, _, _, policy = pki
+    trusted, made = policy().keys, (NOW - timedelta(days=20)).replace(microsecond=0)
+    model = tmp_path / "surrogate"
+    model.mkdir()
+    evidence = model / "evidence.json"
+    evidence.write_text(json.dumps({"provenance": {"created": iso(made)}}))
+    CertifiedKey(leaves["expired"], bank).sign(model, model / "model.sig")
+    assert evidence_signed_at(model) == made
+    assert verify_model_signature(model, trusted).identity == CI
+    evidence.write_text(json.dumps({"provenance": {"created": iso(NOW)}}))  # made now
+    CertifiedKey(leaves["expired"], bank).sign(model, model / "model.sig")
+    with pytest.raises(SignatureError, match="valid from .* until .*: sign it again"):
+        verify_model_signature(model, trusted)
