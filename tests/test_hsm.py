@@ -120,15 +120,18 @@ def test_evidence_gate_approval_and_promotion_signed_in_the_token(
 def test_an_explanation_signed_in_the_token_with_its_certificate_passes_a_policy_of_the_ca(
     store, tmp_path, softhsm, monkeypatch
 ):
-    """The issue's done-when case: the policy trusts only the CA and the CI service's
-    identity (no key); the evidence and the gate decision are signed by the token key with
-    the certificate the CA issued for it, the CI job's way (environment variables only)."""
-    ca, ci = softhsm.ca, softhsm.certificate("ci")
+    """The issue's done-when case: the policy trusts only the CA and the identities (no
+    key); the evidence and the gate decision are signed by the token key with the
+    certificate the CA issued for it, the CI job's way (environment variables only); a
+    reviewer approves with her token key and certificate on the command line, and the
+    promotion counts her identity."""
+    ca, ci, alice = softhsm.ca, softhsm.certificate("ci"), softhsm.certificate("alice")
     policy_path = tmp_path / "bank.toml"
     policy_path.write_text(
         'name = "bank"\n[gates]\nmin_fidelity = 0.9\n\n[authorities.bank]\n'
         f'certificates = ["{ca.root_path}", "{ca.intermediate_path}"]\n'
         'explain = ["spiffe://bank.example/ci/governance"]\ndecide = ["spiffe://bank.example/ci/*"]\n'
+        'approve = ["*@risk.example.com"]\n\n[approvals]\nprod = 1\n'
     )
     policy = load_policy(policy_path)
     assert policy.keys.keys == ()
@@ -138,18 +141,34 @@ def test_an_explanation_signed_in_the_token_with_its_certificate_passes_a_policy
     monkeypatch.setenv(CERTIFICATE_CHAIN_ENV, str(ca.intermediate_path))
     token_key = default_signing_key()
     ensemble = explained_with(token_key, store, tmp_path)
+    uri = f"models:/{ensemble.name}/{ensemble.version}"
 
-    gate = govern("gate", "--model-uri", f"models:/{ensemble.name}/{ensemble.version}",
-                  "--policy", policy_path)  # fmt: skip
+    gate = govern("gate", "--model-uri", uri, "--policy", policy_path)
     assert gate.exit_code == 0, gate.output
     client = MlflowClient()
-    (run,) = client.search_runs([client.get_experiment_by_name("governance-gates").experiment_id])
+    gates = client.get_experiment_by_name("governance-gates").experiment_id
+    (run,) = client.search_runs([gates])
     decision = read_record(client, run.info.run_id, policy.keys)
     identity = "spiffe://bank.example/ci/governance"
     certified = Signer(identity, token_key.fingerprint, identity, "bank", serial_text(ci.serial))
     assert decision.valid and decision.signer == certified
     assert decision.record.evidence.signer == certified
     assert decision.record.decided_by.certificate.identity == identity
+
+    approval = govern(
+        "approve", "--model-uri", uri, "--alias", "prod", "--decision", "approve",
+        "--comment", "rules read", "--policy", policy_path,
+        "--signing-key", softhsm.uri("alice"), "--signing-certificate", alice.certificate_path,
+        "--certificate-chain", ca.intermediate_path,
+    )  # fmt: skip
+    assert approval.exit_code == 0, approval.output
+    promotion = govern("promote", "--model-uri", uri, "--alias", "prod", "--policy", policy_path)
+    assert promotion.exit_code == 0, promotion.output
+    assert client.get_registered_model(ensemble.name).aliases == {"prod": ensemble.version}
+    (promoted,) = client.search_runs([gates], order_by=["start_time DESC"], max_results=1)
+    record = read_record(client, promoted.info.run_id, policy.keys).record
+    assert record.decision == "promoted"
+    assert [a["name"] for a in record.approvals] == ["alice@risk.example.com"]
 
 
 def _fingerprint(public_key) -> str:
