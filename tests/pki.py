@@ -203,34 +203,24 @@ class TestCA:
         return Issued(certificate, certificate_path, key_path)
 
 
-class CertifiedKey:
-    """A leaf's private key file with its certificate and the intermediate: what the
-    signing side hands ``TrustedKeys.signer_for`` (``fingerprint``, ``certificates`` DER
-    leaf first) and signs with (:meth:`sign`, model-signing's certificate signer), for
-    the tests of certificate trust until ``SigningKey`` carries certificates itself."""
+def certified_key(issued: Issued, ca: TestCA):
+    """``issued``'s private key file with its certificate and the intermediate, loaded as
+    the product's :class:`governance.trust.signers.SigningKey` (as ``--signing-key``,
+    ``--signing-certificate`` and ``--certificate-chain`` give them)."""
+    from miret_governance.governance.trust.signers import SigningKey
 
-    def __init__(self, issued: Issued, ca: TestCA) -> None:
-        from miret_governance.governance.trust.certificates import key_fingerprint
+    return SigningKey.load(
+        str(issued.key_path),
+        certificate=str(issued.certificate_path),
+        chain=str(ca.intermediate_path),
+    )
 
-        self.issued, self.ca = issued, ca
-        self.fingerprint = key_fingerprint(issued.certificate)
-        self.certificates = tuple(
-            c.public_bytes(serialization.Encoding.DER)
-            for c in (issued.certificate, ca.intermediate)
-        )
 
-    def sign(self, path: Path, signature: Path) -> Path:
-        """A model-signing certificate bundle of ``path`` (a file, or a directory but the
-        signature in it) at ``signature``."""
-        from model_signing import hashing, signing
+def sign_with(key, path: Path, signature: Path) -> Path:
+    """A bundle of ``path`` (a file, or a directory but the signature in it) signed with
+    ``key`` (:func:`governance.trust.signers.sign_path`) at ``signature``."""
+    from miret_governance.governance.trust.signers import sign_path
 
-        config = signing.Config().use_certificate_signer(
-            private_key=self.issued.key_path,
-            signing_certificate=self.issued.certificate_path,
-            certificate_chain=[self.ca.intermediate_path],
-        )
-        if Path(path).is_dir():
-            ignored = hashing.Config().set_ignored_paths(paths=[signature], ignore_git_paths=False)
-            config.set_hashing_config(ignored)
-        config.sign(Path(path), Path(signature))
-        return Path(signature)
+    ignored = (Path(signature),) if Path(path).is_dir() else ()
+    sign_path(Path(path), key, Path(signature), ignored)
+    return Path(signature)

@@ -189,7 +189,7 @@ def decided_by(
     named = trusted.with_fingerprint(fingerprint)
     signer, what = None, f"a {purpose} record signed now"
     if key is not None:
-        certified = getattr(key, "certificates", ()) and trusted.authorities_for(purpose)
+        certified = key.certificates and trusted.authorities_for(purpose)
         if certified or (named is not None and purpose in named.may_sign):
             signer = trusted.signer_for(key, purpose, what, datetime.now(timezone.utc))
         elif named is not None:  # named for other purposes: a what-if, still in its window

@@ -31,7 +31,7 @@ from miret_governance.governance.errors import GovernanceError
 
 class CertificateError(GovernanceError):
     """A certificate that does not load or does not chain (caught by
-    :mod:`governance.trust.signing`, which raises its ``SignatureError``)."""
+    :mod:`governance.trust.signing`, which raises its ``SignatureError``). Exit code 2."""
 
 
 def load_certificates(data: bytes) -> list:

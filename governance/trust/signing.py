@@ -539,7 +539,7 @@ class TrustedKeys:
         ------
         SignatureError
         """
-        certificates = getattr(key, "certificates", ())  # H2's SigningKey adds them
+        certificates = key.certificates
         named = self.with_fingerprint(key.fingerprint)
         if certificates and (named is None or purpose not in named.may_sign):
             from cryptography import x509

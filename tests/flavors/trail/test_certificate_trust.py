@@ -5,9 +5,8 @@ at a time its run was not open in the store does not count and is reported."""
 from datetime import datetime, timedelta, timezone
 
 from mlflow import MlflowClient
-from pki import CertifiedKey, TestCA
+from pki import TestCA, certified_key
 
-from miret_governance.flavors.trail import decisions
 from miret_governance.flavors.trail.decisions import (
     LINK_EXPERIMENT,
     decided_by,
@@ -21,13 +20,10 @@ pytest_plugins = ["mlflow_store"]
 CI = "spiffe://bank.example/ci/governance"
 
 
-def test_a_certified_record_names_its_identity_and_a_skewed_one_does_not_count(
-    store, tmp_path, monkeypatch
-):
+def test_a_certified_record_names_its_identity_and_a_skewed_one_does_not_count(store, tmp_path):
     ca = TestCA(tmp_path / "ca")
-    key = CertifiedKey(ca.issue("ci", CI), ca)
-    # the certificate signer until SigningKey carries certificates (sign_path, H2)
-    monkeypatch.setattr(decisions, "sign_path", lambda path, k, sig, ignored=(): k.sign(path, sig))
+    issued = ca.issue("ci", CI)
+    key = certified_key(issued, ca)
     policy = parse_policy(
         {
             "gates": {},
@@ -41,7 +37,7 @@ def test_a_certified_record_names_its_identity_and_a_skewed_one_does_not_count(
     )
     client = MlflowClient()
     by = decided_by(policy.keys, key, client, "explain")
-    serial = f"{key.issued.serial:#x}"
+    serial = f"{issued.serial:#x}"
     assert (by.key_name, by.key_fingerprint) == (CI, key.fingerprint)
     assert by.certificate == CertificateRef("bank", serial, CI)
 

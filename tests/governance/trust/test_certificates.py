@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from pki import CertifiedKey, TestCA
+from pki import TestCA, certified_key, sign_with
 from signing_keys import key_pair
 
 from miret_governance.flavors.trust import evidence_signed_at, verify_model_signature
@@ -46,8 +46,10 @@ def pki(tmp_path_factory):
     data = folder / "data.txt"
     data.write_text("evidence\n")
     signatures = {
-        name: CertifiedKey(issued, other if name == "outsider" else bank).sign(
-            data, folder / f"{name}.sig"
+        name: sign_with(
+            certified_key(issued, other if name == "outsider" else bank),
+            data,
+            folder / f"{name}.sig",
         )
         for name, issued in leaves.items()
     }
@@ -81,7 +83,7 @@ def test_a_certificate_from_the_policy_ca_verifies_and_names_its_identity(pki):
     alice = verify_path(data, signatures["alice"], trusted, "approve", "the approval", NOW)
     assert alice.name == "alice@risk.example.com"
     # the signing side names the same signer before anything is signed
-    key = CertifiedKey(leaves["ci"], bank)
+    key = certified_key(leaves["ci"], bank)
     assert trusted.signer_for(key, "explain", "the evidence", NOW) == signer
 
 
@@ -145,7 +147,7 @@ def test_a_revoked_certificate_counts_only_for_what_it_signed_before(pki):
         "again with a key the policy trusts now"
     )
     with pytest.raises(SignatureError, match="revoked at"):  # and before signing anything
-        trusted.signer_for(CertifiedKey(leaves["ci"], pki[0]), "explain", "the evidence", NOW)
+        trusted.signer_for(certified_key(leaves["ci"], pki[0]), "explain", "the evidence", NOW)
 
 
 def test_a_key_used_after_its_window_is_refused_and_earlier_evidence_stays_valid(tmp_path):
@@ -223,10 +225,10 @@ def test_evidence_is_judged_at_the_time_it_says_it_was_made(pki, tmp_path):
     model.mkdir()
     evidence = model / "evidence.json"
     evidence.write_text(json.dumps({"provenance": {"created": iso(made)}}))
-    CertifiedKey(leaves["expired"], bank).sign(model, model / "model.sig")
+    sign_with(certified_key(leaves["expired"], bank), model, model / "model.sig")
     assert evidence_signed_at(model) == made
     assert verify_model_signature(model, trusted).identity == CI
     evidence.write_text(json.dumps({"provenance": {"created": iso(NOW)}}))  # made now
-    CertifiedKey(leaves["expired"], bank).sign(model, model / "model.sig")
+    sign_with(certified_key(leaves["expired"], bank), model, model / "model.sig")
     with pytest.raises(SignatureError, match="valid from .* until .*: sign it again"):
         verify_model_signature(model, trusted)
