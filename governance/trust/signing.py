@@ -53,6 +53,7 @@ PURPOSES = {
     "explain": "the evidence of an explanation (a surrogate's model directory)",
     "decide": "gate and promotion decisions",
     "approve": "a reviewer's approval or rejection",
+    "policy": "a policy (trusted by a deployment's policy trust file, never by a policy)",
 }
 SIGNING_KEY_ENV = "GOVERN_SIGNING_KEY"
 SIGNING_KEY_PASSWORD_ENV = "GOVERN_SIGNING_KEY_PASSWORD"
