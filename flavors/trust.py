@@ -3,7 +3,8 @@
 :func:`flavors.miret.save_model` signs the whole model directory (MLmodel,
 ``evidence.json``, ``surrogate.json``, the report, ``vite/``, ``figures/``: every file but
 :data:`governance.signing.UNSIGNED_FILES`) for the purpose ``explain``; every reader
-verifies it (:func:`verify_model_signature`) before it reads anything else. Trust comes
+verifies it (:func:`verify_model_signature`) before it reads anything else, at the time
+its evidence says it was made (a key rotated out or revoked since still verifies it). Trust comes
 from a policy's ``[keys.<name>]`` tables: a :class:`governance.policy.Policy`, a policy
 file, or the file the environment variable :data:`POLICY_ENV` names
 (:func:`trusted_keys`); a policy file is checked against its signature as the
@@ -19,9 +20,12 @@ variables as its options' defaults. Their names are defined once:
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import datetime
 from pathlib import Path
 
+from miret_governance.flavors.evidence import EVIDENCE_FILE
 from miret_governance.governance.trust.policy import POLICY_ENV, Policy
 from miret_governance.governance.trust.policy_signature import (
     POLICY_TRUST_ENV,
@@ -125,13 +129,30 @@ def sign_model_dir(path, key: SigningKey) -> str:
     return sign_path(path, key, Path(path, SIGNATURE_FILE), UNSIGNED_FILES)
 
 
+def evidence_signed_at(model_dir) -> datetime | None:
+    """The time the evidence of a model directory says it was made
+    (``provenance.created``, ISO 8601 UTC), None when it states none.
+
+    Read before the signature is checked, and only passed to :func:`verify_path`, which
+    trusts it once the signature verified the file it came from; nothing else is read.
+    """
+    try:
+        manifest = json.loads(Path(model_dir, EVIDENCE_FILE).read_bytes())
+        return datetime.fromisoformat(manifest["provenance"]["created"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def verify_model_signature(model_dir, trusted: TrustedKeys, what: str | None = None) -> Signer:
-    """Check that a model directory is signed, by a key ``trusted`` for ``explain``, and
-    unchanged since (no file edited, added or removed).
+    """Check that a model directory is signed, by a key or certificate ``trusted`` for
+    ``explain`` when it was signed (:func:`evidence_signed_at`), and unchanged since (no
+    file edited, added or removed).
 
     Raises
     ------
     SignatureError
     """
     what = what or f"the surrogate in {model_dir}"
-    return verify_path(model_dir, Path(model_dir, SIGNATURE_FILE), trusted, PURPOSE, what)
+    signature = Path(model_dir, SIGNATURE_FILE)
+    signed_at = evidence_signed_at(model_dir)
+    return verify_path(model_dir, signature, trusted, PURPOSE, what, signed_at)

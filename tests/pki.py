@@ -201,3 +201,36 @@ class TestCA:
         certificate_path.write_bytes(_pem(certificate))
         key_path = write_private_key(key, self.folder / f"{name}.key.pem") if key else None
         return Issued(certificate, certificate_path, key_path)
+
+
+class CertifiedKey:
+    """A leaf's private key file with its certificate and the intermediate: what the
+    signing side hands ``TrustedKeys.signer_for`` (``fingerprint``, ``certificates`` DER
+    leaf first) and signs with (:meth:`sign`, model-signing's certificate signer), for
+    the tests of certificate trust until ``SigningKey`` carries certificates itself."""
+
+    def __init__(self, issued: Issued, ca: TestCA) -> None:
+        from miret_governance.governance.trust.certificates import key_fingerprint
+
+        self.issued, self.ca = issued, ca
+        self.fingerprint = key_fingerprint(issued.certificate)
+        self.certificates = tuple(
+            c.public_bytes(serialization.Encoding.DER)
+            for c in (issued.certificate, ca.intermediate)
+        )
+
+    def sign(self, path: Path, signature: Path) -> Path:
+        """A model-signing certificate bundle of ``path`` (a file, or a directory but the
+        signature in it) at ``signature``."""
+        from model_signing import hashing, signing
+
+        config = signing.Config().use_certificate_signer(
+            private_key=self.issued.key_path,
+            signing_certificate=self.issued.certificate_path,
+            certificate_chain=[self.ca.intermediate_path],
+        )
+        if Path(path).is_dir():
+            ignored = hashing.Config().set_ignored_paths(paths=[signature], ignore_git_paths=False)
+            config.set_hashing_config(ignored)
+        config.sign(Path(path), Path(signature))
+        return Path(signature)

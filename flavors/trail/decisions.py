@@ -15,8 +15,10 @@ logged parameter. Reading one back (:func:`read_record`) checks, in order, that 
 is there, that the record and signature are the bound ones (an artifact overwritten in
 place is caught without trusting any tag), that it parses as a record of its kind
 (:func:`governance.trust.records.parse_record`), that the parameters and the run's tags
-agree with it (a re-tagged run is caught), and that its signature verifies with a key
-the policy trusts for the purpose of its kind.
+agree with it (a re-tagged run is caught), that its signature verifies with a key or
+certificate the policy trusts for the purpose of its kind at the record's signed
+``time``, and that this time is one its store saw: while its run was open, give or take
+:data:`governance.trust.signing.CLOCK_SKEW_SECONDS` (:func:`_skew`).
 
 **Fail closed.** A record that fails any check up to the signature **blocks**
 (:attr:`Decision.blocking`): every decider that reads the records of a version or alias
@@ -42,6 +44,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -69,6 +72,7 @@ from miret_governance.governance.trust.records import (
     ALIAS_RECORDS,
     MAX_RECORD_BYTES,
     ApprovalRecord,
+    CertificateRef,
     ClearanceRecord,
     ClearedEntry,
     DecidedBy,
@@ -85,6 +89,7 @@ from miret_governance.governance.trust.records import (
 )
 from miret_governance.governance.trust.signers import SigningKey, sign_path
 from miret_governance.governance.trust.signing import (
+    CLOCK_SKEW_SECONDS,
     SignatureError,
     Signer,
     TrustedKeys,
@@ -152,23 +157,45 @@ def mlflow_user(client: MlflowClient) -> str:
     return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get(MLFLOW_USER, "")
 
 
-def decided_by(trusted: TrustedKeys, key: SigningKey | None, client: MlflowClient) -> DecidedBy:
-    """``decided_by`` of a record: the key's policy name (None when the policy does not
-    name it), its fingerprint (None without a key), the MLflow user (:func:`mlflow_user`)
-    and the user the server vouches for (None on a store without users). Called before
-    a command writes anything.
+def decided_by(
+    trusted: TrustedKeys,
+    key: SigningKey | None,
+    client: MlflowClient,
+    purpose: str = "decide",
+) -> DecidedBy:
+    """``decided_by`` of a record: who signs (:meth:`TrustedKeys.signer_for`: the key's
+    policy name, or its certificate's identity and :class:`CertificateRef`; None when the
+    policy does not name it), its fingerprint (None without a key), the MLflow user
+    (:func:`mlflow_user`) and the user the server vouches for (None on a store without
+    users). Called before a command writes anything.
+
+    A key the policy does not trust for ``purpose`` is recorded unnamed (a what-if gate,
+    a link; commands whose decisions must count refuse it first:
+    :meth:`TrustedKeys.signer_for`); a key or certificate the policy trusts, but not now
+    (window, revocation), is refused, and so is a certificate once the policy trusts an
+    authority for ``purpose``.
 
     Raises
     ------
     DecisionError
         The policy binds the key to users (``[keys.<name>] users``) and the server
         authenticated another one, or cannot say who it is (nothing recorded).
+    governance.signing.SignatureError
+        A key or certificate refused as above (nothing recorded).
     """
     vouched = server_user(client.tracking_uri)
     user = vouched.username if vouched is not None else None
     fingerprint = key.fingerprint if key is not None else None
     named = trusted.with_fingerprint(fingerprint)
-    if named is not None and not named.allows(user):
+    signer, what = None, f"a {purpose} record signed now"
+    if key is not None:
+        certified = getattr(key, "certificates", ()) and trusted.authorities_for(purpose)
+        if certified or (named is not None and purpose in named.may_sign):
+            signer = trusted.signer_for(key, purpose, what, datetime.now(timezone.utc))
+        elif named is not None:  # named for other purposes: a what-if, still in its window
+            signer = Signer(named.name, fingerprint)
+            trusted.check_signer(signer, datetime.now(timezone.utc), what)
+    if signer is not None and signer.authority is None and not named.allows(user):
         who = (
             f"the server says you are {user!r}: sign with your own key"
             if user is not None
@@ -176,11 +203,17 @@ def decided_by(trusted: TrustedKeys, key: SigningKey | None, client: MlflowClien
             "signs only on a tracking server with authentication"
         )
         raise DecisionError(f"{_bound_to(named)}; {who}; nothing was recorded")
+    certificate = (
+        CertificateRef(signer.authority, signer.serial, signer.identity)
+        if signer is not None and signer.authority is not None
+        else None
+    )
     return DecidedBy(
-        named.name if named is not None else None,
+        signer.name if signer is not None else None,
         fingerprint,
         mlflow_user(client),  # the vouched user again where there is one (asked once)
         user,
+        certificate,
     )
 
 
@@ -352,8 +385,9 @@ class Decision:
         cleared bound record may have been a real decision; an unbound one never was.
     misused : bool
         Intact and signed by a trusted key, but the policy binds that key to other users
-        than the one the record names as vouched by the server (``[keys.<name>] users``):
-        it counts for nothing like an untrusted signature, and the audit reports it.
+        than the one the record names as vouched by the server (``[keys.<name>] users``),
+        or signed at a time its store did not see (:func:`_skew`): it counts for nothing
+        like an untrusted signature, and the audit reports it.
     """
 
     run_id: str
@@ -473,17 +507,43 @@ def read_record(client: MlflowClient, run, trusted: TrustedKeys) -> Decision:
         if disagreement:
             return refused(disagreement, record, sha)
         try:
-            signer = verify_path(path, signature, trusted, record.purpose, what)
+            signer = verify_path(path, signature, trusted, record.purpose, what, record.signed_at)
         except SignatureError as error:  # intact as written: never a decision that counts
             return Decision(run_id, record, None, str(error), sha, blocking=False, bound=True)
+    skew = _skew(record, run)
+    if skew is not None:  # intact and signed, at a time its store did not see
+        return Decision(run_id, record, None, f"{what} {skew}", sha, bound=True, misused=True)
     key, user = trusted.with_fingerprint(signer.fingerprint), record.decided_by.server_user
-    if not key.allows(user):  # intact and signed: a key used by someone else
+    if signer.authority is None and not key.allows(user):  # a key used by someone else
         by = (
             f"the server said {user!r} signed it" if user else "no server vouched for who signed it"
         )
         problem = f"{what} is signed with a key used by another user: {_bound_to(key)}, and {by}"
         return Decision(run_id, record, None, problem, sha, bound=True, misused=True)
     return Decision(run_id, record, signer, None, sha, bound=True)
+
+
+def _skew(record: Record, run) -> str | None:
+    """Why ``record``'s signed time is not one its store saw (None: it is): more than
+    :data:`CLOCK_SKEW_SECONDS` before its run started, or after it ended (after now,
+    while it runs: a promotion may take minutes between its run's start and its record).
+    """
+    start, end = run.info.start_time, run.info.end_time
+    signed, tolerance = record.signed_at.timestamp() * 1000, CLOCK_SKEW_SECONDS * 1000
+    if start is not None and start - tolerance <= signed <= (end or time.time() * 1000) + tolerance:
+        return None
+    return (
+        f"is signed at {record.time}, outside the time its run was open in the store "
+        f"({_stamp(start)} to {_stamp(end) if end else 'now'}, give or take "
+        f"{CLOCK_SKEW_SECONDS} s): a signed time the store did not see does not count; check "
+        "the signing host's clock and decide again"
+    )
+
+
+def _stamp(ms: int | None) -> str:
+    if ms is None:
+        return "no time"
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds")
 
 
 def _record_folder(client: MlflowClient, artifact_uri: str, tmp: Path) -> Path:
@@ -829,7 +889,7 @@ def clear_records(
     if not reason or not reason.strip():
         raise DecisionError("a clearance needs a --reason saying why the records may be set aside")
     key = require_key(signing_key, "clear", "decide")
-    policy.keys.key_for(key.fingerprint, "decide", "the clearance")
+    policy.keys.signer_for(key, "decide", "the clearance", datetime.now(timezone.utc))
     client = client or CommandClient()
     by = decided_by(policy.keys, key, client)
     version = resolve_model_version(client, model_uri)
@@ -994,7 +1054,7 @@ def approval_state(
             or record.ensemble != bound
         ):
             continue
-        key = decision.signer.fingerprint
+        key = decision.signer.name  # a key, or a certified identity (any of its keys)
         if key not in latest or newer(decision, latest[key]):
             latest[key] = decision
     ordered = sorted(latest.values(), key=lambda d: d.signer.name)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import partial
 
 from mlflow import MlflowClient
@@ -88,7 +89,9 @@ def _signing_key(signing_key: SigningKey | None, policy: Policy, command: str, p
     :func:`flavors.trust.default_signing_key`), trusted by ``policy`` for ``purpose``: a
     decision no policy would count is refused before it is recorded."""
     key = require_key(signing_key or default_signing_key(), command, purpose)
-    policy.keys.key_for(key.fingerprint, purpose, f"the decision {command} records")
+    policy.keys.signer_for(
+        key, purpose, f"the decision {command} records", datetime.now(timezone.utc)
+    )
     return key
 
 
@@ -345,7 +348,7 @@ def approve_model_version(
         raise DecisionError("an approval needs a --comment saying what was reviewed")
     key = _signing_key(signing_key, policy, "approve", "approve")
     client = client or CommandClient()
-    by = decided_by(policy.keys, key, client)
+    by = decided_by(policy.keys, key, client, "approve")
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
     check_trail(client, version, policy.keys, alias)

@@ -17,11 +17,12 @@ cryptography is written here: the project signs only through model-signing.
 
 A lock blocks only while it is verifiably held: its proof verifies with a key the policy
 trusts for ``decide`` and names this lock; the store recorded its creation time, and
-neither that time nor the signed one is more than :data:`CLOCK_SKEW_SECONDS` ahead of
-this host's clock or older than :data:`LOCK_TTL_SECONDS`; and a holder on this host is a
-live process (this very process: inside a promotion). Any other lock is taken over:
-unverifiable (made by hand, no or a bad proof, a key the policy does not trust), timeless
-or dated in the future (the store's clock is the client's, or was tampered with), or
+neither that time nor the signed one is more than
+:data:`governance.trust.signing.CLOCK_SKEW_SECONDS` ahead of this host's clock or older
+than :data:`LOCK_TTL_SECONDS`; its key or certificate was trusted when it signed; and a
+holder on this host is a live process (this very process: inside a promotion). Any
+other lock is taken over: unverifiable (made by hand, no or a bad proof, a key the
+policy does not trust), timeless or dated in the future (the store's clock is the client's, or was tampered with), or
 left behind (older than the TTL, its process gone, its release failed). A genuine proof
 copied onto a new lock blocks at most until its signed time plus the TTL. The take-over
 is not silent: the context manager yields :class:`TakenOver`, which ``promote`` writes
@@ -52,13 +53,15 @@ from mlflow.exceptions import MlflowException
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import alive
 from miret_governance.governance.trust.signers import SigningKey, sign_path
-from miret_governance.governance.trust.signing import SignatureError, TrustedKeys, verify_path
+from miret_governance.governance.trust.signing import (
+    CLOCK_SKEW_SECONDS,
+    SignatureError,
+    TrustedKeys,
+    verify_path,
+)
 
 LOCK_TTL_SECONDS = 600
 """A promotion lock older than this (10 minutes) is taken over: its promotion was killed."""
-CLOCK_SKEW_SECONDS = 300
-"""How far (5 minutes) a lock's time may be ahead of this host's clock (clocks of hosts
-and of the store differ); a lock dated further ahead is taken over."""
 _HELD: set = set()
 """Promotion locks this process holds now."""
 LOCK_OWNER_TAG = "governance.lock.owner"
@@ -306,18 +309,22 @@ def _verified_holder(held, lock: str, trusted: TrustedKeys) -> tuple[dict | None
     text, proof = held.tags.get(LOCK_HOLDER_TAG), held.tags.get(LOCK_PROOF_TAG)
     if not text or not proof:
         return None, "it carries no proof of its holder (govern promote did not make it)"
+    try:  # read for its signed time, trusted only once the proof verified these bytes
+        holder = json.loads(text)
+    except ValueError:
+        holder = None
+    taken = holder.get("taken_ms") if isinstance(holder, dict) else None
+    signed_at = datetime.fromtimestamp(taken / 1000, timezone.utc) if type(taken) is int else None
     with tempfile.TemporaryDirectory(prefix="govern-lock-") as tmp:
         path, signature = Path(tmp, _HOLDER_FILE), Path(tmp, _PROOF_FILE)
         path.write_bytes(text.encode())
         signature.write_bytes(proof.encode())
         try:
-            signer = verify_path(path, signature, trusted, "decide", "its proof of holder")
-        except SignatureError as error:
+            signer = verify_path(
+                path, signature, trusted, "decide", "its proof of holder", signed_at
+            )
+        except (SignatureError, OverflowError, ValueError, OSError) as error:
             return None, str(error)[: _SHOWN * 2]
-    try:
-        holder = json.loads(text)
-    except ValueError:
-        holder = None
     if not (
         isinstance(holder, dict)
         and isinstance(holder.get("owner"), str)

@@ -27,6 +27,10 @@ stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
     may_sign = ["approve"]
     users = ["alice"]              # optional: only MLflow user alice may sign with it
 
+    [authorities.bank]             # or the organisation's CA (governance.signing)
+    certificates = ["ca/root.pem"]
+    approve = ["*@risk.example.com"]
+
     [approvals]                    # signed approvals an alias needs before promotion
     champion = 1
 
@@ -40,8 +44,9 @@ stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
     registered_model = "credit-rf.governed"  # optional, the default
 
 A key is listed once, with every purpose it may sign; an alias needs at most as many
-approvals as keys are trusted to approve, and once ``[approvals]`` names an alias no key
-may both decide and approve (four eyes, not one key approving and promoting). A key's
+approvals as keys are trusted to approve (any number with an authority trusted to
+approve), and once ``[approvals]`` names an alias no key may both decide and approve
+(four eyes, not one key approving and promoting). A key's
 ``users`` bind it to the MLflow users the tracking server must authenticate for a record
 it signs to count (:mod:`governance.trust.signing`); with ``[roles]``, only users of the
 role that signs its purposes (:data:`governance.trust.roles.SIGNING_ROLES`).
@@ -50,8 +55,9 @@ role that signs its purposes (:data:`governance.trust.roles.SIGNING_ROLES`).
 0.90, 5 and true, overridden by the file; ``require_validation_pass = false`` drops it);
 the other gates apply when the file sets them. A policy is identified as
 ``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
-the gates, the trusted keys (and their ``users`` when bound), the approvals, (with a drift
-gate) ``drift_against`` and (when present) the roles and governed models, not the name,
+the gates, the trusted keys (and their ``users`` and windows when set), the
+authorities and revocations when present, the approvals, (with a drift gate)
+``drift_against`` and (when present) the roles and governed models, not the name,
 so renaming a policy does not change its version and a policy without ``[roles]`` keeps
 the digest it always had. Without keys, no evidence is trusted and every gate fails.
 
@@ -208,7 +214,17 @@ them out)."""
 POLICY_GATES = {**GATES, **DRIFT_GATES}
 """The gates a policy file may set."""
 DEFAULTS = {"min_fidelity": 0.90, "max_features": 5, "require_validation_pass": True}
-TOP_LEVEL = ("gates", "name", "keys", "approvals", "drift_against", "roles", "governed")
+TOP_LEVEL = (
+    "gates",
+    "name",
+    "keys",
+    "authorities",
+    "revoked",
+    "approvals",
+    "drift_against",
+    "roles",
+    "governed",
+)
 """The keys a policy file may hold at its top level."""
 MAX_POLICY_BYTES = 64 * 1024
 """Largest policy file read; a policy is a few lines of TOML."""
@@ -278,7 +294,7 @@ class Policy:
             deployment["roles"] = self.roles.to_json()
         if self.governed:
             deployment["governed"] = {m.name: m.to_json() for m in self.governed}
-        if not self.keys.keys and not self.approvals and not drift and not deployment:
+        if not self.keys and not self.approvals and not drift and not deployment:
             return canonical_json(self.gates)
         return canonical_json(
             {
@@ -349,8 +365,9 @@ def parse_policy(
         hint = " (gate keys belong in the [gates] table)" if set(extra) & set(POLICY_GATES) else ""
         raise PolicyError(
             f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
-            'name, optional [keys.<name>], [approvals], [roles] and [governed."<model>"] '
-            f"tables, drift_against, and one [gates] table with these keys:\n{_valid_keys()}"
+            "name, optional [keys.<name>], [authorities.<name>], [[revoked]], [approvals], "
+            '[roles] and [governed."<model>"] tables, drift_against, and one [gates] table '
+            f"with these keys:\n{_valid_keys()}"
         )
     policy_name = data.get("name", default_name)
     if not isinstance(policy_name, str) or not _NAME.match(policy_name):
@@ -370,15 +387,9 @@ def parse_policy(
     if gates.get("require_validation_pass") is False:
         del gates["require_validation_pass"]
     try:
-        keys = parse_trust(data.get("keys", {}), base_dir, source)
+        keys = parse_trust(data, base_dir, source)
     except SignatureError as error:
         raise PolicyError(str(error)) from error
-    if keys.names("policy"):
-        raise PolicyError(
-            f"{source}: {', '.join(f'[keys.{n}]' for n in keys.names('policy'))} may sign "
-            "policy, but a policy cannot vouch for itself: trust the keys that sign policies "
-            "in the deployment's policy trust file (--policy-trust), not in a policy"
-        )
     approvals = _approvals(data.get("approvals", {}), keys, source)
     try:
         roles = parse_roles(data.get("roles"), source)
@@ -416,10 +427,11 @@ def _approvals(table, keys: TrustedKeys, source: str) -> dict:
     approve and promote alone).
     """
     approvers = keys.names("approve")
+    certified = keys.authorities_for("approve")  # any number of certified reviewers
     if not isinstance(table, dict):
         raise PolicyError(f"{source}: [approvals] must map aliases to numbers of approvals")
     for alias, count in table.items():
-        if not approvers:
+        if not approvers and not certified:
             raise PolicyError(
                 f"{source}: approvals {alias} = {count!r} needs keys trusted to approve, and "
                 'the policy trusts none: add [keys.<name>] tables with may_sign = ["approve"]'
@@ -428,8 +440,10 @@ def _approvals(table, keys: TrustedKeys, source: str) -> dict:
             raise PolicyError(
                 f"{source}: approvals {alias} = {count!r}; give a whole number from 1 to "
                 f"{len(approvers)}, the keys the policy trusts to approve"
+                if not certified
+                else f"{source}: approvals {alias} = {count!r}; give a whole number from 1"
             )
-        if count > len(approvers):
+        if count > len(approvers) and not certified:
             trusted = f"{len(approvers)} key{'s' if len(approvers) > 1 else ''}"
             raise PolicyError(
                 f"{source}: approvals {alias} = {count} asks for {count} distinct approvers, "

@@ -14,11 +14,16 @@ scientists commit to (e.g. in the CI runner's configuration)::
     [keys.risk]
     public_key = "keys/risk.pub"     # relative to this file, or the PEM text
     may_sign = ["policy"]
+    [authorities.bank]               # or the organisation's CA (governance.trust.signing)
+    certificates = ["ca/root.pem"]
+    policy = ["*@risk.example.com"]
 
 :func:`checked_policy` loads a policy and, given a trust file, verifies its signature
 (a signature that does not verify always refuses); with the deployment's requirement
 (``--require-signed-policy``, :data:`REQUIRE_SIGNED_POLICY_ENV`) an unsigned policy is
-refused too. The verified :class:`Signer` travels on :attr:`Policy.signer` into every
+refused too. A policy states no time it was signed: a certificate that signed it must be
+valid, and not revoked, when it is used (sign it again before the certificate expires).
+The verified :class:`Signer` travels on :attr:`Policy.signer` into every
 decision record (``policy.signer``). The environment is read at the edges only
 (``cli.common``, :mod:`flavors.trust`); :func:`requirement` parses its value.
 """
@@ -29,6 +34,7 @@ import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from miret_governance.governance.trust.policy import (
@@ -40,6 +46,7 @@ from miret_governance.governance.trust.policy import (
 )
 from miret_governance.governance.trust.signers import SigningKey, sign_path
 from miret_governance.governance.trust.signing import (
+    POLICY_PURPOSE,
     SignatureError,
     Signer,
     TrustedKeys,
@@ -48,13 +55,12 @@ from miret_governance.governance.trust.signing import (
     verify_path,
 )
 
-PURPOSE = "policy"
 POLICY_TRUST_ENV = "GOVERN_POLICY_TRUST"
 """The environment variable naming the deployment's policy trust file."""
 REQUIRE_SIGNED_POLICY_ENV = "GOVERN_REQUIRE_SIGNED_POLICY"
 """The deployment setting (``1`` or ``true``) that refuses an unsigned policy."""
 SIGNATURE_SUFFIX = ".sig"
-_TRUST_KEYS = ("keys",)
+_TRUST_TABLES = ("keys", "authorities", "revoked")
 _YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
@@ -101,38 +107,34 @@ def requirement(value: str | None, source: str = REQUIRE_SIGNED_POLICY_ENV) -> b
 
 
 def load_policy_trust(path) -> PolicyTrust:
-    """The deployment's policy trust file: ``[keys.<name>]`` tables, at least one, each
-    trusted for ``policy`` only.
+    """The deployment's policy trust file: ``[keys.<name>]`` and
+    ``[authorities.<name>]`` tables (:func:`parse_trust`) trusted for ``policy`` only, at
+    least one, and ``[[revoked]]``.
 
     Raises
     ------
     PolicyError
-        An unreadable file, other top-level keys, a key table :func:`parse_trust`
-        refuses, a key trusted for another purpose, or none.
+        An unreadable file, other top-level keys, an entry :func:`parse_trust` refuses
+        (one trusted for another purpose among them), or no entry.
     """
     path = Path(path)
     what = f"policy trust file {path}"
     data = read_toml(path, "policy trust file", '[keys.<name>] tables with may_sign = ["policy"]')
-    extra = sorted(set(data) - set(_TRUST_KEYS))
+    extra = sorted(set(data) - set(_TRUST_TABLES))
     try:
         if extra:
             raise SignatureError(
-                f"{what}: unknown top-level keys {extra}; it holds only [keys.<name>] tables "
-                'with public_key and may_sign = ["policy"]'
+                f"{what}: unknown top-level keys {extra}; it holds only [keys.<name>] and "
+                "[authorities.<name>] tables trusted for policy, and [[revoked]]"
             )
-        keys = parse_trust(data.get("keys", {}), path.parent, what)
+        keys = parse_trust(data, path.parent, what, purposes=(POLICY_PURPOSE,))
     except SignatureError as error:
         raise PolicyError(str(error)) from error
-    others = [k.name for k in keys.keys if set(k.may_sign) != {PURPOSE}]
-    if others:
+    if not keys.names(POLICY_PURPOSE) and not keys.authorities_for(POLICY_PURPOSE):
         raise PolicyError(
-            f"{what}: {', '.join(f'[keys.{n}]' for n in others)} may sign more than policy; "
-            'a policy trust file names only the keys that sign policies: may_sign = ["policy"]'
-        )
-    if not keys.keys:
-        raise PolicyError(
-            f"{what} trusts no key for policy: add a [keys.<name>] table with the public key "
-            'of whoever signs policies and may_sign = ["policy"]'
+            f"{what} trusts no one for policy: add a [keys.<name>] table with the public key "
+            'of whoever signs policies and may_sign = ["policy"], or an [authorities.<name>] '
+            "table with policy = [their certificate identities]"
         )
     return PolicyTrust(keys, str(path))
 
@@ -190,19 +192,20 @@ def verify_policy(policy: Policy, trust: PolicyTrust) -> Signer:
         raise SignatureError(
             f"{what} is signed by key {fingerprint[:16]}..., which the policy trust file "
             f"{trust.source} does not trust (trusted for policy: "
-            f"{', '.join(trust.keys.names(PURPOSE))}): have it signed by one of those, or "
+            f"{', '.join(trust.keys.names(POLICY_PURPOSE))}): have it signed by one of those, or "
             'add the signer\'s public key to that file with may_sign = ["policy"]'
         )
     with tempfile.TemporaryDirectory(prefix="govern-policy-") as tmp:
         content = Path(tmp, "policy.json")
         content.write_bytes(policy.content)
-        try:
-            return verify_path(content, signature, trust.keys, PURPOSE, what)
+        try:  # a policy states no signing time: a certificate must be valid now
+            return verify_path(
+                content, signature, trust.keys, POLICY_PURPOSE, what, datetime.now(timezone.utc)
+            )
         except SignatureError as error:
             raise SignatureError(
-                f"{error}: its gates, approvals, roles or a key it trusts (a key file counts "
-                "by its fingerprint) differ from what was signed; use the policy as it was "
-                "signed, or have the change reviewed and signed again (govern policy sign)"
+                f"{error}; use the policy as it was signed, or have it reviewed and signed "
+                f"again by a signer {trust.source} trusts (govern policy sign)"
             ) from None
 
 

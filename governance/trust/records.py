@@ -10,7 +10,7 @@ kind, a field missing or of the wrong type and a field its kind does not have, w
 class (:data:`RECORDS`), every field of the type its annotation names.
 
 Kinds (fields besides ``kind``, ``decided_by`` {key_name, key_fingerprint,
-mlflow_user, [server_user]} and ``time``, ISO 8601 with a time zone)::
+mlflow_user, [server_user], [certificate {authority, serial, identity}]} and ``time``, ISO 8601 with a time zone)::
 
     gate        ensemble, surrogate {uri, model_id}, evidence {digest, signer},
                 policy {label, digest, [signer]}, result PASS|FAIL, [drift]
@@ -111,17 +111,29 @@ class PolicyRef:
 
 
 @dataclass(frozen=True)
+class CertificateRef:
+    """The certificate a decision was signed with: the policy's authority that issued
+    it, its serial (``0x`` hex) and the identity the policy trusted."""
+
+    authority: str
+    serial: str
+    identity: str
+
+
+@dataclass(frozen=True)
 class DecidedBy:
-    """Who decided: the key's policy name (None when the policy does not name it), its
-    fingerprint (None without a key), the MLflow user, and ``server_user``: the user the
-    tracking server authenticated when the record was written (None on a store without
-    users, where ``mlflow_user`` is only what the client said; on one with users both are
-    the server's name)."""
+    """Who decided: the key's policy name (None when the policy does not name it; for a
+    certificate its identity), its fingerprint (None without a key; for a certificate the
+    certified key's), the MLflow user, and ``server_user``: the user the tracking server
+    authenticated when the record was written (None on a store without users, where
+    ``mlflow_user`` is only what the client said; on one with users both are the
+    server's name); ``certificate`` when signed with one."""
 
     key_name: str | None
     key_fingerprint: str | None
     mlflow_user: str
     server_user: str | None = None
+    certificate: CertificateRef | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,31 @@ as the user the tracking server authenticated when it was written (``server_user
 :class:`governance.trust.records.DecidedBy`), one of them (:meth:`PublicKey.allows`); a
 key without ``users`` may be used by anyone who holds it, as before.
 
+A key or a whole authority may have a validity window, and the policy a revocation list
+(a key by fingerprint, a certificate by its authority and serial)::
+
+    [keys.ci]
+    ...
+    valid_from = 2026-01-01T00:00:00Z   # optional TOML offset date-times
+    valid_until = 2027-06-30T00:00:00Z
+    [authorities.bank]                  # the organisation's CA instead of raw keys
+    certificates = ["ca/root.pem", "ca/intermediate.pem"]  # self-signed ones are roots
+    explain = ["spiffe://bank.example/ci/governance"]      # identity patterns per purpose
+    approve = ["*@risk.example.com"]
+    [[revoked]]
+    fingerprint = "<sha256 of the key's PEM SubjectPublicKeyInfo>"  # or authority + serial
+    revoked_at = 2026-11-01T00:00:00Z
+    reason = "laptop stolen"            # optional
+
+A signature counts when it was made inside its key's (and its certificate's and
+authority's) window and before any revocation of it, at the time the signed content
+itself states (a record's ``time``, the evidence's ``provenance.created``, a lock's
+``taken_ms``): evidence signed before a key was rotated out or revoked stays valid.
+A certificate's identity is its subject alternative names (e-mail, URI, DNS), else its
+common name; a pattern matches it whole (``fnmatch``, ``*`` any characters), and the
+identity that matched is who signed (:class:`Signer`). A policy's own trust may not name
+the purpose ``policy``: a policy cannot vouch for itself.
+
 A key is identified by its fingerprint, the sha256 of its PEM SubjectPublicKeyInfo (the
 ``hint`` model-signing writes into every bundle), and named by the policy, once: a key
 is listed under one name, with every purpose it may sign.
@@ -40,9 +65,11 @@ import re
 import stat
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.trust import certificates as x509s
 
 SIGNATURE_FILE = "model.sig"
 """The bundle inside a signed model directory (model-signing's default name)."""
@@ -53,8 +80,13 @@ PURPOSES = {
     "explain": "the evidence of an explanation (a surrogate's model directory)",
     "decide": "gate and promotion decisions",
     "approve": "a reviewer's approval or rejection",
-    "policy": "a policy (trusted by a deployment's policy trust file, never by a policy)",
+    "policy": "a policy (the model-risk function's; trusted by a deployment's policy trust "
+    "file, never by the policy itself)",
 }
+POLICY_PURPOSE = "policy"
+CLOCK_SKEW_SECONDS = 300
+"""How far (5 minutes) a time a signer wrote may be from a time the store recorded (a
+record's run start, a lock's creation) or from this host's clock: clocks differ."""
 SIGNING_KEY_ENV = "GOVERN_SIGNING_KEY"
 SIGNING_KEY_PASSWORD_ENV = "GOVERN_SIGNING_KEY_PASSWORD"
 MAX_KEY_FILE_BYTES = 16 * 1024
@@ -146,6 +178,40 @@ def read_key(value: str, source: str, base_dir: Path | None = None) -> tuple[byt
     return data, f"{source} ({path})"
 
 
+def _iso(at: datetime) -> str:
+    return at.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Window:
+    """When a key or an authority is trusted: from ``valid_from`` (inclusive) until
+    ``valid_until`` (exclusive); an open end when None."""
+
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+
+    def __bool__(self) -> bool:
+        return self.valid_from is not None or self.valid_until is not None
+
+    def contains(self, at: datetime) -> bool:
+        return (self.valid_from is None or self.valid_from <= at) and (
+            self.valid_until is None or at < self.valid_until
+        )
+
+    def __str__(self) -> str:
+        start = f"from {_iso(self.valid_from)}" if self.valid_from else ""
+        end = f"until {_iso(self.valid_until)}" if self.valid_until else ""
+        return " ".join(p for p in (start, end) if p) or "always"
+
+    def to_json(self) -> dict:
+        """The set ends as ISO 8601 UTC text (nothing when open: digests unchanged)."""
+        return {
+            name: _iso(value)
+            for name, value in (("valid_from", self.valid_from), ("valid_until", self.valid_until))
+            if value is not None
+        }
+
+
 @dataclass(frozen=True)
 class PublicKey:
     """A public key a policy trusts.
@@ -160,12 +226,15 @@ class PublicKey:
         The :data:`PURPOSES` it is trusted for.
     users : tuple of str
         The MLflow users bound to it (module docstring); empty: anyone holding it.
+    window : Window
+        When it is trusted (always, by default).
     """
 
     name: str
     pem: bytes
     may_sign: tuple
     users: tuple = ()
+    window: Window = Window()
 
     @property
     def fingerprint(self) -> str:
@@ -178,7 +247,9 @@ class PublicKey:
         return not self.users or user in self.users
 
     @classmethod
-    def parse(cls, name: str, text: bytes, may_sign, source: str, users: tuple = ()) -> PublicKey:
+    def parse(
+        cls, name: str, text: bytes, may_sign, source: str, users: tuple = (), window=Window()
+    ) -> PublicKey:
         """A key from PEM text (normalized), checked to be an EC key model-signing accepts.
 
         Raises
@@ -196,37 +267,144 @@ class PublicKey:
                 "govern keygen wrote"
             ) from error
         check_curve(key, source)
-        return cls(name, public_pem(key), tuple(may_sign), tuple(users))
+        return cls(name, public_pem(key), tuple(may_sign), tuple(users), window)
+
+
+@dataclass(frozen=True)
+class Authority:
+    """A certificate authority a policy trusts (``[authorities.<name>]``).
+
+    Attributes
+    ----------
+    name : str
+    certificates : tuple of x509.Certificate
+        The roots (self-signed) and the intermediates a leaf must chain through.
+    patterns : tuple of (str, tuple of str)
+        Purpose -> the identity patterns trusted for it (a purpose not listed: none).
+    window : Window
+    """
+
+    name: str
+    certificates: tuple
+    patterns: tuple
+    window: Window = Window()
+
+    def patterns_for(self, purpose: str) -> tuple:
+        return dict(self.patterns).get(purpose, ())
+
+    @property
+    def roots(self) -> list:
+        return [c for c in self.certificates if x509s.is_root(c)]
+
+    @property
+    def intermediates(self) -> list:
+        return [c for c in self.certificates if not x509s.is_root(c)]
+
+    def to_json(self) -> dict:
+        return {
+            "certificates": [x509s.sha256(c) for c in self.certificates],
+            "identities": {purpose: list(patterns) for purpose, patterns in self.patterns},
+        } | self.window.to_json()
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """A ``[[revoked]]`` entry: a key (``fingerprint``) or a certificate (``authority``
+    and ``serial``) revoked at ``revoked_at``."""
+
+    revoked_at: datetime
+    fingerprint: str | None = None
+    authority: str | None = None
+    serial: int | None = None
+    reason: str = ""
+
+    def matches(self, signer: Signer) -> bool:
+        if self.fingerprint is not None:
+            return self.fingerprint == signer.fingerprint
+        return (
+            signer.authority == self.authority
+            and signer.serial is not None
+            and int(signer.serial, 16) == self.serial
+        )
+
+    def to_json(self) -> dict:
+        which = (
+            {"fingerprint": self.fingerprint}
+            if self.fingerprint is not None
+            else {"authority": self.authority, "serial": x509s.serial_text(self.serial)}
+        )
+        return (
+            which
+            | {"revoked_at": _iso(self.revoked_at)}
+            | ({"reason": self.reason} if self.reason else {})
+        )
 
 
 @dataclass(frozen=True)
 class Signer:
-    """Who signed: the trusted key's name and fingerprint."""
+    """Who signed: the trusted key's name (for a certificate, its identity) and the
+    fingerprint of the public key; for a certificate also the identity that matched,
+    its authority and serial (written only when set)."""
 
     name: str
     fingerprint: str
+    identity: str | None = None
+    authority: str | None = None
+    serial: str | None = None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "fingerprint": self.fingerprint}
+        extras = {"identity": self.identity, "authority": self.authority, "serial": self.serial}
+        return {"name": self.name, "fingerprint": self.fingerprint} | {
+            k: v for k, v in extras.items() if v is not None
+        }
+
+    def describe(self) -> str:
+        """The key, or the certificate's identity and serial, for messages."""
+        if self.authority is None:
+            return f"key {self.name!r}"
+        return f"certificate {self.identity} (serial {self.serial}, authority {self.authority!r})"
 
 
 @dataclass(frozen=True)
 class TrustedKeys:
-    """The public keys a policy trusts, each for some :data:`PURPOSES`."""
+    """What a policy trusts to sign: public keys and certificate authorities, each for
+    some :data:`PURPOSES`, and the revocations."""
 
     keys: tuple = ()
+    authorities: tuple = ()
+    revoked: tuple = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.authorities or self.revoked)
 
     def to_json(self) -> dict:
-        """Name -> {fingerprint, may_sign, and users when bound}: what a policy digest
-        covers (a key bound to no user keeps the digest it always had)."""
-        return {
+        """What a policy digest covers: name -> {fingerprint, may_sign, users when bound,
+        the window when set}; with authorities or revocations, ``{"keys": that,
+        "authorities": ..., "revoked": ...}`` (a policy without them keeps its digest)."""
+        keys = {
             k.name: {"fingerprint": k.fingerprint, "may_sign": sorted(k.may_sign)}
             | ({"users": list(k.users)} if k.users else {})
+            | k.window.to_json()
             for k in self.keys
         }
+        if not self.authorities and not self.revoked:
+            return keys
+        return (
+            {"keys": keys}
+            | (
+                {"authorities": {a.name: a.to_json() for a in self.authorities}}
+                if self.authorities
+                else {}
+            )
+            | ({"revoked": [r.to_json() for r in self.revoked]} if self.revoked else {})
+        )
 
     def names(self, purpose: str) -> list[str]:
         return [k.name for k in self.keys if purpose in k.may_sign]
+
+    def authorities_for(self, purpose: str) -> list[str]:
+        """The authorities trusting some identities for ``purpose``."""
+        return [a.name for a in self.authorities if a.patterns_for(purpose)]
 
     def with_fingerprint(self, fingerprint: str | None) -> PublicKey | None:
         """The trusted key with ``fingerprint`` (None when the policy names none)."""
@@ -255,30 +433,206 @@ class TrustedKeys:
             "key under [keys.<name>] in the policy, or sign with a trusted key"
         )
 
+    def check_signer(self, signer: Signer, signed_at: datetime | None, what: str) -> None:
+        """Refuse ``signer`` when ``signed_at`` is outside its key's or authority's window,
+        or at or after a revocation of it (the time part of :func:`verify_path`, for
+        callers that learn the signed time once the signature verified).
 
-def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
-    """The ``[keys.<name>]`` tables of a policy.
+        Raises
+        ------
+        SignatureError
+            Naming the key (or identity and serial), the window or the revocation time,
+            and the signed time; or no signed time where the policy bounds the signer.
+        """
+        if signer.authority is not None:
+            authority = next(a for a in self.authorities if a.name == signer.authority)
+            window, bounded = authority.window, f"authority {authority.name!r}"
+        else:
+            key = self.with_fingerprint(signer.fingerprint)
+            window, bounded = (key.window if key else Window()), f"key {signer.name!r}"
+        revocations = [r for r in self.revoked if r.matches(signer)]
+        if signed_at is None:
+            if window or revocations:
+                raise SignatureError(
+                    f"{what} states no time it was signed, and the policy trusts "
+                    f"{signer.describe()} only for a time (window or revocation): sign it "
+                    "again with a key the policy trusts now"
+                )
+            return
+        if not window.contains(signed_at):
+            raise SignatureError(
+                f"{what} was signed at {_iso(signed_at)} by {signer.describe()}, outside the "
+                f"window of {bounded} ({window}): sign it again with a key the policy "
+                "trusts now"
+            )
+        for revocation in sorted(revocations, key=lambda r: r.revoked_at):
+            if revocation.revoked_at <= signed_at:
+                why = f" ({revocation.reason})" if revocation.reason else ""
+                raise SignatureError(
+                    f"{what} was signed at {_iso(signed_at)} by {signer.describe()}, which "
+                    f"was revoked at {_iso(revocation.revoked_at)}{why}: sign it again with "
+                    "a key the policy trusts now"
+                )
+
+    def certified(self, certificates, purpose: str, what: str, at: datetime | None):
+        """The authority that trusts the leaf of ``certificates`` (leaf first, then its
+        chain) for ``purpose`` at ``at``, and who signed (the identity that matched).
+
+        Raises
+        ------
+        SignatureError
+            No signed time, no authority it chains to, an identity the authority does not
+            trust for ``purpose``, or a leaf outside its validity at ``at``.
+        """
+        leaf, chain = certificates[0], certificates[1:]
+        serial = x509s.serial_text(leaf.serial_number)
+        named = (
+            f"certificate {', '.join(x509s.identities(leaf)) or '(no identity)'} (serial {serial})"
+        )
+        if at is None:
+            raise SignatureError(
+                f"{what} is signed with {named} and states no time it was signed: a "
+                "certificate is trusted only within its validity"
+            )
+        start, end = leaf.not_valid_before_utc, leaf.not_valid_after_utc
+        problems = []
+        for authority in self.authorities:
+            patterns = authority.patterns_for(purpose)
+            if not patterns:
+                continue
+            try:  # from this CA, at the signed time (else when the leaf was valid: refused next)
+                x509s.verify_chain(
+                    leaf, chain, authority.roots, authority.intermediates, min(max(at, start), end)
+                )
+            except x509s.CertificateError as error:
+                problems.append(f"not from authority {authority.name!r} ({error})")
+                continue
+            if not start <= at <= end:
+                raise SignatureError(
+                    f"{what} was signed at {_iso(at)} with {named} of authority "
+                    f"{authority.name!r}, valid from {_iso(start)} until {_iso(end)}: sign it "
+                    "again with a current certificate"
+                )
+            identity = x509s.matching_identity(leaf, patterns)
+            if identity is None:
+                problems.append(
+                    f"authority {authority.name!r} trusts for {purpose} only {', '.join(patterns)}"
+                )
+                continue
+            signer = Signer(identity, x509s.key_fingerprint(leaf), identity, authority.name, serial)
+            return authority, signer
+        trusting = ", ".join(self.authorities_for(purpose)) or "none"
+        raise SignatureError(
+            f"{what} is signed with {named}, issued by {leaf.issuer.rfc4514_string()}, which "
+            f"the policy does not trust for {purpose} (authorities trusted for {purpose}: "
+            f"{trusting}{'; ' if problems else ''}{'; '.join(problems)}): sign with a "
+            "certificate the policy's CA issued for an identity it trusts for "
+            f"{purpose}, or add the CA under [authorities.<name>]"
+        )
+
+    def signer_for(self, key, purpose: str, what: str, at: datetime) -> Signer:
+        """Who signs with ``key`` (a :class:`governance.trust.signers.SigningKey`): the
+        policy's name of its public key, or its certificate's identity; refused when the
+        policy does not trust it for ``purpose`` at ``at`` (before anything is signed).
+
+        Raises
+        ------
+        SignatureError
+        """
+        certificates = getattr(key, "certificates", ())  # H2's SigningKey adds them
+        named = self.with_fingerprint(key.fingerprint)
+        if certificates and (named is None or purpose not in named.may_sign):
+            from cryptography import x509
+
+            loaded = [x509.load_der_x509_certificate(c) for c in certificates]
+            signer = self.certified(loaded, purpose, what, at)[1]
+        else:
+            signer = Signer(self.key_for(key.fingerprint, purpose, what).name, key.fingerprint)
+        self.check_signer(signer, at, what)
+        return signer
+
+
+def _when(value, where: str, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise SignatureError(
+            f"{where}: {name} = {value!r}; give a TOML date-time with an offset, e.g. "
+            f"{name} = 2027-01-01T00:00:00Z"
+        )
+    return value
+
+
+def _window(entry: dict, where: str) -> Window:
+    window = Window(
+        _when(entry.get("valid_from"), where, "valid_from"),
+        _when(entry.get("valid_until"), where, "valid_until"),
+    )
+    if window.valid_from and window.valid_until and window.valid_from >= window.valid_until:
+        raise SignatureError(f"{where}: valid_from must be before valid_until")
+    return window
+
+
+def parse_trust(data, base_dir: Path | None, source: str, purposes=None) -> TrustedKeys:
+    """What a policy (or a policy trust file) trusts: its ``[keys.<name>]``,
+    ``[authorities.<name>]`` and ``[[revoked]]`` (module docstring).
+
+    Parameters
+    ----------
+    data : dict
+        The parsed TOML (other top-level entries are not read here).
+    base_dir : path or None
+        Where relative key and certificate paths start (the file's folder).
+    source : str
+        Named in messages.
+    purposes : collection of str, optional
+        The purposes an entry may name (default: every purpose but ``policy``: a
+        policy cannot vouch for itself).
 
     Raises
     ------
     SignatureError
-        A key that is not a table with ``public_key``, ``may_sign`` and optionally
-        ``users``, an unknown purpose, users that are not a non-empty list of distinct
-        names, an unreadable key file, a key model-signing cannot use, or one key listed
-        under two names.
+        An entry of the wrong shape, an unknown or forbidden purpose, an unreadable key
+        or certificate file, a key model-signing cannot use, a key listed twice, a
+        window that is not a date-time with an offset, or a revocation naming nothing
+        the policy knows.
     """
+    allowed = [p for p in PURPOSES if p != POLICY_PURPOSE] if purposes is None else list(purposes)
+    keys = _parse_keys(data.get("keys", {}), base_dir, source, allowed)
+    authorities = _parse_authorities(data.get("authorities", {}), base_dir, source, allowed)
+    revoked = _parse_revoked(data.get("revoked", []), authorities, source)
+    return TrustedKeys(keys, authorities, revoked)
+
+
+def _refuse_purposes(purposes, allowed, where: str, name: str) -> None:
+    if not isinstance(purposes, list) or not purposes or not set(purposes) <= set(PURPOSES):
+        raise SignatureError(
+            f"{where}: {name} = {purposes!r}; use a non-empty list of {', '.join(allowed)}"
+        )
+    if POLICY_PURPOSE in purposes and POLICY_PURPOSE not in allowed:
+        raise SignatureError(
+            f"{where}: a policy cannot trust a key to sign policies (it would vouch for "
+            "itself); remove policy from it and trust the policy signer in the "
+            "deployment's policy trust file (--policy-trust)"
+        )
+    if not set(purposes) <= set(allowed):
+        raise SignatureError(
+            f"{where}: {name} = {purposes!r}; use a non-empty list of {', '.join(allowed)}"
+        )
+
+
+def _parse_keys(table, base_dir, source: str, allowed) -> tuple:
     if not isinstance(table, dict):
         raise SignatureError(f"{source}: [keys] must hold one [keys.<name>] table per key")
+    fields_ = {"public_key", "may_sign", "users", "valid_from", "valid_until"}
     keys = {}
     for name, entry in table.items():
         where = f"{source} [keys.{name}]"
-        if not isinstance(entry, dict) or not (
-            {"public_key", "may_sign"} <= set(entry) <= {"public_key", "may_sign", "users"}
-        ):
+        if not isinstance(entry, dict) or not ({"public_key", "may_sign"} <= set(entry) <= fields_):
             raise SignatureError(
                 f"{where} must have public_key (a path or PEM text), may_sign (a list of "
-                f"{', '.join(PURPOSES)}) and optionally users (the MLflow users who may sign "
-                "with it), nothing else"
+                f"{', '.join(allowed)}) and optionally users (the MLflow users who may sign "
+                "with it), valid_from and valid_until, nothing else"
             )
         users = entry.get("users", [])
         if (
@@ -292,16 +646,14 @@ def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
                 'this key, each once, e.g. users = ["reviewer"] (or leave users out)'
             )
         purposes = entry["may_sign"]
-        if not isinstance(purposes, list) or not purposes or not set(purposes) <= set(PURPOSES):
-            raise SignatureError(
-                f"{where}: may_sign = {purposes!r}; use a non-empty list of {', '.join(PURPOSES)}"
-            )
+        _refuse_purposes(purposes, allowed, where, "may_sign")
         if not isinstance(entry["public_key"], str):
             raise SignatureError(f"{where}: public_key must be a path or PEM text")
         data, origin = read_key(
             entry["public_key"], f"[keys.{name}] public_key of {source}", base_dir
         )
-        key = PublicKey.parse(str(name), data, purposes, origin, tuple(sorted(users)))
+        window = _window(entry, where)
+        key = PublicKey.parse(str(name), data, purposes, origin, tuple(sorted(users)), window)
         twin = keys.get(key.fingerprint)
         if twin is not None:
             both = sorted({*twin.may_sign, *key.may_sign}, key=list(PURPOSES).index)
@@ -311,11 +663,106 @@ def parse_trust(table, base_dir: Path | None, source: str) -> TrustedKeys:
                 f"keep one of the two tables, with may_sign = {json.dumps(both)}"
             )
         keys[key.fingerprint] = key
-    return TrustedKeys(tuple(keys.values()))
+    return tuple(keys.values())
+
+
+def _parse_authorities(table, base_dir, source: str, allowed) -> tuple:
+    if not isinstance(table, dict):
+        raise SignatureError(
+            f"{source}: [authorities] must hold one [authorities.<name>] table per CA"
+        )
+    authorities = []
+    for name, entry in table.items():
+        where = f"{source} [authorities.{name}]"
+        shape = f"{where} must have certificates (a list of PEM files or PEM texts, the root included), identity patterns per purpose ({' = [...], '.join(allowed)} = [...]) and optionally valid_from and valid_until, nothing else"
+        if not isinstance(entry, dict) or not isinstance(entry.get("certificates"), list):
+            raise SignatureError(shape)
+        unknown = set(entry) - {"certificates", "valid_from", "valid_until"} - set(PURPOSES)
+        if unknown or not entry["certificates"]:
+            raise SignatureError(shape)
+        patterns = []
+        for purpose in PURPOSES:
+            if purpose in entry:
+                listed = entry[purpose]
+                _refuse_purposes([purpose], allowed, where, purpose)
+                if (
+                    not isinstance(listed, list)
+                    or not listed
+                    or not all(isinstance(p, str) and p.strip() for p in listed)
+                ):
+                    raise SignatureError(
+                        f"{where}: {purpose} = {listed!r}; give a non-empty list of identity "
+                        'patterns, e.g. ["*@risk.example.com"] (or leave it out)'
+                    )
+                patterns.append((purpose, tuple(listed)))
+        certificates = []
+        for index, value in enumerate(entry["certificates"]):
+            if not isinstance(value, str):
+                raise SignatureError(shape)
+            text, origin = read_key(value, f"certificate {index + 1} of {where}", base_dir)
+            try:
+                certificates += x509s.load_certificates(text)
+            except x509s.CertificateError as error:
+                raise SignatureError(f"{origin} is not a PEM certificate: {error}") from None
+        authority = Authority(
+            str(name), tuple(certificates), tuple(patterns), _window(entry, where)
+        )
+        if not authority.roots:
+            raise SignatureError(
+                f"{where}: certificates holds no root (a self-signed certificate); add the "
+                "CA's root certificate"
+            )
+        authorities.append(authority)
+    return tuple(authorities)
+
+
+def _parse_revoked(entries, authorities, source: str) -> tuple:
+    shape = (
+        f"{source}: each [[revoked]] needs fingerprint (a key's sha256 hex) or authority "
+        'and serial (hex, e.g. "0x1f3a"), revoked_at (a date-time with an offset) and '
+        "optionally reason, nothing else"
+    )
+    if not isinstance(entries, list):
+        raise SignatureError(shape)
+    revoked = []
+    for entry in entries:
+        if not isinstance(entry, dict) or "revoked_at" not in entry:
+            raise SignatureError(shape)
+        which = set(entry) - {"revoked_at", "reason"}
+        if which not in ({"fingerprint"}, {"authority", "serial"}):
+            raise SignatureError(shape)
+        at = _when(entry["revoked_at"], f"{source} [[revoked]]", "revoked_at")
+        reason = entry.get("reason", "")
+        if not isinstance(reason, str):
+            raise SignatureError(shape)
+        if "fingerprint" in entry:
+            fingerprint = entry["fingerprint"]
+            if not isinstance(fingerprint, str) or not re.fullmatch(r"[0-9a-f]{64}", fingerprint):
+                raise SignatureError(
+                    f"{source} [[revoked]]: fingerprint {str(fingerprint)[:80]!r} is not a "
+                    "sha256 in lower-case hex (govern keygen prints a key's fingerprint)"
+                )
+            revoked.append(Revocation(at, fingerprint=fingerprint, reason=reason))
+            continue
+        authority, serial = entry["authority"], entry["serial"]
+        if authority not in [a.name for a in authorities]:
+            raise SignatureError(
+                f"{source} [[revoked]]: authority = {authority!r} names no "
+                "[authorities.<name>] of this policy"
+            )
+        try:
+            number = int(serial, 16)
+        except (TypeError, ValueError):
+            raise SignatureError(
+                f"{source} [[revoked]]: serial = {serial!r}; give the certificate's serial "
+                'in hex, e.g. "0x1f3a"'
+            ) from None
+        revoked.append(Revocation(at, authority=authority, serial=number, reason=reason))
+    return tuple(revoked)
 
 
 def signed_by(signature_path) -> str:
-    """The key fingerprint a bundle names (not yet verified).
+    """The key fingerprint a key bundle names (not yet verified).
 
     Raises
     ------
@@ -337,11 +784,45 @@ def signed_by(signature_path) -> str:
     return hint
 
 
-def verify_path(path, signature_path, trusted: TrustedKeys, purpose: str, what: str) -> Signer:
-    """Verify a file or directory against its bundle with a key trusted for ``purpose``.
+def _certificates(signature_path) -> tuple | None:
+    """The certificates a bundle carries, leaf first (None: a key bundle)."""
+    try:
+        return x509s.bundle_certificates(signature_path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise SignatureError(
+            f"{Path(signature_path).name} is not a model-signing bundle ({error!r})"
+        ) from error
 
-    Every file of a directory must be covered, unchanged, except the paths the signed
-    statement itself lists as ignored.
+
+def _key_bundle(signature_path, fingerprint: str, folder: Path) -> Path:
+    """A copy of a certificate bundle whose verification material names the leaf's
+    public key instead (what a key bundle holds: the DSSE signature is over the payload
+    alone), for the key verifier, which reads no certificates (model-signing 1.1.1)."""
+    bundle = json.loads(Path(signature_path).read_bytes())
+    bundle["verificationMaterial"] = {"publicKey": {"hint": fingerprint}, "tlogEntries": []}
+    copy = Path(folder, "key-bundle.sig")
+    copy.write_text(json.dumps(bundle))
+    return copy
+
+
+def verify_path(
+    path,
+    signature_path,
+    trusted: TrustedKeys,
+    purpose: str,
+    what: str,
+    signed_at: datetime | None = None,
+) -> Signer:
+    """Verify a file or directory against its bundle, signed by a key or a certificate
+    ``trusted`` for ``purpose`` at ``signed_at`` (the time the signed content states).
+
+    A key bundle is checked with the raw key its hint names. A certificate bundle is
+    checked with a raw key equal to its leaf's when the policy lists one for
+    ``purpose`` (its public key alone), else with the authority whose chain, window and identity patterns trust
+    its leaf at ``signed_at`` (:meth:`TrustedKeys.certified`; model-signing's certificate
+    verifier is given that authority's certificates, never an empty list, which would
+    trust public web CAs). Every file of a directory must be covered, unchanged, except
+    the paths the signed statement itself lists as ignored.
 
     Returns
     -------
@@ -350,7 +831,8 @@ def verify_path(path, signature_path, trusted: TrustedKeys, purpose: str, what: 
     Raises
     ------
     SignatureError
-        Unsigned, signed by an untrusted key or one not trusted for ``purpose``, or files
+        Unsigned, signed by an untrusted key or certificate, or one not trusted for
+        ``purpose`` or not at ``signed_at`` (:meth:`TrustedKeys.check_signer`), or files
         that differ from the signed statement.
     """
     from model_signing import verifying
@@ -361,19 +843,36 @@ def verify_path(path, signature_path, trusted: TrustedKeys, purpose: str, what: 
             f"job holding a trusted signing key ({SIGNING_KEY_ENV}), or its signature was "
             "deleted from the store since"
         )
-    key = trusted.key_for(signed_by(signature_path), purpose, what)
+    certificates = _certificates(signature_path)
+    fingerprint = (
+        x509s.key_fingerprint(certificates[0]) if certificates else signed_by(signature_path)
+    )
+    named = trusted.with_fingerprint(fingerprint)
+    authority = None
+    if certificates and (named is None or purpose not in named.may_sign):
+        authority, signer = trusted.certified(certificates, purpose, what, signed_at)
+    else:
+        key = trusted.key_for(fingerprint, purpose, what)
+        signer = Signer(key.name, key.fingerprint)
+    trusted.check_signer(signer, signed_at, what)
     with tempfile.TemporaryDirectory(prefix="govern-pub-") as tmp:
-        public = Path(tmp, "key.pub")
-        public.write_bytes(key.pem)
-        config = verifying.Config().use_elliptic_key_verifier(public_key=public)
+        if authority is not None:
+            files = x509s.write_pem(authority.certificates, Path(tmp))
+            config = verifying.Config().use_certificate_verifier(certificate_chain=files)
+        else:
+            public = Path(tmp, "key.pub")
+            public.write_bytes(named.pem)
+            config = verifying.Config().use_elliptic_key_verifier(public_key=public)
+            if certificates:  # the key alone: its bundle without the certificates
+                signature_path = _key_bundle(signature_path, named.fingerprint, Path(tmp))
         try:
             config.verify(Path(path), Path(signature_path))
         except Exception as error:  # the library raises ValueError and others
             raise SignatureError(
-                f"{what} does not match its signature by key {key.name!r} "
+                f"{what} does not match its signature by {signer.describe()} "
                 f"({_differences(str(error))}): it was altered after it was signed"
             ) from error
-    return Signer(key.name, key.fingerprint)
+    return signer
 
 
 def _differences(message: str) -> str:

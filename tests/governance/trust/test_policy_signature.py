@@ -4,9 +4,11 @@ changed after signing, signed by a key the trust file does not trust)."""
 
 import dataclasses
 import json
+import re
 import shutil
 
 import pytest
+from pki import CertifiedKey, TestCA
 from signing_keys import key_pair, keys_toml
 
 from miret_governance.governance.trust.policy import PolicyError, load_policy, parse_policy
@@ -50,9 +52,10 @@ def test_a_changed_policy_is_refused(signed, tmp_path):
     policy.write_text(policy.read_text().replace("0.9", "0.5"))
     changed = (
         f"policy {policy} does not match its signature by key 'risk' (edited: the file): it "
-        "was altered after it was signed: its gates, approvals, roles or a key it trusts"
+        "was altered after it was signed; use the policy as it was signed, or have it "
+        f"reviewed and signed again by a signer {trust} trusts (govern policy sign)"
     )
-    with pytest.raises(SignatureError, match="^" + changed.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SignatureError, match=f"^{re.escape(changed)}$"):
         checked_policy(policy, trust)  # verified whenever it is signed and trust is given
     # a key file swapped under the same path: the text is unchanged, the trust is not
     policy.write_text(policy.read_text().replace("0.5", "0.9"))
@@ -90,13 +93,16 @@ def test_unsigned_and_untrusted_policies(signed, tmp_path):
 
 def test_a_policy_cannot_trust_policy_signers_and_the_setting_is_yes_or_no(tmp_path):
     keys = {"risk": {"public_key": str(key_pair("risk")[1]), "may_sign": ["policy"]}}
-    with pytest.raises(PolicyError, match=r"\[keys.risk\] may sign policy, but a policy cannot"):
+    with pytest.raises(
+        PolicyError, match=r"\[keys.risk\]: a policy cannot trust a key to sign policies"
+    ):
         parse_policy({"gates": {}, "keys": keys})
     trust = tmp_path / "trust.toml"
     trust.write_text(
         f'[keys.ci]\npublic_key = "{key_pair("test-ci")[1]}"\nmay_sign = ["decide", "policy"]\n'
     )
-    with pytest.raises(PolicyError, match=r"\[keys.ci\] may sign more than policy; a policy trust"):
+    refused = r"\[keys.ci\]: may_sign = \['decide', 'policy'\]; use a non-empty list of policy$"
+    with pytest.raises(PolicyError, match=refused):
         load_policy_trust(trust)
     settings = ("1", "TRUE", " yes", "0", "", None)
     assert [requirement(v) for v in settings] == [True, True, True, False, False, False]
@@ -117,3 +123,24 @@ def test_the_policy_signer_is_recorded_only_when_set():
     assert parse_record(record.to_json()) == record
     unsigned = dataclasses.replace(record, policy=PolicyRef("x vp", "p"))
     assert json.loads(unsigned.to_json())["policy"] == {"digest": "p", "label": "x vp"}
+
+
+def test_a_policy_signed_with_a_certificate_of_the_organisations_ca(signed, tmp_path):
+    """The trust file trusts the CA for identities of the risk function: a leaf for
+    risk@ signs, one for a data scientist of the same CA is refused."""
+    policy, _ = signed
+    ca = TestCA(tmp_path / "ca")
+    trust = tmp_path / "ca-trust.toml"
+    trust.write_text(
+        f'[authorities.bank]\ncertificates = ["{ca.root_path}", "{ca.intermediate_path}"]\n'
+        'policy = ["*@risk.example.com"]\n'
+    )
+    content = tmp_path / "content.json"
+    content.write_bytes(load_policy(policy).content)
+    risk = CertifiedKey(ca.issue("risk", "head@risk.example.com"), ca)
+    risk.sign(content, tmp_path / "strict.toml.sig")
+    signer = checked_policy(policy, trust, required=True).signer
+    assert (signer.name, signer.fingerprint) == ("head@risk.example.com", risk.fingerprint)
+    CertifiedKey(ca.issue("ds", "ds@bank.example"), ca).sign(content, tmp_path / "strict.toml.sig")
+    with pytest.raises(SignatureError, match="ds@bank.example"):
+        checked_policy(policy, trust, required=True)
