@@ -17,6 +17,7 @@ from miret_governance.cli import (
     explain_row,
     gates,
     keys,
+    policy,
     reproduce,
     server,
     show,
@@ -41,6 +42,7 @@ audit.register(app)
 keys.register(app)
 diff.register(app)
 server.register(app)
+policy.register(app)
 
 
 def _reflowed(text: str) -> str:

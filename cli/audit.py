@@ -30,6 +30,8 @@ def approve(
     ],
     comment: Annotated[str, typer.Option("--comment", help="What was reviewed, and why.")],
     policy: PolicyFile = None,
+    policy_trust: common.PolicyTrustFile = None,
+    require_signed_policy: common.RequireSignedPolicy = False,
     signing_key: common.SigningKeyOption = None,
     signing_certificate: common.SigningCertificateOption = None,
     certificate_chain: common.CertificateChainOption = None,
@@ -44,12 +46,11 @@ def approve(
     """
     with exit_codes():
         from miret_governance.flavors.trail.promotion import approve_model_version, check_alias
-        from miret_governance.governance.trust.policy import load_policy
 
         check_model_uri(model_uri)
         check_alias(alias)
         key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
-        parsed = load_policy(policy)
+        parsed = common.load_checked_policy(policy, policy_trust, require_signed_policy)
         connect(tracking_uri)
         outcome = approve_model_version(
             model_uri, alias, decision, comment, parsed, signing_key=key
@@ -71,6 +72,8 @@ def audit(
         str, typer.Option("--model-name", help="The ensemble's registered model name.")
     ],
     policy: PolicyFile = None,
+    policy_trust: common.PolicyTrustFile = None,
+    require_signed_policy: common.RequireSignedPolicy = False,
     tracking_uri: common.TrackingUri = None,
     as_json: JsonOutput = False,
 ) -> None:
@@ -84,22 +87,26 @@ def audit(
     the approvals the audited policy's [approvals] requires; a status
     (last gate, promotion) decided on superseded evidence; linked evidence that is
     unsigned, untrusted or altered; decision records that are unsigned or fail
-    verification.
+    verification; the promotion holding an alias made under another policy, or (with
+    --require-signed-policy) under a policy whose signature it did not verify. Every
+    decision made so is listed (OTHER POLICY), a finding or not.
 
     --json prints {"command": "audit", "schema_version": 1, "model_name", "policy" (name
     v<digest8>), "policy_digest", "clean": bool, "exit_code": 0 or 1, "versions_checked":
     int, "decisions_checked": int, "findings": list of {"kind": "alias", "policy",
     "superseded", "evidence" or "decision_record", "version" (models:/<name>/<v>), "alias"
     (or null), "run_id" (or null), "message"}, "cleared": list of {"run_id", "problem",
-    "clearance_run_id", "cleared_by", "time", "reason"}}.
+    "clearance_run_id", "cleared_by", "time", "reason"}, "other_policies": list of {"run_id",
+    "kind", "version", "alias" (or null), "policy", "policy_digest", "signer" ({"name",
+    "fingerprint"} or null)}}.
     """
     with exit_codes():
         from miret_governance.flavors.trail.audit import audit_model
-        from miret_governance.governance.trust.policy import load_policy
 
-        parsed = load_policy(policy)
+        parsed = common.load_checked_policy(policy, policy_trust, require_signed_policy)
+        required = common.signed_policy_required(require_signed_policy)
         connect(tracking_uri, read_only=True)
-        report = audit_model(model_name, parsed)
+        report = audit_model(model_name, parsed, require_signed_policy=required)
     code = 0 if report.clean else EXIT_FAILED
     if as_json:
         print_json("audit", report.to_json() | {"exit_code": code})
@@ -115,6 +122,14 @@ def audit(
         console.print(
             f"CLEARED run {cleared['run_id']} by {cleared['cleared_by']} ({cleared['time']}, "
             f"run {cleared['clearance_run_id']}): {cleared['reason']}",
+            **plain,
+        )
+    for other in report.other_policies:
+        signer = other["signer"]
+        signed = f"signed by {signer['name']}" if signer else "no verified signature"
+        console.print(
+            f"OTHER POLICY run {other['run_id']} ({other['kind']}, {other['version']}): under "
+            f"policy {other['policy']!r} (digest {other['policy_digest'][:16]}, {signed})",
             **plain,
         )
     verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
@@ -144,6 +159,8 @@ def clear(
         ),
     ] = None,
     policy: PolicyFile = None,
+    policy_trust: common.PolicyTrustFile = None,
+    require_signed_policy: common.RequireSignedPolicy = False,
     signing_key: common.SigningKeyOption = None,
     signing_certificate: common.SigningCertificateOption = None,
     certificate_chain: common.CertificateChainOption = None,
@@ -159,13 +176,12 @@ def clear(
     with exit_codes():
         from miret_governance.flavors.trail.decisions import clear_records
         from miret_governance.flavors.trail.promotion import check_alias
-        from miret_governance.governance.trust.policy import load_policy
 
         check_model_uri(model_uri)
         if alias is not None:
             check_alias(alias)
         key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
-        parsed = load_policy(policy)
+        parsed = common.load_checked_policy(policy, policy_trust, require_signed_policy)
         connect(tracking_uri)
         clearance, cleared = clear_records(
             model_uri, reason, parsed, key, alias, run_ids=tuple(run_id or ())

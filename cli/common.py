@@ -33,6 +33,12 @@ from miret_governance.flavors.explain.defaults import (
 from miret_governance.governance.errors import CheckFailedError, GovernanceError, InvalidInputError
 from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
 from miret_governance.governance.trust.policy import POLICY_ENV
+from miret_governance.governance.trust.policy_signature import (
+    POLICY_TRUST_ENV,
+    REQUIRE_SIGNED_POLICY_ENV,
+    checked_policy,
+    requirement,
+)
 from miret_governance.governance.trust.signers import (
     CERTIFICATE_CHAIN_ENV,
     CERTIFICATE_OPTIONS,
@@ -87,6 +93,7 @@ FILE_KINDS = {
     "--data": "CSV or Parquet file",
     "--test-data": "CSV or Parquet file",
     "--policy": "TOML policy file",
+    "--policy-trust": "TOML policy trust file",
 }
 """The file options :func:`existing_file` checks, and what each must name."""
 
@@ -176,6 +183,53 @@ PolicyFile = Annotated[
         callback=existing_file,
     ),
 ]
+PolicyTrustFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy-trust",
+        help="The deployment's policy trust file: TOML \\[keys.<name>] tables of the keys "
+        'that may sign policies (may_sign = ["policy"]), kept outside the repository the '
+        "policy is committed to. A signed policy is verified with it (a signature that does "
+        "not verify refuses); who signed is recorded with every decision.",
+        metavar="FILE",
+        envvar=POLICY_TRUST_ENV,
+        show_envvar=True,
+        callback=existing_file,
+    ),
+]
+RequireSignedPolicy = Annotated[
+    bool,
+    typer.Option(
+        "--require-signed-policy",
+        help=f"Refuse a policy without a valid signature by a key --policy-trust trusts "
+        f"(a deployment setting: also {REQUIRE_SIGNED_POLICY_ENV}=1).",
+    ),
+]
+
+
+def load_checked_policy(policy: Path | None, trust: Path | None, require_signed: bool):
+    """The policy of ``--policy``, its signature checked with ``--policy-trust`` and
+    required by ``--require-signed-policy`` or :data:`REQUIRE_SIGNED_POLICY_ENV`
+    (:func:`governance.trust.policy_signature.checked_policy`), before anything connects.
+
+    Raises
+    ------
+    governance.trust.policy.PolicyError
+    governance.trust.signing.SignatureError
+    """
+    return checked_policy(policy, trust, signed_policy_required(require_signed))
+
+
+def signed_policy_required(require_signed: bool) -> bool:
+    """``--require-signed-policy``, or else the deployment's
+    :data:`REQUIRE_SIGNED_POLICY_ENV` (:func:`governance.trust.policy_signature.requirement`).
+
+    Raises
+    ------
+    governance.trust.policy.PolicyError
+        A value of the variable that is neither yes nor no.
+    """
+    return require_signed or requirement(os.environ.get(REQUIRE_SIGNED_POLICY_ENV))
 
 
 def _signing_option(flag: str, envvar: str, metavar: str, help: str):

@@ -32,14 +32,18 @@ from miret_governance.cli.common import (
 
 
 def _policy_and_connect(
-    model_uri: str, policy: Path | None, tracking_uri: str | None, fail_fast: bool = True
+    model_uri: str,
+    policy: Path | None,
+    policy_trust: Path | None,
+    require_signed: bool,
+    tracking_uri: str | None,
+    fail_fast: bool = True,
 ):
-    """Check the model URI and read the gate policy (before any network call), then
-    connect to the server."""
-    from miret_governance.governance.trust.policy import load_policy
-
+    """Check the model URI and read the gate policy, its signature checked
+    (:func:`cli.common.load_checked_policy`, before any network call), then connect to
+    the server."""
     check_model_uri(model_uri)
-    parsed = load_policy(policy)
+    parsed = common.load_checked_policy(policy, policy_trust, require_signed)
     connect(tracking_uri, fail_fast=fail_fast)
     return parsed
 
@@ -189,6 +193,8 @@ def validate(
 def gate(
     model_uri: ModelUri,
     policy: PolicyFile = None,
+    policy_trust: common.PolicyTrustFile = None,
+    require_signed_policy: common.RequireSignedPolicy = False,
     data: common.CheckData = None,
     target: Target = None,
     signing_key: common.SigningKeyOption = None,
@@ -217,7 +223,9 @@ def gate(
         from miret_governance.flavors.gates.gating import gate_model_version
 
         key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
-        parsed = _policy_and_connect(model_uri, policy, tracking_uri)
+        parsed = _policy_and_connect(
+            model_uri, policy, policy_trust, require_signed_policy, tracking_uri
+        )
         outcome = gate_model_version(
             model_uri, parsed, data=data, target=target or None, signing_key=key
         )
@@ -232,6 +240,8 @@ def promote(
     model_uri: ModelUri,
     alias: Annotated[str, typer.Option("--alias", help="Alias to set when every gate passes.")],
     policy: PolicyFile = None,
+    policy_trust: common.PolicyTrustFile = None,
+    require_signed_policy: common.RequireSignedPolicy = False,
     data: common.CheckData = None,
     signing_key: common.SigningKeyOption = None,
     signing_certificate: common.SigningCertificateOption = None,
@@ -271,7 +281,9 @@ def promote(
         if expect_holder is not None and expect_holder != "none" and not expect_holder.isdigit():
             raise common.fail(f"--expect-holder {expect_holder!r}: give a version number or none")
         key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
-        parsed = _policy_and_connect(model_uri, policy, tracking_uri)
+        parsed = _policy_and_connect(
+            model_uri, policy, policy_trust, require_signed_policy, tracking_uri
+        )
         outcome = promote_model_version(
             model_uri, alias, parsed, signing_key=key, expected_holder=expect_holder, data=data
         )
@@ -304,6 +316,8 @@ def pipeline(
     data: DataFile,
     target: Target = None,
     policy: PolicyFile = None,
+    policy_trust: common.PolicyTrustFile = None,
+    require_signed_policy: common.RequireSignedPolicy = False,
     time_limit: common.TimeLimit = common.DEFAULTS["time_limit"],
     solver: common.Solver = common.DEFAULTS["solver"],
     seed: common.Seed = common.DEFAULTS["random_state"],
@@ -320,7 +334,9 @@ def pipeline(
         from miret_governance.flavors.explain.explain import explain_model_version
         from miret_governance.flavors.gates.gating import gate_model_version, validate_model_inputs
 
-        parsed = _policy_and_connect(model_uri, policy, tracking_uri, fail_fast=False)
+        parsed = _policy_and_connect(
+            model_uri, policy, policy_trust, require_signed_policy, tracking_uri, fail_fast=False
+        )
         console.rule("1/3 validate")
         report = validate_model_inputs(model_uri, data, target=target, trust_pickle=trust_pickle)
         console.print(report.summary(), highlight=False, soft_wrap=True)

@@ -7,7 +7,9 @@ verifies it (:func:`verify_model_signature`) before it reads anything else, at t
 its evidence says it was made (a key rotated out or revoked since still verifies it). Trust comes
 from a policy's ``[keys.<name>]`` tables: a :class:`governance.policy.Policy`, a policy
 file, or the file the environment variable :data:`POLICY_ENV` names
-(:func:`trusted_keys`).
+(:func:`trusted_keys`); a policy file is checked against its signature as the
+deployment's environment says (:func:`signed_policy`). A :class:`Policy` given is taken
+as its caller checked it (``checked_policy``): its ``signer`` is what decisions record.
 
 The environment is read here, once for the flavors: :func:`default_policy_path` and
 :func:`default_signing_key` are the documented defaults of every library entry point
@@ -25,7 +27,13 @@ from datetime import datetime
 from pathlib import Path
 
 from miret_governance.flavors.evidence import EVIDENCE_FILE
-from miret_governance.governance.trust.policy import POLICY_ENV, Policy, load_policy
+from miret_governance.governance.trust.policy import POLICY_ENV, Policy
+from miret_governance.governance.trust.policy_signature import (
+    POLICY_TRUST_ENV,
+    REQUIRE_SIGNED_POLICY_ENV,
+    checked_policy,
+    requirement,
+)
 from miret_governance.governance.trust.signers import (
     CERTIFICATE_CHAIN_ENV,
     PKCS11_PIN_ENV,
@@ -115,7 +123,23 @@ def trusted_keys(policy=None) -> TrustedKeys:
                 f"file> (govern: --policy) or set {POLICY_ENV} to a policy file whose "
                 '[keys.<name>] table trusts the key that signs evidence (may_sign = ["explain"])'
             )
-    return load_policy(Path(policy)).keys
+    return signed_policy(Path(policy)).keys
+
+
+def signed_policy(path: Path) -> Policy:
+    """The policy file at ``path``, its signature checked as the deployment's
+    environment says: verified with the :data:`POLICY_TRUST_ENV` file when it names one,
+    required when :data:`REQUIRE_SIGNED_POLICY_ENV` is set
+    (:func:`governance.trust.policy_signature.checked_policy`).
+
+    Raises
+    ------
+    governance.policy.PolicyError
+    SignatureError
+    """
+    trust = os.environ.get(POLICY_TRUST_ENV, "").strip()
+    required = requirement(os.environ.get(REQUIRE_SIGNED_POLICY_ENV))
+    return checked_policy(path, Path(trust) if trust else None, required)
 
 
 def sign_model_dir(path, key: SigningKey) -> str:

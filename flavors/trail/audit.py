@@ -30,7 +30,11 @@ the organisation's policy trusts:
   (:func:`flavors.trail.governed.verified_governed`); auditing the governed model audits
   the data scientists' model it governs;
 - **policy**: the promotion that put each alias on its holder was decided under the
-  audited policy (by digest): a promotion under a laxer policy is found;
+  audited policy (by digest): a promotion under a laxer policy is found; so is one under
+  a policy no verified signature backed, when a signed policy is required. Every
+  decision about the model made under another policy (or, required, an unsigned one) is
+  listed in ``other_policies`` (an earlier version of the policy is history, not a
+  finding);
 - **superseded**: the decisions a version's status tags show (``governance.last_gate.run``,
   ``governance.promotion.<alias>.run``) were made on the current evidence;
 - **evidence**: the linked surrogate's evidence is signed by a key trusted for
@@ -127,6 +131,12 @@ class AuditReport:
     cleared : list of dict
         Records that do not verify, set aside by a valid signed clearance: the record's
         run, its problem, and the clearance's run, signer, time and reason.
+    other_policies : list of dict
+        Decisions made under another policy (or, ``signed_policy_required``, under one
+        whose signature they did not verify): run, kind, version, alias, the policy's
+        label, digest and signer.
+    signed_policy_required : bool
+        Whether a decision needs a verified policy signature.
     """
 
     model_name: str
@@ -136,6 +146,8 @@ class AuditReport:
     decisions: int = 0
     findings: list = field(default_factory=list)
     cleared: list = field(default_factory=list)
+    other_policies: list = field(default_factory=list)
+    signed_policy_required: bool = False
 
     @property
     def clean(self) -> bool:
@@ -151,6 +163,7 @@ class AuditReport:
             "decisions_checked": self.decisions,
             "findings": [asdict(f) for f in self.findings],
             "cleared": self.cleared,
+            "other_policies": self.other_policies,
         }
 
 
@@ -286,6 +299,21 @@ def _audit_version(
                     latest.run_id,
                 )
             )
+        elif report.signed_policy_required and not any(
+            d.record.policy.digest == policy.digest and d.record.policy.signer for d in backing
+        ):
+            latest = max(backing, key=signed_time)
+            report.findings.append(
+                Finding(
+                    "policy",
+                    uri,
+                    f"@{alias} was promoted to {uri} under policy {policy.label!r} without "
+                    "verifying its signature, and a signed policy is required; promote it "
+                    "again with --require-signed-policy and --policy-trust",
+                    alias,
+                    latest.run_id,
+                )
+            )
     promoted = {}
     for decision in decisions.values():
         alias = _promoted_alias(decision, version)
@@ -388,8 +416,14 @@ def _readable(client, model_name: str) -> None:
             raise
 
 
-def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = None):
-    """Audit every version of ``model_name`` (module docstring).
+def audit_model(
+    model_name: str,
+    policy: Policy,
+    client: MlflowClient | None = None,
+    require_signed_policy: bool = False,
+):
+    """Audit every version of ``model_name`` (module docstring); with
+    ``require_signed_policy``, decisions need a verified policy signature.
 
     Returns
     -------
@@ -411,7 +445,9 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
             f"no registered model {model_name!r} with versions in the registry; give the "
             "ensemble's registered name (not the -surrogate one)"
         )
-    report = AuditReport(model_name, policy.label, policy.digest)
+    report = AuditReport(
+        model_name, policy.label, policy.digest, signed_policy_required=require_signed_policy
+    )
     aliases = client.get_registered_model(model_name).aliases or {}
     trail = _read_trail(client, model_name, policy, report, [version_uri(v) for v in versions])
     latest = {}  # alias -> (decision, version) of the latest valid signed promotion
@@ -440,11 +476,36 @@ def audit_model(model_name: str, policy: Policy, client: MlflowClient | None = N
                     decision.run_id,
                 )
             )
+    _other_policies(trail, policy, report)
     target = governed_model(policy, model_name)
     if target is not None:
         _audit_governed(client, target.registered_model, policy, latest, report)
     report.versions = len(versions)
     return report
+
+
+def _other_policies(trail: _Trail, policy: Policy, report: AuditReport) -> None:
+    """List each valid decision about the model made under another policy than
+    ``policy`` or, when a signed policy is required, under one without a signer."""
+    for uri, decisions in sorted(trail.about.items()):
+        for decision in sorted(decisions, key=signed_time):
+            ref = getattr(decision.record, "policy", None)  # a link names none
+            if ref is None or (
+                ref.digest == policy.digest
+                and (ref.signer is not None or not report.signed_policy_required)
+            ):
+                continue
+            report.other_policies.append(
+                {
+                    "run_id": decision.run_id,
+                    "kind": decision.record.kind,
+                    "version": uri,
+                    "alias": alias_of(decision.record),
+                    "policy": ref.label,
+                    "policy_digest": ref.digest,
+                    "signer": ref.signer.to_json() if ref.signer else None,
+                }
+            )
 
 
 def _audit_governed(client, name: str, policy: Policy, latest: dict, report: AuditReport):

@@ -243,8 +243,8 @@ def pinned(version) -> PinnedModel:
 
 
 def policy_ref(policy) -> PolicyRef:
-    """A policy as records name it."""
-    return PolicyRef(policy.label, policy.digest)
+    """A policy as records name it (with its signer, once its signature verified)."""
+    return PolicyRef(policy.label, policy.digest, policy.signer)
 
 
 def new_record(

@@ -88,7 +88,12 @@ from miret_governance.governance.trust.roles import (
     parse_governed,
     parse_roles,
 )
-from miret_governance.governance.trust.signing import SignatureError, TrustedKeys, parse_trust
+from miret_governance.governance.trust.signing import (
+    SignatureError,
+    Signer,
+    TrustedKeys,
+    parse_trust,
+)
 
 VALIDATION_KEY = "validation"
 """The evidence's validation record, which ``require_validation_pass`` reads."""
@@ -261,6 +266,9 @@ class Policy:
         The MLflow users of each role (``[roles]``), None when the policy names none.
     governed : tuple of governance.trust.roles.GovernedModel
         The registered models under governance (``[governed."<model>"]``).
+    signer : governance.trust.signing.Signer or None
+        Who signed the policy, once its signature verified
+        (:func:`governance.trust.policy_signature.checked_policy`); not in the digest.
     """
 
     gates: dict
@@ -271,13 +279,15 @@ class Policy:
     drift_against: str = "champion"
     roles: Roles | None = None
     governed: tuple[GovernedModel, ...] = ()
+    signer: Signer | None = None
 
     @property
-    def digest(self) -> str:
-        """sha256 of the canonical JSON of the gates (sorted keys, no spaces), with the
-        trusted keys (fingerprints and purposes), approvals and ``drift_against`` (with a
-        drift gate) when it has any, and the roles and governed models when it names them
-        (absent, the digest is the one policies without them always had)."""
+    def content(self) -> bytes:
+        """The canonical JSON (:func:`canonical_json`) of the gates, with the trusted keys
+        (fingerprints and purposes), approvals and ``drift_against`` (with a drift gate)
+        when it has any, and the roles and governed models when it names them (absent,
+        it is what policies without them always had): what :attr:`digest` hashes and a
+        policy's signature covers (:mod:`governance.trust.policy_signature`)."""
         drift = {"drift_against": self.drift_against} if set(self.gates) & set(DRIFT_GATES) else {}
         deployment = {}
         if self.roles is not None:
@@ -285,8 +295,8 @@ class Policy:
         if self.governed:
             deployment["governed"] = {m.name: m.to_json() for m in self.governed}
         if not self.keys and not self.approvals and not drift and not deployment:
-            return canonical_digest(self.gates)
-        return canonical_digest(
+            return canonical_json(self.gates)
+        return canonical_json(
             {
                 "gates": self.gates,
                 "keys": self.keys.to_json(),
@@ -297,15 +307,24 @@ class Policy:
         )
 
     @property
+    def digest(self) -> str:
+        """sha256 of :attr:`content`."""
+        return hashlib.sha256(self.content).hexdigest()
+
+    @property
     def label(self) -> str:
         """``<name> v<digest8>``, e.g. ``strict v3f2a9c1d``: how runs and tags name it."""
         return f"{self.name} v{self.digest[:8]}"
 
 
+def canonical_json(data) -> bytes:
+    """The canonical JSON of ``data``: sorted keys, no spaces, NaN as null."""
+    return json.dumps(_json_safe(data), sort_keys=True, separators=(",", ":")).encode()
+
+
 def canonical_digest(data) -> str:
-    """sha256 of the canonical JSON of ``data`` (sorted keys, no spaces, NaN as null)."""
-    canonical = json.dumps(_json_safe(data), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """sha256 of :func:`canonical_json` of ``data``."""
+    return hashlib.sha256(canonical_json(data)).hexdigest()
 
 
 def _json_safe(value):
@@ -465,45 +484,54 @@ def _checked(name: str, value, source: str):
 def load_policy(path=None) -> Policy:
     """Read a TOML policy file; ``None`` gives the built-in defaults.
 
+    Raises
+    ------
+    PolicyError
+        The file fails :func:`read_toml` or :func:`parse_policy`.
+    """
+    if path is None:
+        return Policy(gates=dict(sorted(DEFAULTS.items())))
+    path = Path(path)
+    data = read_toml(path, "policy file", "a [gates] table (see examples/policies/)")
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)[:40] or "policy"
+    return parse_policy(data, source=str(path), default_name=stem, base_dir=path.parent)
+
+
+def read_toml(path: Path, what: str, expect: str) -> dict:
+    """The TOML table of the ``what`` file at ``path`` (a policy, a policy trust file),
+    which should hold ``expect``, named in messages.
+
     Only regular files of at most :data:`MAX_POLICY_BYTES` are read (a device such as
     ``/dev/zero``, a FIFO or a directory is refused before reading).
 
     Raises
     ------
     PolicyError
-        The file is not a regular file, is too large, cannot be read or parsed, or
-        fails :func:`parse_policy`.
+        The file is not a regular file, is too large or empty, cannot be read or parsed.
     """
-    if path is None:
-        return Policy(gates=dict(sorted(DEFAULTS.items())))
-    path = Path(path)
     try:
         if not path.is_file():
-            what = "a directory" if path.is_dir() else "not a regular file"
+            kind = "a directory" if path.is_dir() else "not a regular file"
             if not path.exists():
-                what = "missing"
+                kind = "missing"
             raise PolicyError(
-                f"policy file {path} is {what}: give the path of a TOML file with a [gates] table"
+                f"{what} {path} is {kind}: give the path of a TOML file with {expect}"
             )
         with path.open("rb") as handle:
             raw = handle.read(MAX_POLICY_BYTES + 1)
     except OSError as error:
-        raise PolicyError(f"cannot read policy file {path}: {error.strerror}") from error
+        raise PolicyError(f"cannot read {what} {path}: {error.strerror}") from error
     if len(raw) > MAX_POLICY_BYTES:
         raise PolicyError(
-            f"policy file {path} is larger than {MAX_POLICY_BYTES // 1024} KiB; a policy "
-            "is a short [gates] table: check that the path names the policy file"
+            f"{what} {path} is larger than {MAX_POLICY_BYTES // 1024} KiB; it should be a few "
+            f"lines of TOML with {expect}: check that the path names the {what}"
         )
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise PolicyError(f"policy file {path} is not UTF-8 text: {error}") from error
+        raise PolicyError(f"{what} {path} is not UTF-8 text: {error}") from error
     except tomllib.TOMLDecodeError as error:
-        raise PolicyError(f"policy file {path} is not valid TOML: {error}") from error
+        raise PolicyError(f"{what} {path} is not valid TOML: {error}") from error
     if not data:
-        raise PolicyError(
-            f"policy file {path} is empty: give a TOML file with a [gates] table (see "
-            "examples/policies/)"
-        )
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)[:40] or "policy"
-    return parse_policy(data, source=str(path), default_name=stem, base_dir=path.parent)
+        raise PolicyError(f"{what} {path} is empty: give a TOML file with {expect}")
+    return data

@@ -13,7 +13,7 @@ Kinds (fields besides ``kind``, ``decided_by`` {key_name, key_fingerprint,
 mlflow_user, [server_user], [certificate {authority, serial, identity}]} and ``time``, ISO 8601 with a time zone)::
 
     gate        ensemble, surrogate {uri, model_id}, evidence {digest, signer},
-                policy {label, digest}, result PASS|FAIL, [drift]
+                policy {label, digest, [signer]}, result PASS|FAIL, [drift]
     promotion   the same, alias, decision promoted|refused, reason, approvals,
                 [lock_taken_over], [governed {uri, files_digest}]
     approval    ensemble, surrogate, evidence, policy, alias, decision approve|reject,
@@ -102,10 +102,12 @@ class EvidenceRef:
 
 @dataclass(frozen=True)
 class PolicyRef:
-    """The policy a decision was made under: its label and digest."""
+    """The policy a decision was made under: its label and digest, and who signed it
+    (None: the policy was not verified against a signature; written only when set)."""
 
     label: str
     digest: str
+    signer: Signer | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ SCHEMA = {
     "decisions_checked",
     "findings",
     "cleared",
+    "other_policies",
 }
 
 

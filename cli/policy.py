@@ -1,0 +1,88 @@
+"""``govern policy sign | verify``: the model-risk function's signature on a policy
+(:mod:`governance.trust.policy_signature`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from miret_governance.cli import common
+from miret_governance.cli.common import console, existing_file, exit_codes, fail
+
+policy_app = typer.Typer(
+    name="policy",
+    help="Sign a policy (the model-risk function) and verify its signature.",
+    no_args_is_help=True,
+)
+PolicyPath = Annotated[
+    Path,
+    typer.Option(
+        "--policy",
+        help="TOML policy file; its signature is <file>.sig beside it.",
+        metavar="FILE",
+        callback=existing_file,
+    ),
+]
+PLAIN = {"highlight": False, "markup": False, "soft_wrap": True}
+
+
+def sign(
+    policy: PolicyPath,
+    signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing signature of the policy.")
+    ] = False,
+) -> None:
+    """Sign a policy's content (its gates, approvals, roles and the fingerprints of the
+    keys it trusts: what its digest covers) into <policy file>.sig.
+
+    Sign with a key the deployment's policy trust file trusts for policy (may_sign =
+    ["policy"]); an existing signature is replaced only with --force (exit code 2).
+    """
+    with exit_codes():
+        from miret_governance.governance.trust.policy import load_policy
+        from miret_governance.governance.trust.policy_signature import sign_policy
+
+        key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
+        if key is None:
+            raise fail("govern policy sign needs --signing-key (the key that signs policies)")
+        parsed = load_policy(policy)
+        written = sign_policy(parsed, key, overwrite=force)
+    console.print(
+        f"signed policy {parsed.label} (digest {parsed.digest}) with key "
+        f"{key.fingerprint[:16]}: {written}",
+        **PLAIN,
+    )
+
+
+def verify(policy: PolicyPath, policy_trust: common.PolicyTrustFile = None) -> None:
+    """Check that a policy is signed, by a key the policy trust file trusts for policy,
+    and unchanged since (exit code 2 otherwise)."""
+    with exit_codes():
+        from miret_governance.governance.trust.policy_signature import (
+            POLICY_TRUST_ENV,
+            checked_policy,
+        )
+
+        if policy_trust is None:
+            raise fail(
+                f"govern policy verify needs --policy-trust (or {POLICY_TRUST_ENV}): the file "
+                "naming the keys trusted to sign policies"
+            )
+        parsed = checked_policy(policy, policy_trust, required=True)
+    console.print(
+        f"policy {parsed.label} (digest {parsed.digest}) is signed by {parsed.signer.name} "
+        f"(key {parsed.signer.fingerprint[:16]}), trusted for policy by {policy_trust}",
+        **PLAIN,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``policy`` group (``govern policy sign | verify``) to the ``govern`` app."""
+    policy_app.command("sign")(sign)
+    policy_app.command("verify")(verify)
+    app.add_typer(policy_app)
