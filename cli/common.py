@@ -45,9 +45,10 @@ from miret_governance.governance.trust.signers import (
     PKCS11_PIN_ENV,
     PKCS11_PIN_FILE_ENV,
     SIGNING_CERTIFICATE_ENV,
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_PASSWORD_ENV,
     SigningKey,
 )
-from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, SIGNING_KEY_PASSWORD_ENV
 
 SQLITE_PREFIX = "sqlite:///"
 EXIT_FAILED = 1
@@ -215,7 +216,7 @@ def load_checked_policy(policy: Path | None, trust: Path | None, require_signed:
     Raises
     ------
     governance.trust.policy.PolicyError
-    governance.trust.signing.SignatureError
+    governance.trust.keyring.SignatureError
     """
     return checked_policy(policy, trust, signed_policy_required(require_signed))
 
@@ -276,7 +277,7 @@ def load_signing_key(
 
     Raises
     ------
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         An unreadable file, a key that does not load (wrong password or PIN, unknown token
         or key) or is not EC, a certificate for another key.
     """

@@ -40,8 +40,8 @@ def keygen(
     \\[keys.<name>] table with what it may sign (explain, decide, approve).
     """
     with exit_codes():
+        from miret_governance.governance.trust.keyring import PublicKey
         from miret_governance.governance.trust.signers import generate_key_pair
-        from miret_governance.governance.trust.signing import PublicKey
 
         password = None
         if password_env is not None:

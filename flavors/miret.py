@@ -77,8 +77,8 @@ from miret_governance.flavors.evidence import (
 from miret_governance.flavors.scoring import MiretModelWrapper, check_input_space
 from miret_governance.flavors.trust import sign_model_dir, trusted_keys, verify_model_signature
 from miret_governance.governance.errors import InvalidInputError, InvalidTypeError
+from miret_governance.governance.trust.keyring import Signer, TrustedKeys
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import Signer, TrustedKeys
 
 FLAVOR_NAME = "miret"
 FORMAT_VERSION = 2
@@ -119,11 +119,11 @@ def verify_model_dir(model_dir: str, trusted: TrustedKeys, what: str | None = No
     -------
     dict
         The fields of the verified manifest (:func:`flavors.evidence.verify_manifest`),
-        its ``digest`` and ``signer`` (:class:`governance.signing.Signer`).
+        its ``digest`` and ``signer`` (:class:`governance.trust.keyring.Signer`).
 
     Raises
     ------
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         Unsigned, signed by a key not trusted for explain, or altered since it was signed.
     GovernanceError
         A surrogate of another :data:`FORMAT_VERSION` (explain it again).
@@ -162,7 +162,7 @@ def read_evidence(model_dir_or_uri, policy=None) -> dict:
 
     Raises
     ------
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
     TamperedModelError
     """
     trusted = trusted_keys(policy)
@@ -397,7 +397,7 @@ class VerifiedModel:
         The ``miret`` flavor configuration of MLmodel.
     manifest : dict
         The verified evidence manifest (with ``digest``).
-    signer : governance.signing.Signer
+    signer : governance.trust.keyring.Signer
     """
 
     kind: str
@@ -464,7 +464,7 @@ def load_model(model_uri: str, dst_path: str | None = None, policy=None):
 
     Raises
     ------
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         No trust configured, unsigned, signed by a key not trusted for explain, or
         altered since it was signed.
     TamperedModelError

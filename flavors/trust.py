@@ -2,7 +2,7 @@
 
 :func:`flavors.miret.save_model` signs the whole model directory (MLmodel,
 ``evidence.json``, ``surrogate.json``, the report, ``vite/``, ``figures/``: every file but
-:data:`governance.signing.UNSIGNED_FILES`) for the purpose ``explain``; every reader
+:data:`governance.trust.signing.UNSIGNED_FILES`) for the purpose ``explain``; every reader
 verifies it (:func:`verify_model_signature`) before it reads anything else, at the time
 its evidence says it was made (a key rotated out or revoked since still verifies it). Trust comes
 from a policy's ``[keys.<name>]`` tables: a :class:`governance.policy.Policy`, a policy
@@ -15,7 +15,7 @@ The environment is read here, once for the flavors: :func:`default_policy_path` 
 :func:`default_signing_key` are the documented defaults of every library entry point
 given no policy or key (``mlflow.pyfunc.load_model`` passes none); the CLI reads the same
 variables as its options' defaults. Their names are defined once:
-:data:`governance.policy.POLICY_ENV`, :data:`governance.signing.SIGNING_KEY_ENV`, and the
+:data:`governance.policy.POLICY_ENV`, :data:`governance.trust.signers.SIGNING_KEY_ENV`, and the
 token PIN's and certificates' in :mod:`governance.trust.signers`.
 """
 
@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from miret_governance.flavors.evidence import EVIDENCE_FILE
+from miret_governance.governance.trust.keyring import SignatureError, Signer, TrustedKeys
 from miret_governance.governance.trust.policy import POLICY_ENV, Policy
 from miret_governance.governance.trust.policy_signature import (
     POLICY_TRUST_ENV,
@@ -39,19 +40,12 @@ from miret_governance.governance.trust.signers import (
     PKCS11_PIN_ENV,
     PKCS11_PIN_FILE_ENV,
     SIGNING_CERTIFICATE_ENV,
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_PASSWORD_ENV,
     SigningKey,
     sign_path,
 )
-from miret_governance.governance.trust.signing import (
-    SIGNATURE_FILE,
-    SIGNING_KEY_ENV,
-    SIGNING_KEY_PASSWORD_ENV,
-    UNSIGNED_FILES,
-    SignatureError,
-    Signer,
-    TrustedKeys,
-    verify_path,
-)
+from miret_governance.governance.trust.signing import SIGNATURE_FILE, UNSIGNED_FILES, verify_path
 
 PURPOSE = "explain"
 

@@ -11,8 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from miret_governance.flavors.trust import POLICY_ENV
-from miret_governance.governance.trust.signers import SigningKey, generate_key_pair
-from miret_governance.governance.trust.signing import SIGNING_KEY_ENV
+from miret_governance.governance.trust.signers import SIGNING_KEY_ENV, SigningKey, generate_key_pair
 
 KEY_FOLDER = Path(tempfile.mkdtemp(prefix="govern-test-keys-"))
 atexit.register(shutil.rmtree, KEY_FOLDER, ignore_errors=True)

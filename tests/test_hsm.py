@@ -21,14 +21,15 @@ from typer.testing import CliRunner
 from miret_governance.flavors.trail.decisions import read_record
 from miret_governance.flavors.trust import default_signing_key, sign_model_dir
 from miret_governance.governance.trust.certificates import serial_text
+from miret_governance.governance.trust.keyring import Signer, public_pem
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.signers import (
     CERTIFICATE_CHAIN_ENV,
     PKCS11_PIN_ENV,
     PKCS11_PIN_FILE_ENV,
     SIGNING_CERTIFICATE_ENV,
+    SIGNING_KEY_ENV,
 )
-from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, Signer, public_pem
 
 pytest_plugins = ["mlflow_store", "hsm"]
 

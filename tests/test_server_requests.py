@@ -144,8 +144,8 @@ def add_other_models_records(count: int) -> None:
     ``models:/other-model/<i>``, in the links experiment."""
     from miret_governance.flavors.store.registry import ENSEMBLE_URI_TAG
     from miret_governance.flavors.trail import decisions
+    from miret_governance.governance.trust.keyring import TrustedKeys
     from miret_governance.governance.trust.records import LinkRecord, PinnedModel
-    from miret_governance.governance.trust.signing import TrustedKeys
 
     key, client = ci_key(), MlflowClient()
     by = decisions.decided_by(TrustedKeys(), key, client)

@@ -149,8 +149,7 @@ def set_up(folder: Path, env: dict, governance_experiments: bool) -> Setup:
         promote_model_version,
     )
     from miret_governance.governance.trust.policy import load_policy
-    from miret_governance.governance.trust.signers import SigningKey
-    from miret_governance.governance.trust.signing import SIGNING_KEY_ENV
+    from miret_governance.governance.trust.signers import SIGNING_KEY_ENV, SigningKey
 
     setup = Setup(folder, dict(env))
     use(env)

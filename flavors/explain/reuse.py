@@ -23,8 +23,8 @@ from miret_governance.flavors.gates.gate_evidence import checked_evidence
 from miret_governance.flavors.store.registry import download_model, find_surrogate, version_uri
 from miret_governance.flavors.trail.descriptions import describe_versions
 from miret_governance.flavors.trust import PURPOSE
+from miret_governance.governance.trust.keyring import TrustedKeys
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import TrustedKeys
 
 logger = logging.getLogger(__name__)
 UNSIGNED_WARNING = (

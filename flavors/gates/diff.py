@@ -47,8 +47,8 @@ from miret_governance.flavors.trust import trusted_keys
 from miret_governance.governance.ensembles.encoding import encoding_of, surrogate_rules
 from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.measures.drift import Drift, Explanation, compare, drift_gates
+from miret_governance.governance.trust.keyring import SignatureError
 from miret_governance.governance.trust.policy import DRIFT_GATES, Policy
-from miret_governance.governance.trust.signing import SignatureError
 
 AGAINST_TAG = "governance.drift.against"
 """Gate-run tag: the ensemble version the candidate was compared with."""

@@ -48,8 +48,8 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail.links import check_signed_link
 from miret_governance.governance.trust.gates import Evaluation, GateResult
+from miret_governance.governance.trust.keyring import SignatureError, Signer, TrustedKeys
 from miret_governance.governance.trust.policy import GATE_TABLE, Policy
-from miret_governance.governance.trust.signing import SignatureError, Signer, TrustedKeys
 
 UNVERIFIED = "unverified"
 """The digest a gate records for evidence whose signature does not verify."""
@@ -107,7 +107,7 @@ def surrogate_evidence(model_dir, trusted: TrustedKeys, what: str | None = None)
 
     Raises
     ------
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         Unsigned, signed by a key not trusted for explain, or altered since signed.
     EvidenceError
         No manifest, an unreadable one, or a file that differs from its digest.
@@ -138,7 +138,7 @@ class CheckedEvidence:
     provenance : dict
         The manifest's whole provenance (the request, tree digest and environment that
         ``govern reproduce`` reads besides the gate's view).
-    signer : governance.signing.Signer
+    signer : governance.trust.keyring.Signer
         The trusted key that signed the surrogate's model directory.
     model : flavors.miret.VerifiedModel or None
         That verified directory as read (its tree is what ``features`` counts).
@@ -190,7 +190,7 @@ def checked_evidence(
 
     Raises
     ------
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         Unsigned, signed by a key not trusted for explain, or altered since it was
         signed (a gate turns it into a failure of every gate: :func:`refused_evaluation`).
     GateError

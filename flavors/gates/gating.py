@@ -88,10 +88,10 @@ from miret_governance.flavors.trail.governed import ensemble_uri_of
 from miret_governance.flavors.trust import default_signing_key, trusted_keys
 from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.trust.gates import Evaluation, evaluate
+from miret_governance.governance.trust.keyring import SignatureError
 from miret_governance.governance.trust.policy import GATE_TABLE, Policy
 from miret_governance.governance.trust.records import GateRecord
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import SignatureError
 
 
 # ---------------------------------------------------------------------- evaluation

@@ -39,9 +39,9 @@ from miret_governance.flavors.trail.decisions import (
     read_all,
 )
 from miret_governance.governance.measures.drift import CrossFidelity, Drift, drift_gates
+from miret_governance.governance.trust.keyring import SignatureError
 from miret_governance.governance.trust.policy import Policy
 from miret_governance.governance.trust.records import GateRecord
-from miret_governance.governance.trust.signing import SignatureError
 
 
 def _as_drift(figures: dict, candidate_uri: str) -> Drift:

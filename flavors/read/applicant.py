@@ -41,7 +41,7 @@ class ExplainedRows:
     ----------
     surrogate_uri, ensemble_uri : str
         ``models:/name/version`` of both.
-    signer : governance.signing.Signer
+    signer : governance.trust.keyring.Signer
         The trusted key that signed the surrogate.
     paths : list of governance.miret.paths.RowPath
         One per row of the file, in file order.
@@ -81,7 +81,7 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
 
     Raises
     ------
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         No trust configured, or the surrogate is unsigned, signed by an untrusted key or
         altered since it was signed.
     governance.miret.paths.RowsError

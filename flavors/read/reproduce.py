@@ -182,7 +182,7 @@ def reproduce_explanation(
     GovernanceError
         Bad URI, no or untrusted evidence (:class:`~flavors.errors.GateError`), data
         with another digest, a missing file, an ensemble that cannot be loaded.
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         No trust configured; the evidence is unsigned, signed by a key not trusted for
         explain, or altered since it was signed.
     """

@@ -59,7 +59,7 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
         The surrogate's signed evidence names another ensemble version than the one
         linked (:func:`flavors.gate_evidence.check_explains`), or the link tag was moved
         by hand since the latest signed link (:func:`flavors.links.check_presented`).
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         No trust configured, or the surrogate is unsigned, signed by an untrusted key or
         altered since it was signed.
     """

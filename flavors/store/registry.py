@@ -371,7 +371,7 @@ def served_files_digest(uri: str, error=ExplainError) -> str:
 
 def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = None) -> dict:
     """Rules, metrics and links of a registered surrogate version, read once its
-    signature verifies with a key ``trusted`` (``governance.signing.TrustedKeys``).
+    signature verifies with a key ``trusted`` (``governance.trust.keyring.TrustedKeys``).
 
     Returns
     -------
@@ -381,7 +381,7 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         version's tags, which anyone can set), ``tags`` (of the model version),
         ``solve`` (from the model's metadata), ``parameters`` (the explain run's, from
         the evidence), ``provenance`` (the whole signed provenance), ``model_id``,
-        ``signer`` (``governance.signing.Signer``).
+        ``signer`` (``governance.trust.keyring.Signer``).
     """
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)

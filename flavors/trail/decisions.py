@@ -18,7 +18,7 @@ place is caught without trusting any tag), that it parses as a record of its kin
 agree with it (a re-tagged run is caught), that its signature verifies with a key or
 certificate the policy trusts for the purpose of its kind at the record's signed
 ``time``, and that this time is one its store saw: while its run was open, give or take
-:data:`governance.trust.signing.CLOCK_SKEW_SECONDS` (:func:`_skew`).
+:data:`governance.trust.keyring.CLOCK_SKEW_SECONDS` (:func:`_skew`).
 
 **Fail closed.** A record that fails any check up to the signature **blocks**
 (:attr:`Decision.blocking`): every decider that reads the records of a version or alias
@@ -68,6 +68,12 @@ from miret_governance.flavors.store.registry import (
     resolve_model_version,
     version_uri,
 )
+from miret_governance.governance.trust.keyring import (
+    CLOCK_SKEW_SECONDS,
+    SignatureError,
+    Signer,
+    TrustedKeys,
+)
 from miret_governance.governance.trust.records import (
     ALIAS_RECORDS,
     MAX_RECORD_BYTES,
@@ -88,13 +94,7 @@ from miret_governance.governance.trust.records import (
     record_digest,
 )
 from miret_governance.governance.trust.signers import SigningKey, sign_path
-from miret_governance.governance.trust.signing import (
-    CLOCK_SKEW_SECONDS,
-    SignatureError,
-    Signer,
-    TrustedKeys,
-    verify_path,
-)
+from miret_governance.governance.trust.signing import verify_path
 
 RECORD_FOLDER = "decision"
 RECORD_FILE = "record.json"
@@ -180,7 +180,7 @@ def decided_by(
     DecisionError
         The policy binds the key to users (``[keys.<name>] users``) and the server
         authenticated another one, or cannot say who it is (nothing recorded).
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         A key or certificate refused as above (nothing recorded).
     """
     vouched = server_user(client.tracking_uri)
@@ -883,7 +883,7 @@ def clear_records(
     ------
     DecisionError
         No reason, no signing key, or nothing blocks (nothing recorded).
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         A key the policy does not trust for ``decide``.
     """
     if not reason or not reason.strip():

@@ -188,7 +188,7 @@ def verified_governed(client: MlflowClient, version, trusted) -> GovernedSource:
     GovernedFilesError
         No promotion wrote it, the evidence names another ensemble or pins no files, or
         its files differ.
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         The surrogate's signature does not verify with ``trusted``.
     """
     uri = version_uri(version)
@@ -226,7 +226,7 @@ def ensemble_uri_of(client: MlflowClient, model_uri: str, trusted, policy=None) 
 
     Raises
     ------
-    GovernedFilesError, governance.signing.SignatureError
+    GovernedFilesError, governance.trust.keyring.SignatureError
         As :func:`verified_governed`.
     """
     name, _, _ = parse_registry_uri(model_uri)

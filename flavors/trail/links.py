@@ -49,9 +49,9 @@ from miret_governance.flavors.trail.decisions import (
     signed_time,
     unknown_since,
 )
+from miret_governance.governance.trust.keyring import TrustedKeys
 from miret_governance.governance.trust.records import LinkRecord
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import TrustedKeys
 
 
 def record_link(

@@ -180,7 +180,7 @@ def promote_model_version(
     ConcurrentPromotionError
         Another promotion to the alias holds its lock, or the alias is not on
         ``expected_holder`` (nothing recorded).
-    DecisionError, governance.signing.SignatureError
+    DecisionError, governance.trust.keyring.SignatureError
         No signing key, one the policy does not trust for ``decide``, or one it binds
         to users other than the one the server authenticated; or, without
         ``data``, no recorded cross-fidelity for ``min_cross_fidelity`` (nothing
@@ -336,7 +336,7 @@ def approve_model_version(
     DecisionError
         Another decision, no comment, no signing key, or one the policy binds to users
         other than the one the server authenticated (nothing recorded).
-    governance.signing.SignatureError
+    governance.trust.keyring.SignatureError
         A key the policy does not trust to approve, or evidence that does not verify.
     GateError
         No linked surrogate, or evidence that fails the gate's checks.

@@ -9,7 +9,7 @@ canonical JSON (the lock's name, ``pid@host``, the ensemble version promoted, a 
 nonce and the time taken) and :data:`LOCK_PROOF_TAG` the signature of exactly those bytes
 by the promotion's key: the OpenSSF model-signing bundle decision records carry (about
 1.3 KB of JSON), made by :func:`governance.trust.signers.sign_path` on a temporary file and
-checked by :func:`governance.signing.verify_path` with the keys the policy trusts for
+checked by :func:`governance.trust.signing.verify_path` with the keys the policy trusts for
 ``decide``. The bundle fits in a tag (8000 characters even for run tags,
 ``mlflow.utils.validation.MAX_TAG_VAL_LENGTH``; registered-model tags allow more), so
 taking the lock stays one ``create_registered_model``: one compare-and-set. No
@@ -18,7 +18,7 @@ cryptography is written here: the project signs only through model-signing.
 A lock blocks only while it is verifiably held: its proof verifies with a key the policy
 trusts for ``decide`` and names this lock; the store recorded its creation time, and
 neither that time nor the signed one is more than
-:data:`governance.trust.signing.CLOCK_SKEW_SECONDS` ahead of this host's clock or older
+:data:`governance.trust.keyring.CLOCK_SKEW_SECONDS` ahead of this host's clock or older
 than :data:`LOCK_TTL_SECONDS`; its key or certificate was trusted when it signed; and a
 holder on this host is a live process (this very process: inside a promotion). Any
 other lock is taken over: unverifiable (made by hand, no or a bad proof, a key the
@@ -52,13 +52,13 @@ from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import alive
-from miret_governance.governance.trust.signers import SigningKey, sign_path
-from miret_governance.governance.trust.signing import (
+from miret_governance.governance.trust.keyring import (
     CLOCK_SKEW_SECONDS,
     SignatureError,
     TrustedKeys,
-    verify_path,
 )
+from miret_governance.governance.trust.signers import SigningKey, sign_path
+from miret_governance.governance.trust.signing import verify_path
 
 LOCK_TTL_SECONDS = 600
 """A promotion lock older than this (10 minutes) is taken over: its promotion was killed."""

@@ -67,7 +67,7 @@ def sha256(certificate) -> str:
 
 def key_fingerprint(certificate) -> str:
     """sha256 (hex) of the PEM SubjectPublicKeyInfo of the certified key: the
-    fingerprint raw keys have (:attr:`governance.trust.signing.PublicKey.fingerprint`)."""
+    fingerprint raw keys have (:attr:`governance.trust.keyring.PublicKey.fingerprint`)."""
     from cryptography.hazmat.primitives import serialization
 
     spki = certificate.public_key().public_bytes(

@@ -1,7 +1,7 @@
 """The promotion policy (TOML): its gates, trusted keys, approvals and digest.
 
 A policy file holds one ``[gates]`` table, optionally a ``name`` (default: the file's
-stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
+stem), the ``[keys.<name>]`` it trusts (:mod:`governance.trust.keyring`), the
 ``[approvals]`` an alias needs, ``drift_against``, and for a shared MLflow server the
 ``[roles]`` of its users and the ``[governed."<model>"]`` registered models
 (:mod:`governance.trust.roles`); nothing else is allowed at the top level::
@@ -19,7 +19,7 @@ stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
     max_explanation_drift = 0.2    # optional: DRIFT_GATES, against the version holding
     min_cross_fidelity = 0.9       # the alias drift_against (default "champion")
 
-    [keys.ci]                      # who may sign what (governance.signing)
+    [keys.ci]                      # who may sign what (governance.trust.keyring)
     public_key = "keys/ci.pub"     # relative to this file, or the PEM text
     may_sign = ["explain", "decide"]
     [keys.alice]
@@ -27,7 +27,7 @@ stem), the ``[keys.<name>]`` it trusts (:mod:`governance.signing`), the
     may_sign = ["approve"]
     users = ["alice"]              # optional: only MLflow user alice may sign with it
 
-    [authorities.bank]             # or the organisation's CA (governance.signing)
+    [authorities.bank]             # or the organisation's CA (governance.trust.keyring)
     certificates = ["ca/root.pem"]
     approve = ["*@risk.example.com"]
 
@@ -79,6 +79,12 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.trust.keyring import (
+    SignatureError,
+    Signer,
+    TrustedKeys,
+    parse_trust,
+)
 from miret_governance.governance.trust.roles import (
     GovernedModel,
     Roles,
@@ -87,12 +93,6 @@ from miret_governance.governance.trust.roles import (
     check_key_users,
     parse_governed,
     parse_roles,
-)
-from miret_governance.governance.trust.signing import (
-    SignatureError,
-    Signer,
-    TrustedKeys,
-    parse_trust,
 )
 
 VALIDATION_KEY = "validation"
@@ -255,7 +255,7 @@ class Policy:
         Where it came from (a path, or ``"built-in defaults"``).
     name : str
         The ``name`` key of the file, else the file's stem (``"default"`` built in).
-    keys : governance.signing.TrustedKeys
+    keys : governance.trust.keyring.TrustedKeys
         The public keys it trusts, each for some purposes (none built in).
     approvals : dict
         Alias -> number of distinct approver keys whose signed approval of the evidence
@@ -266,7 +266,7 @@ class Policy:
         The MLflow users of each role (``[roles]``), None when the policy names none.
     governed : tuple of governance.trust.roles.GovernedModel
         The registered models under governance (``[governed."<model>"]``).
-    signer : governance.trust.signing.Signer or None
+    signer : governance.trust.keyring.Signer or None
         Who signed the policy, once its signature verified
         (:func:`governance.trust.policy_signature.checked_policy`); not in the digest.
     """

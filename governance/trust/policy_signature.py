@@ -37,6 +37,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from miret_governance.governance.trust.keyring import (
+    POLICY_PURPOSE,
+    SignatureError,
+    Signer,
+    TrustedKeys,
+    parse_trust,
+)
 from miret_governance.governance.trust.policy import (
     POLICY_ENV,
     Policy,
@@ -45,15 +52,7 @@ from miret_governance.governance.trust.policy import (
     read_toml,
 )
 from miret_governance.governance.trust.signers import SigningKey, sign_path
-from miret_governance.governance.trust.signing import (
-    POLICY_PURPOSE,
-    SignatureError,
-    Signer,
-    TrustedKeys,
-    parse_trust,
-    signed_by,
-    verify_path,
-)
+from miret_governance.governance.trust.signing import signed_by, verify_path
 
 POLICY_TRUST_ENV = "GOVERN_POLICY_TRUST"
 """The environment variable naming the deployment's policy trust file."""

@@ -50,7 +50,7 @@ from functools import cache
 from typing import ClassVar, Literal, NewType, Union, get_args, get_origin, get_type_hints
 
 from miret_governance.governance.errors import GovernanceError
-from miret_governance.governance.trust.signing import Signer
+from miret_governance.governance.trust.keyring import Signer
 
 MAX_RECORD_BYTES = 1 << 20
 """A record larger than this (1 MiB) is refused unread."""
@@ -156,7 +156,7 @@ class Record:
     kind : str
         The JSON ``kind`` (class attribute).
     purpose : str
-        The signing purpose of the kind (:data:`governance.trust.signing.PURPOSES`).
+        The signing purpose of the kind (:data:`governance.trust.keyring.PURPOSES`).
     schema_version : int
         The version of the kind's format (1: not written, module docstring).
     decided_by : DecidedBy

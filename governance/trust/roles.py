@@ -238,7 +238,7 @@ SIGNING_ROLES = {"explain": "ci", "decide": "ci", "approve": "approvers"}
 
 def check_key_users(roles: Roles | None, keys, source: str) -> None:
     """Every user a ``[keys.<name>]`` table binds (``users``; ``keys`` a
-    :class:`governance.trust.signing.TrustedKeys`) holds the role that signs each of its
+    :class:`governance.trust.keyring.TrustedKeys`) holds the role that signs each of its
     purposes (:data:`SIGNING_ROLES`), when the policy has ``[roles]``."""
     if roles is None:
         return

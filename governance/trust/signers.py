@@ -48,8 +48,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from miret_governance.governance.trust.signing import (
-    SIGNING_KEY_PASSWORD_ENV,
+from miret_governance.governance.trust.keyring import (
     PublicKey,
     SignatureError,
     TrustedKeys,
@@ -73,6 +72,9 @@ _URI_FORM = (
     "pkcs11:token=<token label>;object=<key label>?module-path=<the vendor's PKCS#11 "
     "module, e.g. /usr/lib/softhsm/libsofthsm2.so>"
 )
+
+SIGNING_KEY_ENV = "GOVERN_SIGNING_KEY"
+SIGNING_KEY_PASSWORD_ENV = "GOVERN_SIGNING_KEY_PASSWORD"
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from signing_keys import CI_KEY, key_pair
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
-from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import SIGNING_KEY_ENV, PublicKey, SignatureError
+from miret_governance.governance.trust.keyring import PublicKey, SignatureError
+from miret_governance.governance.trust.signers import SIGNING_KEY_ENV, SigningKey
 
 GATE = ["gate", "--model-uri", "models:/m/1"]
 APPROVE = ["approve", "--model-uri", "models:/m/1", "--alias", "prod", "--decision", "approve"]

@@ -11,9 +11,9 @@ from signing_keys import key_pair, keys_toml
 from typer.testing import CliRunner
 
 from miret_governance.flavors.trail.decisions import GATE_EXPERIMENT, read_record
+from miret_governance.governance.trust.keyring import SignatureError, Signer
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import SignatureError, Signer
 
 pytest_plugins = ["mlflow_store"]
 URI = "models:/credit-rf/1"

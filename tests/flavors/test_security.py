@@ -25,7 +25,7 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trust import sign_model_dir
 from miret_governance.governance.miret.tree.tree import SurrogateTree
-from miret_governance.governance.trust.signing import SignatureError
+from miret_governance.governance.trust.keyring import SignatureError
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]

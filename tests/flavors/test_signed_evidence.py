@@ -38,10 +38,10 @@ from miret_governance.flavors.store.registry import (
 from miret_governance.flavors.trail import links
 from miret_governance.flavors.trust import UnsignedEvidenceWarning, sign_model_dir
 from miret_governance.governance.miret.tree.tree import SurrogateTree
+from miret_governance.governance.trust.keyring import SignatureError
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.records import PinnedModel
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import SignatureError
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]

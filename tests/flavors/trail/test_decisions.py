@@ -22,10 +22,10 @@ from miret_governance.flavors.trail.decisions import (
 )
 from miret_governance.flavors.trail.promotion import approve_model_version, promote_model_version
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, lock_name
+from miret_governance.governance.trust.keyring import SignatureError, Signer
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.records import DecidedBy, GateRecord, PolicyRef
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import SignatureError, Signer
 
 pytest_plugins = ["mlflow_store"]
 

@@ -22,7 +22,7 @@ from miret_governance.flavors.trail.audit import audit_model
 from miret_governance.flavors.trail.decisions import DecisionError, read_record
 from miret_governance.flavors.trail.promotion import promote_model_version
 from miret_governance.governance.trust.policy import load_policy
-from miret_governance.governance.trust.signing import SIGNING_KEY_ENV
+from miret_governance.governance.trust.signers import SIGNING_KEY_ENV
 
 pytest_plugins = ["mlflow_store"]
 

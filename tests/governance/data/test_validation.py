@@ -13,7 +13,7 @@ from sklearn.preprocessing import MinMaxScaler
 
 from miret_governance.governance.data.validation import missing_shares, validate_inputs
 from miret_governance.governance.ensembles.readers.reading import read_ensemble
-from miret_governance.governance.trust.signing import SignatureError
+from miret_governance.governance.trust.keyring import SignatureError
 
 pytest_plugins = ["mlflow_store"]
 

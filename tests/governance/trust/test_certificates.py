@@ -12,9 +12,10 @@ from signing_keys import key_pair
 
 from miret_governance.flavors.trust import evidence_signed_at, verify_model_signature
 from miret_governance.governance.trust import certificates as x509s
+from miret_governance.governance.trust.keyring import SignatureError, Signer
 from miret_governance.governance.trust.policy import PolicyError, load_policy, parse_policy
 from miret_governance.governance.trust.signers import SigningKey, sign_path
-from miret_governance.governance.trust.signing import SignatureError, Signer, verify_path
+from miret_governance.governance.trust.signing import verify_path
 
 NOW = datetime.now(timezone.utc)
 CI = "spiffe://bank.example/ci/governance"

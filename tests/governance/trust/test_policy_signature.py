@@ -11,6 +11,7 @@ import pytest
 from pki import TestCA, certified_key
 from signing_keys import key_pair, keys_toml
 
+from miret_governance.governance.trust.keyring import SignatureError, Signer
 from miret_governance.governance.trust.policy import PolicyError, load_policy, parse_policy
 from miret_governance.governance.trust.policy_signature import (
     checked_policy,
@@ -20,7 +21,6 @@ from miret_governance.governance.trust.policy_signature import (
 )
 from miret_governance.governance.trust.records import GateRecord, PolicyRef, parse_record
 from miret_governance.governance.trust.signers import SigningKey
-from miret_governance.governance.trust.signing import SignatureError, Signer
 
 
 @pytest.fixture

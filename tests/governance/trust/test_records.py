@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from miret_governance.governance.trust.keyring import PURPOSES
 from miret_governance.governance.trust.records import (
     MAX_RECORD_BYTES,
     RECORDS,
@@ -19,7 +20,6 @@ from miret_governance.governance.trust.records import (
     parse_record,
     record_digest,
 )
-from miret_governance.governance.trust.signing import PURPOSES
 
 PINNED = {"uri": "models:/credit-rf/1", "model_id": "m-0123"}
 DECIDED = {"key_name": "test-ci", "key_fingerprint": "ab" * 32, "mlflow_user": "ci"}

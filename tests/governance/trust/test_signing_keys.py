@@ -17,22 +17,18 @@ from cryptography.hazmat.primitives import serialization
 from pki import TestCA
 from signing_keys import CI_KEY, key_pair
 
+from miret_governance.governance.trust.keyring import MAX_KEY_FILE_BYTES, SignatureError, public_pem
 from miret_governance.governance.trust.policy import PolicyError, load_policy
 from miret_governance.governance.trust.signers import (
     PKCS11_PIN_ENV,
     PKCS11_PIN_FILE_ENV,
+    SIGNING_KEY_ENV,
+    SIGNING_KEY_PASSWORD_ENV,
     SigningKey,
     generate_key_pair,
     sign_path,
 )
-from miret_governance.governance.trust.signing import (
-    MAX_KEY_FILE_BYTES,
-    SIGNING_KEY_ENV,
-    SIGNING_KEY_PASSWORD_ENV,
-    SignatureError,
-    public_pem,
-    verify_path,
-)
+from miret_governance.governance.trust.signing import verify_path
 
 pytest_plugins = ["hsm"]
 
