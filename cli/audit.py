@@ -82,13 +82,14 @@ def audit(
     the approvals the audited policy's [approvals] requires; a status
     (last gate, promotion) decided on superseded evidence; linked evidence that is
     unsigned, untrusted or altered; decision records that are unsigned or fail
-    verification.
+    verification; a break of the model's record chain (a record missing between two
+    counts, two records of one count, a record outside the governance experiments).
 
     --json prints {"command": "audit", "schema_version": 1, "model_name", "policy" (name
     v<digest8>), "policy_digest", "clean": bool, "exit_code": 0 or 1, "versions_checked":
     int, "decisions_checked": int, "findings": list of {"kind": "alias", "policy",
-    "superseded", "evidence" or "decision_record", "version" (models:/<name>/<v>), "alias"
-    (or null), "run_id" (or null), "message"}, "cleared": list of {"run_id", "problem",
+    "superseded", "evidence", "decision_record" or "chain", "version" (models:/<name>/<v>), "alias"
+    (or null), "run_id" (or null), "message"}, "cleared": list of {"run_id" (null: a gap of the record chain), "problem",
     "clearance_run_id", "cleared_by", "time", "reason"}}.
     """
     with exit_codes():
@@ -110,8 +111,9 @@ def audit(
             f"FINDING {finding.kind} {finding.version}{where}{run}: {finding.message}", **plain
         )
     for cleared in report.cleared:
+        what = f"run {cleared['run_id']}" if cleared["run_id"] else "a gap of the record chain"
         console.print(
-            f"CLEARED run {cleared['run_id']} by {cleared['cleared_by']} ({cleared['time']}, "
+            f"CLEARED {what} by {cleared['cleared_by']} ({cleared['time']}, "
             f"run {cleared['clearance_run_id']}): {cleared['reason']}",
             **plain,
         )
@@ -141,6 +143,14 @@ def clear(
             "version, which the audit reports.",
         ),
     ] = None,
+    chain: Annotated[
+        bool,
+        typer.Option(
+            "--chain",
+            help="Clear instead the breaks of the model's record chain (the audit's chain "
+            "findings: a record missing or taken twice), up to its head now.",
+        ),
+    ] = False,
     policy: PolicyFile = None,
     signing_key: common.SigningKeyOption = None,
     tracking_uri: common.TrackingUri = None,
@@ -151,6 +161,8 @@ def clear(
     run, was replaced or re-tagged, or does not verify blocks gate, promote and approve
     (fail closed). This records one signed clearance (key trusted for decide) naming each
     such record as it is now; the audit lists it. A record replaced again blocks again.
+    With --chain, the breaks of the model's record chain, which block promote, are set
+    aside up to the chain's head now; a later break blocks again.
     """
     with exit_codes():
         from miret_governance.flavors.trail.decisions import clear_records
@@ -160,15 +172,26 @@ def clear(
         check_model_uri(model_uri)
         if alias is not None:
             check_alias(alias)
+        if chain and (alias is not None or run_id):
+            raise common.InvalidInputError(
+                "--chain clears the record chain alone: drop --alias and --run-id"
+            )
         key = common.load_signing_key(signing_key)
         parsed = load_policy(policy)
         connect(tracking_uri)
-        clearance, cleared = clear_records(
-            model_uri, reason, parsed, key, alias, run_ids=tuple(run_id or ())
-        )
+        if chain:
+            from miret_governance.flavors.trail.chain import clear_chain
+
+            clearance, breaks = clear_chain(model_uri, reason, parsed, key)
+            cleared = [(b.run_id, b.message) for b in breaks]
+        else:
+            clearance, decisions = clear_records(
+                model_uri, reason, parsed, key, alias, run_ids=tuple(run_id or ())
+            )
+            cleared = [(d.run_id, d.problem) for d in decisions]
     plain = {"highlight": False, "soft_wrap": True, "markup": False}
-    for decision in cleared:
-        console.print(f"cleared run {decision.run_id}: {decision.problem}", **plain)
+    for run, problem in cleared:
+        console.print(f"cleared {f'run {run}' if run else 'a gap'}: {problem}", **plain)
     console.print(
         f"{len(cleared)} record(s) cleared for {model_uri}; clearance run {clearance} "
         "(experiment governance-clearances, decision/record.json)",

@@ -31,6 +31,11 @@ On a server with permissions, a lock the promoting identity may not read or remo
 by a data scientist, whom MLflow made its only MANAGE holder) is refused at once as a
 misconfiguration naming the lock (:class:`LockMisconfiguredError`), not reported as a
 concurrent promotion for ever.
+
+The record chain (:mod:`flavors.trail.decisions`) serialises the writers of a model's
+records on the same machinery: its lock (:func:`chain_lock_name`) is a registered model
+no alias can name, and its holder's proof verifies with a key trusted for any purpose
+that writes records (``purposes``).
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ CLOCK_SKEW_SECONDS = 300
 """How far (5 minutes) a lock's time may be ahead of this host's clock (clocks of hosts
 and of the store differ); a lock dated further ahead is taken over."""
 _HELD: set = set()
-"""Promotion locks this process holds now."""
+"""The nonces of the locks this process holds now, or is taking (a holder of this
+process is told apart from another thread's by its nonce)."""
 LOCK_OWNER_TAG = "governance.lock.owner"
 LOCK_URI_TAG = "governance.lock.ensemble_uri"
 LOCK_HOLDER_TAG = "governance.lock.holder"
@@ -114,6 +120,12 @@ def lock_name(name: str, alias: str) -> str:
     return f"{name}.promotion-lock.{alias}"
 
 
+def chain_lock_name(name: str) -> str:
+    """The registered model that locks the record chain of ``name`` (``.`` is in no
+    alias: no promotion lock has this name)."""
+    return lock_name(name, ".chain")
+
+
 def _iso(millis) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="seconds")
 
@@ -163,6 +175,8 @@ def promotion_lock(
     ensemble_uri: str,
     key: SigningKey,
     trusted: TrustedKeys,
+    lock: str | None = None,
+    purposes: tuple = ("decide",),
 ):
     """Hold the lock of promotions of ``name`` to ``alias`` while the block runs.
 
@@ -172,7 +186,9 @@ def promotion_lock(
         The promotion's key: signs the proof of this holder.
     trusted : TrustedKeys
         The policy's keys: a lock blocks only when its proof verifies with one trusted
-        for ``decide``.
+        for one of ``purposes``.
+    lock : str, optional
+        The lock's registered model (default :func:`lock_name`).
 
     Yields
     ------
@@ -185,8 +201,27 @@ def promotion_lock(
         Another promotion verifiably holds it (named with its ensemble version, process,
         start and how to clear the lock if that promotion is gone).
     """
-    lock = lock_name(name, alias)
+    lock = lock or lock_name(name, alias)
     tags = _holder_tags(lock, ensemble_uri, key)
+    nonce = json.loads(tags[LOCK_HOLDER_TAG])["nonce"]
+    _HELD.add(nonce)
+    try:
+        taken_over = _acquire(client, lock, tags, alias, trusted, purposes)
+    except BaseException:
+        _HELD.discard(nonce)
+        raise
+    try:
+        yield taken_over
+    finally:
+        try:
+            client.delete_registered_model(lock)
+        finally:
+            _HELD.discard(nonce)
+
+
+def _acquire(client, lock: str, tags: dict, alias: str, trusted, purposes) -> TakenOver | None:
+    """Take ``lock`` with ``tags``, taking over one not verifiably held; the lock taken
+    over (None: it was free)."""
     taken_over = None
     if not _take(client, lock, tags):
         try:
@@ -195,7 +230,7 @@ def promotion_lock(
             _refuse_foreign(error, lock, "read")
             held = None
         if held is not None:
-            reason, holder = _judge(held, lock, trusted)
+            reason, holder = _judge(held, lock, trusted, purposes)
             if reason is None:
                 raise ConcurrentPromotionError(_held_message(held, holder, alias, lock))
             try:
@@ -215,12 +250,7 @@ def promotion_lock(
                 f"another promotion to @{alias} took the lock {lock} at the same time; "
                 "nothing was recorded; run promote again when it is done"
             )
-    _HELD.add(lock)
-    try:
-        yield taken_over
-    finally:
-        _HELD.discard(lock)
-        client.delete_registered_model(lock)
+    return taken_over
 
 
 def _refuse_foreign(error: MlflowException, lock: str, action: str) -> None:
@@ -261,7 +291,7 @@ def clearing_advice(lock: str, expires_ms: int) -> str:
     )
 
 
-def _judge(held, lock: str, trusted: TrustedKeys) -> tuple[str | None, dict]:
+def _judge(held, lock: str, trusted: TrustedKeys, purposes) -> tuple[str | None, dict]:
     """Why ``held`` does not block (None: it is verifiably held), and its holder (the
     verified one with its ``signer``, else what its tags claim)."""
     now = time.time()
@@ -277,7 +307,7 @@ def _judge(held, lock: str, trusted: TrustedKeys) -> tuple[str | None, dict]:
             f"its creation time {_iso(created)} is in the future (more than "
             f"{CLOCK_SKEW_SECONDS} s ahead): not a time the store recorded"
         ), claimed
-    holder, problem = _verified_holder(held, lock, trusted)
+    holder, problem = _verified_holder(held, lock, trusted, purposes)
     if holder is None:
         return problem, claimed
     taken = holder["taken_ms"]
@@ -293,14 +323,14 @@ def _judge(held, lock: str, trusted: TrustedKeys) -> tuple[str | None, dict]:
         ), holder
     pid, _, host = holder["owner"].partition("@")
     if host == socket.gethostname() and pid.isdigit():
-        if int(pid) == os.getpid() and lock not in _HELD:
+        if int(pid) == os.getpid() and holder.get("nonce") not in _HELD:
             return "this process left it outside a promotion (its release failed)", holder
         if int(pid) != os.getpid() and not alive(int(pid)):
             return f"its process {pid} on this host is gone", holder
     return None, holder
 
 
-def _verified_holder(held, lock: str, trusted: TrustedKeys) -> tuple[dict | None, str]:
+def _verified_holder(held, lock: str, trusted: TrustedKeys, purposes) -> tuple[dict | None, str]:
     """The holder ``held``'s proof verifies (with ``signer``: the key's name), or None
     and why not."""
     text, proof = held.tags.get(LOCK_HOLDER_TAG), held.tags.get(LOCK_PROOF_TAG)
@@ -310,10 +340,15 @@ def _verified_holder(held, lock: str, trusted: TrustedKeys) -> tuple[dict | None
         path, signature = Path(tmp, _HOLDER_FILE), Path(tmp, _PROOF_FILE)
         path.write_bytes(text.encode())
         signature.write_bytes(proof.encode())
-        try:
-            signer = verify_path(path, signature, trusted, "decide", "its proof of holder")
-        except SignatureError as error:
-            return None, str(error)[: _SHOWN * 2]
+        signer = None
+        for purpose in purposes:
+            try:
+                signer = verify_path(path, signature, trusted, purpose, "its proof of holder")
+                break
+            except SignatureError as error:
+                problem = str(error)[: _SHOWN * 2]
+        if signer is None:
+            return None, problem
     try:
         holder = json.loads(text)
     except ValueError:
