@@ -43,7 +43,8 @@ the organisation's policy trusts:
 Nothing here reads a tag as proof: tags only say where to look. No record makes it
 crash: records are parsed by :func:`governance.trust.records.parse_record` before any field is
 read. Its requests grow with the model's records, and with the store's runs only by one
-listing request per 1,000 runs (``examples/benchmarks/results_org_scale.md``).
+listing request per 1,000 runs (``examples/benchmarks/results_org_scale.md``); the chain's
+search of every experiment adds one request per 1,000 experiments.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import alive
+from miret_governance.flavors.store.registry import name_filter
 from miret_governance.governance.trust.signers import SigningKey, sign_path
 from miret_governance.governance.trust.signing import SignatureError, TrustedKeys, verify_path
 
@@ -65,8 +66,10 @@ CLOCK_SKEW_SECONDS = 300
 """How far (5 minutes) a lock's time may be ahead of this host's clock (clocks of hosts
 and of the store differ); a lock dated further ahead is taken over."""
 _HELD: set = set()
-"""The nonces of the locks this process holds now, or is taking (a holder of this
-process is told apart from another thread's by its nonce)."""
+"""The nonces of the locks this process holds, is taking or released (a holder of this
+process is told apart from another thread's by its nonce, and a lock read before its
+release is no lock left behind); a lock whose release failed is forgotten here, so the
+next taker takes it over."""
 LOCK_OWNER_TAG = "governance.lock.owner"
 LOCK_URI_TAG = "governance.lock.ensemble_uri"
 LOCK_HOLDER_TAG = "governance.lock.holder"
@@ -161,7 +164,8 @@ def _take(client: MlflowClient, lock: str, tags: dict) -> bool:
             lock, tags=tags, description="A promotion to this alias is running (govern promote)."
         )
     except MlflowException as error:
-        if error.error_code != "RESOURCE_ALREADY_EXISTS":
+        # MLflow reads a name it could not insert again; released meanwhile, it is gone
+        if error.error_code not in ("RESOURCE_ALREADY_EXISTS", "RESOURCE_DOES_NOT_EXIST"):
             raise
         return False
     return True
@@ -215,8 +219,9 @@ def promotion_lock(
     finally:
         try:
             client.delete_registered_model(lock)
-        finally:
-            _HELD.discard(nonce)
+        except BaseException:
+            _HELD.discard(nonce)  # left behind
+            raise
 
 
 def _acquire(client, lock: str, tags: dict, alias: str, trusted, purposes) -> TakenOver | None:
@@ -233,11 +238,16 @@ def _acquire(client, lock: str, tags: dict, alias: str, trusted, purposes) -> Ta
             reason, holder = _judge(held, lock, trusted, purposes)
             if reason is None:
                 raise ConcurrentPromotionError(_held_message(held, holder, alias, lock))
-            try:
+            held = _same_lock(client, lock, held, alias)
+        try:
+            if held is not None:
                 client.delete_registered_model(lock)
-            except MlflowException as error:
-                _refuse_foreign(error, lock, "remove")
+        except MlflowException as error:
+            _refuse_foreign(error, lock, "remove")
+            if error.error_code != "RESOURCE_DOES_NOT_EXIST":
                 raise
+            held = None  # released meanwhile
+        if held is not None:
             taken_over = TakenOver(
                 lock=lock,
                 holder=str(holder.get("owner") or "unknown")[:_SHOWN],
@@ -251,6 +261,30 @@ def _acquire(client, lock: str, tags: dict, alias: str, trusted, purposes) -> Ta
                 "nothing was recorded; run promote again when it is done"
             )
     return taken_over
+
+
+def _same_lock(client: MlflowClient, lock: str, held, alias: str):
+    """``held`` when the store still holds that very lock (read again, unmemoized), None
+    when it was released meanwhile.
+
+    A read racing a release and a new take may see the lock without its tags (SQLite
+    reads a model and its tags apart), which looks like a lock nobody can prove: only a
+    lock read the same twice is taken over.
+
+    Raises
+    ------
+    ConcurrentPromotionError
+        The lock changed hands between the reads.
+    """
+    again = next(iter(client.search_registered_models(name_filter(lock))), None)
+    if again is None:
+        return None
+    if (again.creation_timestamp, again.tags) != (held.creation_timestamp, held.tags):
+        raise ConcurrentPromotionError(
+            f"another promotion to @{alias} is taking the lock {lock}; nothing was "
+            "recorded; run promote again when it is done"
+        )
+    return held
 
 
 def _refuse_foreign(error: MlflowException, lock: str, action: str) -> None:

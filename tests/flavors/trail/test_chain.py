@@ -1,7 +1,8 @@
 """The record chain of a registered model: each signed record names its count and the
 digest of the one before; ``govern audit`` finds a record renamed away, a gap left by a
-run removed from the store, and tells a crashed writer from a withheld record; two
-concurrent writers take counts one after the other.
+run removed from the store (which blocks promote until ``govern clear --chain``), and
+tells a crashed writer from a withheld record; two concurrent writers take counts one
+after the other.
 
 Records are written with the library's writers on linked versions made without an
 explain (``mlflow_store.linked_versions``): the chain does not depend on what a record
@@ -202,11 +203,13 @@ def test_a_removed_run_is_a_gap_blocking_promote_until_cleared_and_a_crash_is_no
         "policy trusts for decide clears it: govern clear --model-uri <the version being "
         "decided> --chain --reason <why> (the audit lists the clearance)"
     )
-    done = CliRunner().invoke(
-        app,
-        ["clear", "--model-uri", f"models:/{MODEL}/1", "--chain", "--reason", "restored"]
-        + ["--policy", str(_policy(tmp_path))],
+    clear = ["clear", "--model-uri", f"models:/{MODEL}/1", "--chain", "--reason", "restored"]
+    mixed = CliRunner().invoke(app, [*clear, "--run-id", runs[0]])
+    assert (mixed.exit_code, mixed.stderr) == (
+        2,
+        "error: --chain clears the record chain alone: drop --alias and --run-id\n",
     )
+    done = CliRunner().invoke(app, [*clear, "--policy", str(_policy(tmp_path))])
     assert done.exit_code == 0, done.output
     assert done.stdout.startswith(f"cleared a gap: {gap}\n1 record(s) cleared for")
     with pytest.raises(GateError, match="no linked surrogate"):  # past the chain
