@@ -88,17 +88,19 @@ def audit(
     (last gate, promotion) decided on superseded evidence; linked evidence that is
     unsigned, untrusted or altered; decision records that are unsigned or fail
     verification; the promotion holding an alias made under another policy, or (with
-    --require-signed-policy) under a policy whose signature it did not verify. Every
-    decision made so is listed (OTHER POLICY), a finding or not.
+    --require-signed-policy) under a policy whose signature it did not verify (every
+    decision made so is listed: OTHER POLICY, a finding or not); a break of the model's
+    record chain (a record missing between two counts, two records of one count, a record
+    outside the governance experiments).
 
     --json prints {"command": "audit", "schema_version": 1, "model_name", "policy" (name
     v<digest8>), "policy_digest", "clean": bool, "exit_code": 0 or 1, "versions_checked":
     int, "decisions_checked": int, "findings": list of {"kind": "alias", "policy",
-    "superseded", "evidence" or "decision_record", "version" (models:/<name>/<v>), "alias"
-    (or null), "run_id" (or null), "message"}, "cleared": list of {"run_id", "problem",
-    "clearance_run_id", "cleared_by", "time", "reason"}, "other_policies": list of {"run_id",
-    "kind", "version", "alias" (or null), "policy", "policy_digest", "signer" ({"name",
-    "fingerprint"} or null)}}.
+    "superseded", "evidence", "decision_record" or "chain", "version" (models:/<name>/<v>),
+    "alias" (or null), "run_id" (or null), "message"}, "cleared": list of {"run_id" (null: a
+    gap of the record chain), "problem", "clearance_run_id", "cleared_by", "time", "reason"},
+    "other_policies": list of {"run_id", "kind", "version", "alias" (or null), "policy",
+    "policy_digest", "signer" ({"name", "fingerprint"} or null)}}.
     """
     with exit_codes():
         from miret_governance.flavors.trail.audit import audit_model
@@ -119,8 +121,9 @@ def audit(
             f"FINDING {finding.kind} {finding.version}{where}{run}: {finding.message}", **plain
         )
     for cleared in report.cleared:
+        what = f"run {cleared['run_id']}" if cleared["run_id"] else "a gap of the record chain"
         console.print(
-            f"CLEARED run {cleared['run_id']} by {cleared['cleared_by']} ({cleared['time']}, "
+            f"CLEARED {what} by {cleared['cleared_by']} ({cleared['time']}, "
             f"run {cleared['clearance_run_id']}): {cleared['reason']}",
             **plain,
         )
@@ -158,6 +161,14 @@ def clear(
             "version, which the audit reports.",
         ),
     ] = None,
+    chain: Annotated[
+        bool,
+        typer.Option(
+            "--chain",
+            help="Clear instead the breaks of the model's record chain (the audit's chain "
+            "findings: a record missing or taken twice), up to its head now.",
+        ),
+    ] = False,
     policy: PolicyFile = None,
     policy_trust: common.PolicyTrustFile = None,
     require_signed_policy: common.RequireSignedPolicy = False,
@@ -172,6 +183,8 @@ def clear(
     run, was replaced or re-tagged, or does not verify blocks gate, promote and approve
     (fail closed). This records one signed clearance (key trusted for decide) naming each
     such record as it is now; the audit lists it. A record replaced again blocks again.
+    With --chain, the breaks of the model's record chain, which block promote, are set
+    aside up to the chain's head now; a later break blocks again.
     """
     with exit_codes():
         from miret_governance.flavors.trail.decisions import clear_records
@@ -180,15 +193,26 @@ def clear(
         check_model_uri(model_uri)
         if alias is not None:
             check_alias(alias)
+        if chain and (alias is not None or run_id):
+            raise common.InvalidInputError(
+                "--chain clears the record chain alone: drop --alias and --run-id"
+            )
         key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
         parsed = common.load_checked_policy(policy, policy_trust, require_signed_policy)
         connect(tracking_uri)
-        clearance, cleared = clear_records(
-            model_uri, reason, parsed, key, alias, run_ids=tuple(run_id or ())
-        )
+        if chain:
+            from miret_governance.flavors.trail.chain import clear_chain
+
+            clearance, breaks = clear_chain(model_uri, reason, parsed, key)
+            cleared = [(b.run_id, b.message) for b in breaks]
+        else:
+            clearance, decisions = clear_records(
+                model_uri, reason, parsed, key, alias, run_ids=tuple(run_id or ())
+            )
+            cleared = [(d.run_id, d.problem) for d in decisions]
     plain = {"highlight": False, "soft_wrap": True, "markup": False}
-    for decision in cleared:
-        console.print(f"cleared run {decision.run_id}: {decision.problem}", **plain)
+    for run, problem in cleared:
+        console.print(f"cleared {f'run {run}' if run else 'a gap'}: {problem}", **plain)
     console.print(
         f"{len(cleared)} record(s) cleared for {model_uri}; clearance run {clearance} "
         "(experiment governance-clearances, decision/record.json)",

@@ -40,10 +40,10 @@ MODEL = "models:/wisconsin-rf/1"
 APPROVER = "reviewer"
 MAX_REQUESTS = {
     "show": 49,
-    "gate": 77,
-    "promote": 95,
-    "audit": 59,
-    "approve": 76,
+    "gate": 82,
+    "promote": 102,
+    "audit": 61,
+    "approve": 81,
 }
 """The most requests each command may make on this module's store (module docstring).
 
@@ -53,7 +53,9 @@ root listed twice by MLflow) and hashes the ensemble version's files (5) against
 evidence, and reads each decision record it rests on as two files (record and
 signature). The rest: the health probe, the two versions, one search for the governance
 experiments, two run searches per set of experiments (MLflow's filter has no OR: the
-bound parameter, then the tag), and the writes of the decide commands. Another model's
+bound parameter, then the tag), and the writes of the decide commands, each record's
+with its model's chain lock (create, MLflow's prompt check, delete) and head search;
+promote and audit also search every experiment for the model's record chain. Another model's
 records (:data:`OTHER_RECORDS`) cost nothing. A command run in its own process also
 makes MLflow's one ``server-info`` request (made here while the store was built)."""
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>[^ ?"]+)[^"]*" \d{3}')

@@ -384,7 +384,7 @@ def gate_model_version(
         result="PASS" if evaluation.all_passed else "FAIL",
         drift=gated.outcome.drift or None,
     )
-    finish_with_record(client, gated.outcome.run_id, record, key)
+    finish_with_record(client, gated.outcome.run_id, record, key, policy.keys)
     _describe(client, gated)
     return gated.outcome
 

@@ -39,12 +39,16 @@ the organisation's policy trusts:
   ``governance.promotion.<alias>.run``) were made on the current evidence;
 - **evidence**: the linked surrogate's evidence is signed by a key trusted for
   ``explain``, unaltered, and passes the gate's checks, among them that the link tag
-  names the surrogate of the latest signed link record (:mod:`flavors.links`).
+  names the surrogate of the latest signed link record (:mod:`flavors.links`);
+- **chain**: the model's record chain has every count once, each naming the record
+  before, and no record of the model lies outside the governance experiments
+  (:mod:`flavors.trail.chain`: gaps, forks, broken links, records renamed away).
 
 Nothing here reads a tag as proof: tags only say where to look. No record makes it
 crash: records are parsed by :func:`governance.trust.records.parse_record` before any field is
 read. Its requests grow with the model's records, and with the store's runs only by one
-listing request per 1,000 runs (``examples/benchmarks/results_org_scale.md``).
+listing request per 1,000 runs (``examples/benchmarks/results_org_scale.md``); the chain's
+search of every experiment adds one request per 1,000 experiments.
 """
 
 from __future__ import annotations
@@ -65,11 +69,9 @@ from miret_governance.flavors.store.registry import (
     name_filter,
     version_uri,
 )
+from miret_governance.flavors.trail.chain import chain_clearances, chain_problems
 from miret_governance.flavors.trail.decisions import (
-    APPROVAL_EXPERIMENT,
-    CLEARANCE_EXPERIMENT,
-    GATE_EXPERIMENT,
-    LINK_EXPERIMENT,
+    GOVERNANCE_EXPERIMENTS,
     URI_PARAM,
     Decision,
     alias_of,
@@ -84,8 +86,8 @@ from miret_governance.flavors.trail.governed import governed_model, governing, v
 from miret_governance.governance.trust.policy import Policy
 from miret_governance.governance.trust.records import ClearanceRecord, GatedRecord, PromotionRecord
 
-KINDS = ("alias", "policy", "superseded", "evidence", "decision_record")
-EXPERIMENTS = (GATE_EXPERIMENT, APPROVAL_EXPERIMENT, LINK_EXPERIMENT, CLEARANCE_EXPERIMENT)
+KINDS = ("alias", "policy", "superseded", "evidence", "decision_record", "chain")
+EXPERIMENTS = GOVERNANCE_EXPERIMENTS
 """Every governance experiment: the audit reads each of their runs."""
 VERSION_PAGE = 1000
 """Versions per page of the registry search (every page is read)."""
@@ -344,9 +346,9 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, ur
     of each read, not searched again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
     prefix = f"models:/{model_name}/"
     trail, blocking, clearances = _Trail(), [], []
-    runs = every_run_in(client, EXPERIMENTS)
+    runs = every_run_in(client, GOVERNANCE_EXPERIMENTS)
     remember_decision_runs(client, runs, uris)
-    for experiment in EXPERIMENTS:
+    for experiment in GOVERNANCE_EXPERIMENTS:
         for run in runs[experiment]:
             bound = run.data.params.get(URI_PARAM)
             if bound is not None and not bound.startswith(prefix):
@@ -477,6 +479,7 @@ def audit_model(
                 )
             )
     _other_policies(trail, policy, report)
+    _audit_chain(client, model_name, policy, report)
     target = governed_model(policy, model_name)
     if target is not None:
         _audit_governed(client, target.registered_model, policy, latest, report)
@@ -506,6 +509,37 @@ def _other_policies(trail: _Trail, policy: Policy, report: AuditReport) -> None:
                     "signer": ref.signer.to_json() if ref.signer else None,
                 }
             )
+
+
+def _audit_chain(client, model_name: str, policy: Policy, report: AuditReport) -> None:
+    """Add the breaks of the model's record chain (:mod:`flavors.trail.chain`) to
+    ``report``: as findings, or as cleared when a valid clearance's ``chain_through``
+    covers their count (the earliest such clearance is named)."""
+    problems = chain_problems(client, model_name)
+    counted = [p for p in problems if p.count is not None]
+    clearances = chain_clearances(client, model_name, policy.keys) if counted else []
+    for problem in problems:
+        covering = [
+            c
+            for c in clearances
+            if problem.count is not None and problem.count <= c.record.chain_through
+        ]
+        if not covering:
+            report.findings.append(
+                Finding("chain", problem.version, problem.message, run_id=problem.run_id)
+            )
+            continue
+        clearance = covering[0]
+        report.cleared.append(
+            {
+                "run_id": problem.run_id,
+                "problem": problem.message,
+                "clearance_run_id": clearance.run_id,
+                "cleared_by": clearance.signer.name,
+                "time": clearance.record.time,
+                "reason": clearance.record.reason,
+            }
+        )
 
 
 def _audit_governed(client, name: str, policy: Policy, latest: dict, report: AuditReport):

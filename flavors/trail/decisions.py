@@ -36,15 +36,29 @@ or delete rows in the store's database; only storage the insiders cannot write c
 that (docs/architecture.md, "What the trail cannot prove").
 
 Promotions to one alias are serialized by :func:`flavors.promotion_lock.promotion_lock`.
+
+**The record chain.** A record signed with a key also names its place in the chain of
+its registered model's records (``chain`` {model, count, previous}:
+:class:`governance.trust.records.ChainLink`), bound to its run as parameters
+(:data:`CHAIN_PARAMS`): the writers of one model take its chain lock
+(:func:`flavors.promotion_lock.chain_lock_name`, after any alias lock: locks are always
+taken in that order), find the head (:func:`chain_head`: one search of the governance
+experiments by the bound count, highest first; no tag an insider could move), and bind
+the next count and the head's digest before they let go. A record deleted, withheld or
+renamed away then leaves a gap or a fork that ``govern audit`` finds and ``promote``
+refuses on (:mod:`flavors.trail.chain`). Unsigned what-if gates are not chained: they count for
+nothing, and whoever has no key could otherwise lengthen the chain.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import tempfile
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,6 +82,12 @@ from miret_governance.flavors.store.registry import (
     resolve_model_version,
     version_uri,
 )
+from miret_governance.flavors.trail.promotion_lock import (
+    LOCK_TTL_SECONDS,
+    ConcurrentPromotionError,
+    chain_lock_name,
+    promotion_lock,
+)
 from miret_governance.governance.trust.keyring import (
     CLOCK_SKEW_SECONDS,
     SignatureError,
@@ -77,8 +97,10 @@ from miret_governance.governance.trust.keyring import (
 from miret_governance.governance.trust.records import (
     ALIAS_RECORDS,
     MAX_RECORD_BYTES,
+    RECORDS,
     ApprovalRecord,
     CertificateRef,
+    ChainLink,
     ClearanceRecord,
     ClearedEntry,
     DecidedBy,
@@ -125,9 +147,35 @@ DECISION_PARAM = "governance.record.decision"
 SIGNATURE_PARAM = "governance.record.signature_sha256"
 UNSIGNED_DIGEST = "none"
 """:data:`SIGNATURE_PARAM` of a record written without a key."""
-BOUND_PARAMS = (DIGEST_PARAM, SIGNATURE_PARAM, KIND_PARAM, URI_PARAM, ALIAS_PARAM, DECISION_PARAM)
+CHAIN_MODEL_PARAM = "governance.record.chain_model"
+CHAIN_COUNT_PARAM = "governance.record.chain_count"
+"""The record's count, zero-padded to :data:`COUNT_DIGITS` so the store sorts it."""
+CHAIN_PREVIOUS_PARAM = "governance.record.chain_previous"
+CHAIN_PARAMS = (CHAIN_MODEL_PARAM, CHAIN_COUNT_PARAM, CHAIN_PREVIOUS_PARAM)
+COUNT_DIGITS = 10
+CHAIN_START = "none"
+""":data:`CHAIN_PREVIOUS_PARAM` of a chain's first record."""
+BOUND_PARAMS = (
+    DIGEST_PARAM,
+    SIGNATURE_PARAM,
+    KIND_PARAM,
+    URI_PARAM,
+    ALIAS_PARAM,
+    DECISION_PARAM,
+) + CHAIN_PARAMS
 """Run parameters that bind a record to its run when it is written (MLflow refuses to
 change a logged parameter)."""
+GOVERNANCE_EXPERIMENTS = (
+    GATE_EXPERIMENT,
+    APPROVAL_EXPERIMENT,
+    LINK_EXPERIMENT,
+    CLEARANCE_EXPERIMENT,
+)
+"""Every governance experiment: where records are written and chain heads searched."""
+HEAD_PAGE = 10
+"""Runs per page of :func:`chain_head`'s search (the first is the head but for forgeries)."""
+CHAIN_WAIT_SECONDS = 60
+"""How long a writer waits for its model's chain lock before it refuses."""
 BLOCKERS_NAMED = 3
 """Blocking records a refusal names (it counts the rest)."""
 
@@ -279,42 +327,171 @@ def _bound(record: Record) -> dict:
     about = {KIND_PARAM: record.kind, URI_PARAM: record.ensemble.uri}
     if isinstance(record, ALIAS_RECORDS):
         about |= {ALIAS_PARAM: record.alias, DECISION_PARAM: record.decision}
+    if record.chain is not None:
+        about |= {
+            CHAIN_MODEL_PARAM: record.chain.model,
+            CHAIN_COUNT_PARAM: f"{record.chain.count:0{COUNT_DIGITS}d}",
+            CHAIN_PREVIOUS_PARAM: record.chain.previous or CHAIN_START,
+        }
     return about
 
 
+def model_of(record: Record) -> str:
+    """The registered model whose chain ``record`` belongs to (its ensemble's)."""
+    return record.ensemble.uri.removeprefix("models:/").rsplit("/", 1)[0]
+
+
+# ---------------------------------------------------------------------- the chain
+def chain_count(params: dict) -> int | None:
+    """The count a run's parameters bind (:data:`CHAIN_COUNT_PARAM`), or None when there
+    is none or it is not one :func:`log_record` writes."""
+    value = params.get(CHAIN_COUNT_PARAM, "")
+    well_formed = len(value) == COUNT_DIGITS and value.isascii() and value.isdigit()
+    return int(value) if well_formed and int(value) > 0 else None
+
+
+def chain_head(client: MlflowClient, model: str):
+    """The run of the last record of ``model``'s chain: the highest well-formed bound
+    count (:func:`chain_count`) with a bound digest in the governance experiments,
+    deleted runs included; None before the first. A forged run sorted above it (any run
+    can be logged with any parameters) costs a page, never a crash, and breaks the chain
+    where the audit finds it."""
+    ids = _experiment_ids(client, GOVERNANCE_EXPERIMENTS)
+    token = None
+    while ids:
+        page = client.search_runs(
+            list(ids.values()),
+            filter_string=f"params.`{CHAIN_MODEL_PARAM}` = {quoted(model)}",
+            run_view_type=ViewType.ALL,
+            order_by=[f"params.`{CHAIN_COUNT_PARAM}` DESC"],
+            max_results=HEAD_PAGE,
+            page_token=token,
+        )
+        for run in page:
+            if chain_count(run.data.params) and run.data.params.get(DIGEST_PARAM):
+                return run
+        token = page.token
+        if not token:
+            break
+    return None
+
+
+def next_link(client: MlflowClient, model: str) -> ChainLink:
+    """The link of the record written next in ``model``'s chain (under its lock).
+
+    Raises
+    ------
+    DecisionError
+        The chain is at its last count (a forged run): nothing recorded.
+    """
+    head = chain_head(client, model)
+    if head is None:
+        return ChainLink(model, 1, None)
+    count = chain_count(head.data.params) + 1
+    if count >= 10**COUNT_DIGITS:
+        raise DecisionError(
+            f"the record chain of {model} is at its last count (run {head.info.run_id}, "
+            "forged): an MLflow admin must delete that run; nothing was recorded"
+        )
+    return ChainLink(model, count, head.data.params[DIGEST_PARAM])
+
+
+@contextmanager
+def chain_lock(client: MlflowClient, record: Record, key: SigningKey, trusted):
+    """Hold the chain lock of ``record``'s model (:func:`model_of`), waiting up to
+    :data:`CHAIN_WAIT_SECONDS` while another writer verifiably holds it.
+
+    Raises
+    ------
+    DecisionError
+        Still held after that (nothing recorded).
+    """
+    model = model_of(record)
+    lock = chain_lock_name(model)
+    deadline = time.monotonic() + CHAIN_WAIT_SECONDS
+    purposes = tuple(sorted({cls.purpose for cls in RECORDS.values()}))
+    with ExitStack() as held:
+        while True:
+            try:
+                held.enter_context(
+                    promotion_lock(
+                        client, model, "", record.ensemble.uri, key, trusted, lock, purposes
+                    )
+                )
+                break
+            except ConcurrentPromotionError:
+                if time.monotonic() > deadline:
+                    raise DecisionError(
+                        f"another writer has held the record chain lock of {model} (registered "
+                        f"model {lock}) for more than {CHAIN_WAIT_SECONDS} s; nothing was "
+                        f"recorded; a lock expires {LOCK_TTL_SECONDS} s after it was taken, or "
+                        "delete that registered model if its writer is gone"
+                    ) from None
+                time.sleep(random.uniform(0.05, 0.15))  # writers do not retry in step
+        yield
+
+
 # ---------------------------------------------------------------------- write and read
-def log_record(client: MlflowClient, run_id: str, record: Record, key: SigningKey | None) -> None:
+def log_record(
+    client: MlflowClient,
+    run_id: str,
+    record: Record,
+    key: SigningKey | None,
+    trusted: TrustedKeys | None = None,
+) -> Record:
     """Sign ``record`` with ``key`` (unsigned without a key), bind it and its signature to
     the run (:data:`BOUND_PARAMS`), then write them as ``decision/record.json`` and
-    ``decision/record.sig``; the run is tagged (:func:`run_tags`) with the parameters."""
+    ``decision/record.sig``; the run is tagged (:func:`run_tags`) with the parameters.
+
+    A signed record is first chained (module docstring): under its model's chain lock
+    (:func:`chain_lock`), whose holders verify with ``trusted`` (the policy's keys;
+    None: this key alone), it takes the next link, and is signed and bound before the
+    lock is let go. Returns the record as written (with its link).
+    """
+    with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
+        if key is None:
+            _bind(client, run_id, record, key, Path(tmp))
+        else:
+            trusted = trusted or key.trusted_for("decide")
+            with chain_lock(client, record, key, trusted):
+                record = replace(record, chain=next_link(client, model_of(record)))
+                _bind(client, run_id, record, key, Path(tmp))
+        client.log_artifacts(run_id, tmp, RECORD_FOLDER)
+    return record
+
+
+def _bind(client: MlflowClient, run_id: str, record: Record, key, tmp: Path) -> None:
+    """Write ``record`` and its signature by ``key`` into ``tmp`` and bind both to the
+    run (:data:`BOUND_PARAMS`, with the run's tags: one request)."""
     raw = record.to_json()
     parse_record(raw)  # what is written must read back
-    with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
-        path, signature = Path(tmp, RECORD_FILE), Path(tmp, RECORD_SIGNATURE)
-        path.write_bytes(raw)
-        if key is not None:
-            sign_path(path, key, signature)
-        params = _bound(record) | {
-            DIGEST_PARAM: record_digest(raw),
-            SIGNATURE_PARAM: record_digest(signature.read_bytes())
-            if key is not None
-            else UNSIGNED_DIGEST,
-        }
-        # the run's tags go with the binding parameters: one request, not three
-        client.log_batch(
-            run_id,
-            params=[Param(k, str(v)) for k, v in params.items()],
-            tags=[RunTag(k, v) for k, v in run_tags(record).items()],
-        )
-        client.log_artifacts(run_id, tmp, RECORD_FOLDER)
+    path, signature = tmp / RECORD_FILE, tmp / RECORD_SIGNATURE
+    path.write_bytes(raw)
+    if key is not None:
+        sign_path(path, key, signature)
+    params = _bound(record) | {
+        DIGEST_PARAM: record_digest(raw),
+        SIGNATURE_PARAM: record_digest(signature.read_bytes())
+        if key is not None
+        else UNSIGNED_DIGEST,
+    }
+    # the run's tags go with the binding parameters: one request, not three
+    client.log_batch(
+        run_id,
+        params=[Param(k, str(v)) for k, v in params.items()],
+        tags=[RunTag(k, v) for k, v in run_tags(record).items()],
+    )
 
 
-def finish_with_record(client: MlflowClient, run_id: str, record: Record, key) -> None:
-    """Write ``record`` on the run (:func:`log_record`) and end it FINISHED, or FAILED
-    when writing failed: a bound record missing from a run that did not finish is a
-    decision whose writing was interrupted, never one that was deleted."""
+def finish_with_record(
+    client: MlflowClient, run_id: str, record: Record, key, trusted: TrustedKeys | None = None
+) -> None:
+    """Write ``record`` on the run (:func:`log_record`, ``trusted`` its chain lock's) and
+    end it FINISHED, or FAILED when writing failed: a bound record missing from a run
+    that did not finish is a decision whose writing was interrupted, never one that was
+    deleted."""
     try:
-        log_record(client, run_id, record, key)
+        log_record(client, run_id, record, key, trusted)
     except BaseException:
         client.set_terminated(run_id, "FAILED")
         raise
@@ -322,7 +499,13 @@ def finish_with_record(client: MlflowClient, run_id: str, record: Record, key) -
 
 
 def record_in_new_run(
-    client: MlflowClient, experiment: str, run_name: str, tags: dict, record: Record, key
+    client: MlflowClient,
+    experiment: str,
+    run_name: str,
+    tags: dict,
+    record: Record,
+    key,
+    trusted: TrustedKeys | None = None,
 ) -> str:
     """Create a run of ``experiment`` (created when missing, tagged with this process:
     :func:`flavors.faults.process_tags`) holding ``record`` (:func:`finish_with_record`);
@@ -330,7 +513,7 @@ def record_in_new_run(
     run_id = client.create_run(
         experiment_id(client, experiment), run_name=run_name, tags=tags | process_tags()
     ).info.run_id
-    finish_with_record(client, run_id, record, key)
+    finish_with_record(client, run_id, record, key, trusted)
     return run_id
 
 
@@ -728,12 +911,12 @@ def _grouped(client: MlflowClient, experiment_names, ids: dict, filter_string: s
     exist) that ``filter_string`` selects, oldest first, from one search of them all."""
     names = {experiment: name for name, experiment in ids.items()}
     found = {name: [] for name in experiment_names}
-    for run in _search_all(client, list(ids.values()), filter_string):
+    for run in search_all_runs(client, list(ids.values()), filter_string):
         found[names[run.info.experiment_id]].append(run)
     return found
 
 
-def _search_all(client: MlflowClient, experiment_ids: list, filter_string: str) -> list:
+def search_all_runs(client: MlflowClient, experiment_ids: list, filter_string: str) -> list:
     """Every run of ``experiment_ids`` that ``filter_string`` selects, oldest first,
     deleted ones included, every page read (:data:`DECISION_PAGE` runs a page)."""
     if not experiment_ids:
@@ -857,6 +1040,26 @@ def cleared_records(client: MlflowClient, model_name: str, trusted: TrustedKeys)
     return cleared
 
 
+def clearing(model_uri: str, reason: str, policy, signing_key, client) -> tuple:
+    """What a clearance of ``model_uri`` needs, checked before anything is written: its
+    key (trusted for ``decide``), client, ``decided_by`` and version.
+
+    Raises
+    ------
+    DecisionError
+        No reason or no signing key.
+    governance.trust.keyring.SignatureError
+        A key the policy does not trust for ``decide``.
+    """
+    if not reason or not reason.strip():
+        raise DecisionError("a clearance needs a --reason saying why the records may be set aside")
+    key = require_key(signing_key, "clear", "decide")
+    policy.keys.signer_for(key, "decide", "the clearance", datetime.now(timezone.utc))
+    client = client or CommandClient()
+    by = decided_by(policy.keys, key, client)
+    return key, client, by, resolve_model_version(client, model_uri)
+
+
 def clear_records(
     model_uri: str,
     reason: str,
@@ -886,13 +1089,7 @@ def clear_records(
     governance.trust.keyring.SignatureError
         A key the policy does not trust for ``decide``.
     """
-    if not reason or not reason.strip():
-        raise DecisionError("a clearance needs a --reason saying why the records may be set aside")
-    key = require_key(signing_key, "clear", "decide")
-    policy.keys.signer_for(key, "decide", "the clearance", datetime.now(timezone.utc))
-    client = client or CommandClient()
-    by = decided_by(policy.keys, key, client)
-    version = resolve_model_version(client, model_uri)
+    key, client, by, version = clearing(model_uri, reason, policy, signing_key, client)
     uri = version_uri(version)
     if run_ids:
         named = [read_record(client, run_id, policy.keys) for run_id in run_ids]
@@ -922,6 +1119,7 @@ def clear_records(
         {ENSEMBLE_URI_TAG: uri, MLFLOW_USER: record.decided_by.mlflow_user},
         record,
         key,
+        policy.keys,
     )
     return run_id, blocking
 

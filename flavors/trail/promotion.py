@@ -42,6 +42,7 @@ from miret_governance.flavors.store.registry import (
     set_version_tag,
     version_uri,
 )
+from miret_governance.flavors.trail.chain import check_chain
 from miret_governance.flavors.trail.decisions import (
     ALIAS_RUN_TAG,
     APPROVAL_EXPERIMENT,
@@ -199,6 +200,7 @@ def promote_model_version(
     else:
         expected = None if str(expected_holder).lower() == "none" else str(expected_holder)
     check_trail(client, version, policy.keys, alias)  # before a lock could be taken over
+    check_chain(client, name, policy.keys)
     with promotion_lock(client, name, alias, uri, key, policy.keys) as taken_over:
         holder = _alias_version(client, name, alias)
         if holder != expected:
@@ -257,7 +259,7 @@ def promote_model_version(
             lock_taken_over=taken_over.to_json() if taken_over else None,
             governed=governed,
         )
-        finish_with_record(client, outcome.run_id, record, key)
+        finish_with_record(client, outcome.run_id, record, key, policy.keys)
         if governed is not None:  # what serving reads moves first
             client.set_registered_model_alias(
                 target.registered_model, alias, governed.uri.rsplit("/", 1)[1]
@@ -380,6 +382,7 @@ def approve_model_version(
         },
         record,
         key,
+        policy.keys,
     )
     try:
         describe_versions(client, version, surrogate, checked.evidence, checked.features)

@@ -32,6 +32,11 @@ On a server with permissions, a lock the promoting identity may not read or remo
 by a data scientist, whom MLflow made its only MANAGE holder) is refused at once as a
 misconfiguration naming the lock (:class:`LockMisconfiguredError`), not reported as a
 concurrent promotion for ever.
+
+The record chain (:mod:`flavors.trail.decisions`) serialises the writers of a model's
+records on the same machinery: its lock (:func:`chain_lock_name`) is a registered model
+no alias can name, and its holder's proof verifies with a key trusted for any purpose
+that writes records (``purposes``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import alive
+from miret_governance.flavors.store.registry import name_filter
 from miret_governance.governance.trust.keyring import (
     CLOCK_SKEW_SECONDS,
     SignatureError,
@@ -63,7 +69,10 @@ from miret_governance.governance.trust.signing import verify_path
 LOCK_TTL_SECONDS = 600
 """A promotion lock older than this (10 minutes) is taken over: its promotion was killed."""
 _HELD: set = set()
-"""Promotion locks this process holds now."""
+"""The nonces of the locks this process holds, is taking or released (a holder of this
+process is told apart from another thread's by its nonce, and a lock read before its
+release is no lock left behind); a lock whose release failed is forgotten here, so the
+next taker takes it over."""
 LOCK_OWNER_TAG = "governance.lock.owner"
 LOCK_URI_TAG = "governance.lock.ensemble_uri"
 LOCK_HOLDER_TAG = "governance.lock.holder"
@@ -117,6 +126,12 @@ def lock_name(name: str, alias: str) -> str:
     return f"{name}.promotion-lock.{alias}"
 
 
+def chain_lock_name(name: str) -> str:
+    """The registered model that locks the record chain of ``name`` (``.`` is in no
+    alias: no promotion lock has this name)."""
+    return lock_name(name, ".chain")
+
+
 def _iso(millis) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="seconds")
 
@@ -152,7 +167,8 @@ def _take(client: MlflowClient, lock: str, tags: dict) -> bool:
             lock, tags=tags, description="A promotion to this alias is running (govern promote)."
         )
     except MlflowException as error:
-        if error.error_code != "RESOURCE_ALREADY_EXISTS":
+        # MLflow reads a name it could not insert again; released meanwhile, it is gone
+        if error.error_code not in ("RESOURCE_ALREADY_EXISTS", "RESOURCE_DOES_NOT_EXIST"):
             raise
         return False
     return True
@@ -166,6 +182,8 @@ def promotion_lock(
     ensemble_uri: str,
     key: SigningKey,
     trusted: TrustedKeys,
+    lock: str | None = None,
+    purposes: tuple = ("decide",),
 ):
     """Hold the lock of promotions of ``name`` to ``alias`` while the block runs.
 
@@ -175,7 +193,9 @@ def promotion_lock(
         The promotion's key: signs the proof of this holder.
     trusted : TrustedKeys
         The policy's keys: a lock blocks only when its proof verifies with one trusted
-        for ``decide``.
+        for one of ``purposes``.
+    lock : str, optional
+        The lock's registered model (default :func:`lock_name`).
 
     Yields
     ------
@@ -188,8 +208,28 @@ def promotion_lock(
         Another promotion verifiably holds it (named with its ensemble version, process,
         start and how to clear the lock if that promotion is gone).
     """
-    lock = lock_name(name, alias)
+    lock = lock or lock_name(name, alias)
     tags = _holder_tags(lock, ensemble_uri, key)
+    nonce = json.loads(tags[LOCK_HOLDER_TAG])["nonce"]
+    _HELD.add(nonce)
+    try:
+        taken_over = _acquire(client, lock, tags, alias, trusted, purposes)
+    except BaseException:
+        _HELD.discard(nonce)
+        raise
+    try:
+        yield taken_over
+    finally:
+        try:
+            client.delete_registered_model(lock)
+        except BaseException:
+            _HELD.discard(nonce)  # left behind
+            raise
+
+
+def _acquire(client, lock: str, tags: dict, alias: str, trusted, purposes) -> TakenOver | None:
+    """Take ``lock`` with ``tags``, taking over one not verifiably held; the lock taken
+    over (None: it was free)."""
     taken_over = None
     if not _take(client, lock, tags):
         try:
@@ -198,14 +238,19 @@ def promotion_lock(
             _refuse_foreign(error, lock, "read")
             held = None
         if held is not None:
-            reason, holder = _judge(held, lock, trusted)
+            reason, holder = _judge(held, lock, trusted, purposes)
             if reason is None:
                 raise ConcurrentPromotionError(_held_message(held, holder, alias, lock))
-            try:
+            held = _same_lock(client, lock, held, alias)
+        try:
+            if held is not None:
                 client.delete_registered_model(lock)
-            except MlflowException as error:
-                _refuse_foreign(error, lock, "remove")
+        except MlflowException as error:
+            _refuse_foreign(error, lock, "remove")
+            if error.error_code != "RESOURCE_DOES_NOT_EXIST":
                 raise
+            held = None  # released meanwhile
+        if held is not None:
             taken_over = TakenOver(
                 lock=lock,
                 holder=str(holder.get("owner") or "unknown")[:_SHOWN],
@@ -218,12 +263,31 @@ def promotion_lock(
                 f"another promotion to @{alias} took the lock {lock} at the same time; "
                 "nothing was recorded; run promote again when it is done"
             )
-    _HELD.add(lock)
-    try:
-        yield taken_over
-    finally:
-        _HELD.discard(lock)
-        client.delete_registered_model(lock)
+    return taken_over
+
+
+def _same_lock(client: MlflowClient, lock: str, held, alias: str):
+    """``held`` when the store still holds that very lock (read again, unmemoized), None
+    when it was released meanwhile.
+
+    A read racing a release and a new take may see the lock without its tags (SQLite
+    reads a model and its tags apart), which looks like a lock nobody can prove: only a
+    lock read the same twice is taken over.
+
+    Raises
+    ------
+    ConcurrentPromotionError
+        The lock changed hands between the reads.
+    """
+    again = next(iter(client.search_registered_models(name_filter(lock))), None)
+    if again is None:
+        return None
+    if (again.creation_timestamp, again.tags) != (held.creation_timestamp, held.tags):
+        raise ConcurrentPromotionError(
+            f"another promotion to @{alias} is taking the lock {lock}; nothing was "
+            "recorded; run promote again when it is done"
+        )
+    return held
 
 
 def _refuse_foreign(error: MlflowException, lock: str, action: str) -> None:
@@ -264,7 +328,7 @@ def clearing_advice(lock: str, expires_ms: int) -> str:
     )
 
 
-def _judge(held, lock: str, trusted: TrustedKeys) -> tuple[str | None, dict]:
+def _judge(held, lock: str, trusted: TrustedKeys, purposes) -> tuple[str | None, dict]:
     """Why ``held`` does not block (None: it is verifiably held), and its holder (the
     verified one with its ``signer``, else what its tags claim)."""
     now = time.time()
@@ -280,7 +344,7 @@ def _judge(held, lock: str, trusted: TrustedKeys) -> tuple[str | None, dict]:
             f"its creation time {_iso(created)} is in the future (more than "
             f"{CLOCK_SKEW_SECONDS} s ahead): not a time the store recorded"
         ), claimed
-    holder, problem = _verified_holder(held, lock, trusted)
+    holder, problem = _verified_holder(held, lock, trusted, purposes)
     if holder is None:
         return problem, claimed
     taken = holder["taken_ms"]
@@ -296,14 +360,14 @@ def _judge(held, lock: str, trusted: TrustedKeys) -> tuple[str | None, dict]:
         ), holder
     pid, _, host = holder["owner"].partition("@")
     if host == socket.gethostname() and pid.isdigit():
-        if int(pid) == os.getpid() and lock not in _HELD:
+        if int(pid) == os.getpid() and holder.get("nonce") not in _HELD:
             return "this process left it outside a promotion (its release failed)", holder
         if int(pid) != os.getpid() and not alive(int(pid)):
             return f"its process {pid} on this host is gone", holder
     return None, holder
 
 
-def _verified_holder(held, lock: str, trusted: TrustedKeys) -> tuple[dict | None, str]:
+def _verified_holder(held, lock: str, trusted: TrustedKeys, purposes) -> tuple[dict | None, str]:
     """The holder ``held``'s proof verifies (with ``signer``: the key's name), or None
     and why not."""
     text, proof = held.tags.get(LOCK_HOLDER_TAG), held.tags.get(LOCK_PROOF_TAG)
@@ -319,12 +383,17 @@ def _verified_holder(held, lock: str, trusted: TrustedKeys) -> tuple[dict | None
         path, signature = Path(tmp, _HOLDER_FILE), Path(tmp, _PROOF_FILE)
         path.write_bytes(text.encode())
         signature.write_bytes(proof.encode())
-        try:
-            signer = verify_path(
-                path, signature, trusted, "decide", "its proof of holder", signed_at
-            )
-        except (SignatureError, OverflowError, ValueError, OSError) as error:
-            return None, str(error)[: _SHOWN * 2]
+        signer, problem = None, ""
+        for purpose in purposes:
+            try:
+                signer = verify_path(
+                    path, signature, trusted, purpose, "its proof of holder", signed_at
+                )
+                break
+            except (SignatureError, OverflowError, ValueError, OSError) as error:
+                problem = str(error)[: _SHOWN * 2]
+        if signer is None:
+            return None, problem
     if not (
         isinstance(holder, dict)
         and isinstance(holder.get("owner"), str)

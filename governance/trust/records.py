@@ -19,14 +19,19 @@ mlflow_user, [server_user], [certificate {authority, serial, identity}]} and ``t
     approval    ensemble, surrogate, evidence, policy, alias, decision approve|reject,
                 comment
     link        ensemble, surrogate
-    clearance   ensemble, policy, cleared [{run_id, sha256|null, problem}], reason
+    clearance   ensemble, policy, cleared [{run_id, sha256|null, problem}], reason,
+                [chain_through]
+
+and every kind may name ``[chain]`` {model, count, previous}: its place in the record
+chain of its registered model (:class:`ChainLink`).
 
 **The annotations are the schema.** A field annotated ``str`` takes a string, a
 ``Literal`` one of its values, ``X | None`` null or an ``X`` (a nested optional value
 that is absent reads as null), a dataclass an object with no field it does not have,
 ``tuple[X, ...]`` an array and ``Mapping`` any object (free-form parts, kept as parsed:
 typing them would be speculative). A field
-with a default (``drift``, ``lock_taken_over``, ``server_user``) may be absent or null,
+with a default (``drift``, ``lock_taken_over``, ``server_user``, ``chain``,
+``chain_through``) may be absent or null,
 and is written only when it is set, so a record written before the field existed reads,
 and writes, the bytes it was signed as. :meth:`Record.to_json` writes exactly the bytes the trail has
 always signed (``json.dumps(..., indent=1, sort_keys=True)``).
@@ -137,6 +142,19 @@ class DecidedBy:
 
 
 @dataclass(frozen=True)
+class ChainLink:
+    """A record's place in the chain of its registered model's signed records
+    (``flavors.trail.decisions``): the model's name, the record's position (1 = first)
+    and the sha256 of the previous record's bytes, as its run's parameter
+    ``governance.record.sha256`` binds it (None for the first). A record without one was
+    written before its model's chain began, or is an unsigned what-if."""
+
+    model: str
+    count: int
+    previous: str | None
+
+
+@dataclass(frozen=True)
 class ClearedEntry:
     """A record a clearance set aside: its run, the sha256 of its bytes and signature
     as they were (None: no record file) and its problem."""
@@ -164,6 +182,8 @@ class Record:
         When it was signed, ISO 8601 with a time zone (:attr:`signed_at`).
     ensemble : PinnedModel
         The ensemble version it is about.
+    chain : ChainLink or None
+        Its place in its model's record chain (written only when set).
     """
 
     kind: ClassVar[str]
@@ -172,6 +192,7 @@ class Record:
     decided_by: DecidedBy
     time: IsoTime
     ensemble: PinnedModel
+    chain: ChainLink | None = None
 
     @property
     def signed_at(self) -> datetime:
@@ -271,13 +292,16 @@ class LinkRecord(SurrogateRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class ClearanceRecord(Record):
-    """``govern clear``: records that blocked, set aside for a reason."""
+    """``govern clear``: records that blocked, set aside for a reason; ``chain_through``
+    the count of its model's record chain up to which its breaks (gaps, forks) are set
+    aside (``govern clear --chain``; written only when set)."""
 
     kind: ClassVar[str] = "clearance"
     purpose: ClassVar[str] = "decide"
     policy: PolicyRef
     reason: str
     cleared: tuple[ClearedEntry, ...]
+    chain_through: int | None = None
 
 
 ALIAS_RECORDS = (PromotionRecord, ApprovalRecord)
@@ -358,6 +382,8 @@ def _typed(hint, value):
             return _WRONG
         parts = {name: _typed(h, value.get(name)) for name, h in _hints(hint).items()}
         return _WRONG if any(p is _WRONG for p in parts.values()) else hint(**parts)
+    if hint is int and isinstance(value, bool):  # JSON true is no count
+        return _WRONG
     return value if isinstance(value, hint) else _WRONG
 
 

@@ -45,7 +45,10 @@ def run(*args):
 def test_audit_help_states_its_schema():
     helped = " ".join(run("audit", "--help").output.split())
     assert '--json prints {"command": "audit", "schema_version": 1, "model_name"' in helped
-    assert '"kind": "alias", "policy", "superseded", "evidence" or "decision_record"' in helped
+    assert (
+        '"kind": "alias", "policy", "superseded", "evidence", "decision_record" or "chain"'
+        in helped
+    )
 
 
 def test_audit_exit_codes_and_json(store, tmp_path):

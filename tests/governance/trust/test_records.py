@@ -14,6 +14,7 @@ from miret_governance.governance.trust.keyring import PURPOSES
 from miret_governance.governance.trust.records import (
     MAX_RECORD_BYTES,
     RECORDS,
+    ChainLink,
     GovernedRef,
     Record,
     RecordError,
@@ -120,9 +121,18 @@ def test_a_promotion_names_its_governed_version_typed():
         parse_record(encode(MINIMAL["promotion"] | {"governed": {"uri": 1}}))
 
 
+def test_a_record_names_its_place_in_the_chain_typed():
+    chain = {"model": "m", "count": 2, "previous": "ab" * 32}
+    record = parse_record(encode(MINIMAL["link"] | {"chain": chain}))
+    assert record.chain == ChainLink(**chain) and conforms(record)
+    for count in (True, "2", None):
+        with pytest.raises(RecordError, match="malformed chain"):
+            parse_record(encode(MINIMAL["link"] | {"chain": chain | {"count": count}}))
+
+
 @pytest.mark.parametrize("kind", sorted(MINIMAL))
 def test_every_field_of_every_kind_is_required(kind):
-    optional = {"drift", "lock_taken_over", "governed"}
+    optional = {"drift", "lock_taken_over", "governed", "chain", "chain_through"}
     for name in field_names(kind):
         record = {k: v for k, v in MINIMAL[kind].items() if k != name}
         if name in optional:
