@@ -3,8 +3,10 @@ explanation, a gate, an approval and a promotion signed by keys generated inside
 SoftHSM2 token (``tests/hsm.py``), through ``govern`` as CI and reviewers run it
 (``--signing-key pkcs11:...`` or ``GOVERN_SIGNING_KEY``, the PIN from
 ``GOVERN_PKCS11_PIN`` or the file ``GOVERN_PKCS11_PIN_FILE`` names), and verified by a
-policy that pins the token's public keys. A certificate for another key is refused before
-anything is written.
+policy that pins the token's public keys, or by one that trusts only the CA and the
+identities. Refused before anything is written, each with exit 2 and one line: a
+certificate for another key; a reviewer's certificate from another CA, for an identity
+not trusted to approve, expired, or revoked before signing; a key past its window.
 
 The explanation is the fast one of ``tests/gate_store.py`` (a hand-made surrogate saved
 with the flavor), signed with the token key the environment names, as ``govern explain``
@@ -13,9 +15,12 @@ runner) on a copy of the migrated SQLite store.
 """
 
 import time
+from datetime import datetime, timedelta, timezone
 
 from gate_store import explain, register_ensemble
 from mlflow import MlflowClient
+from pki import TestCA
+from signing_keys import key_pair
 from typer.testing import CliRunner
 
 from miret_governance.flavors.trail.decisions import read_record
@@ -118,6 +123,55 @@ def test_evidence_gate_approval_and_promotion_signed_in_the_token(
     ]
 
 
+REFUSED = {
+    "outside the CA": "issued by CN=Other Bank Signing CA,O=Example Bank, which the policy does "
+    "not trust for approve",
+    "wrong identity": "authority 'bank' trusts for approve only *@risk.example.com",
+    "expired": ": sign it again with a current certificate",
+    "revoked": "(laptop stolen): sign it again with a key the policy trusts now",
+    "retired key": "by key 'retired', outside the window of key 'retired' (until ",
+}
+"""A fragment of each refusal's one line (the whole line names the certificate or key,
+its serial or window, and the signed time)."""
+
+
+def bad_signers(ca, folder) -> tuple[str, dict]:
+    """Policy lines and reviewers' signing options the policy refuses to approve with: a
+    certificate from another CA, one for an identity the policy does not trust to approve,
+    an expired one, a revoked one, and a raw key past its window (issue 41, item 6)."""
+    now = datetime.now(timezone.utc)
+    other = TestCA(folder / "other-ca", "Other Bank")
+    leaves = {
+        "outside the CA": (other.issue("eve", "eve@risk.example.com"), other),
+        "wrong identity": (ca.issue("ds", "ds@bank.example"), ca),
+        "expired": (
+            ca.issue(
+                "old",
+                "old@risk.example.com",
+                not_before=now - timedelta(days=30),
+                not_after=now - timedelta(days=1),
+            ),
+            ca,
+        ),
+        "revoked": (ca.issue("lost", "lost@risk.example.com"), ca),
+    }
+    options = {
+        case: ("--signing-key", leaf.key_path, "--signing-certificate", leaf.certificate_path,
+               "--certificate-chain", issuer.intermediate_path)
+        for case, (leaf, issuer) in leaves.items()
+    }  # fmt: skip
+    retired = key_pair("retired")
+    options["retired key"] = ("--signing-key", retired[0])
+    stamp = lambda at: at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = (
+        f'\n[keys.retired]\npublic_key = "{retired[1]}"\nmay_sign = ["approve"]\n'
+        f"valid_until = {stamp(now - timedelta(days=1))}\n"
+        f'\n[[revoked]]\nauthority = "bank"\nserial = "{serial_text(leaves["revoked"][0].serial)}"\n'
+        f'revoked_at = {stamp(now - timedelta(hours=1))}\nreason = "laptop stolen"\n'
+    )
+    return lines, options
+
+
 def test_an_explanation_signed_in_the_token_with_its_certificate_passes_a_policy_of_the_ca(
     store, tmp_path, softhsm, monkeypatch
 ):
@@ -127,6 +181,7 @@ def test_an_explanation_signed_in_the_token_with_its_certificate_passes_a_policy
     reviewer approves with her token key and certificate on the command line, and the
     promotion counts her identity."""
     ca, ci, alice = softhsm.ca, softhsm.certificate("ci"), softhsm.certificate("alice")
+    refused_lines, refused = bad_signers(ca, tmp_path)
     policy_path = tmp_path / "bank.toml"
     policy_path.write_text(
         'name = "bank"\n[gates]\nmin_fidelity = 0.9\n\n[authorities.bank]\n'
@@ -134,6 +189,8 @@ def test_an_explanation_signed_in_the_token_with_its_certificate_passes_a_policy
         'explain = ["spiffe://bank.example/ci/governance"]\ndecide = ["spiffe://bank.example/ci/*"]\n'
         'approve = ["*@risk.example.com"]\n\n[approvals]\nprod = 1\n'
     )
+    refusing = tmp_path / "bank-refusing.toml"  # the same, with a retired key and a revocation
+    refusing.write_text(policy_path.read_text() + refused_lines)
     policy = load_policy(policy_path)
     assert policy.keys.keys == ()
     monkeypatch.setenv(SIGNING_KEY_ENV, softhsm.uri("ci"))
@@ -156,6 +213,18 @@ def test_an_explanation_signed_in_the_token_with_its_certificate_passes_a_policy
     assert decision.record.evidence.signer == certified
     assert decision.record.decided_by.certificate.identity == identity
 
+    approve = ("approve", "--model-uri", uri, "--alias", "prod", "--decision", "approve",
+               "--comment", "rules read", "--policy", refusing)  # fmt: skip
+    with monkeypatch.context() as reviewer:  # a reviewer's own key, not the CI job's
+        for name in (SIGNING_KEY_ENV, SIGNING_CERTIFICATE_ENV, CERTIFICATE_CHAIN_ENV):
+            reviewer.delenv(name)
+        for case, options in refused.items():  # each refused before anything is written
+            done = govern(*approve, *options)
+            assert (done.exit_code, done.stdout) == (2, ""), (case, done.output)
+            (line,) = done.stderr.splitlines()
+            assert line.startswith("error: the decision approve records "), line
+            assert REFUSED[case] in line, (case, line)
+    assert client.get_experiment_by_name("governance-approvals") is None
     approval = govern(
         "approve", "--model-uri", uri, "--alias", "prod", "--decision", "approve",
         "--comment", "rules read", "--policy", policy_path,
