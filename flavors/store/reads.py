@@ -107,19 +107,7 @@ class CommandClient(MlflowClient):
             if key(name) not in self._kept and ("no experiment", name) not in self._memo
         ]
         if len(unknown) > 1:
-            prefix = re.split(r"[%_'\"\\]", os.path.commonprefix(unknown))[0]
-            found, token = {}, None
-            while True:
-                page = self.search_experiments(
-                    view_type=ViewType.ALL,
-                    filter_string=f"name LIKE '{prefix}%'",
-                    max_results=1000,
-                    page_token=token,
-                )
-                found |= {e.name: e for e in page if e.name in unknown}
-                token = page.token
-                if not token:
-                    break
+            found = search_experiments_named(self, unknown)
             for name in unknown:
                 if name in found:
                     self._kept[key(name)] = found[name]
@@ -158,6 +146,24 @@ class CommandClient(MlflowClient):
             return
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(self._files[key])
+
+
+def search_experiments_named(client: MlflowClient, names) -> dict:
+    """Name -> experiment of those of ``names`` that exist, deleted ones included, from
+    one search of the names' common prefix (every page read), not one lookup each."""
+    prefix = re.split(r"[%_'\"\\]", os.path.commonprefix(list(names)))[0]
+    found, token = {}, None
+    while True:
+        page = client.search_experiments(
+            view_type=ViewType.ALL,
+            filter_string=f"name LIKE '{prefix}%'",
+            max_results=1000,
+            page_token=token,
+        )
+        found |= {e.name: e for e in page if e.name in names}
+        token = page.token
+        if not token:
+            return found
 
 
 _OWN = frozenset(("run_file", "remember", "recall", "experiments_named"))

@@ -72,7 +72,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_USER
 from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.explain.faults import HOST_TAG, PID_TAG, alive, process_tags
 from miret_governance.flavors.store.auth import server_user
-from miret_governance.flavors.store.reads import CommandClient, run_file
+from miret_governance.flavors.store.reads import CommandClient, run_file, search_experiments_named
 from miret_governance.flavors.store.registry import (
     ENSEMBLE_URI_TAG,
     EVIDENCE_DIGEST_TAG,
@@ -173,7 +173,7 @@ GOVERNANCE_EXPERIMENTS = (
 )
 """Every governance experiment: where records are written and chain heads searched."""
 HEAD_PAGE = 10
-"""Runs per page of :func:`chain_head`'s search (the first is the head but for forgeries)."""
+"""Runs per page of :func:`chain_head`'s search past a first run that is not the head."""
 CHAIN_WAIT_SECONDS = 60
 """How long a writer waits for its model's chain lock before it refuses."""
 BLOCKERS_NAMED = 3
@@ -353,26 +353,28 @@ def chain_count(params: dict) -> int | None:
 def chain_head(client: MlflowClient, model: str):
     """The run of the last record of ``model``'s chain: the highest well-formed bound
     count (:func:`chain_count`) with a bound digest in the governance experiments,
-    deleted runs included; None before the first. A forged run sorted above it (any run
-    can be logged with any parameters) costs a page, never a crash, and breaks the chain
-    where the audit finds it."""
+    deleted runs included; None before the first. A search of one run finds it; a
+    forged run sorted above it (any run can be logged with any parameters) costs pages
+    of :data:`HEAD_PAGE` runs, never a crash, and breaks the chain where the audit finds
+    it."""
     ids = _experiment_ids(client, GOVERNANCE_EXPERIMENTS)
-    token = None
-    while ids:
-        page = client.search_runs(
-            list(ids.values()),
-            filter_string=f"params.`{CHAIN_MODEL_PARAM}` = {quoted(model)}",
-            run_view_type=ViewType.ALL,
-            order_by=[f"params.`{CHAIN_COUNT_PARAM}` DESC"],
-            max_results=HEAD_PAGE,
-            page_token=token,
-        )
-        for run in page:
-            if chain_count(run.data.params) and run.data.params.get(DIGEST_PARAM):
-                return run
-        token = page.token
-        if not token:
-            break
+    for page_size in (1, HEAD_PAGE):  # the first run is the head but for forgeries
+        token = None
+        while ids:
+            page = client.search_runs(
+                list(ids.values()),
+                filter_string=f"params.`{CHAIN_MODEL_PARAM}` = {quoted(model)}",
+                run_view_type=ViewType.ALL,
+                order_by=[f"params.`{CHAIN_COUNT_PARAM}` DESC"],
+                max_results=page_size,
+                page_token=token,
+            )
+            for run in page:
+                if chain_count(run.data.params) and run.data.params.get(DIGEST_PARAM):
+                    return run
+            token = page.token
+            if not token or page_size == 1:
+                break
     return None
 
 
@@ -884,6 +886,9 @@ def _experiment_ids(client: MlflowClient, experiment_names) -> dict:
     if isinstance(client, CommandClient):
         found = client.experiments_named(experiment_names)
         return {name: experiment.experiment_id for name, experiment in found.items()}
+    if len(experiment_names) > 1:  # one search, not one lookup each
+        found = search_experiments_named(client, experiment_names)
+        return {name: found[name].experiment_id for name in experiment_names if name in found}
     ids = {}
     for name in experiment_names:
         experiment = client.get_experiment_by_name(name)
