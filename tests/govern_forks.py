@@ -8,7 +8,8 @@ process that runs it: the command still runs in a process of its own, with its a
 environment, working directory, standard streams and exit code, only without paying the
 imports again. The ``govern`` a test calls is a stub (:meth:`GovernForks.install`) that
 hands its argv, environment, working folder and standard streams to the server over a
-Unix socket and exits with the command's exit code (``128 + n`` for a signal ``n``).
+Unix socket and exits with the command's exit code (``128 + n`` for a signal ``n``); the
+stub :data:`PYTHON` does the same for ``python -c CODE`` (the README's Python blocks).
 
 The console script's own start (imports and entry point) stays tested where it is the
 point: ``tests/cli/test_cli_contract.py`` and the other tests that run ``govern`` as a
@@ -60,6 +61,9 @@ while chunk := connection.recv(64):
 sys.exit(int(answer) if answer else 70)
 """
 """The ``govern`` stub: stdlib only, started without ``site`` (about 20 ms)."""
+PYTHON = "python-forked"
+"""The stub that runs ``python -c CODE`` in a fork instead of the CLI (the README's
+Python blocks: the same imports, paid once)."""
 
 
 class GovernForks:
@@ -85,9 +89,10 @@ class GovernForks:
         self.process.terminate()
         self.process.wait(timeout=30)
 
-    def install(self, bin_folder: Path) -> Path:
-        """Write the ``govern`` stub into ``bin_folder``; returns its path."""
-        stub = bin_folder / "govern"
+    def install(self, bin_folder: Path, name: str = "govern") -> Path:
+        """Write the stub ``name`` into ``bin_folder``; returns its path. The stub
+        :data:`PYTHON` runs ``python -c CODE``; any other runs the CLI."""
+        stub = bin_folder / name
         stub.write_text(STUB.format(python=sys.executable, socket_path=self.socket_path))
         stub.chmod(0o755)
         return stub
@@ -108,7 +113,7 @@ def _run_command(request: dict, fds: list) -> None:
     os.environ.update(request["env"])
     sys.argv = request["argv"]
     try:
-        code = main()
+        code = _python(sys.argv) if Path(sys.argv[0]).name == PYTHON else main()
     except SystemExit as done:
         code = done.code
     code = code if isinstance(code, int) else (0 if code is None else 1)
@@ -116,6 +121,25 @@ def _run_command(request: dict, fds: list) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _python(argv: list) -> int:
+    """``python -c CODE``: run CODE as ``__main__``; 1 and the traceback if it raises."""
+    import traceback
+
+    if argv[1:2] != ["-c"] or len(argv) < 3:
+        print(f"{PYTHON}: only -c CODE is served", file=sys.stderr)
+        return 2
+    sys.argv = ["-c", *argv[3:]]
+    sys.path[0] = ""  # as python -c: the working folder, not this file's
+    try:
+        exec(compile(argv[2], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102 - as python -c
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001 - as python: the traceback, exit code 1
+        traceback.print_exc()
+        return 1
+    return 0
 
 
 def _serve_one(connection: socket.socket) -> None:

@@ -9,7 +9,8 @@ signing key and policy (``GOVERN_SIGNING_KEY``, ``GOVERN_POLICY``: a line names 
 own), and must exit 0, or N when the line ends with ``# exit N``. Each ``govern`` of
 those lines is a process forked from one that imported the CLI once
 (``tests/govern_forks.py``): its own process, streams, environment and exit code,
-without 2-3 s of imports each; the console script's own start is tested elsewhere.
+without 2-3 s of imports each; the console script's own start is tested elsewhere. So
+is each ``python`` block, as ``python -c`` of a process forked from that one.
 
 Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lines run
 with ``HOME`` in the temporary folder (the token Ray generates lands there), and
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 
 import pytest
-from govern_forks import GovernForks
+from govern_forks import PYTHON, GovernForks
 from processes import stop_group
 from project_copy import ROOT, copy_project, mlflow_env_root, one_mlflow_run_at_a_time
 
@@ -86,7 +87,7 @@ def _environment(home: Path | None, env_root: Path) -> dict:
 
 def _venv_with_forked_govern(folder: Path, forks: GovernForks) -> None:
     """Make the copy's ``.venv`` (a link to this checkout's) a folder of links to it,
-    whose ``bin/govern`` is ``forks``' stub."""
+    whose ``bin/govern`` and ``bin/python-forked`` are ``forks``' stubs."""
     real = folder / ".venv"
     real, venv = real.resolve(), real
     venv.unlink()
@@ -98,6 +99,7 @@ def _venv_with_forked_govern(folder: Path, forks: GovernForks) -> None:
         if entry.name != "govern":
             (venv / "bin" / entry.name).symlink_to(entry)
     forks.install(venv / "bin")
+    forks.install(venv / "bin", PYTHON)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +185,7 @@ def test_readme_command(step, demo):
     if language == "bash" and code.startswith(".venv/bin/ray start"):
         _start_ray(code, demo, env)
         return
-    command = ["bash", "-c", code] if language == "bash" else [".venv/bin/python", "-c", code]
+    command = ["bash", "-c", code] if language == "bash" else [f".venv/bin/{PYTHON}", "-c", code]
     builds = "mlflow run " in code and "--env-manager local" not in code
     with one_mlflow_run_at_a_time(demo["env_root"]) if builds else contextlib.nullcontext():
         done = subprocess.run(

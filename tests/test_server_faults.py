@@ -37,6 +37,9 @@ EXPLAIN = [
     *("--target", "label", "--time-limit", "5", "--min-test-rows", "5"),
     *("--alpha", "0.5", "--proximity-threshold", "0.9"),
 ]
+RECOVERY = {"target": "label", "time_limit": 5, "min_test_rows": 5}
+RECOVERY.update(alpha=0.5, proximity_threshold=0.9)
+"""``EXPLAIN`` as :func:`explain_model_version`'s options (the explain after a fault)."""
 POLICY = "[gates]\nmin_fidelity = 0.5\nmax_features = 8\n"
 
 
@@ -204,9 +207,7 @@ def test_a_server_killed_mid_explain_is_named_and_recovered(
     _point_at(monkeypatch, served.server.start())  # the same store, on a new port
     (dead,) = served.explain_runs()
     assert dead.info.status == "RUNNING"  # the server was gone: nothing could be ended
-    result = explain_model_version(
-        served.uri, "data.csv", target="label", time_limit=5, min_test_rows=5
-    )
+    result = explain_model_version(served.uri, "data.csv", **RECOVERY)
     assert result.recovered_runs == [dead.info.run_id]
     assert MlflowClient().get_run(dead.info.run_id).info.status == "KILLED"
     assert served.surrogates() == [1] and result.version == "1"
@@ -294,46 +295,33 @@ def test_a_server_hung_mid_explain_ends_it_in_bounded_time(served, tmp_path, mon
     flag.unlink()
     _point_at(monkeypatch, served.server.url)
     (dead,) = served.explain_runs()
-    result = explain_model_version(
-        served.uri, "data.csv", target="label", time_limit=5, min_test_rows=5
-    )
+    result = explain_model_version(served.uri, "data.csv", **RECOVERY)
     assert result.recovered_runs == [dead.info.run_id]
     assert served.surrogates() == [1] and not result.reused
 
 
 @pytest.mark.slow
-def test_an_artifact_store_that_cannot_write_is_named(served, tmp_path):
+def test_an_artifact_store_that_cannot_write_is_named(served, monkeypatch):
     """The server answers HTTP 500 to every upload (its destination for the experiment
     is a file, as a full or read-only disk would refuse): MLflow says "too many 500 error
-    responses"; the command says the artifact store failed."""
+    responses"; the command says the artifact store failed. The command runs in this
+    process (the server is the other side of the fault)."""
     client = MlflowClient()
     experiment = client.create_experiment("broken-artifacts")
     served.server.artifacts.mkdir(exist_ok=True)
     (served.server.artifacts / experiment).write_text("not a folder")
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "miret_governance.cli", "explain",
-            "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN,
-        ],
-        cwd=tmp_path,
-        env={
-            **{k: v for k, v in os.environ.items() if k != "MLFLOW_EXPERIMENT_NAME"},
-            "MLFLOW_EXPERIMENT_ID": experiment,
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("error:") == 1
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", experiment)
+    done = _cli("explain", "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN)
+    assert done.exit_code == 2, done.output
+    assert done.output.count("error:") == 1
     # The server answers 500 before it reads an upload's body and closes the connection:
     # a client still sending a large file (a slow, loaded machine) sees the connection
     # reset instead of the answer. Either way the command names the server's failure.
     assert (
-        "failed to store or serve artifacts (HTTP 500 on every attempt)" in done.stderr
-        and "its artifact store may be full or not writable" in done.stderr
-    ) or "dropped the connection in the middle of a request" in done.stderr, done.stderr
+        "failed to store or serve artifacts (HTTP 500 on every attempt)" in done.output
+        and "its artifact store may be full or not writable" in done.output
+    ) or "dropped the connection in the middle of a request" in done.output, done.output
     runs = client.search_runs([experiment])
     assert [r.info.status for r in runs] == ["FAILED"] and served.surrogates() == []
 
@@ -395,9 +383,7 @@ def explained(store, breast_cancer, monkeypatch, tmp_path):
     """A SQLite store with a surrogate linked to credit-rf v1, and a policy it passes."""
     monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store)
     register_wisconsin_rf(breast_cancer, ["mean radius", "worst area"], rows=120, n_estimators=5)
-    explain_model_version(
-        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=5
-    )
+    explain_model_version("models:/credit-rf/1", "data.csv", **RECOVERY)
     (tmp_path / "policy.toml").write_text(POLICY + keys_toml())
     return tmp_path / "mlflow.db"
 

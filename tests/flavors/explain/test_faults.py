@@ -147,7 +147,8 @@ def register_together(*args, **kwargs):
 
 explain.register_surrogate = register_together
 result = explain.explain_model_version(
-    "models:/credit-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=1
+    "models:/credit-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=1,
+    alpha=0.5, proximity_threshold=0.9,  # given: the test is about the race, not the choice
 )
 print(json.dumps({"version": result.version, "reused": result.reused}))
 """
@@ -298,7 +299,6 @@ def _start_cli_explain(store, tmp_path):
     while time.time() < deadline:  # the VITE figures are drawn during the solve
         folders = list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
         if folders and (folders[0] / "figures").is_dir():
-            time.sleep(2)
             return child, prefix
         assert child.poll() is None, child.communicate()
         time.sleep(0.1)
@@ -329,6 +329,7 @@ def big_registered(store, monkeypatch):
 @pytest.mark.slow
 def test_sigint_mid_solve_ends_the_run_killed_and_cleans_up(big_registered, tmp_path):
     child, prefix = _start_cli_explain(big_registered, tmp_path)
+    time.sleep(2)  # well into the solve (a SIGKILL, below, needs no such wait)
     child.send_signal(signal.SIGINT)
     # well before the 120 s time limit: Ctrl-C does not wait for the fit's thread
     _, err = child.communicate(timeout=60)
@@ -351,8 +352,9 @@ def test_after_sigkill_the_next_explain_recovers(big_registered, tmp_path):
     assert list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
 
     result = explain_model_version(
-        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, depth=1
-    )
+        "models:/credit-rf/1", "data.csv", target="label", time_limit=2, depth=1,
+        alpha=0.5, proximity_threshold=0.9,
+    )  # fmt: skip
     assert result.recovered_runs == [killed.info.run_id]
     assert MlflowClient().get_run(killed.info.run_id).info.status == "KILLED"
     assert not list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
