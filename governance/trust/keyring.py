@@ -412,6 +412,9 @@ class TrustedKeys:
                     )
                 return key
         trusted = ", ".join(self.names(purpose)) or "none"
+        authorities = self.authorities_for(purpose)
+        if authorities:  # certificates of these CAs are, not this bare key
+            trusted += f"; certificates of authority {', '.join(authorities)}"
         raise SignatureError(
             f"{what} is signed by key {fingerprint[:16]}..., which the policy does not "
             f"trust for {purpose} (trusted for {purpose}: {trusted}); add its public "

@@ -101,6 +101,11 @@ def test_another_ca_or_another_identity_is_refused(pki):
     assert "authority 'bank' trusts for explain only spiffe://bank.example/ci/*" in str(wrong.value)
     with pytest.raises(SignatureError, match="authorities trusted for decide: none"):
         verify_path(data, signatures["ci"], trusted, "decide", "the gate", NOW)
+    bare = SigningKey.load(str(key_pair("bare")[0]))  # a raw key the policy does not name
+    sign_path(data, bare, data.with_suffix(".bare.sig"))
+    with pytest.raises(SignatureError) as untrusted:
+        verify_path(data, data.with_suffix(".bare.sig"), trusted, "explain", "the evidence", NOW)
+    assert "(trusted for explain: none; certificates of authority bank)" in str(untrusted.value)
 
 
 def test_a_certificate_counts_only_inside_its_validity_at_the_signed_time(pki):
