@@ -39,7 +39,7 @@ services:
 # The whole suite (what CI runs), on three workers (pytest-xdist; a file's tests stay on
 # one worker, so module fixtures are built once). Many tests wait on a server, a child
 # process or an environment build, so a third worker fills those waits (four were slower:
-# 11:21). 9:42 and 9:38 for 1219 tests from a fresh clone on a quiet 2-core machine:
+# 11:21). 9:45 for 1257 tests from a fresh clone on a quiet 2-core machine:
 # examples/benchmarks/results_suite_cpu.md.
 test: $(STAMP) services
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile
