@@ -33,6 +33,21 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
+def _key_usage(certifies: bool) -> x509.KeyUsage:
+    """A CA's key usage (signs certificates and CRLs) or a leaf's (digital signatures)."""
+    flags = dict.fromkeys(
+        ("content_commitment", "key_encipherment", "data_encipherment", "key_agreement"), False
+    )
+    return x509.KeyUsage(
+        digital_signature=not certifies,
+        key_cert_sign=certifies,
+        crl_sign=certifies,
+        encipher_only=False,
+        decipher_only=False,
+        **flags,
+    )
+
+
 def _pem(certificate: x509.Certificate) -> bytes:
     return certificate.public_bytes(serialization.Encoding.PEM)
 
@@ -117,20 +132,7 @@ class TestCA:
             .not_valid_before(start)
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=True, path_length=path_length), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=False,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(certifies=True), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
         )
         if issuer is not None:
@@ -173,20 +175,7 @@ class TestCA:
             .not_valid_before(not_before or now - timedelta(hours=1))
             .not_valid_after(not_after or now + timedelta(days=365))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(certifies=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), False)
             .add_extension(x509.SubjectAlternativeName([alternative]), False)
             .add_extension(
