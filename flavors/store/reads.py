@@ -148,22 +148,33 @@ class CommandClient(MlflowClient):
         local.write_bytes(self._files[key])
 
 
+EXPERIMENT_PAGE = 1000
+"""Experiments per page of an experiment search (every page is read)."""
+
+
+def search_all_experiments(client: MlflowClient, filter_string: str | None = None) -> list:
+    """Every experiment matching ``filter_string`` (all when None), deleted ones included,
+    every page of :data:`EXPERIMENT_PAGE` read."""
+    found, token = [], None
+    while True:
+        page = client.search_experiments(
+            view_type=ViewType.ALL,
+            filter_string=filter_string,
+            max_results=EXPERIMENT_PAGE,
+            page_token=token,
+        )
+        found += page
+        token = page.token
+        if not token:
+            return found
+
+
 def search_experiments_named(client: MlflowClient, names) -> dict:
     """Name -> experiment of those of ``names`` that exist, deleted ones included, from
     one search of the names' common prefix (every page read), not one lookup each."""
     prefix = re.split(r"[%_'\"\\]", os.path.commonprefix(list(names)))[0]
-    found, token = {}, None
-    while True:
-        page = client.search_experiments(
-            view_type=ViewType.ALL,
-            filter_string=f"name LIKE '{prefix}%'",
-            max_results=1000,
-            page_token=token,
-        )
-        found |= {e.name: e for e in page if e.name in names}
-        token = page.token
-        if not token:
-            return found
+    found = search_all_experiments(client, f"name LIKE '{prefix}%'")
+    return {e.name: e for e in found if e.name in names}
 
 
 _OWN = frozenset(("run_file", "remember", "recall", "experiments_named"))

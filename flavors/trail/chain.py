@@ -36,9 +36,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlflow import MlflowClient
-from mlflow.entities import LifecycleStage, ViewType
+from mlflow.entities import LifecycleStage
 from mlflow.utils.mlflow_tags import MLFLOW_USER
 
+from miret_governance.flavors.store.reads import search_all_experiments
 from miret_governance.flavors.store.registry import ENSEMBLE_URI_TAG, quoted, version_uri
 from miret_governance.flavors.trail.decisions import (
     ALIAS_PARAM,
@@ -70,9 +71,6 @@ from miret_governance.flavors.trail.decisions import (
 )
 from miret_governance.governance.trust.records import ClearanceRecord
 
-EXPERIMENT_PAGE = 1000
-"""Experiments per page of the search of every experiment (every page is read)."""
-
 
 @dataclass(frozen=True)
 class ChainProblem:
@@ -96,19 +94,6 @@ class ChainProblem:
     count: int | None = None
 
 
-def _experiments(client: MlflowClient) -> dict:
-    """Id -> experiment, of every experiment of the store, deleted ones included."""
-    found, token = {}, None
-    while True:
-        page = client.search_experiments(
-            view_type=ViewType.ALL, max_results=EXPERIMENT_PAGE, page_token=token
-        )
-        found |= {e.experiment_id: e for e in page}
-        token = page.token
-        if not token:
-            return found
-
-
 def _what(run) -> str:
     """A record's run as the findings name it: its kind, decision and alias, and run."""
     params = run.data.params
@@ -127,7 +112,7 @@ def _what(run) -> str:
 def chain_problems(client: MlflowClient, model_name: str) -> list:
     """The :class:`ChainProblem` of ``model_name``'s record chain (module docstring)."""
     prefix = f"models:/{model_name}/"
-    experiments = _experiments(client)
+    experiments = {e.experiment_id: e for e in search_all_experiments(client)}
     runs = [
         run
         for run in search_all_runs(

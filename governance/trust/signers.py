@@ -48,6 +48,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from miret_governance.governance.trust import certificates as x509s
 from miret_governance.governance.trust.keyring import (
     PublicKey,
     SignatureError,
@@ -298,7 +299,6 @@ def _load_certificates(certificate, chain, public_key, where, sources) -> tuple:
     ------
     SignatureError
     """
-    from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
     if certificate is None:
@@ -314,11 +314,9 @@ def _load_certificates(certificate, chain, public_key, where, sources) -> tuple:
             continue
         pem, origin = read_key(str(value), source)
         try:
-            found = x509.load_pem_x509_certificates(pem)
-        except ValueError as error:
-            raise SignatureError(
-                f"{origin} holds no PEM certificate ({error}); give the PEM file your CA issued"
-            ) from None
+            found = x509s.load_certificates(pem)
+        except x509s.CertificateError as error:
+            raise SignatureError(f"{origin}: {error}; give the PEM file your CA issued") from None
         if not several and len(found) != 1:
             raise SignatureError(
                 f"{origin} holds {len(found)} certificates: give the signing certificate alone "
