@@ -9,6 +9,10 @@ os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 # workers hold (a three-class HistGradientBoosting test: 14 CPU s with a pool, 4 without)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The environment `mlflow run` builds once per session (tests/test_mlproject.py, the
+# README's pipeline): pip byte-compiles its 11,000 installed modules by default (about
+# 28 CPU s); the runs then compile only the few hundred they import
+os.environ.setdefault("PIP_NO_COMPILE", "1")
 # as the govern CLI sets it (cli.common.configure_mlflow): in-process CLI runs print no bars
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
