@@ -31,7 +31,7 @@ PolicyPath = Annotated[
         "--policy",
         help="TOML policy file; its signature is <file>.sig beside it.",
         metavar="FILE",
-        callback=existing_file,
+        callback=common.policy_file,  # warns of gates explain's defaults cannot meet
     ),
 ]
 PLAIN = {"highlight": False, "markup": False, "soft_wrap": True}

@@ -172,9 +172,10 @@ GATE_TABLE = {
         "distinct features, integer >= 0",
         meaning="how many distinct features the surrogate's splits use (a split may "
         "combine several)",
-        remedy="explain again with a shallower tree (--depth), a larger sparsity weight "
-        "(--alpha, e.g. 0.8) or a higher --gamma-percentile (fewer features allowed at "
-        f"each level), {OWNED}",
+        remedy="explain again with a shallower tree (--depth: a univariate or CART tree of "
+        "depth D splits on at most 2^D - 1 features) or, for the MIRET tree, a larger "
+        "sparsity weight (--alpha 0.8) or a higher --gamma-percentile (fewer features "
+        f"allowed at each level), {OWNED}",
     ),
     "max_columns": GateSpec(
         EVIDENCE,
@@ -185,8 +186,8 @@ GATE_TABLE = {
         "column), integer >= 0",
         meaning="how many distinct input columns the surrogate's splits use (the encoded "
         "columns of one original column count once)",
-        remedy="explain again with a shallower tree (--depth), a larger sparsity weight "
-        f"(--alpha, e.g. 0.8) or a higher --gamma-percentile, {OWNED}",
+        remedy="explain again with a shallower tree (--depth) or, for the MIRET tree, a "
+        f"larger sparsity weight (--alpha 0.8) or a higher --gamma-percentile, {OWNED}",
     ),
     "min_train_fidelity": GateSpec(
         EVIDENCE,
@@ -196,7 +197,7 @@ GATE_TABLE = {
         "train fidelity, in [0, 1]",
         meaning="the share of training rows on which the surrogate tree gives the ensemble's class",
         remedy="explain again with a deeper tree (--depth) or a smaller sparsity weight "
-        f"(--alpha, e.g. 0.2), {OWNED}",
+        f"(--alpha 0.2), {OWNED}",
         share=True,
     ),
     "min_proximity_agreement": GateSpec(
@@ -208,8 +209,10 @@ GATE_TABLE = {
         meaning="the share of the pairs of test rows the ensemble treats as alike (they "
         "share a leaf in at least the share m of its trees, m the fit's "
         "--proximity-threshold) that the surrogate also puts in one leaf",
-        remedy="explain again with a shallower tree (--depth), whose fewer leaves split "
-        f"fewer such pairs, at some cost in fidelity, {OWNED}",
+        remedy="explain again at another depth (--depth) and compare: only the MIRET tree "
+        "is fitted to keep alike training rows in one leaf, and the fit returns the optimal "
+        "univariate or CART tree instead when that is more faithful on held-out rows (the "
+        f"report says which tree it returned), {OWNED}",
         share=True,
     ),
     "min_class_fidelity": GateSpec(
