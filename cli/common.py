@@ -32,7 +32,7 @@ from miret_governance.flavors.explain.defaults import (
 )
 from miret_governance.governance.errors import CheckFailedError, GovernanceError, InvalidInputError
 from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
-from miret_governance.governance.trust.policy import POLICY_ENV
+from miret_governance.governance.trust.policy import POLICY_ENV, load_policy
 from miret_governance.governance.trust.policy_signature import (
     POLICY_TRUST_ENV,
     REQUIRE_SIGNED_POLICY_ENV,
@@ -171,6 +171,32 @@ MinTestRows = Annotated[
         "Lower it only knowingly: the value is recorded with the evidence.",
     ),
 ]
+
+
+def policy_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | None):
+    """``--policy``: :func:`existing_file`, then one warning on stderr for each gate an
+    explain with the default settings cannot meet
+    (:func:`governance.trust.attainable.unattainable`); the exit code stays the command's,
+    and a policy that cannot be read is left to the command."""
+    value = existing_file(ctx, param, value)
+    if value is not None and not ctx.resilient_parsing:
+        from miret_governance.governance.trust.attainable import ExplainSettings, unattainable
+
+        defaults = ExplainSettings(DEFAULTS["solver"], ENSEMBLE_DEPTH, DEFAULTS["max_rows"])
+        try:
+            found = unattainable(load_policy(value), defaults)
+        except GovernanceError:  # the command refuses it, with its own message
+            return value
+        for item in found:
+            errors.print(
+                f"warning: policy {value.name}, with explain's default settings: {item.line}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+    return value
+
+
 PolicyFile = Annotated[
     Path | None,
     typer.Option(
@@ -178,10 +204,11 @@ PolicyFile = Annotated[
         help="TOML policy file: the gates table, an optional name, and the \\[keys.<name>] "
         "public keys it trusts to sign evidence (explain) and decisions (default: "
         "min_fidelity 0.90, max_features 5, require_validation_pass, and no trusted key, "
-        "so no gate passes).",
+        "so no gate passes). A gate explain's default settings cannot meet is warned about "
+        "on stderr (govern policy check).",
         metavar="FILE",
         envvar=POLICY_ENV,
-        callback=existing_file,
+        callback=policy_file,
     ),
 ]
 PolicyTrustFile = Annotated[

@@ -54,7 +54,8 @@ def _digest_words(digest: str | None) -> str:
 
 
 def print_gates(outcome) -> None:
-    """The gate table of a GateOutcome, and where it was recorded."""
+    """The gate table of a GateOutcome, each failed gate's reason and advice, and where it
+    was recorded."""
     from miret_governance.governance.trust.gates import format_value
 
     evaluation = outcome.evaluation
@@ -81,6 +82,8 @@ def print_gates(outcome) -> None:
             console.print(
                 f"[red]FAIL[/] {escape(f'{r.name}: {r.reason}')}", highlight=False, soft_wrap=True
             )
+            if r.advice:
+                console.print(f"  {escape(r.advice)}", highlight=False, soft_wrap=True)
     verdict = "[green]all gates passed[/]" if evaluation.all_passed else "[red]a gate failed[/]"
     console.print(
         f"{verdict} under policy {escape(outcome.policy)}, on the evidence stored in "
@@ -109,7 +112,7 @@ def gates_json(outcome) -> dict:
         "time": outcome.time,
         "gates": [
             {key: r[key] for key in ("name", "metric", "comparison", "threshold", "value")}
-            | {"passed": r["passed"], "reason": r["reason"]}
+            | {"passed": r["passed"], "reason": r["reason"], "advice": r["advice"]}
             for r in evaluation["results"]
         ],
     }
@@ -217,7 +220,7 @@ def gate(
     0 or 1, "ensemble_uri", "surrogate_uri", "policy" (name v<digest8>), "policy_digest",
     "evidence_digest", "run_id" (the gate run), "time" (UTC, ISO 8601), "gates": list of
     {"name", "metric", "comparison", "threshold", "value" (null when missing), "passed",
-    "reason"}}.
+    "reason", "advice" (a failed gate's figure in plain words and what to do, else null)}}.
     """
     with exit_codes():
         from miret_governance.flavors.gates.gating import gate_model_version

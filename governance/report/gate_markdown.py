@@ -2,8 +2,9 @@
 viewer).
 
 The verdict is the first line; the table has three short columns (gate, result, the
-value against its threshold); the reasons, which can be long, follow as a list, then
-the digests that identify the policy and the evidence.
+value against its threshold); the reasons, which can be long, follow as a list (a failed
+gate's with what its figure measures and what to do), then the digests that identify the
+policy and the evidence.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def gate_markdown(
     -------
     str
         The verdict as the first line (a heading), the failed gates, the context, a
-        three-column table,
-        the reasons as a list and the digests.
+        three-column table, the reasons as a list (a failed gate's advice below it) and
+        the digests.
     """
     # Lazily: the page's module imports matplotlib, which a gate never needs.
     from miret_governance.governance.report.formatting import markdown_text
@@ -75,6 +76,8 @@ def gate_markdown(
     for r in evaluation.results:
         word = "pass" if r.passed else "FAIL"
         lines.append(f"- {word} **{r.name}** ({r.metric}): {markdown_text(r.reason)}")
+        if r.advice:
+            lines.append(f"  - {markdown_text(r.advice)}")
     lines += ["", f"Policy digest: `{evaluation.policy_digest}`"]
     if evaluation.evidence_digest:
         lines += ["", f"Evidence digest: `{evaluation.evidence_digest}`"]

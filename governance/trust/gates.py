@@ -56,6 +56,18 @@ class GateResult:
         :attr:`governance.policy.GateSpec.comparison`."""
         return GATE_TABLE[self.name].comparison
 
+    @property
+    def advice(self) -> str | None:
+        """For a gate that failed on a figure: what the figure measures and what to do,
+        in plain words, from the gate table (:attr:`governance.trust.policy.GateSpec.meaning`
+        and ``remedy``). None when it passed or had no figure (the reason says why:
+        unsigned evidence, a metric not logged). Shown by the CLI and the gate report,
+        never written into a signed record."""
+        if self.passed or self.value is None or self.value != self.value:  # NaN
+            return None
+        spec = GATE_TABLE[self.name]
+        return f"It measures {spec.meaning}. To meet it, {spec.remedy}."
+
 
 @dataclass
 class Evaluation:
@@ -80,11 +92,13 @@ class Evaluation:
     evidence_digest: str | None = None
 
     def to_json(self) -> dict:
-        """A JSON-serializable dict (NaN values become None)."""
+        """A JSON-serializable dict (NaN values become None); each result with its
+        ``comparison`` and ``advice`` (None unless it failed on a figure)."""
         results = []
         for result in self.results:
             row = asdict(result)
             row["comparison"] = result.comparison
+            row["advice"] = result.advice
             if isinstance(row["value"], float) and not math.isfinite(row["value"]):
                 row["value"] = None
             results.append(row)

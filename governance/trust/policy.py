@@ -116,13 +116,17 @@ when none is given (read at the edges only: ``cli.common``, :mod:`flavors.trust`
 @dataclass(frozen=True)
 class GateSpec:
     """One gate: its kind, the metric (or record) it reads, its direction, its
-    threshold's type, and whether that threshold is a share in ``[0, 1]``."""
+    threshold's type, and whether that threshold is a share in ``[0, 1]``; ``meaning``
+    says in plain words what the figure measures and ``remedy`` what a user can do when
+    it fails (:attr:`governance.trust.gates.GateResult.advice`; never in a record)."""
 
     kind: str
     metric: str
     greater_is_better: bool
     value_type: type
     description: str
+    meaning: str
+    remedy: str
     share: bool = False
 
     @property
@@ -133,9 +137,20 @@ class GateSpec:
         return ">=" if self.greater_is_better else "<="
 
 
+OWNED = "or the risk function, which owns the policy, sets another threshold"
+"""How a remedy ends where the threshold itself could change: that is a policy decision."""
 GATE_TABLE = {
     "min_fidelity": GateSpec(
-        EVIDENCE, "test_fidelity", True, float, "test-set fidelity, in [0, 1]", share=True
+        EVIDENCE,
+        "test_fidelity",
+        True,
+        float,
+        "test-set fidelity, in [0, 1]",
+        meaning="the share of test rows on which the surrogate tree gives the ensemble's class",
+        remedy="explain again with a deeper tree (--depth; the default is the ensemble's "
+        "depth, at most 4), which agrees more often but uses more features, or a smaller "
+        f"sparsity weight (--alpha 0.2), {OWNED}",
+        share=True,
     ),
     "min_fidelity_lower_bound": GateSpec(
         EVIDENCE,
@@ -143,10 +158,24 @@ GATE_TABLE = {
         True,
         float,
         "lower end of the 95% Wilson interval of test fidelity, in [0, 1]",
+        meaning="the lowest test fidelity the test rows prove (the lower end of its 95% "
+        "interval), which more test rows raise even when the fidelity stays the same",
+        remedy="explain again with more test rows (a larger --test-data file, or more rows "
+        f"in --data) or a deeper tree (--depth) that agrees more often, {OWNED}",
         share=True,
     ),
     "max_features": GateSpec(
-        EVIDENCE, "n_features_used", False, int, "distinct features, integer >= 0"
+        EVIDENCE,
+        "n_features_used",
+        False,
+        int,
+        "distinct features, integer >= 0",
+        meaning="how many distinct features the surrogate's splits use (a split may "
+        "combine several)",
+        remedy="explain again with a shallower tree (--depth: a univariate or CART tree of "
+        "depth D splits on at most 2^D - 1 features) or, for the MIRET tree, a larger "
+        "sparsity weight (--alpha 0.8) or a higher --gamma-percentile (fewer features "
+        f"allowed at each level), {OWNED}",
     ),
     "max_columns": GateSpec(
         EVIDENCE,
@@ -155,9 +184,21 @@ GATE_TABLE = {
         int,
         "distinct input columns (a pipeline's encoded columns count as their original "
         "column), integer >= 0",
+        meaning="how many distinct input columns the surrogate's splits use (the encoded "
+        "columns of one original column count once)",
+        remedy="explain again with a shallower tree (--depth) or, for the MIRET tree, a "
+        f"larger sparsity weight (--alpha 0.8) or a higher --gamma-percentile, {OWNED}",
     ),
     "min_train_fidelity": GateSpec(
-        EVIDENCE, "train_fidelity", True, float, "train fidelity, in [0, 1]", share=True
+        EVIDENCE,
+        "train_fidelity",
+        True,
+        float,
+        "train fidelity, in [0, 1]",
+        meaning="the share of training rows on which the surrogate tree gives the ensemble's class",
+        remedy="explain again with a deeper tree (--depth) or a smaller sparsity weight "
+        f"(--alpha 0.2), {OWNED}",
+        share=True,
     ),
     "min_proximity_agreement": GateSpec(
         EVIDENCE,
@@ -165,6 +206,13 @@ GATE_TABLE = {
         True,
         float,
         "test proximity agreement, in [0, 1]",
+        meaning="the share of the pairs of test rows the ensemble treats as alike (they "
+        "share a leaf in at least the share m of its trees, m the fit's "
+        "--proximity-threshold) that the surrogate also puts in one leaf",
+        remedy="explain again at another depth (--depth) and compare: only the MIRET tree "
+        "is fitted to keep alike training rows in one leaf, and the fit returns the optimal "
+        "univariate or CART tree instead when that is more faithful on held-out rows (the "
+        f"report says which tree it returned), {OWNED}",
         share=True,
     ),
     "min_class_fidelity": GateSpec(
@@ -173,16 +221,49 @@ GATE_TABLE = {
         True,
         float,
         "test-set fidelity of every class (the worst one decides), in [0, 1]",
+        meaning="the test fidelity of each class the ensemble predicts, the worst class "
+        "deciding: a surrogate can agree on the common class and miss a rare one",
+        remedy="explain again with a deeper tree (--depth), which can set a rare class "
+        "apart, and enough test rows of every class (--test-data; --min-test-rows refuses "
+        f"fewer), {OWNED}",
         share=True,
     ),
-    "max_gap": GateSpec(EVIDENCE, "solver.gap", False, float, "relative MIP gap, >= 0"),
-    "require_validation_pass": GateSpec(EVIDENCE, VALIDATION_KEY, True, bool, "true or false"),
+    "max_gap": GateSpec(
+        EVIDENCE,
+        "solver.gap",
+        False,
+        float,
+        "relative MIP gap, >= 0",
+        meaning="how far the surrogate's objective may be from the best tree's, as the "
+        "whole MILP's bound proves it: 1 (nothing proven) when the whole MILP did not run, "
+        "as on all but small samples without a full Gurobi licence",
+        remedy="explain again with --solver gurobi and a Gurobi licence without size limit, "
+        "so that the whole MILP runs and proves a gap (a longer --time-limit gives it more "
+        "work), or the risk function drops max_gap from the policy (govern policy check "
+        "names the gates an explain's settings cannot meet)",
+    ),
+    "require_validation_pass": GateSpec(
+        EVIDENCE,
+        VALIDATION_KEY,
+        True,
+        bool,
+        "true or false",
+        meaning="whether the explained data passed validation against the ensemble's "
+        "feature schema (columns, types, missing values, training range)",
+        remedy="fix the data the explain run's validation result names and explain again "
+        "(--allow-invalid explains anyway, but never passes this gate)",
+    ),
     "max_explanation_drift": GateSpec(
         DRIFT,
         "explanation_drift",
         False,
         float,
         "VITE level-frequency distance, in [0, 1]",
+        meaning="how much the ensemble's use of features (its VITE level frequencies) "
+        "changed since the version holding the policy's drift_against alias: 0 the same, "
+        "1 entirely different",
+        remedy="review the change (govern diff) and retrain closer to that version (the "
+        f"figure is the ensembles', not the surrogate's), {OWNED}",
         share=True,
     ),
     "min_cross_fidelity": GateSpec(
@@ -191,6 +272,10 @@ GATE_TABLE = {
         True,
         float,
         "each surrogate on the other's ensemble, in [0, 1]",
+        meaning="how often each surrogate agrees with the other version's ensemble on "
+        "--data: whether the two ensembles still decide alike",
+        remedy="review where they disagree (govern diff) and retrain closer to that "
+        f"version (the figure is the ensembles', not the surrogates'), {OWNED}",
         share=True,
     ),
     RECOMPUTED_FIDELITY: GateSpec(
@@ -199,6 +284,12 @@ GATE_TABLE = {
         True,
         float,
         "the fidelity measured again on --data agrees with the evidence",
+        meaning="the surrogate's fidelity to the ensemble, recomputed on --data: on the "
+        "explain's own data it must equal the evidence's, on other data its 95% interval "
+        "must overlap the stored test fidelity's",
+        remedy="check that --data (and --target) is the data explained or data like "
+        "what the model scores; on other data a failure means the surrogate agrees with the "
+        "ensemble less (or more) there than its evidence says: explain again on such data",
     ),
 }
 """Every gate, by name: the one table the policy parser, the evaluation

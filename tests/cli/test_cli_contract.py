@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from miret_governance.cli import common
 from miret_governance.cli.app import app
 from miret_governance.governance.errors import CheckFailedError, GovernanceError
+from miret_governance.governance.trust.policy import GATE_TABLE
 
 pytest_plugins = ["mlflow_store"]
 HEAVY = (
@@ -305,17 +306,30 @@ def test_gate_and_show_json(gated, tmp_path):
         "value": 0.95,
         "passed": True,
         "reason": gates["min_fidelity"]["reason"],
+        "advice": None,
     }
     assert (gates["max_features"]["value"], gates["max_features"]["threshold"]) == (2, 5)
     assert set(gates) == {"min_fidelity", "max_features", "require_validation_pass"}
 
     strict = tmp_path / "strict.toml"
     strict.write_text("[gates]\nmin_fidelity = 0.99\n" + keys_toml())
+    advice = GATE_TABLE["min_fidelity"]
+    expected = f"It measures {advice.meaning}. To meet it, {advice.remedy}."
+    printed = invoke("gate", "--model-uri", gated, "--policy", str(strict))
+    assert printed.exit_code == 1 and "warning: policy" not in printed.stderr
+    assert f"FAIL min_fidelity: test_fidelity = 0.95 does not meet >= 0.99\n  {expected}\n" in (
+        printed.stdout
+    )
     failed = invoke("gate", "--model-uri", gated, "--policy", str(strict), "--json")
     assert failed.exit_code == 1, failed.output
     verdict = json.loads(failed.stdout)
     assert (verdict["passed"], verdict["exit_code"]) == (False, 1)
     assert [g["name"] for g in verdict["gates"] if not g["passed"]] == ["min_fidelity"]
+    assert {g["name"]: g["advice"] for g in verdict["gates"]} == {
+        "max_features": None,
+        "min_fidelity": expected,  # what the figure measures and what to do
+        "require_validation_pass": None,
+    }
 
     shown = invoke("show", "--model-uri", gated, "--json")
     assert shown.exit_code == 0, shown.output

@@ -155,3 +155,56 @@ def test_readers_honour_the_deployment_setting(deployment, monkeypatch):
     (deployment / "unsigned.toml").write_text("[gates]\nmin_fidelity = 0.9\n" + keys_toml())
     with pytest.raises(SignatureError, match="policy unsigned.toml is unsigned"):
         trusted_keys("unsigned.toml")
+
+
+def test_check_names_the_gates_an_explain_cannot_meet(tmp_path):
+    (tmp_path / "strict.toml").write_text(
+        "[gates]\nmax_gap = 0.01\nmin_fidelity_lower_bound = 0.95\n"
+    )
+    result = govern("policy", "check", "strict.toml", "--solver", "highs", "--test-rows", "50")
+    label = load_policy("strict.toml").label
+    assert result.exit_code == 1 and result.stderr == ""
+    assert result.stdout.splitlines() == [
+        (
+            f"policy {label}: max_gap = 0.01 cannot be met: solver.gap is 1 unless the whole MILP "
+            "runs, and HiGHS is given it only up to 400 binaries (about 100 training rows at depth "
+            "1, fewer when deeper); --max-rows 2000 allows more; explain where a full Gurobi "
+            "licence is installed (--solver auto or gurobi), or the risk function drops max_gap "
+            "from the policy"
+        ),
+        (
+            f"policy {label}: min_fidelity_lower_bound = 0.95 cannot be met: 50 test rows prove at "
+            "most 0.9287 even when every row agrees; explain with at least 73 test rows "
+            "(--test-data), or the risk function sets a lower threshold"
+        ),
+    ]
+    small = govern(
+        "policy", "check", "strict.toml", "--solver", "highs", "--depth", "2", "--max-rows", "40"
+    )
+    assert small.exit_code == 0, small.output
+    assert small.stdout == f"policy {label}: every gate can be met with these settings\n"
+    (tmp_path / "bad.toml").write_text("[gates]\nmax_gap = -1\n")
+    bad = govern("policy", "check", "bad.toml")
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert (
+        said(bad) == "error: bad.toml: max_gap = -1 is not valid; expected relative MIP gap, >= 0"
+    )
+
+
+def test_a_command_reading_the_policy_warns_once_and_keeps_its_exit_code(store, tmp_path):
+    from miret_governance.cli.common import DEFAULTS
+    from miret_governance.governance.trust.attainable import ExplainSettings, unattainable
+
+    (tmp_path / "strict.toml").write_text("[gates]\nmax_gap = 0.01\n")
+    (tmp_path / "lax.toml").write_text("[gates]\nmax_gap = 1\n")
+    (line,) = unattainable(
+        load_policy("strict.toml"), ExplainSettings("auto", 0, DEFAULTS["max_rows"])
+    )  # the licence found here decides the words
+    missing = ("show", "--model-uri", "models:/none/1")
+    warned, quiet = (
+        govern(*missing, "--policy", "strict.toml"),
+        govern(*missing, "--policy", "lax.toml"),
+    )
+    assert warned.exit_code == quiet.exit_code == 2
+    warning = f"warning: policy strict.toml, with explain's default settings: {line.line}"
+    assert warned.stderr == warning + "\n" + quiet.stderr

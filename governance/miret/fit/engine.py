@@ -38,7 +38,10 @@ from miret_governance.governance.miret.heuristics.univariate import guessed_thre
 from miret_governance.governance.miret.milp import formulation as milp
 from miret_governance.governance.miret.milp.node_milp import IMPROVEMENT, reoptimize
 from miret_governance.governance.miret.problem.layout import majority_classes
-from miret_governance.governance.miret.solvers.solve_result import relative_gap
+from miret_governance.governance.miret.solvers.solve_result import (
+    GLOBAL_MILP_BINARIES,
+    relative_gap,
+)
 from miret_governance.governance.miret.solvers.table import solve, worth_solving
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 
@@ -46,11 +49,6 @@ HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut 
 HEURISTIC_WORK_SHARE = 0.05  # the heuristic's work budget: this share of the limit, in units
 STALL_UNITS, STALL_SHARE = 0.5, 0.05  # default stall window: min(0.5, 0.05 * limit) work units
 SOLVER_WORK_SHARE = 0.1  # the solver's work budget: this share of the limit, in work units
-GLOBAL_MILP_BINARIES = 400
-"""Largest whole MILP (binaries) HiGHS is given after the node MILPs: it proves
-optimality up to about this size (0.1-0.3 s); beyond, it stalls at the root (gaps of
-70-95% on 2,000-row samples) and bettered the warm start in none of the 42
-example-dataset fits."""
 STOP_REASON = {
     "optimal": "optimal",
     "gap_limit": "gap_limit",

@@ -27,7 +27,7 @@ class SolveReport:
     (:mod:`governance.miret.node_milp`; ``"optimal"``: that split is optimal given the
     rest of the tree), ``node_objective_before`` the objective they started from and
     ``node_time`` their seconds; ``global_milp``: whether the whole MILP ran (with HiGHS
-    only on small models, :data:`governance.miret.engine.GLOBAL_MILP_BINARIES`); when it did
+    only on small models, :data:`governance.miret.solvers.solve_result.GLOBAL_MILP_BINARIES`); when it did
     not, ``status`` is ``"not_run"`` and ``stop_reason`` ``"node_milps"``.
     ``cv_fidelity``: each candidate's held-out fidelity (:mod:`governance.miret.
     selection`; empty when the choice was off or the sample too small for folds),

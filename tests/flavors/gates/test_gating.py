@@ -326,6 +326,7 @@ def test_gate_reads_stored_evidence_records_run_tags_and_descriptions(store, tmp
     assert report["evidence"]["features_used"] == ["x0", "x1"]
     assert report["evidence_digest"] == outcome.evaluation.evidence_digest
     assert len(report["results"]) == len(ALL_GATES) + 1  # and require_validation_pass
+    assert all(r["advice"] is None for r in report["results"])  # what to do: a failed gate's
     markdown = mlflow.artifacts.load_text(f"runs:/{outcome.run_id}/gate_report.md")
     assert markdown.startswith(f"# Gates PASSED: all {len(ALL_GATES) + 1} gates pass\n")
     assert "policy all v" in markdown.splitlines()[2]

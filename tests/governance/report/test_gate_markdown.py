@@ -1,4 +1,5 @@
-"""gate_report.md: the verdict first, a three-column table, the reasons as a list."""
+"""gate_report.md: the verdict first, a three-column table, the reasons as a list (a failed
+gate's with what to do)."""
 
 from miret_governance.governance.report.gate_markdown import gate_markdown, verdict
 from miret_governance.governance.trust.gates import evaluate
@@ -32,12 +33,19 @@ def test_gate_report_puts_the_verdict_first_and_the_reasons_below_a_narrow_table
         "| max_features | pass | 2 (needs &lt;= 3) |",
     ]
     assert max(len(line) for line in lines[6:10]) < 60  # no long reason inside the table
-    assert lines[11:15] == [
+    assert lines[11:16] == [
         "## Reasons",
         "",
         (
             "- FAIL **min_fidelity** (test_fidelity): test\\_fidelity = 0.9767 does not meet "
             "&gt;= 0.99"
+        ),
+        (  # a failed gate says what its figure measures and what to do
+            "  - It measures the share of test rows on which the surrogate tree gives the "
+            "ensemble's class. To meet it, explain again with a deeper tree (--depth; the "
+            "default is the ensemble's depth, at most 4), which agrees more often but uses "
+            "more features, or a smaller sparsity weight (--alpha 0.2), or the risk function, "
+            "which owns the policy, sets another threshold."
         ),
         "- pass **max_features** (n_features_used): n\\_features\\_used = 2 meets &lt;= 3",
     ]
