@@ -211,6 +211,15 @@ PolicyFile = Annotated[
         callback=policy_file,
     ),
 ]
+SupersedeOption = Annotated[
+    bool,
+    typer.Option(
+        "--supersede/--no-supersede",
+        help="Explain even when the evidence linked now carries a promotion or an approval: "
+        "they stop counting (the aliases need a new gate and promotion). Without it such an "
+        "explain is refused before anything is written.",
+    ),
+]
 PolicyTrustFile = Annotated[
     Path | None,
     typer.Option(

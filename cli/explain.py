@@ -28,10 +28,12 @@ from miret_governance.cli.common import (
     Depth,
     MinTestRows,
     ModelUri,
+    PolicyFile,
     Seed,
     SigningCertificateOption,
     SigningKeyOption,
     Solver,
+    SupersedeOption,
     Target,
     TestDataFile,
     TimeLimit,
@@ -225,6 +227,8 @@ def explain(
             "--force/--no-force", help="Solve again even if an identical explanation exists."
         ),
     ] = False,
+    supersede: SupersedeOption = False,
+    policy: PolicyFile = None,
     allow_invalid: Annotated[
         bool,
         typer.Option(
@@ -345,6 +349,8 @@ def explain(
                     seed=seed,
                     registered_name=registered_name or None,
                     force=force,
+                    supersede=supersede,
+                    policy=policy,
                     allow_invalid=allow_invalid,
                     trust_pickle=trust_pickle,
                     search=settings,
@@ -381,6 +387,13 @@ def _print_result(result) -> None:
             f"Registered [bold]{escape(result.surrogate_uri)}[/] as the surrogate of "
             f"[bold]{escape(result.ensemble_uri)}[/] in {result.seconds:.1f} s "
             f"(solver status: {escape(str(result.solve.get('status', '?')))})."
+        )
+    if result.superseded is not None:
+        console.print(
+            result.superseded.sentence(result.ensemble_uri),
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
         )
     if result.signed_by:
         console.print(f"Evidence signed by key {result.signed_by[:16]}...", highlight=False)

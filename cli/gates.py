@@ -327,6 +327,7 @@ def pipeline(
     min_test_rows: common.MinTestRows = common.MIN_TEST_ROWS,
     tracking_uri: common.TrackingUri = None,
     trust_pickle: common.TrustPickle = False,
+    supersede: common.SupersedeOption = False,
 ) -> None:
     """Validate the data, explain the ensemble version, then evaluate the gates.
 
@@ -355,6 +356,8 @@ def pipeline(
             seed=seed,
             min_test_rows=min_test_rows,
             trust_pickle=trust_pickle,
+            supersede=supersede,
+            policy=parsed if policy is not None else None,  # else the key's own trust
         )
         console.print(
             f"surrogate {explained.surrogate_uri} (run {explained.run_id}"

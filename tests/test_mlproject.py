@@ -54,6 +54,8 @@ def test_explain_defaults_match_the_estimator():
     for name in params:
         assert "{" + name + "}" in command
     assert "--{search} " in command
+    assert params["supersede"]["default"] == "no-supersede"
+    assert "--{supersede}" in _entry_points()["pipeline"]["command"]
 
 
 def test_parameters_mean_the_same_in_every_entry_point():

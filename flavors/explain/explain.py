@@ -43,6 +43,7 @@ from miret_governance.flavors.store.registry import (
     EVIDENCE_DIGEST_TAG,
     EXPLAIN_DIGEST_TAG,
     SURROGATE_SUFFIX,
+    SURROGATE_TAG,
     TRUST_PICKLE_TAG,
     VALIDATION_TAG,
     check_registered_name,
@@ -54,6 +55,11 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail import links
 from miret_governance.flavors.trail.decisions import LINK_EXPERIMENT, decision_runs, end_killed_runs
+from miret_governance.flavors.trail.supersede import (
+    SUPERSEDED_TAG,
+    check_supersede,
+    supersede_trust,
+)
 from miret_governance.flavors.trust import UnsignedEvidenceWarning, default_signing_key
 from miret_governance.governance.data.validation import missing_shares, raw_columns
 from miret_governance.governance.ensembles.encoding import surrogate_rules
@@ -91,6 +97,8 @@ def explain_model_version(
     progress=None,
     params: FitParams | None = None,
     signing_key: SigningKey | None = None,
+    supersede: bool = False,
+    policy=None,
 ) -> ExplainResult:
     """Explain a registered ensemble version with VITE and a MIRET surrogate.
 
@@ -120,6 +128,13 @@ def explain_model_version(
         Registered model of the surrogate (default ``<name>-surrogate``).
     force : bool
         Solve again even if an identical request was already registered.
+    supersede : bool
+        Link a new surrogate even when the evidence linked now carries a promotion or an
+        approval (they stop counting: :mod:`flavors.trail.supersede`); without it such
+        an explain is refused before anything is written.
+    policy : Policy, TrustedKeys, str or path, optional
+        Whose promotions and approvals count for that check (default: the
+        ``GOVERN_POLICY`` file, else ``signing_key``'s own).
     allow_invalid : bool
         Go on when validation fails (tagged ``governance.validation=failed``).
     class_names : sequence of str, optional
@@ -158,6 +173,9 @@ def explain_model_version(
         is registered). Parameters and names are checked before anything is read.
     ValidationFailedError
         The data failed validation and ``allow_invalid`` is False.
+    SupersedeError
+        A new surrogate would make promotions or approvals stop counting and
+        ``supersede`` is False (nothing is written).
     """
     started = time.time()
     keywords = {
@@ -185,11 +203,15 @@ def explain_model_version(
     signing_key = signing_key or default_signing_key()
     if signing_key is None:
         warnings.warn(reuse.UNSIGNED_WARNING, UnsignedEvidenceWarning, stacklevel=2)
+    trusted = supersede_trust(policy, signing_key)
     check_tracking_server()
     with ExitStack() as cleanup:
         client = MlflowClient()
         stages.notify(progress, "load model")
         version = resolve_model_version(client, model_uri)
+        superseded = None
+        if force:  # before anything expensive is read
+            superseded = check_supersede(client, version, trusted, supersede, forced=True)
         ensemble, files_digest = load_pinned_ensemble(version_uri(version), trust_pickle)
 
         stages.notify(progress, "load data")
@@ -234,9 +256,11 @@ def explain_model_version(
         )
         if not force:
             existing = reuse.find_reusable(client, request, signing_key)
+            if existing is None or version_uri(existing) != version.tags.get(SURROGATE_TAG):
+                superseded = check_supersede(client, version, trusted, supersede, forced=False)
             if existing is not None:
                 return reused_result(
-                    client, version, existing, request, started, recovered, signing_key
+                    client, version, existing, request, started, recovered, signing_key, superseded
                 )
 
         faults.check_removable(client, request.registered_name)
@@ -246,6 +270,8 @@ def explain_model_version(
         run_tags = {**faults.process_tags(), **context.source_tags()}
         if request.trust_pickle:
             run_tags[TRUST_PICKLE_TAG] = request.trust_pickle
+        if superseded is not None:
+            run_tags[SUPERSEDED_TAG] = superseded.tag()
         run = mlflow.start_run(
             experiment_id=experiment_id,
             run_name=f"explain {version.name} v{version.version}",
@@ -273,6 +299,8 @@ def explain_model_version(
             }
             if request.trust_pickle:
                 tags[TRUST_PICKLE_TAG] = request.trust_pickle
+            if superseded is not None:
+                tags[SUPERSEDED_TAG] = superseded.tag()
             registered, linked = register_surrogate(
                 client,
                 info.model_uri,
@@ -289,7 +317,7 @@ def explain_model_version(
                 faults.discard_logged_models(client, run)
                 mlflow.end_run()
                 return reused_result(
-                    client, version, linked, request, started, recovered, signing_key
+                    client, version, linked, request, started, recovered, signing_key, superseded
                 )
             reuse.describe_new_version(
                 client,
@@ -323,6 +351,7 @@ def explain_model_version(
             recovery_notes=recovered.notes(),
             signed_by=signing_key.fingerprint if signing_key is not None else "",
             parameters=evidence.params(request, solve),
+            superseded=superseded,
         )
 
 

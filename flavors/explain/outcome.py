@@ -16,6 +16,7 @@ from miret_governance.flavors.store.registry import (
     version_uri,
 )
 from miret_governance.flavors.trail import links
+from miret_governance.flavors.trail.supersede import Superseded
 
 
 @dataclass
@@ -54,6 +55,9 @@ class ExplainResult:
     parameters : dict
         The explain run's parameters: those the surrogate was fitted with (with a
         search, the chosen ones; :func:`flavors.context.chosen_text` says which).
+    superseded : flavors.trail.supersede.Superseded or None
+        The promotions and approvals that stopped counting when the new surrogate was
+        linked (``supersede=True``); None when none did.
     """
 
     surrogate_uri: str
@@ -73,12 +77,16 @@ class ExplainResult:
     signed_by: str = ""
     recovery_notes: list = field(default_factory=list)
     parameters: dict = field(default_factory=dict)
+    superseded: Superseded | None = None
 
 
-def reused_result(client, ensemble_version, existing, request, started, recovered, key):
+def reused_result(
+    client, ensemble_version, existing, request, started, recovered, key, superseded=None
+):
     """The result for an existing surrogate version, verified with ``key``, which the
     ensemble version now links, with a signed link record (so ``govern gate`` evaluates
-    exactly the version reported, :mod:`flavors.links`)."""
+    exactly the version reported, :mod:`flavors.links`); ``superseded``: what linking it
+    made stop counting."""
     link_surrogate(client, ensemble_version, existing)
     links.record_link(client, ensemble_version, existing, key)
     summary = describe_surrogate(version_uri(existing), reuse.own_trust(key), client)
@@ -100,4 +108,5 @@ def reused_result(client, ensemble_version, existing, request, started, recovere
         recovery_notes=recovered.notes(),
         signed_by=summary["signer"].fingerprint,
         parameters=summary["parameters"],
+        superseded=superseded,
     )

@@ -42,6 +42,7 @@ from miret_governance.flavors.trail.decisions import (
     UNSIGNED,
     decision_runs,
 )
+from miret_governance.flavors.trail.supersede import page_line
 from miret_governance.governance.trust.policy import canonical_digest
 
 SURROGATE_RUN_TAG = "governance.surrogate_uri"
@@ -250,13 +251,15 @@ def version_descriptions(
     surrogate = version_link(surrogate_version.name, surrogate_version.version)
     ensemble = version_link(ensemble_version.name, ensemble_version.version)
     since = since_alias(client, ensemble_version, digest)
+    supersedes = page_line(surrogate_version)
     ensemble_text = (
-        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{since}{report}{proof}\n"
+        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{supersedes}{table}\n\n"
+        f"{since}{report}{proof}\n"
     )
     surrogate_text = (
         f"**MIRET surrogate of** {ensemble}: one shallow tree (oblique splits only where they "
         f"were clearly more faithful on held-out rows) that reproduces the ensemble's "
-        f"predictions.\n\n{table}\n\n{report}{proof}\n"
+        f"predictions.\n\n{supersedes}{table}\n\n{report}{proof}\n"
     )
     return ensemble_text, surrogate_text
 

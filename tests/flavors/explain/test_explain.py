@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,7 +26,10 @@ from miret_governance.flavors.store.registry import (
     VALIDATION_TAG,
     model_id_of,
 )
+from miret_governance.flavors.trail.promotion import promote_model_version
+from miret_governance.flavors.trail.supersede import SUPERSEDED_TAG, Superseded, SupersedeError
 from miret_governance.governance.measures.metrics import fidelity_with_interval
+from miret_governance.governance.trust.policy import load_policy
 
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 CONTRACT_METRICS = {
@@ -275,6 +279,16 @@ def test_rf_reuse_then_force(rf, monkeypatch):
     assert len(client.search_model_versions("name = 'credit-rf-surrogate'")) == 1
     digest = client.get_model_version("credit-rf-surrogate", "1").tags[EXPLAIN_DIGEST_TAG]
 
+    # @champion holds it: another request, or a forced one, is refused before any work
+    policy = load_policy(os.environ["GOVERN_POLICY"])
+    assert promote_model_version("models:/credit-rf/1", "champion", policy).promoted
+    for options in ({"seed": 1}, {"force": True}):
+        with pytest.raises(SupersedeError, match="whose evidence carries @champion; "):
+            explain_model_version(
+                "models:/credit-rf/1", rf["root"] / "data.csv", target="label", **options
+            )
+    assert len(client.search_model_versions("name = 'credit-rf-surrogate'")) == 1
+
     # validated, then fitted (as inputs above BACKGROUND_FIT_CELLS are): the same surrogate
     monkeypatch.setattr("miret_governance.flavors.explain.explain.BACKGROUND_FIT_CELLS", 0)
     other = explain_model_version(
@@ -284,8 +298,17 @@ def test_rf_reuse_then_force(rf, monkeypatch):
         time_limit=60,
         force=True,
         min_test_rows=1,
+        supersede=True,
     )
     assert not other.reused and other.version == "2"
+    assert other.superseded == Superseded("models:/credit-rf-surrogate/1", ("@champion",))
+    tag = json.dumps(["models:/credit-rf-surrogate/1", "@champion"])
+    assert client.get_run(other.run_id).data.tags[SUPERSEDED_TAG] == tag
+    assert client.get_model_version("credit-rf-surrogate", "2").tags[SUPERSEDED_TAG] == tag
+    assert (
+        "**Supersedes** surrogate version [credit\\-rf\\-surrogate v1](#/models/credit-rf-surrogate/"
+        "versions/1), which carried @champion: those decisions do not count for this evidence."
+    ) in client.get_model_version("credit-rf", "1").description
     assert len(workers) == 1
     # both fits end on work (about 1 s of a quiet core) far below the 60 s cap, so the
     # same tree under any load
