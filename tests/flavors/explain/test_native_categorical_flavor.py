@@ -5,6 +5,7 @@ an XGBClassifier(enable_categorical=True) logged with mlflow.xgboost go through 
 validation name the original columns and their categories."""
 
 import json
+import re
 from pathlib import Path
 
 import lightgbm
@@ -84,7 +85,24 @@ def explained_and_gated(uri: str, name: str) -> str:
     ranges = pd.read_csv(f"{folder}/vite/threshold_ranges.csv")
     assert ranges[ranges.feature.str.startswith("purpose_")][["low", "high"]].isna().all().all()
     with open(f"{folder}/report.html", encoding="utf-8") as handle:
-        assert "purpose in {" in handle.read()
+        report = handle.read()
+    assert "purpose in {" in report
+    # counts and the signed evidence speak in original columns; a one-hot group is one
+    provenance = json.loads(Path(folder, "evidence.json").read_text())["provenance"]
+    assert [(c["column"], c["kind"]) for c in provenance["encoding"]] == [
+        ("purpose", "native_categorical"),
+        ("housing", "native_categorical"),
+        ("income", "numeric"),
+    ]
+    assert provenance["encoding"][0]["categories"] == CATEGORIES["purpose"]
+    used = provenance["metrics"]["n_features_used"]
+    assert (
+        gates["max_features"]["value"] == used <= provenance["metrics"]["n_encoded_features_used"]
+    )
+    shown = re.findall(
+        r'purpose (?:not )?in \{[^}]*\}</code> <span class="caption">\(row: (\w+)', report
+    )
+    assert shown and set(shown) <= {*CATEGORIES["purpose"], "missing"}  # the row's category
     return result.output.split("missing values")[0]
 
 
