@@ -123,6 +123,22 @@ def test_lightgbm_booster_with_category_columns(rows):
     rules = explained_and_gated("models:/credit-lgbcat/1", "credit-lgbcat")
     assert "purpose in {" in rules or "purpose not in {" in rules
     assert "purpose_" not in rules
+    page = mlflow.MlflowClient().get_model_version("credit-lgbcat", "1").description
+    assert "| Features used | " in page and "purpose_" not in page
+    pd.read_csv("data.csv").head(22).to_csv("rows.csv", index=False)  # row 21: no purpose
+    followed = govern(
+        "explain-row", "--model-uri", "models:/credit-lgbcat/1", "--data", "rows.csv",
+        "--policy", "lenient.toml", "--json",
+    )  # fmt: skip
+    assert followed.exit_code == 0, followed.output
+    steps = [(s, p["row"]) for p in json.loads(followed.stdout)["rows"] for s in p["steps"]]
+    purpose = [  # a split on purpose shows the row's own category, None when it has none
+        (s["category"], raw.purpose[row])
+        for s, row in steps
+        if len(s["terms"]) == 1 and s["terms"][0][0].startswith("[purpose = ")
+    ]
+    assert purpose and all(c == (None if pd.isna(v) else v) for c, v in purpose)
+    assert any(c is None for c, _ in purpose)  # row 21 reads "missing"
 
 
 def test_hist_gradient_boosting_from_dtype_with_skops(rows):
