@@ -133,8 +133,8 @@ class Evidence:
             "train_fidelity": solve["baseline_cart_train_fidelity"],
             "cv_fidelity": solve.get("baseline_cart_cv_fidelity"),
             "test_fidelity": self.metrics.get("baseline_cart_test_fidelity"),
-            "n_features_used": self.metrics.get(
-                "baseline_cart_n_features", solve["baseline_cart_n_features"]
+            "n_features_used": int(  # original columns of an encoded model (metrics)
+                self.metrics.get("baseline_cart_n_features", solve["baseline_cart_n_features"])
             ),
         }
 
