@@ -3,7 +3,6 @@ surrogate's and the ensemble's answers (read-only)."""
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 import typer
@@ -23,7 +22,6 @@ from miret_governance.cli.common import (
 
 
 def _print(explained) -> None:
-    from miret_governance.governance.miret.tree.conditions import format_number
     from miret_governance.governance.miret.tree.paths import path_scores
 
     plain = {"highlight": False, "markup": False, "soft_wrap": True}
@@ -47,13 +45,9 @@ def _print(explained) -> None:
             soft_wrap=True,
         )
         for step in path.steps:
-            value = (  # a missing feature leaves the value undefined
-                "missing, by the rule for missing values"
-                if math.isnan(step.value)
-                else format_number(step.value)
-            )
             console.print(
-                f"  node {step.node}: {step.condition}? {step.answer} (row: {value})", **plain
+                f"  node {step.node}: {step.condition}? {step.answer} (row: {step.value_text})",
+                **plain,
             )
         console.print(f"  leaf {path.leaf}: {path.surrogate}", **plain)
     n = len(explained.paths)
@@ -96,8 +90,9 @@ def explain_row(
     "rows": list of {"row" (its number in the file, first data row 0), "steps": list of
     {"node", "condition" (the yes branch, raw units), "answer" ("yes" or "no"), "holds"
     (the condition that held), "value" (the row's value of its left side; null where a
-    missing feature leaves it undefined), "terms" (list of [feature, weight], raw
-    units)}, "leaf", "surrogate", "ensemble" (class names), "agrees"}}.
+    missing feature or category leaves it undefined), "terms" (list of [feature, weight],
+    raw units), "category" (a split on a categorical column: the row's category, its
+    original value; else null)}, "leaf", "surrogate", "ensemble" (class names), "agrees"}}.
     """
     with exit_codes():
         from miret_governance.flavors.read.applicant import explain_rows

@@ -220,7 +220,7 @@ def _facts(request, evidence, solve: dict, ensemble) -> list[str]:
     names = ", ".join(markdown_literal(n) for n in request.class_names or ())
     return [
         line,
-        f"**Features used**: {used} of {ensemble.n_features}{_columns(metrics, ensemble)}",
+        f"**Features used**: {_columns(used, metrics, ensemble)}",
         f"**Data**: {rows}",
         f"**Hyperparameters**: {how}",
         f"**Solver**: {describe_stop(solve)}",
@@ -229,15 +229,16 @@ def _facts(request, evidence, solve: dict, ensemble) -> list[str]:
     ]
 
 
-def _columns(metrics: dict, ensemble) -> str:
-    """How many of a pipeline's input columns the features used come from (its encoded
-    columns are the features; nothing without an encoding)."""
-    if ensemble.encoding is None or "n_columns_used" not in metrics:
-        return ""
-    used, inputs = int(metrics["n_columns_used"]), len(ensemble.encoding.inputs)
+def _columns(used: int, metrics: dict, ensemble) -> str:
+    """``used`` of the ensemble's features; of a pipeline's or native categorical
+    columns, in original input columns with the encoded columns after."""
+    if ensemble.encoding is None or "n_encoded_features_used" not in metrics:
+        return f"{used} of {ensemble.n_features}"
+    inputs = len(ensemble.encoding.described())
+    encoded = int(metrics["n_encoded_features_used"])
     return (
-        f" encoded columns, from {used} of {inputs} input columns (the one-hot columns of "
-        "a categorical column count once)"
+        f"{used} of {inputs} input columns ({encoded} of {ensemble.n_features} encoded "
+        "columns: the one-hot columns of a categorical column count once)"
     )
 
 

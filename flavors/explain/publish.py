@@ -133,7 +133,9 @@ class Evidence:
             "train_fidelity": solve["baseline_cart_train_fidelity"],
             "cv_fidelity": solve.get("baseline_cart_cv_fidelity"),
             "test_fidelity": self.metrics.get("baseline_cart_test_fidelity"),
-            "n_features_used": solve["baseline_cart_n_features"],
+            "n_features_used": int(  # original columns of an encoded model (metrics)
+                self.metrics.get("baseline_cart_n_features", solve["baseline_cart_n_features"])
+            ),
         }
 
 
@@ -200,7 +202,7 @@ def write_report(
         display=display,
         rules=evidence.rules,
         baseline=evidence.baseline(solve),
-        allowed_features=solve["allowed_features"],
+        allowed_features=_original_names(solve["allowed_features"], ensemble.encoding),
         metrics=evidence.metrics,
         parameters={k: params[k] for k in REPORT_PARAMETERS if k in params},
         provenance=provenance,
@@ -231,6 +233,17 @@ def write_report(
     return {**artifacts, "report.html": html, "model_card.md": card}
 
 
+def _original_names(levels: list, encoding) -> list:
+    """The features allowed per level as original input columns (each once) when the
+    ensemble encodes its inputs."""
+    if encoding is None:
+        return levels
+    from miret_governance.governance.ensembles.encoding import original_features
+
+    described = encoding.described()
+    return [list(original_features(described, names)) for names in levels]
+
+
 def _figure_caption(path: Path) -> str:
     """A figure's caption; one class's VITE figures (``figures/class_<label>/``) say so."""
     caption = FIGURE_CAPTIONS.get(path.stem, path.stem.replace("_", " "))
@@ -258,12 +271,14 @@ def holdout_applicants(request: ExplainRequest, ensemble, surrogate, test_rows):
     )
 
 
-def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> dict:
+def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence, encoding=None) -> dict:
     """The provenance stored in the surrogate's ``evidence.json`` (keys documented in
     docs/architecture.md): with the request (:meth:`ExplainRequest.record`), the tree's
-    digest and the software versions, ``govern reproduce`` can fit it again and compare."""
+    digest and the software versions, ``govern reproduce`` can fit it again and compare;
+    with the ensemble's ``encoding`` (a pipeline's or native categorical columns) its
+    :meth:`~governance.encoding.Encoding.described` columns as ``encoding``."""
     solve = surrogate.solve_report_.to_dict()
-    return {
+    record = {
         "ensemble_uri": request.ensemble_uri,
         "ensemble_name": request.ensemble_name,
         "ensemble_version": request.ensemble_version,
@@ -292,6 +307,9 @@ def evidence_record(request: ExplainRequest, surrogate, evidence: Evidence) -> d
         "trust_pickle": request.trust_pickle,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if encoding is not None:  # written only when set: other evidence keeps its bytes
+        record["encoding"] = [column.to_json() for column in encoding.described()]
+    return record
 
 
 def log_surrogate(
@@ -321,7 +339,7 @@ def log_surrogate(
         name=run_context.logged_model_name(request.ensemble_name, request.ensemble_version),
         artifacts=artifacts,
         input_example=input_example,
-        evidence=evidence_record(request, surrogate, evidence),
+        evidence=evidence_record(request, surrogate, evidence, ensemble.encoding),
         metadata={
             "ensemble_uri": request.ensemble_uri,
             "data_digest": request.data_digest,

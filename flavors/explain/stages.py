@@ -389,7 +389,7 @@ def evaluate(ensemble, surrogate, X_train, X_test, data) -> dict:
         tree_scaler=tree_scaler(ensemble, surrogate),
     )
     metrics.update(solver_metrics(surrogate.solve_report_.to_dict()))
-    metrics.update(baseline_metrics(surrogate, data))
+    metrics.update(baseline_metrics(surrogate, data, ensemble.encoding))
     return metrics
 
 
@@ -405,16 +405,21 @@ def test_confusion(ensemble, surrogate, X_test):
     )
 
 
-def baseline_metrics(surrogate, data) -> dict:
+def baseline_metrics(surrogate, data, encoding=None) -> dict:
     """Fidelity and feature count of the depth-D CART tree a user would fit instead
     (on the same ensemble labels), next to the surrogate's, and the cross-validated
     fidelity of both (``cv_fidelity``: of the candidate the fit returned,
-    :mod:`governance.miret.selection`; left out when the fit made no folds)."""
+    :mod:`governance.miret.selection`; left out when the fit made no folds). With the
+    ensemble's ``encoding`` the CART tree's features count as their original columns,
+    as the surrogate's ``n_features_used`` does."""
     solve = surrogate.solve_report_
+    n_features = solve.baseline_cart_n_features
+    if encoding is not None:
+        n_features = encoding.original_count({j for j in surrogate.baseline_["feature"] if j >= 0})
     metrics = {
         "baseline_cart_train_fidelity": float(solve.baseline_cart_train_fidelity),
         "baseline_cart_cv_fidelity": float(solve.baseline_cart_cv_fidelity),
-        "baseline_cart_n_features": float(solve.baseline_cart_n_features),
+        "baseline_cart_n_features": float(n_features),
     }
     if solve.chosen in solve.cv_fidelity:
         metrics["cv_fidelity"] = float(solve.cv_fidelity[solve.chosen])

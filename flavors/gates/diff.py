@@ -6,11 +6,13 @@ link is followed (:func:`flavors.gate_evidence.linked_surrogate`) and the surrog
 evidence is believed only after every check of
 :func:`flavors.gate_evidence.checked_evidence` (its signature by a key the policy trusts
 for ``explain`` first). The VITE level frequencies come from that verified directory
-(``vite/level_frequency.json``), the rules from the verified ``surrogate.json``. Both
-ensembles are loaded without executing code, from the files their evidence pins
+(``vite/level_frequency.json``), the rules from the verified ``surrogate.json``; for an
+encoded model (a pipeline's ``ColumnTransformer``, native categorical columns) both in
+its original columns and categories, as ``govern explain`` writes them, through the
+encoding its evidence records (``provenance.encoding``). Both ensembles are loaded
+without executing code, from the files their evidence pins
 (:func:`flavors.gate_evidence.pinned_ensemble`): for cross-fidelity, and for the rules
-of a pipeline whose ``ColumnTransformer`` encodes categories (written in its original
-columns and categories, as ``govern explain`` writes them). What is compared, and the
+of evidence written before the encoding was recorded. What is compared, and the
 distance: :mod:`governance.drift`.
 
 A policy with ``max_explanation_drift`` or ``min_cross_fidelity`` compares the candidate
@@ -44,7 +46,12 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail.decisions import alias_moved_by_hand
 from miret_governance.flavors.trust import trusted_keys
-from miret_governance.governance.ensembles.encoding import encoding_of, surrogate_rules
+from miret_governance.governance.ensembles.encoding import (
+    aggregate,
+    encoding_of,
+    recorded_encoding,
+    surrogate_rules,
+)
 from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.measures.drift import Drift, Explanation, compare, drift_gates
 from miret_governance.governance.trust.keyring import SignatureError
@@ -141,11 +148,13 @@ def side_of(client: MlflowClient, version, trusted, checked: CheckedEvidence | N
     except (GateError, SignatureError) as error:
         raise DiffError(f"the explanation of {uri} cannot be used: {error}") from None
     surrogate_uri = version_uri(surrogate)
+    encoding = recorded_encoding(checked.provenance)
+    frequency = _level_frequency(checked.level_frequency, surrogate_uri, again)
     explanation = Explanation(
-        name=uri,
-        level_frequency=_level_frequency(checked.level_frequency, surrogate_uri, again),
+        name=uri,  # an encoded model's figures and rules in its original columns
+        level_frequency=frequency if encoding is None else aggregate(frequency, encoding),
         features=checked.features,
-        rules=_rules(checked),
+        rules=_rules(checked, encoding),
         surrogate=checked.surrogate,
     )
     return Side(version, surrogate, checked, explanation)

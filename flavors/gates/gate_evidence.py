@@ -134,7 +134,8 @@ class CheckedEvidence:
     digest : str
         sha256 of ``evidence.json`` (the explain run's ``evidence_digest`` param).
     features : tuple of str
-        Features with a nonzero coefficient in ``surrogate.json``.
+        Columns with a nonzero coefficient in ``surrogate.json`` (:func:`used_columns`:
+        original input columns when the evidence records the encoding).
     provenance : dict
         The manifest's whole provenance (the request, tree digest and environment that
         ``govern reproduce`` reads besides the gate's view).
@@ -161,6 +162,18 @@ class CheckedEvidence:
         ``gate --data`` measures again), built on first use: gates on the recorded
         figures need no scikit-learn. None when the evidence did not verify."""
         return None if self.model is None else self.model.surrogate
+
+
+def used_columns(tree, provenance: dict) -> tuple:
+    """The columns a surrogate tree uses: the original input columns when the evidence
+    records the model's encoding (``provenance.encoding``, a one-hot group once), else the
+    tree's features (evidence written before the encoding was recorded counted those)."""
+    names = [tree.feature_names[j] for j in tree.used_features()]
+    if provenance.get("encoding") is None:
+        return tuple(names)
+    from miret_governance.governance.ensembles.encoding import recorded_encoding
+
+    return tuple(dict.fromkeys(recorded_encoding(provenance).original(n) for n in names))
 
 
 def checked_evidence(
@@ -223,7 +236,7 @@ def checked_evidence(
     _check_provenance(client, ensemble_version, surrogate, evidence, again)
     _check_anchor(client, surrogate, evidence["digest"], again)
     _check_ensemble_files(ensemble_version, evidence, again, pinned, files_digest)
-    features = tuple(model.tree.feature_names[j] for j in model.tree.used_features())
+    features = used_columns(model.tree, model.manifest["provenance"])
     recorded = evidence["metrics"].get("n_features_used")
     if not isinstance(recorded, (int, float)) or float(recorded) != len(features):
         raise GateError(

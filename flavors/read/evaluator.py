@@ -187,16 +187,37 @@ def evaluation_features(dataset, ensemble):
     clipped to the range of the ensemble's own MinMaxScaler as ``govern explain`` does.
     Missing values (NaN) are kept: the ensemble routes them by its trees' own rule, and
     the surrogate learns its rule for them (:mod:`governance.miret.missing`) in the fit.
+    For an ensemble that encodes its inputs (a pipeline's ``ColumnTransformer``, native
+    categorical columns) the rows hold the original columns and the result is the
+    encoded view of the ensemble with the encoded rows
+    (:func:`governance.encoding.encoded_view`).
+
+    Returns
+    -------
+    (ensemble, ndarray)
+        The ensemble the rows are features of, and the rows.
 
     Raises
     ------
     ExplainError
-        Missing columns, a wrong column count, fewer than 2 rows or infinite values.
+        Missing columns, a wrong column count, fewer than 2 rows, infinite values or a
+        category not seen in training.
     """
     import numpy as np
 
     from miret_governance.governance.ensembles.arrays import feature_matrix
+    from miret_governance.governance.ensembles.encoding import encoded_view
+    from miret_governance.governance.miret.tree.paths import RowsError, encoded_rows
 
+    view = encoded_view(ensemble)
+    if view.encoding is not None:
+        try:
+            rows = encoded_rows(dataset.features_data, view.encoding, ensemble.preprocessor)
+        except RowsError as exc:
+            raise ExplainError(f"the evaluation data cannot be encoded: {exc}") from None
+        if len(rows) < 2:
+            raise ExplainError("the evaluation data needs at least 2 rows")
+        return view, rows.to_numpy()
     try:
         raw = feature_matrix(
             dataset.features_data, ensemble.feature_names, min_rows=2, allow_nan=True
@@ -207,7 +228,7 @@ def evaluation_features(dataset, ensemble):
         ) from None
     if ensemble.scaler is not None:
         raw = np.clip(raw, ensemble.scaler.data_min_, ensemble.scaler.data_max_)
-    return raw
+    return ensemble, raw
 
 
 def fit_and_measure(ensemble, params: FitParams, raw) -> tuple:
@@ -228,11 +249,13 @@ def fit_and_measure(ensemble, params: FitParams, raw) -> tuple:
         The fitted surrogate and the ``miret_*`` metrics: ``fidelity`` (agreement with
         the ensemble on these rows, which the surrogate was fitted on),
         ``baseline_cart_fidelity`` (the depth-D CART tree on the same labels),
-        ``n_features``, ``n_feature_uses``, ``depth``, ``effective_depth``, ``n_rows``
+        ``n_features`` (original input columns of an ensemble that encodes them, a
+        one-hot group once; then also ``n_encoded_features``), ``n_feature_uses``, ``depth``, ``effective_depth``, ``n_rows``
         and ``time_limit_hit`` (1: the wall-clock cap, not work, stopped the fit).
     """
     from miret_governance.governance.ensembles.arrays import scaled
     from miret_governance.governance.measures.metrics import (
+        column_count,
         effective_depth,
         feature_counts,
         fidelity,
@@ -247,24 +270,30 @@ def fit_and_measure(ensemble, params: FitParams, raw) -> tuple:
     metrics = {
         "fidelity": fidelity(ensemble.predict(X), surrogate.predict(raw)),
         "baseline_cart_fidelity": surrogate.baseline_fidelity(raw),
-        "n_features": float(n_features),
+        "n_features": float(column_count(surrogate.tree_, ensemble.encoding)),
         "n_feature_uses": float(n_uses),
         "depth": float(surrogate.tree_.depth),
         "effective_depth": float(effective_depth(surrogate.tree_, tree_inputs)),
         "n_rows": float(raw.shape[0]),
         "time_limit_hit": float(bool(surrogate.solve_report_.time_limit_hit)),
     }
+    if ensemble.encoding is not None:
+        metrics["n_encoded_features"] = float(n_features)
     return surrogate, {f"{METRIC_PREFIX}{k}": float(v) for k, v in metrics.items()}
 
 
-def _write_artifacts(surrogate, class_names, model_uri: str, params, out: Path) -> dict:
-    """Rules, tree figure and ``fit.json`` in ``out``; name -> file written."""
+def _write_artifacts(surrogate, class_names, model_uri: str, params, out: Path, encoding=None):
+    """Rules, tree figure and ``fit.json`` in ``out`` (conditions in original columns
+    and categories with the ensemble's ``encoding``); name -> file written."""
+    from miret_governance.governance.ensembles.encoding import surrogate_display
+    from miret_governance.governance.miret.tree.display import rules_text
     from miret_governance.governance.report.tree_figure import save_tree_figure
     from miret_governance.governance.report.wording import tree_kind
 
+    display = surrogate_display(surrogate, class_names, encoding)
     rules = out / "rules.txt"
-    rules.write_text(surrogate.rules(class_names) + "\n", encoding="utf-8")
-    png, _ = save_tree_figure(surrogate.display(class_names), out, tree_kind(surrogate))
+    rules.write_text(rules_text(display) + "\n", encoding="utf-8")
+    png, _ = save_tree_figure(display, out, tree_kind(surrogate))
     fit = out / "fit.json"
     record = {
         "model_uri": model_uri,
@@ -382,10 +411,9 @@ class MiretEvaluator(ModelEvaluator):
         params, names = read_config(evaluator_config)
         model_uri = evaluated_model_uri(model)
         refuse_pickle(model.metadata)
-        ensemble = load_tree_ensemble(model_uri)
+        ensemble, raw = evaluation_features(dataset, load_tree_ensemble(model_uri))
         params = params.for_ensemble(ensemble)
         class_names = check_class_names(names, ensemble)
-        raw = evaluation_features(dataset, ensemble)
         _logger.info(
             "miret evaluator: fitting a depth-%s surrogate of %s on %d rows (time limit %s s)",
             AUTO_DEPTH if params.depth is None else params.depth,
@@ -396,7 +424,9 @@ class MiretEvaluator(ModelEvaluator):
         surrogate, metrics = fit_and_measure(ensemble, params, raw)
         client = MlflowClient()
         with tempfile.TemporaryDirectory(prefix="miret-evaluator-") as folder:
-            files = _write_artifacts(surrogate, class_names, model_uri, params, Path(folder))
+            files = _write_artifacts(
+                surrogate, class_names, model_uri, params, Path(folder), ensemble.encoding
+            )
             client.log_artifacts(run_id, folder, artifact_path=ARTIFACT_DIR)
             artifact_uri = client.get_run(run_id).info.artifact_uri
             artifacts = _evaluation_artifacts(files, artifact_uri)

@@ -234,6 +234,9 @@ def reproduce_explanation(
         prepared.ensemble, surrogate, prepared.X_train, prepared.X_test, prepared.data
     )
     recorded_metrics = provenance["metrics"]
+    if "encoding" not in provenance and "n_encoded_features_used" in metrics:
+        # evidence written before the encoding was recorded counted encoded columns
+        metrics["n_features_used"] = metrics["n_encoded_features_used"]
     names = [m for m in HEADLINE_METRICS if m in recorded_metrics or m in metrics]
     recorded_env = provenance.get("environment") or {}
     solver = surrogate.solve_report_.solver

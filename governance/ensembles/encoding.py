@@ -18,6 +18,12 @@ Supported transformers: ``OneHotEncoder`` (without ``drop`` or infrequent catego
 by a DataFrame the transformer was fitted on. A model's native categorical columns
 (LightGBM, HistGradientBoosting) are one-hot columns too
 (:mod:`governance.native_categories`).
+
+:meth:`Encoding.described` is the encoding as people and files read it, one
+:class:`ColumnEncoding` per original column (``provenance.encoding`` of the signed
+evidence, the report's applicant panel); :meth:`Encoding.original_values` gives a row's
+original values back (``bmi_band = obese``), :meth:`Encoding.original_count` the original
+columns a set of encoded columns comes from (a one-hot group counts once).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ UNSEEN_ADVICE = (
 """What every refusal of categories not seen in training says to do."""
 
 ONE_HOT, ORDINAL, NUMERIC = "one-hot", "ordinal", "numeric"
+NATIVE_CATEGORICAL = "native_categorical"
+RECORDED_KINDS = {ONE_HOT: "onehot", ORDINAL: "ordinal", NUMERIC: "numeric"}
+"""How :class:`ColumnEncoding` names each kind (a model's native categorical columns:
+:data:`NATIVE_CATEGORICAL`)."""
 
 
 class EncodingError(GovernanceError, ValueError):
@@ -83,6 +93,72 @@ class EncodedColumn:
         )
 
 
+def _json_value(value):
+    """A category as plain JSON: numpy scalars as Python ones, NaN as null."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return None if isinstance(value, float) and np.isnan(value) else value
+
+
+@dataclass(frozen=True)
+class ColumnEncoding:
+    """One original input column and the encoded columns that stand for it.
+
+    Attributes
+    ----------
+    column : str
+        The original input column.
+    kind : {"numeric", "onehot", "ordinal", "native_categorical"}
+    encoded : tuple of str
+        The encoded columns (the ensemble's features), in their order.
+    categories : tuple
+        Categorical kinds: the categories in the encoded columns' order (one-hot: one
+        per column; ordinal: code order); numeric: empty.
+    scaler : tuple
+        ``(min_, scale_)`` of a numeric column behind a ``MinMaxScaler`` (``encoded =
+        raw * scale_ + min_``); empty otherwise.
+    """
+
+    column: str
+    kind: str
+    encoded: tuple
+    categories: tuple = ()
+    scaler: tuple = ()
+
+    def to_json(self) -> dict:
+        """``{column, kind, encoded, categories}`` (``provenance.encoding``' items), with
+        ``min`` and ``scale`` for a scaled numeric column."""
+        record = {
+            "column": self.column,
+            "kind": self.kind,
+            "encoded": list(self.encoded),
+            "categories": [_json_value(c) for c in self.categories],
+        }
+        if self.scaler:
+            record.update(min=self.scaler[0], scale=self.scaler[1])
+        return record
+
+    @classmethod
+    def from_json(cls, record: dict) -> ColumnEncoding:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            str(record["column"]),
+            str(record["kind"]),
+            tuple(record["encoded"]),
+            tuple(record.get("categories") or ()),
+            (float(record["min"]), float(record["scale"])) if "scale" in record else (),
+        )
+
+
+def original_features(described, encoded_names) -> tuple:
+    """The original columns of ``encoded_names`` (features of a tree), each once, in the
+    order first named, from an encoding's :meth:`Encoding.described` (or its JSON)."""
+    owner = {}
+    for item in described:
+        item = item if isinstance(item, ColumnEncoding) else ColumnEncoding.from_json(item)
+        owner.update(dict.fromkeys(item.encoded, item.column))
+    return tuple(dict.fromkeys(owner.get(str(n), str(n)) for n in encoded_names))
+
+
 def _set(categories) -> str:
     return "{" + ", ".join(str(c) for c in categories) + "}"
 
@@ -98,11 +174,15 @@ class Encoding:
         The transformer's input columns (``feature_names_in_``), in order.
     seen : dict
         Categorical input column -> tuple of the categories seen in training.
+    native : bool
+        The one-hot columns are a model's native categorical columns
+        (:class:`~governance.native_categories.NativeCategories`), not a pipeline's.
     """
 
     columns: tuple
     inputs: tuple
     seen: dict
+    native: bool = False
 
     @property
     def names(self) -> tuple:
@@ -120,6 +200,71 @@ class Encoding:
     def original(self, name: str) -> str:
         """The original column an encoded column stands for."""
         return self.column(name).column
+
+    def described(self) -> tuple:
+        """One :class:`ColumnEncoding` per original column the encoded columns come
+        from (per column and kind, should a column be encoded twice), in input order."""
+        groups = {}
+        for encoded in self.columns:
+            groups.setdefault((encoded.column, encoded.kind), []).append(encoded)
+        order = {column: k for k, column in enumerate(self.inputs)}
+        described = []
+        for (column, kind), group in sorted(groups.items(), key=lambda g: order[g[0][0]]):
+            recorded = RECORDED_KINDS[kind]
+            if kind == ONE_HOT and self.native:
+                recorded = NATIVE_CATEGORICAL
+            categories = sum((c.categories for c in group), ())
+            names = tuple(c.name for c in group)
+            scaler = (group[0].min_, group[0].scale_)
+            scaler = () if scaler == (0.0, 1.0) else scaler
+            described.append(ColumnEncoding(column, recorded, names, categories, scaler))
+        return tuple(described)
+
+    @classmethod
+    def from_described(cls, described) -> Encoding:
+        """The encoding :meth:`described` (or its JSON, ``provenance.encoding``) gave."""
+        items = [
+            c if isinstance(c, ColumnEncoding) else ColumnEncoding.from_json(c) for c in described
+        ]
+        kinds = {value: kind for kind, value in RECORDED_KINDS.items()}
+        kinds[NATIVE_CATEGORICAL] = ONE_HOT
+        columns = []
+        for item in items:
+            kind = kinds[item.kind]
+            if kind == ONE_HOT:
+                pairs = zip(item.encoded, item.categories, strict=True)
+                columns += [EncodedColumn(n, item.column, ONE_HOT, (c,)) for n, c in pairs]
+            else:
+                categories = item.categories if kind == ORDINAL else ()
+                columns += [
+                    EncodedColumn(n, item.column, kind, categories, *item.scaler)
+                    for n in item.encoded
+                ]
+        seen = {i.column: tuple(i.categories) for i in items if kinds[i.kind] != NUMERIC}
+        native = any(i.kind == NATIVE_CATEGORICAL for i in items)
+        return cls(tuple(columns), tuple(i.column for i in items), seen, native)
+
+    def original_count(self, used) -> int:
+        """Original columns the encoded columns at positions ``used`` come from."""
+        return len({self.columns[int(j)].column for j in used})
+
+    def original_values(self, row) -> dict:
+        """One row of encoded values (raw units: :meth:`raw_values`) as original column ->
+        its value: a category (None when a one-hot group has no 1, a missing or unseen
+        category; an ordinal code with no category), or the number (NaN when missing)."""
+        values = {}
+        for encoded, value in zip(self.columns, np.asarray(row, dtype=np.float64), strict=True):
+            if encoded.kind == NUMERIC:
+                values[encoded.column] = float(value)
+            elif encoded.kind == ONE_HOT:
+                values.setdefault(encoded.column, None)
+                if value == 1.0:
+                    values[encoded.column] = encoded.categories[0]
+            else:
+                code = int(value) if np.isfinite(value) and float(value).is_integer() else -1
+                inside = 0 <= code < len(encoded.categories)
+                values[encoded.column] = encoded.categories[code] if inside else None
+        return values
 
     def term(self, name: str) -> str:
         """An encoded column as a term of an oblique split: ``[purpose = car]`` (1 when
@@ -364,3 +509,24 @@ def surrogate_rules(surrogate, class_names=None, encoding=None) -> str:
     from miret_governance.governance.miret.tree.display import rules_text
 
     return rules_text(surrogate_display(surrogate, class_names, encoding))
+
+
+def recorded_encoding(provenance: dict) -> Encoding | None:
+    """The :class:`Encoding` a surrogate's evidence records (``provenance.encoding``), or
+    None for evidence of a model without one (or written before it was recorded).
+
+    Raises
+    ------
+    EncodingError
+        A recorded encoding that is not a list of :meth:`ColumnEncoding.to_json` items.
+    """
+    described = provenance.get("encoding")
+    if described is None:
+        return None
+    try:
+        return Encoding.from_described(described)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise EncodingError(
+            f"the evidence's recorded encoding cannot be read ({error!r}); explain the "
+            "version again with --force"
+        ) from None

@@ -96,7 +96,7 @@ class NativeCategories:
             else:
                 columns.append(EncodedColumn(name, name, NUMERIC))
         seen = {name: tuple(values) for name, values in self.categories.items()}
-        return Encoding(tuple(columns), tuple(self.inputs), seen)
+        return Encoding(tuple(columns), tuple(self.inputs), seen, native=True)
 
     @property
     def groups(self) -> tuple:

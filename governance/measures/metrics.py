@@ -71,6 +71,7 @@ DETAIL_METRICS = (
     "train_proximity_pairs",
     "test_proximity_pairs",
     "n_columns_used",
+    "n_encoded_features_used",
     "n_feature_uses",
     "effective_depth",
 )
@@ -228,9 +229,7 @@ def column_count(tree, encoding=None) -> int:
     encoded column counts as its original column, so the one-hot columns of one
     categorical column count once; without, its distinct features."""
     used = np.flatnonzero((np.asarray(tree.coef) != 0).any(axis=0))
-    if encoding is None:
-        return int(used.size)
-    return len({encoding.columns[j].column for j in used})
+    return int(used.size) if encoding is None else encoding.original_count(used)
 
 
 def _chunks(n: int, chunk_rows: int):
@@ -329,8 +328,10 @@ def surrogate_metrics(
     -------
     dict
         ``train_fidelity``, ``train_proximity_pairs``, ``train_proximity_rows``,
-        ``n_features_used``, ``n_columns_used`` (:func:`column_count`),
-        ``n_feature_uses``, ``effective_depth``; with test data
+        ``n_features_used`` and ``n_columns_used`` (both :func:`column_count`: a
+        pipeline's or a native categorical column counts once), ``n_feature_uses``,
+        with an ``ensemble.encoding`` ``n_encoded_features_used`` (distinct encoded
+        columns), ``effective_depth``; with test data
         ``test_fidelity`` with its 95% Wilson interval ``test_fidelity_ci_low`` /
         ``test_fidelity_ci_high`` and ``n_test_rows``, ``test_proximity_pairs``,
         ``test_proximity_rows`` and (when
@@ -400,8 +401,11 @@ def surrogate_metrics(
         if split == "test" and n_pairs:
             metrics["test_proximity_agreement"] = agreement
     distinct, uses = feature_counts(tree)
-    metrics["n_features_used"] = float(distinct)
-    metrics["n_columns_used"] = float(column_count(tree, getattr(ensemble, "encoding", None)))
+    encoding = getattr(ensemble, "encoding", None)
+    metrics["n_features_used"] = float(column_count(tree, encoding))
+    metrics["n_columns_used"] = metrics["n_features_used"]
+    if encoding is not None:
+        metrics["n_encoded_features_used"] = float(distinct)
     metrics["n_feature_uses"] = float(uses)
     metrics["effective_depth"] = float(
         effective_depth(tree, to_tree(np.asarray(X_train, dtype=np.float64)), int(chunk_rows))

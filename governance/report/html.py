@@ -36,6 +36,7 @@ METRIC_ROWS = (
 SPARSITY_ROWS = (
     ("Distinct features used", "n_features_used"),
     ("Distinct input columns used (a one-hot group counts once)", "n_columns_used"),
+    ("Distinct encoded columns used (one per category)", "n_encoded_features_used"),
     ("Feature uses (multiset)", "n_feature_uses"),
     ("Effective depth", "effective_depth"),
 )

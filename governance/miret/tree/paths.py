@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from miret_governance.governance.ensembles.arrays import scaled
-from miret_governance.governance.ensembles.encoding import EncodingError
+from miret_governance.governance.ensembles.encoding import NUMERIC, EncodingError
+from miret_governance.governance.ensembles.native_categories import category_label
 from miret_governance.governance.errors import GovernanceError, InvalidInputError
 from miret_governance.governance.miret.tree.conditions import (
     format_number,
@@ -62,11 +63,16 @@ class Step:
         The condition that held for the row: ``condition`` or its negation.
     value : float
         The row's value of the condition's left side (the feature, or the weighted sum
-        of an oblique split, a score's value), raw units.
+        of an oblique split, a score's value), raw units; a split on a categorical
+        column: its encoded value (one-hot 0/1, ordinal code), NaN when the row has no
+        category.
     terms : tuple of (str, float)
         The split's features and raw weights, full precision.
     score : governance.miret.conditions.Score or None
         The table that defines ``S<node>`` when ``condition`` is a score's.
+    category : str or None
+        A split on one categorical column: the row's category of that column (its
+        original value); None for other splits or a row without a category.
     """
 
     node: int
@@ -76,14 +82,22 @@ class Step:
     value: float
     terms: tuple = ()
     score: object = None
+    category: str | None = None
+
+    @property
+    def value_text(self) -> str:
+        """The row's value as shown: ``16.3``, its category (``obese``), or ``missing, by
+        the rule for missing values`` where a missing value leaves it undefined."""
+        if self.category is not None:
+            return self.category
+        if np.isnan(self.value):
+            return "missing, by the rule for missing values"
+        return format_number(self.value)
 
     @property
     def text(self) -> str:
-        """``worst radius > 15.2 (row: 16.3)``; a value left undefined by a missing
-        feature reads ``(row: missing, by the rule for missing values)``."""
-        if np.isnan(self.value):
-            return f"{self.holds} (row: missing, by the rule for missing values)"
-        return f"{self.holds} (row: {format_number(self.value)})"
+        """``worst radius > 15.2 (row: 16.3)``, ``bmi_band in {obese} (row: obese)``."""
+        return f"{self.holds} (row: {self.value_text})"
 
 
 @dataclass(frozen=True)
@@ -102,7 +116,8 @@ class RowPath:
         Class names of the surrogate's and the ensemble's answers.
     agrees : bool
     values : dict
-        Feature -> the row's raw value, in the tree's feature order.
+        Feature -> the row's raw value, in the tree's feature order; with an encoding,
+        original column -> its value (a category, None when the row has none).
     """
 
     row: object
@@ -120,7 +135,7 @@ class RowPath:
 
     def to_dict(self) -> dict:
         """Plain JSON: row, steps (node, condition, answer, holds, value, terms as
-        ``[feature, weight]``), leaf, answers."""
+        ``[feature, weight]``, category), leaf, answers."""
         return {
             "row": self.row,
             "steps": [
@@ -131,6 +146,7 @@ class RowPath:
                     "holds": s.holds,
                     "value": s.value,
                     "terms": [list(term) for term in s.terms],
+                    "category": s.category,
                 }
                 for s in self.steps
             ],
@@ -179,7 +195,8 @@ class Applicants:
 
     def disagreement_table(self) -> pd.DataFrame:
         """Every disagreement as one row: ``row``, ``ensemble``, ``surrogate``, ``leaf``,
-        ``path``, then the row's raw feature values (``disagreements.csv``)."""
+        ``path``, then the row's raw feature values, a pipeline's or native categorical
+        columns as the original columns with their categories (``disagreements.csv``)."""
         columns = ["row", "ensemble", "surrogate", "leaf", "path"]
         records = [
             {
@@ -310,6 +327,21 @@ class _Router:
 
         return leaves(0)
 
+    def _categorical(self, used) -> bool:
+        """The split reads one encoded column of a categorical original column."""
+        return (
+            self.encoding is not None
+            and used.size == 1
+            and self.encoding.columns[used[0]].kind != NUMERIC
+        )
+
+    def _category(self, used, values: dict):
+        """The row's category (text) of a split on one categorical column, else None."""
+        if not self._categorical(used):
+            return None
+        category = values[self.encoding.columns[used[0]].column]
+        return None if category is None else category_label(category)
+
     def to_tree(self, raw: np.ndarray) -> np.ndarray:
         return raw if self.scaler is None else scaled(self.scaler, raw)
 
@@ -320,12 +352,18 @@ class _Router:
         steps = []
         if self.encoding is not None:
             raw = self.encoding.raw_values(raw)
+            values = self.encoding.original_values(raw)
+        else:
+            values = dict(zip(self.tree.feature_names, map(float, raw), strict=True))
         for node, _, side in self.tree.decision_path(x_tree):
             split = self.splits[node]
             if split["condition"] is None:
                 continue
             used = np.flatnonzero(self.tree.coef[node])
             value = float(raw[used[0]] if used.size == 1 else self.coef[node] @ raw)
+            category = self._category(used, values)
+            if category is None and self._categorical(used):
+                value = float("nan")  # no category: the model's rule for a missing one
             answer = "yes" if side == split["yes"] else "no"
             holds = split["condition"] if answer == "yes" else negation(split["condition"])
             steps.append(
@@ -337,11 +375,11 @@ class _Router:
                     value,
                     tuple(split["terms"]),
                     split["score"],
+                    category,
                 )
             )
         leaf = int(self.tree.apply(x_tree[None, :])[0])
         surrogate = self.tree.classes[self.tree.leaf_class_of(leaf)]
-        values = dict(zip(self.tree.feature_names, map(float, raw), strict=True))
         return RowPath(
             row,
             tuple(steps),

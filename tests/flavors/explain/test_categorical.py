@@ -97,12 +97,33 @@ def test_govern_explain_speaks_in_original_columns(registered):
     originals = {
         n.split("__", 1)[1].split("_", 1)[0] if n.startswith("cat__") else n for n in names
     }
-    assert results["max_features"].value == len(names)
-    assert results["max_columns"].value == len(originals) <= len(names)
+    # max_features counts original columns too: a one-hot group is one column
+    assert results["max_features"].value == results["max_columns"].value == len(originals)
+    assert len(originals) <= len(names)
+    evidence = json.loads(Path(folder, "evidence.json").read_text())["provenance"]
+    assert evidence["metrics"]["n_encoded_features_used"] == len(names)
+    assert evidence["encoding"][0] == {
+        "column": "purpose",
+        "kind": "onehot",
+        "encoded": [f"cat__purpose_{c}" for c in ("business", "car", "education", "furniture")],
+        "categories": ["business", "car", "education", "furniture"],
+    }
+    assert [c["column"] for c in evidence["encoding"]] == CATEGORICAL + NUMERIC
     version = mlflow.MlflowClient().get_model_version("credit-cat-surrogate", "1")
     description = mlflow.get_logged_model(model_id_of(version)).tags["mlflow.note.content"]
-    shown = f"**Features used**: {len(names)} of 10 encoded columns, from {len(originals)} of 5"
+    shown = (
+        f"**Features used**: {len(originals)} of 5 input columns ({len(names)} of 10 encoded "
+        "columns"
+    )
     assert shown in description
+    page = mlflow.MlflowClient().get_model_version("credit-cat", "1").description
+    assert f"| Features used | {len(originals)}: " in page and "cat__" not in page
+    disagreements = pd.read_csv(f"{folder}/disagreements.csv")
+    assert list(disagreements.columns[5:]) == CATEGORICAL + NUMERIC
+    assert set(disagreements.purpose) <= {"business", "car", "education", "furniture"}
+    with open(f"{folder}/model_card.md", encoding="utf-8") as handle:
+        card = handle.read()
+    assert "cat__" not in card and "num__" not in card
     (recomputed,) = [r for r in gated.evaluation.results if r.name == "recomputed_fidelity"]
     assert recomputed.passed and recomputed.threshold == "reproduced exactly"
     assert promote_model_version("models:/credit-cat/1", "champion", policy).promoted

@@ -5,6 +5,7 @@ an XGBClassifier(enable_categorical=True) logged with mlflow.xgboost go through 
 validation name the original columns and their categories."""
 
 import json
+import re
 from pathlib import Path
 
 import lightgbm
@@ -84,7 +85,24 @@ def explained_and_gated(uri: str, name: str) -> str:
     ranges = pd.read_csv(f"{folder}/vite/threshold_ranges.csv")
     assert ranges[ranges.feature.str.startswith("purpose_")][["low", "high"]].isna().all().all()
     with open(f"{folder}/report.html", encoding="utf-8") as handle:
-        assert "purpose in {" in handle.read()
+        report = handle.read()
+    assert "purpose in {" in report
+    # counts and the signed evidence speak in original columns; a one-hot group is one
+    provenance = json.loads(Path(folder, "evidence.json").read_text())["provenance"]
+    assert [(c["column"], c["kind"]) for c in provenance["encoding"]] == [
+        ("purpose", "native_categorical"),
+        ("housing", "native_categorical"),
+        ("income", "numeric"),
+    ]
+    assert provenance["encoding"][0]["categories"] == CATEGORIES["purpose"]
+    used = provenance["metrics"]["n_features_used"]
+    assert (
+        gates["max_features"]["value"] == used <= provenance["metrics"]["n_encoded_features_used"]
+    )
+    shown = re.findall(
+        r'purpose (?:not )?in \{[^}]*\}</code> <span class="caption">\(row: (\w+)', report
+    )
+    assert shown and set(shown) <= {*CATEGORIES["purpose"], "missing"}  # the row's category
     return result.output.split("missing values")[0]
 
 
@@ -105,6 +123,22 @@ def test_lightgbm_booster_with_category_columns(rows):
     rules = explained_and_gated("models:/credit-lgbcat/1", "credit-lgbcat")
     assert "purpose in {" in rules or "purpose not in {" in rules
     assert "purpose_" not in rules
+    page = mlflow.MlflowClient().get_model_version("credit-lgbcat", "1").description
+    assert "| Features used | " in page and "purpose_" not in page
+    pd.read_csv("data.csv").head(22).to_csv("rows.csv", index=False)  # row 21: no purpose
+    followed = govern(
+        "explain-row", "--model-uri", "models:/credit-lgbcat/1", "--data", "rows.csv",
+        "--policy", "lenient.toml", "--json",
+    )  # fmt: skip
+    assert followed.exit_code == 0, followed.output
+    steps = [(s, p["row"]) for p in json.loads(followed.stdout)["rows"] for s in p["steps"]]
+    purpose = [  # a split on purpose shows the row's own category, None when it has none
+        (s["category"], raw.purpose[row])
+        for s, row in steps
+        if len(s["terms"]) == 1 and s["terms"][0][0].startswith("[purpose = ")
+    ]
+    assert purpose and all(c == (None if pd.isna(v) else v) for c, v in purpose)
+    assert any(c is None for c, _ in purpose)  # row 21 reads "missing"
 
 
 def test_hist_gradient_boosting_from_dtype_with_skops(rows):

@@ -147,13 +147,22 @@ def test_explain_row_takes_raw_categories_and_missing_values(case):
     steps = [step for p in paths for step in p["steps"]]
     assert steps and all("__" not in s["condition"] for s in steps)  # original columns
     assert all("__" not in t[0] for s in steps for t in s["terms"])  # [purpose = car], age
+    shown = []
     for path, (_, row) in zip(paths, rows.iterrows(), strict=True):
         for step in path["steps"]:  # a missing income leaves an income split undefined
             uses_income = any(t[0] == "income" for t in step["terms"])
             assert (step["value"] is None) == (uses_income and np.isnan(row["income"]))
+            column = step["condition"].split(" ")[0]  # a category split shows the row's own
+            assert step["category"] == (row[column] if column in CATEGORICAL else None)
+            if step["category"] is not None:  # e.g. purpose not in {car}? yes (row: education)
+                shown.append(
+                    f"node {step['node']}: {step['condition']}? {step['answer']} (row: {row[column]})"
+                )
+    assert shown  # the tree splits on purpose
     text = invoke("explain-row", "--model-uri", "models:/credit-cat/1", "--data", "rows.csv")
     assert text.exit_code == 0, text.output
     assert "cat__" not in text.output and "num__" not in text.output
+    assert all(line in text.output for line in shown)
     undefined = sum(s["value"] is None for s in steps)
     assert text.output.count("(row: missing, by the rule for missing values)") == undefined
 
@@ -193,6 +202,11 @@ def test_diff_on_raw_rows_scores_both_encodings_and_names_original_columns(case,
         "to": case["results"][2].rules,
     }
     assert "__" not in rules["from"] + rules["to"]
+    bare = diff_versions("models:/credit-cat/1", "models:/credit-cat/2").to_json()
+    assert bare["rules"] == rules  # no ensemble loaded: the encoding the evidence records
+    changed = {change["feature"] for change in bare["changes"]}
+    assert changed <= set(CATEGORICAL + NUMERIC) and "purpose" in changed
+    assert set(bare["features"]["shared"]) <= set(CATEGORICAL + NUMERIC)
     with pytest.raises(DriftError, match="cannot be scored by models:/credit-cat/1") as info:
         diff_versions(
             "models:/credit-cat/1",

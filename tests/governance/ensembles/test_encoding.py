@@ -1,5 +1,11 @@
 """Pipelines with a ColumnTransformer: the ensemble view on the encoded columns agrees with
-the pipeline, and every encoded column maps back to its original column and category."""
+the pipeline, and every encoded column maps back to its original column and category;
+original columns and categories on every surface, on hand-built trees: the recorded
+encoding (``provenance.encoding``) of a one-hot pipeline and of a model's native
+categorical columns, a row's path and ``disagreements.csv`` with its categories, the
+card's paths, and the feature counts (a one-hot group counts once)."""
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -20,16 +26,23 @@ from miret_governance.governance.ensembles.encoding import (
     NUMERIC,
     ONE_HOT,
     ORDINAL,
+    Encoding,
     EncodingError,
     encoded_view,
     encoding_of,
+    original_features,
+    recorded_encoding,
 )
+from miret_governance.governance.ensembles.native_categories import NativeCategories
 from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.ensembles.trees import UnsupportedModelError
 from miret_governance.governance.measures import vite
+from miret_governance.governance.measures.metrics import surrogate_metrics
 from miret_governance.governance.miret.tree.conditions import negation, split_table
 from miret_governance.governance.miret.tree.display import display_from_counts, rules_text
+from miret_governance.governance.miret.tree.paths import applicants, row_paths
 from miret_governance.governance.miret.tree.tree import SurrogateTree
+from miret_governance.governance.report.html import ReportContext, render_model_card
 
 HAND = pd.DataFrame(
     {
@@ -206,3 +219,146 @@ def test_transformers_that_cannot_be_mapped_back_are_refused():
     model = Pipeline([("prep", dropped), ("model", RandomForestClassifier(n_estimators=2))])
     with pytest.raises(UnsupportedModelError, match="drops or groups categories"):
         read_ensemble(model.fit(HAND, HAND_LABEL))
+
+
+ROWS = pd.DataFrame.from_records(
+    [("obese", "no", 31.0, 30.0), ("normal", "yes", 22.0, 50.0), ("severe", "no", 41.0, 40.0)]
+    + [("obese", "yes", 33.0, 60.0), ("normal", "no", 24.0, 20.0), ("severe", "yes", 45.0, 70.0)],
+    columns=["bmi_band", "smoker", "bmi", "age"],
+)
+LABEL = np.array([1, 0, 1, 1, 0, 1])
+
+
+def one_hot_pipeline():
+    """bmi_band one-hot, smoker ordinal, bmi scaled, age dropped (remainder)."""
+    prep = ColumnTransformer(
+        [
+            ("onehot", OneHotEncoder(handle_unknown="ignore"), ["bmi_band"]),
+            ("ord", OrdinalEncoder(), ["smoker"]),
+            ("scaled", MinMaxScaler(), ["bmi"]),
+        ]
+    )
+    forest = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0)
+    return Pipeline([("prep", prep), ("model", forest)]).fit(ROWS, LABEL)
+
+
+NATIVE = NativeCategories(
+    ("bmi_band", "bmi"),
+    {"bmi_band": ("normal", "obese", "severe")},
+    np.array(["bmi_band", "bmi"], dtype=object),
+    "LightGBM",
+)
+
+
+def test_the_recorded_encoding_names_every_original_column_and_reads_back():
+    encoding = encoding_of(one_hot_pipeline()[:-1])
+    recorded = [c.to_json() for c in encoding.described()]
+    assert recorded == [
+        {
+            "column": "bmi_band",
+            "kind": "onehot",
+            "encoded": ["onehot__bmi_band_normal", "onehot__bmi_band_obese", "onehot__bmi_band_severe"],
+            "categories": ["normal", "obese", "severe"],
+        },
+        {"column": "smoker", "kind": "ordinal", "encoded": ["ord__smoker"], "categories": ["no", "yes"]},
+        {
+            "column": "bmi",
+            "kind": "numeric",
+            "encoded": ["scaled__bmi"],
+            "categories": [],
+            "min": -22.0 / 23.0,
+            "scale": 1.0 / 23.0,
+        },
+    ]  # fmt: skip
+    again = recorded_encoding({"encoding": json.loads(json.dumps(recorded))})
+    assert again.described() == encoding.described()
+    assert again.condition("scaled__bmi", 0.5) == encoding.condition("scaled__bmi", 0.5)
+    assert again.condition("onehot__bmi_band_obese", 0.5) == "bmi_band not in {obese}"
+    assert recorded_encoding({}) is None
+    names = ["scaled__bmi", "onehot__bmi_band_obese", "onehot__bmi_band_severe"]
+    assert original_features(recorded, names) == ("bmi", "bmi_band")
+    assert encoding.original_count([0, 2, 4]) == 2
+    native = [c.to_json() for c in NATIVE.encoding.described()]
+    assert native == [
+        {
+            "column": "bmi_band",
+            "kind": "native_categorical",
+            "encoded": ["bmi_band_normal", "bmi_band_obese", "bmi_band_severe"],
+            "categories": ["normal", "obese", "severe"],
+        },
+        {"column": "bmi", "kind": "numeric", "encoded": ["bmi"], "categories": []},
+    ]
+    assert Encoding.from_described(native).native and not again.native
+
+
+def hand_tree(encoding, also=None):
+    """Node 0: bmi_band in {obese} (the obese indicator > 0.5: yes on the right);
+    node 1 (left): bmi <= 30 (plus 0.5 times the encoded column ``also``); node 2
+    (right): no split."""
+    names = encoding.names
+    coef = np.zeros((3, len(names)))
+    coef[0, names.index(next(n for n in names if n.endswith("bmi_band_obese")))] = 1.0
+    coef[1, names.index(next(n for n in names if n.endswith("bmi")))] = 1.0
+    if also is not None:
+        coef[1, names.index(also)] = 0.5
+    bmi = next(c for c in encoding.columns if c.column == "bmi")
+    return SurrogateTree(coef, [-0.5, -(30 * bmi.scale_ + bmi.min_), 0.0], 2, names, (0, 1))
+
+
+def test_paths_and_disagreements_show_original_columns_and_categories():
+    pipeline = one_hot_pipeline()
+    encoding = encoding_of(pipeline[:-1])
+    encoded = encoding.encode(pipeline[:-1], ROWS)
+    native = pd.DataFrame(NATIVE.transform(ROWS), columns=list(NATIVE.encoding.names))
+    for rows, enc, first in (
+        (encoded, encoding, {"bmi_band": "normal", "smoker": "yes", "bmi": 22.0}),
+        (native, NATIVE.encoding, {"bmi_band": "normal", "bmi": 22.0}),
+    ):
+        (obese, normal, *_) = row_paths(hand_tree(enc), rows, LABEL, encoding=enc)
+        assert [s.text for s in obese.steps] == ["bmi_band in {obese} (row: obese)"]
+        assert [s.text for s in normal.steps] == [
+            "bmi_band not in {obese} (row: normal)",
+            "bmi <= 30 (row: 22)",
+        ]
+        assert [s["category"] for s in normal.to_dict()["steps"]] == ["normal", None]
+        assert normal.values == first
+    # a row without a category (the native model's missing value: no indicator set)
+    blank = NATIVE.transform(ROWS.assign(bmi_band=None))
+    rows = pd.DataFrame(blank, columns=list(NATIVE.encoding.names))
+    paths = row_paths(hand_tree(NATIVE.encoding), rows, LABEL, encoding=NATIVE.encoding)
+    (step, _) = paths[1].steps
+    assert step.text == "bmi_band not in {obese} (row: missing, by the rule for missing values)"
+    assert step.category is None and np.isnan(step.value)
+    found = applicants(hand_tree(encoding), encoded, 1 - LABEL, encoding=encoding)
+    table = found.disagreement_table()
+    assert list(table.columns)[5:] == ["bmi_band", "smoker", "bmi"]  # after row ... path
+    assert table.path[1] == "bmi_band not in {obese} (row: severe) → bmi > 30 (row: 41)"
+    shown = ROWS.loc[table.row]
+    assert table.bmi_band.tolist() == shown.bmi_band.tolist()
+    assert table.smoker.tolist() == shown.smoker.tolist()
+    np.testing.assert_allclose(table.bmi, shown.bmi)
+    card = render_model_card(
+        ReportContext(
+            title="models:/bmi/1", depth=2, rules="", metrics={}, parameters={},
+            provenance={}, validation={"status": "passed"}, applicants=found,
+            applicants_source="test.csv",
+        )
+    )  # fmt: skip
+    assert (
+        "- **Row 2**: bmi\\_band not in {obese} (row: severe) → bmi &gt; 30 (row: 41); ensemble "
+        "**0**, surrogate **1**"
+    ) in card
+
+
+def test_feature_counts_count_original_columns():
+    pipeline = one_hot_pipeline()
+    view = encoded_view(read_ensemble(pipeline))
+    X = view.encoding.encode(pipeline[:-1], ROWS).to_numpy()
+    tree = hand_tree(view.encoding, also="onehot__bmi_band_severe")
+    metrics = surrogate_metrics(view, tree, X)
+    assert (metrics["n_features_used"], metrics["n_encoded_features_used"]) == (2, 3)
+    assert metrics["n_columns_used"] == 2
+    plain = surrogate_metrics(read_ensemble(pipeline[-1]), tree, X)
+    assert plain["n_features_used"] == 3 and "n_encoded_features_used" not in plain
+    (split, *_) = split_table(tree, encoding=view.encoding)
+    assert split["condition"] == "bmi_band not in {obese}"

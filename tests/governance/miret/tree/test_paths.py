@@ -75,6 +75,7 @@ def test_paths_in_raw_units_hand_computed(tree, scaler):
                 "holds": "x0 <= 100",
                 "value": 40.0,
                 "terms": [["x0", 0.005]],
+                "category": None,
             },
             {
                 "node": 1,
@@ -83,6 +84,7 @@ def test_paths_in_raw_units_hand_computed(tree, scaler):
                 "holds": "x1 <= 13",
                 "value": 11.0,
                 "terms": [["x1", 0.1]],
+                "category": None,
             },
         ],
         "leaf": 3,
