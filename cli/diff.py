@@ -33,17 +33,40 @@ def _share(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
+def _changes_lines(changes) -> list[str]:
+    """What changed in the rules and features (a ``RuleChanges``), before the figures."""
+    counts = {kind: changes.count(kind) for kind in ("moved", "added", "removed")}
+    head = (
+        f"what changed in the rules: {counts['moved']} with thresholds moved, "
+        f"{counts['added']} added, {counts['removed']} removed, {changes.unchanged} unchanged"
+    )
+    if not any(counts.values()):
+        head = f"what changed in the rules: nothing ({changes.unchanged} the same)"
+    lines = [head]
+    lines += [f"  moved:   {before}  ->  {after}" for before, after in changes.moved]
+    lines += [f"  added:   {rule}" for rule in changes.added]
+    lines += [f"  removed: {rule}" for rule in changes.removed]
+    lines.append(
+        f"features gained: {', '.join(changes.gained) or 'none'}; lost: "
+        f"{', '.join(changes.lost) or 'none'}"
+    )
+    return lines
+
+
 def _print(outcome) -> None:
+    from miret_governance.governance.report.wording import DRIFT_NAME, DRIFT_SCALE
+
     drift, plain = outcome.drift, {"highlight": False, "markup": False, "soft_wrap": True}
     source, target = (outcome.to_json()[side] for side in ("from", "to"))
     console.print(
         f"[bold]{escape(source['ensemble_uri'])}[/] -> [bold]{escape(target['ensemble_uri'])}[/] "
         f"(surrogates {escape(source['surrogate_uri'])} -> {escape(target['surrogate_uri'])})"
     )
+    for line in _changes_lines(drift.rule_changes()):
+        console.print(line, **plain)
     console.print(
-        f"explanation drift {drift.distance:.3f}: mean over levels of the total variation "
-        "between the VITE level frequencies (0 the same, 1 no level splits on a feature in "
-        "common)",
+        f"{DRIFT_NAME[0].lower()}{DRIFT_NAME[1:]} {drift.distance:.3f} (explanation_drift: mean over levels of "
+        f"the total variation between the VITE level frequencies; {DRIFT_SCALE})",
         **plain,
     )
     table = Table(title="VITE level frequency changes, largest first")

@@ -370,13 +370,16 @@ def explain(
 
 
 def _print_result(result) -> None:
-    """The outcome for people: registered or reused, the hyperparameters a search chose,
-    the rules, the test fidelity with its interval, metrics and UI links."""
+    """The outcome for people: registered or reused, what a reviewer decides on (test
+    fidelity with its interval against the plain tree, features, validation, signature),
+    the rules, then the technical details (solver, search, every metric) and UI links."""
+    from miret_governance.cli.tables import headline_lines
     from miret_governance.flavors.explain.context import chosen_text
-    from miret_governance.governance.measures.metrics import fidelity_with_interval
+    from miret_governance.governance.report.wording import describe_stop
 
+    plain = {"highlight": False, "markup": False, "soft_wrap": True}
     for note in result.recovery_notes:
-        console.print(note, highlight=False, markup=False, soft_wrap=True)
+        console.print(note, **plain)
     if result.reused:
         console.print(
             f"Reused [bold]{escape(result.surrogate_uri)}[/]: the same ensemble version, data and "
@@ -385,34 +388,29 @@ def _print_result(result) -> None:
     else:
         console.print(
             f"Registered [bold]{escape(result.surrogate_uri)}[/] as the surrogate of "
-            f"[bold]{escape(result.ensemble_uri)}[/] in {result.seconds:.1f} s "
-            f"(solver status: {escape(str(result.solve.get('status', '?')))})."
+            f"[bold]{escape(result.ensemble_uri)}[/] in {result.seconds:.1f} s."
         )
     if result.superseded is not None:
-        console.print(
-            result.superseded.sentence(result.ensemble_uri),
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
-    if result.signed_by:
-        console.print(f"Evidence signed by key {result.signed_by[:16]}...", highlight=False)
+        console.print(result.superseded.sentence(result.ensemble_uri), **plain)
     if result.validation == "failed":
         console.print("[bold red]Input validation FAILED[/] (explained with --allow-invalid).")
+    for line in headline_lines(result.metrics, result.validation):
+        console.print(line, **plain)
+    if result.signed_by:
+        console.print(f"evidence signed by key {result.signed_by[:16]}...", **plain)
+    else:
+        console.print("unsigned: no gate counts this explanation", **plain)
+    console.print("\n[bold]Rules[/] (raw input units)")
+    console.print(result.rules, **plain)
+    console.print("\n[bold]Technical details[/]")
+    if result.solve:
+        console.print(f"how the tree was found: {describe_stop(result.solve)}", **plain)
     chosen = chosen_text(result.parameters)
     if chosen:
-        console.print(
-            f"Hyperparameters chosen by the search: {chosen}", highlight=False, markup=False
-        )
-    console.print("\n[bold]Rules[/] (raw input units)")
-    console.print(result.rules, highlight=False, markup=False, soft_wrap=True)
-    fidelity = fidelity_with_interval(result.metrics)
-    if fidelity:
-        console.print(f"\nTest fidelity to the ensemble: {fidelity}", highlight=False, markup=False)
-    console.print()
+        console.print(f"hyperparameters chosen by the search: {chosen}", **plain)
     console.print(metrics_table(result.metrics))
     for line in _ui_hints(result):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.print(line, **plain)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""Rich tables of a surrogate's metrics and of MIRET next to its CART baseline."""
+"""What a reviewer reads first (:func:`headline_lines`), and rich tables of a surrogate's
+metrics and of MIRET next to its CART baseline (technical details)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,40 @@ def number(value) -> str:
     if value.is_integer():
         return str(int(value))
     return f"{value:.4g}"
+
+
+def _percent(value) -> str:
+    return "-" if value is None or math.isnan(float(value)) else f"{100 * float(value):.1f}%"
+
+
+def headline_lines(metrics: dict, validation: str | None) -> list[str]:
+    """Test fidelity with its 95% interval next to the plain tree (CART), features used
+    and the input validation, one line each.
+
+    Examples
+    --------
+    >>> headline_lines({"test_fidelity": 0.95, "baseline_cart_test_fidelity": 0.9,
+    ...                 "n_features_used": 3.0, "baseline_cart_n_features": 4.0}, "passed")
+    ['fidelity on test rows: 95.0%; plain tree (CART) 90.0%', 'features used: 3; plain tree (CART) 4', 'input validation: passed']
+    """
+    from miret_governance.governance.measures.metrics import fidelity_with_interval
+
+    cart = metrics.get("baseline_cart_test_fidelity")
+    lines = []
+    if fidelity_with_interval(metrics):
+        lines.append(
+            f"fidelity on test rows: {fidelity_with_interval(metrics)}; plain tree (CART) "
+            f"{_percent(cart)}"
+        )
+    if "n_features_used" in metrics:
+        cart_features = metrics.get("baseline_cart_n_features")
+        lines.append(
+            f"features used: {number(metrics['n_features_used'])}; plain tree (CART) "
+            f"{'-' if cart_features is None else number(cart_features)}"
+        )
+    if validation:
+        lines.append(f"input validation: {validation}")
+    return lines
 
 
 def metrics_table(metrics: dict, title: str = "Metrics") -> Table:

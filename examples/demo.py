@@ -301,8 +301,9 @@ def gate_candidate(state: DemoState) -> DemoState:
     drift, cross = outcome.drift or {}, (outcome.drift or {}).get("cross_fidelity")
     state.promotions.append(
         f"drift.toml on the retrained {state.candidate_uri} (explained as "
-        f"{state.candidate.surrogate_uri}): {verdict}; since the champion: explanation drift "
-        f"{drift.get('explanation_drift', float('nan')):.3f}, feature overlap "
+        f"{state.candidate.surrogate_uri}): {verdict}; since the champion: change in the "
+        f"ensembles' feature use (VITE) {drift.get('explanation_drift', float('nan')):.3f}, "
+        f"feature overlap "
         f"{drift.get('feature_overlap', float('nan')):.3f}, cross-fidelity "
         + ("not measured" if cross is None else f"{cross['value']:.3f}")
     )

@@ -111,7 +111,14 @@ def describe_new_version(
         checked = checked_evidence(
             client, ensemble_version, registered, own_trust(key), files_digest=files_digest
         )
-        describe_versions(client, ensemble_version, registered, checked.evidence, checked.features)
+        describe_versions(
+            client,
+            ensemble_version,
+            registered,
+            checked.evidence,
+            checked.features,
+            checked.signer,
+        )
         return
     status = evidence.validation.status
     view = {

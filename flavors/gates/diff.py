@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 from mlflow import MlflowClient
+from mlflow.entities import RunTag
 
 from miret_governance.flavors.errors import ExplainError, GateError
 from miret_governance.flavors.gates.gate_evidence import (
@@ -54,6 +55,7 @@ from miret_governance.governance.ensembles.encoding import (
 )
 from miret_governance.governance.errors import GovernanceError
 from miret_governance.governance.measures.drift import Drift, Explanation, compare, drift_gates
+from miret_governance.governance.measures.rule_changes import RuleChanges
 from miret_governance.governance.trust.keyring import SignatureError
 from miret_governance.governance.trust.policy import DRIFT_GATES, Policy
 
@@ -61,6 +63,9 @@ AGAINST_TAG = "governance.drift.against"
 """Gate-run tag: the ensemble version the candidate was compared with."""
 ALIAS_TAG = "governance.drift.alias"
 """Gate-run tag: the alias that version held (the policy's ``drift_against``)."""
+CHANGES_TAG = "governance.drift.changes"
+"""Gate-run tag: what changed in the rules and features
+(:meth:`governance.measures.rule_changes.RuleChanges.to_json_text`)."""
 
 
 class DiffError(GovernanceError):
@@ -278,8 +283,10 @@ def drift_results(
         ``against`` (``alias``, ``ensemble_uri``, ``surrogate_uri``,
         ``evidence_digest``), ``explanation_drift``, ``feature_overlap``, ``features``
         (``shared``, ``only_against``, ``only_candidate``), ``cross_fidelity``
-        (:meth:`governance.drift.CrossFidelity.to_json` or None) and ``data`` (``rows``,
-        ``digest`` or None); None when nothing was compared.
+        (:meth:`governance.drift.CrossFidelity.to_json` or None), ``data`` (``rows``,
+        ``digest`` or None) and ``rule_changes``
+        (:func:`governance.measures.rule_changes.rule_changes`); None when nothing was
+        compared.
     """
     if not set(policy.gates) & set(DRIFT_GATES):
         return [], None
@@ -311,6 +318,7 @@ def drift_results(
         },
         "cross_fidelity": None if drift.cross_fidelity is None else drift.cross_fidelity.to_json(),
         "data": recorded,
+        "rule_changes": drift.rule_changes().to_json(),
     }
     return drift_gates(policy.gates, drift, alias), figures
 
@@ -334,8 +342,11 @@ def log_drift(client: MlflowClient, run_id: str, figures: dict | None, logged=()
     (but those in ``logged``, the gate results' metrics, logged already)."""
     if not figures:
         return
-    client.set_tag(run_id, AGAINST_TAG, figures["against"]["ensemble_uri"])
-    client.set_tag(run_id, ALIAS_TAG, figures["against"]["alias"])
+    tags = {AGAINST_TAG: figures["against"]["ensemble_uri"], ALIAS_TAG: figures["against"]["alias"]}
+    if figures.get("rule_changes") is not None:  # figures recorded before it was kept lack it
+        changes = RuleChanges.from_json(figures["rule_changes"])
+        tags[CHANGES_TAG] = changes.to_json_text()
+    client.log_batch(run_id, tags=[RunTag(key, value) for key, value in tags.items()])
     for name, value in drift_metrics(figures).items():
         if name not in logged:
             client.log_metric(run_id, name, float(value))

@@ -320,7 +320,12 @@ def evaluate_and_record(
 
 def _describe(client: MlflowClient, gated: _Gated) -> None:
     describe_versions(
-        client, gated.version, gated.surrogate, gated.checked.evidence, gated.checked.features
+        client,
+        gated.version,
+        gated.surrogate,
+        gated.checked.evidence,
+        gated.checked.features,
+        gated.checked.signer,
     )
 
 

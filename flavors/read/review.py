@@ -3,14 +3,22 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gates.gate_evidence import check_explains
 from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
     EXPLAIN_FIRST,
+    GATE_RUN_TAG,
+    GATE_TAG,
+    POLICY_RUN_TAG,
+    RESULT_RUN_TAG,
     describe_surrogate,
+    gate_alias,
     linked_versions,
     version_uri,
 )
@@ -26,6 +34,43 @@ from miret_governance.flavors.trust import trusted_keys
 
 REVIEW_TAG_PREFIXES = ("governance.last_gate", "governance.promotion")
 """Tags of the ensemble version that record gate evaluations and promotion decisions."""
+
+
+@dataclass(frozen=True)
+class LastGate:
+    """The ensemble version's last gate evaluation, for what it was evaluated.
+
+    Attributes
+    ----------
+    result : str
+        ``PASS`` or ``FAIL``.
+    policy : str
+        The policy's label (``unknown policy`` when the gate run cannot be read).
+    alias : str or None
+        The alias it was a promotion to; None for a what-if gate.
+    run_id : str
+    """
+
+    result: str
+    policy: str
+    alias: str | None
+    run_id: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def last_gate(client: MlflowClient, ensemble) -> LastGate | None:
+    """The last gate of ``ensemble`` from its tags and its gate run's (None: no gate yet)."""
+    result, run_id = ensemble.tags.get(GATE_TAG), ensemble.tags.get(GATE_RUN_TAG) or ""
+    if not result:
+        return None
+    try:
+        tags = client.get_run(run_id).data.tags if run_id else {}
+    except MlflowException:
+        tags = {}
+    policy = tags.get(POLICY_RUN_TAG, "unknown policy")
+    return LastGate(tags.get(RESULT_RUN_TAG) or result, policy, gate_alias(tags), run_id)
 
 
 def describe_for_review(model_uri: str, client: MlflowClient | None = None, policy=None) -> dict:
@@ -49,7 +94,8 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
     dict
         :func:`flavors.registry.describe_surrogate`'s keys (``signer`` included) plus
         ``ensemble``: ``uri``, ``aliases``, ``description``, ``status`` (the gate and
-        promotion tags) and ``approvals`` (:func:`flavors.decisions.approvals_of`).
+        promotion tags), ``last_gate`` (:class:`LastGate` or None) and ``approvals``
+        (:func:`flavors.decisions.approvals_of`).
 
     Raises
     ------
@@ -85,6 +131,7 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
         "status": {
             k: v for k, v in sorted(ensemble.tags.items()) if k.startswith(REVIEW_TAG_PREFIXES)
         },
+        "last_gate": last_gate(client, ensemble),
         "approvals": approvals_of(client, ensemble, trusted, summary["uri"]),
     }
     return summary

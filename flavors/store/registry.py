@@ -55,6 +55,13 @@ SURROGATE_SUFFIX = "-surrogate"
 URI_PREFIX = "models:/"
 
 
+def gate_alias(run_tags: dict) -> str | None:
+    """The alias a gate run was a promotion to (its ``governance.promotion.<alias>`` tag),
+    None for a what-if gate."""
+    prefix = PROMOTION_TAG.format(alias="")
+    return next((k[len(prefix) :] for k in sorted(run_tags) if k.startswith(prefix)), None)
+
+
 def parse_registry_uri(model_uri: str) -> tuple[str, str | None, str | None]:
     """``models:/name/version`` or ``models:/name@alias`` -> (name, version, alias)."""
     if not isinstance(model_uri, str) or not model_uri.startswith(URI_PREFIX):

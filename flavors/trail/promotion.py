@@ -273,7 +273,14 @@ def promote_model_version(
                 client, name, number, PROMOTION_RUN_TAG.format(alias=alias), outcome.run_id
             )
         client.set_tag(outcome.run_id, tag, status)
-    describe_versions(client, gated.version, gated.surrogate, checked.evidence, checked.features)
+    describe_versions(
+        client,
+        gated.version,
+        gated.surrogate,
+        checked.evidence,
+        checked.features,
+        checked.signer,
+    )
     return PromotionOutcome(
         gate=outcome,
         alias=alias,
@@ -385,7 +392,9 @@ def approve_model_version(
         policy.keys,
     )
     try:
-        describe_versions(client, version, surrogate, checked.evidence, checked.features)
+        describe_versions(
+            client, version, surrogate, checked.evidence, checked.features, checked.signer
+        )
     except MlflowException as error:
         # On a server with roles an approver only reads the models (docs/deployment.md): the
         # pages are for people, and the next gate or promote (CI) writes them again.

@@ -17,7 +17,8 @@ e.g. the champion) to version B (``to``, the candidate):
   every feature at every level; 1: no level splits on a feature in common;
 - **feature overlap**: the Jaccard index ``|U_A & U_B| / |U_A | U_B|`` of the features
   the two surrogates use (1 when neither uses any);
-- **rules side by side**, line by line;
+- **rules side by side**, line by line, and what changed in them
+  (:mod:`governance.measures.rule_changes`);
 - **cross-fidelity** on rows the caller gives: the share of rows where A's surrogate
   agrees with B's ensemble, and where B's surrogate agrees with A's ensemble (labels
   compared as they are, for any number of classes the two versions share). The
@@ -42,6 +43,7 @@ import pandas as pd
 from miret_governance.governance.ensembles.arrays import feature_matrix
 from miret_governance.governance.ensembles.encoding import encoding_of
 from miret_governance.governance.errors import GovernanceError
+from miret_governance.governance.measures.rule_changes import RuleChanges, rule_changes
 from miret_governance.governance.miret.tree.missing import check_missing_rule
 from miret_governance.governance.miret.tree.paths import RowsError, encoded_rows, feature_rows
 from miret_governance.governance.trust.gates import GateResult, readable_pair
@@ -153,6 +155,16 @@ class Drift:
     rules: list
     cross_fidelity: CrossFidelity | None = None
 
+    def rule_changes(self) -> RuleChanges:
+        """What changed in the rules and the features used
+        (:func:`governance.measures.rule_changes.rule_changes`)."""
+        return rule_changes(
+            "\n".join(a for a, _ in self.rules),
+            "\n".join(b for _, b in self.rules),
+            self.shared + self.only_from,
+            self.shared + self.only_to,
+        )
+
     def to_json(self) -> dict:
         """A JSON-serializable dict (changes as records)."""
         return {
@@ -170,6 +182,7 @@ class Drift:
                 "from": "\n".join(a for a, _ in self.rules).rstrip("\n"),
                 "to": "\n".join(b for _, b in self.rules).rstrip("\n"),
             },
+            "rule_changes": self.rule_changes().to_json(),
             "cross_fidelity": None
             if self.cross_fidelity is None
             else self.cross_fidelity.to_json(),

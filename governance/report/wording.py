@@ -5,6 +5,8 @@
   (``govern show``, the report's provenance).
 - :func:`tree_kind`: what the returned tree is (MIRET, optimal univariate or CART).
 - :func:`glossary`: every term the reviewer page and the model card show, explained.
+- :func:`gate_verdict`: a gate's result for the alias and policy it was evaluated for;
+  :data:`DRIFT_NAME`: what the ``explanation_drift`` figure is called on every page.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ TECHNICAL = {
 }
 """The solver's stop reasons (:class:`governance.miret.report.SolveReport`) in words."""
 
+DRIFT_NAME = "Change in the ensembles' feature use (VITE)"
+"""The display name of the ``explanation_drift`` metric (the key stays: policies name it)."""
+DRIFT_SCALE = "0 the same share of splits on each feature at each depth, 1 nothing in common"
+"""The scale of :data:`DRIFT_NAME`."""
 CHOSEN = {"univariate": "optimal univariate tree", "cart": "CART tree", "miret": "MIRET tree"}
 """The candidates of :mod:`governance.miret.selection` in words."""
 
@@ -141,6 +147,20 @@ def solver_outcome(solve: dict) -> dict:
         )
         technical += f"; returned the {chosen}"
     return {**outcome, "technical": technical}
+
+
+def gate_verdict(result: str, policy: str, alias: str | None = None) -> str:
+    """A gate's result for what it was evaluated for, never the version's verdict.
+
+    Examples
+    --------
+    >>> gate_verdict("FAIL", "strict v1a2b3c4d", "prod")
+    'gate for @prod under strict v1a2b3c4d: FAIL'
+    >>> gate_verdict("PASS", "lenient v5e6f7a8b")
+    'what-if gate (no alias) under lenient v5e6f7a8b: PASS'
+    """
+    target = f"gate for @{alias}" if alias else "what-if gate (no alias)"
+    return f"{target} under {policy}: {result}"
 
 
 def describe_stop(solve: dict) -> str:

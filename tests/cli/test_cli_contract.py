@@ -342,6 +342,7 @@ def test_gate_and_show_json(gated, tmp_path):
         "ensemble_uri",
         "aliases",
         "status",
+        "last_gate",
         "validation",
         "rules",
         "metrics",
@@ -356,6 +357,12 @@ def test_gate_and_show_json(gated, tmp_path):
     assert summary["status"] == {
         "governance.last_gate": "FAIL",
         "governance.last_gate.run": verdict["run_id"],
+    }  # a what-if gate: the JSON names it so, with its policy
+    assert summary["last_gate"] == {
+        "result": "FAIL",
+        "policy": verdict["policy"],
+        "alias": None,
+        "run_id": verdict["run_id"],
     }
     assert "x0" in summary["rules"] and "x1" in summary["rules"]
 

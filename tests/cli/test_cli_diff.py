@@ -38,7 +38,18 @@ def test_diff_prints_the_figures_and_exits_0(govern, pair):
     )
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
-    assert "explanation drift 0.375" in text
+    # what changed in the rules and features first, then the figures
+    changed = (
+        "what changed in the rules: 0 with thresholds moved, 2 added, 3 removed, 0 unchanged\n"
+        "  added:   if -0.000308·worst area - 1.54·worst concave points <= -0.4367 then 0\n"
+        "  added:   if -0.000308·worst area - 1.54·worst concave points > -0.4367 then 1\n"
+        "  removed: if worst area < 806.3 and mean texture < 21.66 then 1\n"
+        "  removed: if worst area < 806.3 and mean texture >= 21.66 then 0\n"
+        "  removed: if worst area >= 806.3 then 0\n"
+        "features gained: worst concave points; lost: mean texture\n"
+        "change in the ensembles' feature use (VITE) 0.375 (explanation_drift: "
+    )
+    assert changed in result.stdout
     assert "VITE level frequency changes, largest first" in text
     assert "mean texture │ 1 │ 50.0% │ 20.0% │ -30.0 pts" in text
     assert "Rules side by side" in text

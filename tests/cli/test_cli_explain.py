@@ -103,29 +103,35 @@ def test_errors_exit_2_and_validation_failure_exits_1(app, registered):
 
 def test_show_from_the_ensemble_follows_the_link(app, registered):
     from miret_governance.flavors.explain.explain import explain_model_version
+    from miret_governance.governance.measures.metrics import fidelity_with_interval
 
     result = explain_model_version(
         "models:/credit-rf/1", "data.csv", target="label", time_limit=2, min_test_rows=1
     )
     client = MlflowClient()
     client.set_registered_model_alias("credit-rf", "champion", "1")
-    client.set_model_version_tag("credit-rf", "1", "governance.last_gate.status", "passed")
+    client.set_model_version_tag("credit-rf", "1", "governance.last_gate", "FAIL")
     client.set_model_version_tag("credit-rf", "1", "governance.promotion.champion", "promoted")
     shown = CliRunner().invoke(
         app, ["show", "--model-uri", "models:/credit-rf@champion"], env={"COLUMNS": "200"}
     )
     assert shown.exit_code == 0, shown.output
     out = shown.output
-    assert "models:/credit-rf-surrogate/1 explains models:/credit-rf/1" in out
-    assert "aliases: @champion" in out
-    assert "governance.last_gate.status = passed" in out
-    assert "governance.promotion.champion = promoted" in out
-    assert f"after {result.solve['wall_time']:.1f} s" in out and "(solver: " in out
-    assert "MIRET vs the CART baseline" in out and "baseline_cart_test_fidelity" in out
-    assert "solve_optimal" not in out and "solver.gap" in out
+    headline, technical = out.split("Technical details\n", 1)
+    assert headline.startswith("models:/credit-rf-surrogate/1 explains models:/credit-rf/1\n")
+    fidelity = fidelity_with_interval(result.metrics)
+    cart = result.metrics["baseline_cart_test_fidelity"]
+    assert f"\nfidelity on test rows: {fidelity}; plain tree (CART) {100 * cart:.1f}%\n" in out
+    assert "\n  aliases: @champion\n  promotion @champion: promoted\n" in headline
+    # a gate whose run names no alias is a what-if, never the version's verdict
+    assert "\n  what-if gate (no alias) under unknown policy: FAIL\n" in headline
+    assert "governance.last_gate" not in out and "solver" not in headline
+    assert f"after {result.solve['wall_time']:.1f} s" in technical and "(solver: " in technical
+    assert "MIRET vs the CART baseline" in technical and "baseline_cart_test_fidelity" in technical
+    assert "solve_optimal" not in out and "solver.gap" in technical
     from_surrogate = CliRunner().invoke(app, ["show", "--model-uri", result.surrogate_uri])
     assert from_surrogate.exit_code == 0
-    assert "governance.last_gate.status = passed" in from_surrogate.output
+    assert "promotion @champion: promoted" in from_surrogate.output
 
 
 @pytest.mark.no_store

@@ -226,8 +226,14 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
     metrics = rf["result"].metrics
     assert metrics["test_fidelity_ci_low"] <= metrics["test_fidelity"]
     assert metrics["test_fidelity"] <= metrics["test_fidelity_ci_high"]
-    assert f"test fidelity {fidelity_with_interval(metrics)}</span>" in html
     cart = rf["result"].metrics["baseline_cart_test_fidelity"]
+    headline = (
+        f"fidelity on test rows {fidelity_with_interval(metrics)}; plain tree (CART) "
+        f"{100 * cart:.1f}%</span>"
+    )
+    assert headline in html.split("</header>")[0]
+    technical = html.split("<h2>Technical details</h2>")[1]
+    assert "What the solver proved: " in technical and "Objective" in technical
     card = Path(local, "model_card.md").read_text()
     assert "CART baseline" in card and "| Test fidelity | " in card
     assert f"{cart:.4g}" in card

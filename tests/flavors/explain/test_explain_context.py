@@ -136,7 +136,7 @@ def test_report_shows_the_interval_and_the_cross_validated_fidelity(store):
     metrics = store["plain"].metrics
     local = Path(mlflow.artifacts.download_artifacts("models:/ctx-rf-surrogate/1", dst_path="dl"))
     html = (local / "report.html").read_text()
-    assert f"test fidelity {fidelity_with_interval(metrics)}</span>" in html
+    assert f"fidelity on test rows {fidelity_with_interval(metrics)}; plain tree (CART) " in html
     card = (local / "model_card.md").read_text()
     assert f"**Test fidelity** to the ensemble: {fidelity_with_interval(metrics)}." in card
     # the returned tree's held-out fidelity beside CART's, never "–"
@@ -192,7 +192,7 @@ def test_search_lands_beside_the_plain_explanation_and_says_what_it_chose(store)
         f"alpha {format_number(float(params['alpha']))}, m (proximity_threshold) "
         f"{format_number(float(params['proximity_threshold']))}, depth 2"
     )
-    assert f"Hyperparameters chosen by the search: {chosen}\n" in cli.output
+    assert f"hyperparameters chosen by the search: {chosen}\n" in cli.output
     assert (
         f"**Hyperparameters**: {chosen}, chosen by 2-fold cross-validation over 4"
         in (searched.data.tags[DESCRIPTION_TAG])
@@ -203,7 +203,14 @@ def test_search_lands_beside_the_plain_explanation_and_says_what_it_chose(store)
     assert re.search(r"then (malignant|benign) \(", rules) and " then 0 " not in rules
     surrogate = client.get_model_version("ctx-rf-surrogate", "2")
     metrics = {m.key: m.value for m in client.get_logged_model(model_id_of(surrogate)).metrics}
-    assert f"Test fidelity to the ensemble: {fidelity_with_interval(metrics)}\n" in cli.output
+    # what a reviewer decides on first, the solver and search under "Technical details"
+    headline, technical = cli.output.split("Technical details\n", 1)
+    assert (
+        f"fidelity on test rows: {fidelity_with_interval(metrics)}; plain tree (CART) "
+        in (headline.split("Rules (raw input units)")[0])
+    )
+    assert "solver" not in headline and "how the tree was found: " in technical
+    assert "hyperparameters chosen by the search" in technical
 
 
 def test_gate_report_names_the_policy_file_not_its_folder(store):

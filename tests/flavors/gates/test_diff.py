@@ -13,7 +13,13 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 
-from miret_governance.flavors.gates.diff import AGAINST_TAG, ALIAS_TAG, DiffError, diff_versions
+from miret_governance.flavors.gates.diff import (
+    AGAINST_TAG,
+    ALIAS_TAG,
+    CHANGES_TAG,
+    DiffError,
+    diff_versions,
+)
 from miret_governance.flavors.gates.gating import gate_model_version
 from miret_governance.flavors.miret import load_model
 from miret_governance.flavors.store.inputs import load_explainable_ensemble
@@ -152,7 +158,24 @@ def test_gate_fails_on_max_explanation_drift_against_the_champion(pair, store):
     # the candidate's page says what changed since the champion
     page = client.get_model_version("credit-rf", "2").description
     assert "**Since the champion**" in page
-    assert "1 nothing in common) | 0.375 |" in page
+    changed = (  # what changed in the rules and features, before the figures
+        "What changed:\n\n- Rules added (2):\n"
+        "  - if \\-0\\.000308·worst area \\- 1\\.54·worst concave points &lt;= \\-0\\.4367 then 0\n"
+        "  - if \\-0\\.000308·worst area \\- 1\\.54·worst concave points &gt; \\-0\\.4367 then 1\n"
+        "- Rules removed (3):\n"
+        "  - if worst area &lt; 806\\.3 and mean texture &lt; 21\\.66 then 1\n"
+        "  - if worst area &lt; 806\\.3 and mean texture &gt;= 21\\.66 then 0\n"
+        "  - if worst area &gt;= 806\\.3 then 0\n"
+        "- Rules unchanged: 0\n"
+        "- Features gained: worst concave points; lost: mean texture\n\n"
+        "The figures: the first compares the ensembles (how their trees split), the others the "
+        "surrogates.\n\n| Figure | Value |\n|---|---|\n"
+        "| Change in the ensembles' feature use (VITE): 0 the same share of splits on each "
+        "feature at each depth, 1 nothing in common | 0.375 |\n"
+    )
+    assert changed in page
+    assert json.loads(run.data.tags[CHANGES_TAG]) == decision.record.drift["rule_changes"]
+    assert decision.record.drift["rule_changes"]["lost"] == ["mean texture"]
     assert (
         f"| Features used by both surrogates (Jaccard overlap) | {expected.overlap:.3f} |" in page
     )

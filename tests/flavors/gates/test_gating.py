@@ -338,14 +338,16 @@ def test_gate_reads_stored_evidence_records_run_tags_and_descriptions(store, tmp
     assert "[credit\\-rf v1](#/models/credit-rf/versions/1)" in surrogate_text
     model_id = model_id_of(client.get_model_version("credit-rf-surrogate", "1"))
     for text in (ensemble_text, surrogate_text):
-        assert "| Test fidelity | 0.950 (CART 0.900) |" in text
-        assert "| Features used | 2: x0, x1 (CART 3) |" in text
+        assert "| Fidelity on test rows | 95.0%; plain tree (CART) 90.0% |" in text
+        assert "| Features used | 2: x0, x1; plain tree (CART) 3 |" in text
         assert "| Input validation | passed |" in text
-        assert f"| Last gate evaluation | **PASS** by policy all v{policy.digest[:8]}, " in text
-        assert "(what-if: no alias changed) |" in text
+        assert (
+            f"| What-if gate (no alias) | **PASS** under policy all v{policy.digest[:8]}, " in text
+        )
         assert f"[{model_id}](#/experiments/{store}/models/{model_id}/artifacts)" in text
         assert "`report.html`" in text
-        assert f"Evidence digest `{outcome.evaluation.evidence_digest[:16]}`" in text
+        technical = text.split("**Technical details**")[1]
+        assert f"| Evidence digest | `{outcome.evaluation.evidence_digest[:16]}` |" in technical
         assert "Promotion" not in text
 
 

@@ -398,5 +398,5 @@ def test_superseded_decisions_are_shown_as_such(store, tmp_path):
     assert "**promoted**" not in text
     surrogate_text = client.get_model_version("credit-rf-surrogate", "2").description
     assert row in surrogate_text.splitlines()
-    gate_row = next(line for line in text.splitlines() if line.startswith("| Last gate"))
-    assert gate_row.startswith("| Last gate evaluation | **PASS** by policy ")
+    gate_row = next(line for line in text.splitlines() if line.startswith("| What-if gate"))
+    assert gate_row.startswith("| What-if gate (no alias) | **PASS** under policy ")

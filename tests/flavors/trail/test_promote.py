@@ -66,8 +66,9 @@ def test_refusal_leaves_previous_alias(store, tmp_path, monkeypatch):
     assert gate_run.data.tags["governance.ensemble_uri"] == v2
     assert gate_run.data.tags["governance.policy"] == f"default v{session_policy().digest[:8]}"
     text = client.get_model_version("credit-rf", "2").description
-    assert "| Promotion `@champion` | **refused** by policy default v" in text
-    assert "(alias not set here) |" in text
+    assert "| Promotion `@champion` | **refused** under policy default v" in text
+    assert "(gate FAIL), " in text and "(alias not set here) |" in text
+    assert "| Gate for" not in text  # the refusal's gate is that row, not a second verdict
 
 
 def test_what_if_gate_never_shows_as_the_alias_status(store, tmp_path):
@@ -95,10 +96,10 @@ def test_what_if_gate_never_shows_as_the_alias_status(store, tmp_path):
     }
     text = version.description
     assert (
-        f"| Promotion `@champion` | **promoted** by policy {lenient.label}, " in text
+        f"| Promotion `@champion` | **promoted** under policy {lenient.label} (gate PASS), " in text
         and "(holds the alias) |" in text
-    )
-    assert f"| Last gate evaluation | **FAIL** by policy {strict.label}, " in text
+    )  # the failed re-evaluation is named by its alias, never the version's verdict
+    assert f"| Gate for `@champion` | **FAIL** under policy {strict.label}, " in text
     runs = mlflow.search_runs(experiment_names=["governance-gates"], order_by=["start_time"])
     assert list(runs["tags.result"]) == ["PASS", "FAIL", "FAIL"]
     assert list(runs["tags.mlflow.runName"]) == [
@@ -106,6 +107,14 @@ def test_what_if_gate_never_shows_as_the_alias_status(store, tmp_path):
         f"FAIL {strict.label} · credit-rf v1",
         f"FAIL {strict.label} · credit-rf v1",
     ]
+    # a refused gate for another alias is that alias's row, never the champion's verdict
+    promote_model_version(uri, "prod", strict)
+    rows = client.get_model_version("credit-rf", "1").description.split("\n\n")[1]
+    assert [row.split(" | ")[0] for row in rows.splitlines()[6:]] == [
+        "| Promotion `@champion`",
+        "| Promotion `@prod`",
+    ]
+    assert f"| Promotion `@prod` | **refused** under policy {strict.label} (gate FAIL), " in rows
 
 
 def test_promotion_by_alias_uri_and_lenient_policy(store, tmp_path):

@@ -187,7 +187,10 @@ def test_page_and_card_show_score_tables_the_solver_outcome_and_a_glossary(tmp_p
         assert "stalled (gap" not in text  # the old badge wording
         assert "MIP gap" in text and "Proximity agreement" in text
         assert "Score S&lt;node&gt;" in text  # a score is shown: its term is explained
-    assert '<span class="badge " title="solver: stalled after 3.6 s, gap 86.4%">' in html
+    # the solver's outcome is a technical detail, never a headline badge
+    header, technical = html.split("</header>")[0], html.split("<h2>Technical details</h2>")[1]
+    assert "solver" not in header and "optimality not proven" not in header
+    assert "What the solver proved: best tree found, optimality not proven" in technical
     assert "<h2>Glossary</h2>" in html and "## Glossary" in card
     assert "- **Purity**: Share of a leaf's fit rows to which the ensemble gives" in card
     assert _table_rows_have_header_width(card) >= 2

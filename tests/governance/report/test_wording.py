@@ -5,6 +5,7 @@ import pytest
 
 from miret_governance.governance.report.wording import (
     describe_stop,
+    gate_verdict,
     glossary,
     solver_outcome,
     tree_kind,
@@ -145,3 +146,12 @@ def test_the_tree_is_named_by_the_candidate_returned_and_its_splits():
     assert tree_kind(fitted("cart", one_feature)) == "CART tree"
     assert tree_kind(fitted("miret", one_feature)) == "MIRET tree, one feature per split"
     assert tree_kind(fitted("miret", two_features)) == "MIRET tree with oblique splits"
+
+
+def test_a_gate_verdict_names_its_alias_and_policy_never_the_version():
+    assert gate_verdict("FAIL", "strict v1a2b3c4d", "prod") == (
+        "gate for @prod under strict v1a2b3c4d: FAIL"
+    )
+    assert gate_verdict("PASS", "lenient v5e6f7a8b", None) == (
+        "what-if gate (no alias) under lenient v5e6f7a8b: PASS"
+    )
