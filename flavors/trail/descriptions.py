@@ -42,6 +42,7 @@ from miret_governance.flavors.trail.decisions import (
     UNSIGNED,
     decision_runs,
 )
+from miret_governance.flavors.trail.verification import verified_section
 from miret_governance.governance.trust.policy import canonical_digest
 
 SURROGATE_RUN_TAG = "governance.surrogate_uri"
@@ -250,8 +251,10 @@ def version_descriptions(
     surrogate = version_link(surrogate_version.name, surrogate_version.version)
     ensemble = version_link(ensemble_version.name, ensemble_version.version)
     since = since_alias(client, ensemble_version, digest)
+    verified = verified_section(client, ensemble_version, digest)
     ensemble_text = (
-        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{since}{report}{proof}\n"
+        f"**Explained by** the MIRET surrogate {surrogate}.\n\n{table}\n\n{since}{verified}"
+        f"{report}{proof}\n"
     )
     surrogate_text = (
         f"**MIRET surrogate of** {ensemble}: one shallow tree (oblique splits only where they "
