@@ -76,10 +76,16 @@ def audit(
     require_signed_policy: common.RequireSignedPolicy = False,
     tracking_uri: common.TrackingUri = None,
     as_json: JsonOutput = False,
+    signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
+    no_record: common.NoRecord = False,
 ) -> None:
     """Check the promotion trail of every version of a registered model.
 
-    Exit 1 when something is found, 0 when clean. Read-only.
+    Exit 1 when something is found, 0 when clean. With a signing key it records one
+    signed verification record per version holding an alias (verified, or failed with
+    its first finding; --no-record: nothing); nothing else is written.
 
     Findings: an alias whose holder has no valid signed promotion decision for it on the
     holder's current verified evidence (e.g. set by hand in the MLflow UI), is not the
@@ -87,7 +93,7 @@ def audit(
     the approvals the audited policy's [approvals] requires; a status
     (last gate, promotion) decided on superseded evidence; linked evidence that is
     unsigned, untrusted or altered; decision records that are unsigned or fail
-    verification; the promotion holding an alias made under another policy, or (with
+    verification (a verification record too, which blocks nothing); the promotion holding an alias made under another policy, or (with
     --require-signed-policy) under a policy whose signature it did not verify (every
     decision made so is listed: OTHER POLICY, a finding or not); a break of the model's
     record chain (a record missing between two counts, two records of one count, a record
@@ -103,15 +109,29 @@ def audit(
     "policy_digest", "signer" ({"name", "fingerprint"} or null)}}.
     """
     with exit_codes():
+        from miret_governance.flavors.store.reads import CommandClient
+        from miret_governance.flavors.trail import verification
         from miret_governance.flavors.trail.audit import audit_model
 
         parsed = common.load_checked_policy(policy, policy_trust, require_signed_policy)
         required = common.signed_policy_required(require_signed_policy)
+        chain = (signing_certificate, certificate_chain)
+        key = None if no_record else common.load_signing_key(signing_key, *chain)
         connect(tracking_uri, read_only=True)
-        report = audit_model(model_name, parsed, require_signed_policy=required)
+        client = CommandClient()
+        report = audit_model(model_name, parsed, client, require_signed_policy=required)
+
+    def record(key) -> str:
+        notes = [
+            verification.record_verification(client, parsed, key, verified)
+            for verified in verification.audited(client, report)
+        ]
+        return "\n".join(n for n in notes if n)
+
     code = 0 if report.clean else EXIT_FAILED
     if as_json:
         print_json("audit", report.to_json() | {"exit_code": code})
+        common.record_verified(key, no_record, record)
         raise typer.Exit(code)
     plain = {"highlight": False, "soft_wrap": True, "markup": False}
     for finding in report.findings:
@@ -141,6 +161,7 @@ def audit(
         f"{report.versions}, decision records checked: {report.decisions})",
         **plain,
     )
+    common.record_verified(key, no_record, record)
     raise typer.Exit(code)
 
 

@@ -339,6 +339,39 @@ def load_signing_key(
     )
 
 
+NoRecord = Annotated[
+    bool,
+    typer.Option(
+        "--no-record",
+        help="Record nothing. By default a command run with a signing key leaves a signed "
+        "verification record of what it verified (experiment governance-verifications, "
+        "shown on the ensemble version's page); without one it says so on stderr.",
+    ),
+]
+
+
+def record_verified(key, no_record: bool, write) -> None:
+    """Record what a read command verified: ``write(key)`` (it writes the verification
+    records and returns a note, or None) unless ``no_record``; without a key one line on
+    stderr says nothing was recorded, and so does a failure to record
+    (:func:`error_message`) or the note: either way the command's outcome and exit code
+    stay."""
+    if no_record:
+        return
+    from miret_governance.flavors.trail.verification import NO_KEY
+
+    plain = {"markup": False, "highlight": False, "soft_wrap": True}
+    if key is None:
+        errors.print(NO_KEY, **plain)
+        return
+    try:
+        note = write(key)
+    except Exception as error:  # noqa: BLE001 - recording never changes the outcome
+        note = f"not recorded: {error_message(error)}"
+    if note:
+        errors.print(note, **plain)
+
+
 ModelUri = Annotated[
     str,
     typer.Option(

@@ -1,5 +1,6 @@
 """``govern reproduce``: fit a registered explanation again and say whether it matches
-its evidence (read-only: no run, version or artifact is created)."""
+its evidence (no version or artifact is created; with a signing key, one verification
+record: :mod:`flavors.trail.verification`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from miret_governance.cli import common
 from miret_governance.cli.common import (
     EXIT_FAILED,
     DataFile,
@@ -100,6 +102,10 @@ def reproduce(
     tracking_uri: TrackingUri = None,
     trust_pickle: TrustPickle = False,
     policy: PolicyFile = None,
+    signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
+    no_record: common.NoRecord = False,
 ) -> None:
     """Fit a registered explanation again and say whether it is the same.
 
@@ -109,7 +115,9 @@ def reproduce(
     --data (and --test-data when the explanation had one) must be the explained files:
     their MLflow dataset digests must be the recorded ones. The ensemble is loaded, the
     data prepared, the surrogate fitted and evaluated with the recorded request in this
-    process; nothing is logged or registered. Prints the tree
+    process; nothing is logged or registered but, with a signing key, a signed
+    verification record saying identical or different and why (shown on the ensemble
+    version's page; --no-record: nothing). Prints the tree
     digest and every headline metric, recorded and now, and the package versions that
     differ from the evidence. A reproduction that differs is a failed check. The evidence
     is read only once its signature verifies with a key the policy (--policy or
@@ -124,9 +132,14 @@ def reproduce(
     """
     with exit_codes():
         from miret_governance.flavors.read.reproduce import reproduce_explanation
-        from miret_governance.flavors.trust import trusted_keys
+        from miret_governance.flavors.store.reads import CommandClient
+        from miret_governance.flavors.trail import verification
+        from miret_governance.flavors.trust import signed_policy, trusted_keys
 
-        trusted = trusted_keys(policy)
+        parsed = signed_policy(policy) if policy is not None else None
+        trusted = trusted_keys(parsed)
+        chain = (signing_certificate, certificate_chain)
+        key = None if no_record else common.load_signing_key(signing_key, *chain)
         connect(tracking_uri, fail_fast=False, read_only=True)
         with errors.status("fitting the surrogate again"), _stdout_to_stderr():
             result = reproduce_explanation(
@@ -141,6 +154,14 @@ def reproduce(
         print_json("reproduce", result.to_json())
     else:
         _print(result)
+    client = CommandClient()
+    common.record_verified(
+        key,
+        no_record,
+        lambda key: verification.record_verification(
+            client, parsed, key, verification.reproduced(client, result)
+        ),
+    )
     raise typer.Exit(0 if result.identical else EXIT_FAILED)
 
 

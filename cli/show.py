@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from miret_governance.cli import common
 from miret_governance.cli.common import (
     JsonOutput,
     PolicyFile,
@@ -122,12 +123,17 @@ def show(
     tracking_uri: TrackingUri = None,
     policy: PolicyFile = None,
     as_json: JsonOutput = False,
+    signing_key: common.SigningKeyOption = None,
+    signing_certificate: common.SigningCertificateOption = None,
+    certificate_chain: common.CertificateChainOption = None,
+    no_record: common.NoRecord = False,
 ) -> None:
     """Print a surrogate's rules, metrics, CART baseline and its ensemble's gate status.
 
     Shown once the surrogate's signature verifies with a key the policy (--policy or
     GOVERN_POLICY) trusts for explain; the status is the ensemble's gate and promotion
-    status. Read-only: never creates a store.
+    status. With a signing key it records a signed verification record (shown on the
+    ensemble version's page; --no-record: nothing); it never creates a store.
 
     --json prints {"command": "show", "schema_version": 1, "surrogate_uri",
     "surrogate_model_id", "ensemble_uri", "aliases": list of str, "status": {tag: value}
@@ -143,16 +149,29 @@ def show(
     """
     with exit_codes():
         from miret_governance.flavors.read.review import describe_for_review
-        from miret_governance.flavors.trust import trusted_keys
+        from miret_governance.flavors.store.reads import CommandClient
+        from miret_governance.flavors.trail import verification
+        from miret_governance.flavors.trust import signed_policy, trusted_keys
 
         check_model_uri(model_uri)
-        trusted = trusted_keys(policy)
+        parsed = signed_policy(policy) if policy is not None else None
+        trusted = trusted_keys(parsed)
+        chain = (signing_certificate, certificate_chain)
+        key = None if no_record else common.load_signing_key(signing_key, *chain)
         connect(tracking_uri, fail_fast=False, read_only=True)
-        summary = describe_for_review(model_uri, policy=trusted)
+        client = CommandClient()
+        summary = describe_for_review(model_uri, client, policy=trusted)
     if as_json:
         print_json("show", _json(summary))
     else:
         _print(summary)
+    common.record_verified(
+        key,
+        no_record,
+        lambda key: verification.record_verification(
+            client, parsed, key, verification.shown(client, summary)
+        ),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -64,6 +64,11 @@ class Reproduction:
         (only then may a re-run on the same versions differ).
     signed_by : dict
         ``name`` and ``fingerprint`` of the trusted key that signed the evidence.
+    ensemble_uri : str
+        The explained ensemble version (``models:/<name>/<version>``).
+    evidence_digest : str
+        sha256 of the verified ``evidence.json`` (these two are not in :meth:`to_json`:
+        what ``govern reproduce`` records, :mod:`flavors.trail.verification`).
     """
 
     model_uri: str
@@ -74,6 +79,8 @@ class Reproduction:
     versions_differ: dict
     time_limit_hit: dict
     signed_by: dict
+    ensemble_uri: str
+    evidence_digest: str
 
     @property
     def identical(self) -> bool:
@@ -265,4 +272,6 @@ def reproduce_explanation(
             "reproduced": bool(surrogate.solve_report_.time_limit_hit),
         },
         signed_by=checked.signer.to_json(),
+        ensemble_uri=version_uri(ensemble_version),
+        evidence_digest=checked.digest,
     )

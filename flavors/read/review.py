@@ -24,7 +24,9 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail.decisions import (
     APPROVAL_EXPERIMENT,
+    GATE_EXPERIMENT,
     LINK_EXPERIMENT,
+    VERIFICATION_EXPERIMENT,
     approvals_of,
     decision_runs_in,
 )
@@ -121,8 +123,10 @@ def describe_for_review(model_uri: str, client: MlflowClient | None = None, poli
         ensemble, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
     summary = describe_surrogate(surrogate_uri, trusted, client)
     check_explains(summary["uri"], summary["provenance"], ensemble)
-    # the link and approval runs of the version, both in one search per filter
-    decision_runs_in(client, (LINK_EXPERIMENT, APPROVAL_EXPERIMENT), version_uri(ensemble))
+    # the link, approval, gate and verification runs of the version, in one search per
+    # filter (the gate and verification runs for show's verification record)
+    reviewed = (LINK_EXPERIMENT, APPROVAL_EXPERIMENT, GATE_EXPERIMENT, VERIFICATION_EXPERIMENT)
+    decision_runs_in(client, reviewed, version_uri(ensemble))
     check_presented(client, model_uri, ensemble, trusted)
     summary["ensemble"] = {
         "uri": version_uri(ensemble),

@@ -33,7 +33,7 @@ from miret_governance.flavors.store.auth import server_user
 from miret_governance.flavors.store.refusals import CREDENTIALS
 from miret_governance.flavors.store.registry import SURROGATE_SUFFIX
 from miret_governance.flavors.trail.audit import EXPERIMENTS
-from miret_governance.flavors.trail.decisions import APPROVAL_EXPERIMENT
+from miret_governance.flavors.trail.decisions import APPROVAL_EXPERIMENT, VERIFICATION_EXPERIMENT
 from miret_governance.governance.trust.policy import Policy
 from miret_governance.governance.trust.roles import (
     EXPERIMENT,
@@ -85,6 +85,7 @@ def governance_names() -> GovernanceNames:
         experiments=tuple(EXPERIMENTS),
         approval_experiment=APPROVAL_EXPERIMENT,
         surrogate_suffix=SURROGATE_SUFFIX,
+        verification_experiment=VERIFICATION_EXPERIMENT,
     )
 
 

@@ -388,7 +388,8 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         version's tags, which anyone can set), ``tags`` (of the model version),
         ``solve`` (from the model's metadata), ``parameters`` (the explain run's, from
         the evidence), ``provenance`` (the whole signed provenance), ``model_id``,
-        ``signer`` (``governance.trust.keyring.Signer``).
+        ``signer`` (``governance.trust.keyring.Signer``), ``evidence_digest`` (the
+        verified ``evidence.json``'s sha256).
     """
     client = client or MlflowClient()
     version = resolve_model_version(client, model_uri)
@@ -421,6 +422,7 @@ def describe_surrogate(model_uri: str, trusted, client: MlflowClient | None = No
         "parameters": parameters,
         "model_id": model_id_of(version) or "",
         "signer": verified.signer,
+        "evidence_digest": verified.manifest["digest"],
     }
 
 

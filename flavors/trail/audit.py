@@ -1,11 +1,11 @@
 """``govern audit``: the promotion trail of a registered model, checked end to end.
 
 The audit reads every version of the model (every page) and lists every run of every
-governance experiment (gate and promotion, approval, link and clearance runs, deleted
-ones included, whatever their tags), then reads once each record that is or may be about
-the model (:func:`flavors.decisions.read_record`; a run bound to another model by its
-parameter is that model's, and its files are not downloaded), and checks with the keys
-the organisation's policy trusts:
+governance experiment (gate and promotion, approval, link, clearance and verification
+runs, deleted ones included, whatever their tags), then reads once each record that is
+or may be about the model (:func:`flavors.decisions.read_record`; a run bound to another
+model by its parameter is that model's, and its files are not downloaded), and checks
+with the keys the organisation's policy trusts:
 
 - **decision_record**: every record that is or may be about the model reads, is bound to
   its run, agrees with its run's parameters and tags, and verifies. A run bound to
@@ -14,7 +14,9 @@ the organisation's policy trusts:
   record a signed clearance covers is listed under ``cleared`` instead; an unsigned
   what-if gate counts only when a status tag cites it; a run never written (a killed
   command) is nothing; a record signed with a key the policy binds to other users than
-  the one the server vouched for (``[keys.<name>] users``) is a finding;
+  the one the server vouched for (``[keys.<name>] users``) is a finding; so is a
+  verification record that fails a check before its signature (it blocks nothing: no
+  decision reads one; signed by any key the policy trusts, it verifies);
 - **alias**: each alias's holder has a valid signed promotion decision (kind
   ``promotion``, decision ``promoted``, for that alias and this ensemble version's URI
   and model id) on the evidence its linked surrogate holds now, and that evidence
@@ -73,6 +75,7 @@ from miret_governance.flavors.trail.chain import chain_clearances, chain_problem
 from miret_governance.flavors.trail.decisions import (
     GOVERNANCE_EXPERIMENTS,
     URI_PARAM,
+    VERIFICATION_EXPERIMENT,
     Decision,
     alias_of,
     approval_state,
@@ -84,7 +87,12 @@ from miret_governance.flavors.trail.decisions import (
 )
 from miret_governance.flavors.trail.governed import governed_model, governing, verified_governed
 from miret_governance.governance.trust.policy import Policy
-from miret_governance.governance.trust.records import ClearanceRecord, GatedRecord, PromotionRecord
+from miret_governance.governance.trust.records import (
+    ClearanceRecord,
+    GatedRecord,
+    PromotionRecord,
+    VerificationRecord,
+)
 
 KINDS = ("alias", "policy", "superseded", "evidence", "decision_record", "chain")
 EXPERIMENTS = GOVERNANCE_EXPERIMENTS
@@ -139,6 +147,9 @@ class AuditReport:
         label, digest and signer.
     signed_policy_required : bool
         Whether a decision needs a verified policy signature.
+    holders : list of Holder
+        The versions holding an alias (what ``govern audit`` records it verified:
+        :func:`flavors.trail.verification.audited`); not in :meth:`to_json`.
     """
 
     model_name: str
@@ -150,6 +161,7 @@ class AuditReport:
     cleared: list = field(default_factory=list)
     other_policies: list = field(default_factory=list)
     signed_policy_required: bool = False
+    holders: list = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -169,17 +181,29 @@ class AuditReport:
         }
 
 
-def _evidence_digest(client, version, policy: Policy, report: AuditReport) -> str | None:
-    """The verified evidence digest of the version's linked surrogate, or a finding."""
+@dataclass(frozen=True)
+class Holder:
+    """A version holding an alias, as audited: its linked surrogate (None: none, or a
+    broken link) and that surrogate's verified evidence (None: it did not verify)."""
+
+    version: object
+    surrogate: object | None
+    checked: object | None
+
+
+def _evidence(client, version, policy: Policy, report: AuditReport) -> tuple:
+    """The version's linked surrogate and its verified evidence (``None`` for either
+    that is not there or does not verify, with a finding)."""
     uri = version_uri(version)
     if not version.tags.get(SURROGATE_TAG):
-        return None
+        return None, None
+    surrogate = None
     try:
         surrogate = linked_surrogate(client, version)
-        return checked_evidence(client, version, surrogate, policy.keys, current=True).digest
+        return surrogate, checked_evidence(client, version, surrogate, policy.keys, current=True)
     except GovernanceError as error:
         report.findings.append(Finding("evidence", uri, str(error)))
-        return None
+        return surrogate, None
 
 
 def _promoted_alias(decision: Decision, version) -> str | None:
@@ -211,7 +235,10 @@ def _audit_version(
     """Add the findings of one version to ``report``; its valid signed promotions by
     alias (the latest decision of each)."""
     uri = version_uri(version)
-    digest = _evidence_digest(client, version, policy, report)
+    surrogate, checked = _evidence(client, version, policy, report)
+    digest = checked.digest if checked is not None else None
+    if held:
+        report.holders.append(Holder(version, surrogate, checked))
     decisions = {d.run_id: d for d in trail.about.get(uri, [])}
     cited = {
         key: version.tags[key]
@@ -346,6 +373,7 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, ur
     of each read, not searched again (:func:`flavors.trail.decisions.remember_decision_runs`)."""
     prefix = f"models:/{model_name}/"
     trail, blocking, clearances = _Trail(), [], []
+    verifiers = policy.keys.trusting_any()  # who may sign a verification record
     runs = every_run_in(client, GOVERNANCE_EXPERIMENTS)
     remember_decision_runs(client, runs, uris)
     for experiment in GOVERNANCE_EXPERIMENTS:
@@ -353,7 +381,8 @@ def _read_trail(client, model_name: str, policy: Policy, report: AuditReport, ur
             bound = run.data.params.get(URI_PARAM)
             if bound is not None and not bound.startswith(prefix):
                 continue  # another model's (bound for good): its own audit reads it
-            decision = trail.read[run.info.run_id] = read_record(client, run, policy.keys)
+            keys = verifiers if experiment == VERIFICATION_EXPERIMENT else policy.keys
+            decision = trail.read[run.info.run_id] = read_record(client, run, keys)
             report.decisions += 1
             about = bound or (decision.record.ensemble.uri if decision.valid else None)
             if about is not None and not about.startswith(prefix):
@@ -493,6 +522,8 @@ def _other_policies(trail: _Trail, policy: Policy, report: AuditReport) -> None:
     for uri, decisions in sorted(trail.about.items()):
         for decision in sorted(decisions, key=signed_time):
             ref = getattr(decision.record, "policy", None)  # a link names none
+            if isinstance(decision.record, VerificationRecord):  # no decision
+                continue
             if ref is None or (
                 ref.digest == policy.digest
                 and (ref.signer is not None or not report.signed_policy_required)

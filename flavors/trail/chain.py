@@ -19,8 +19,9 @@ and run:
 - a record **outside the governance experiments** (an experiment renamed away, or a run
   moved): hidden from every decider, which reads only those experiments;
 - a signed record **without a link after the chain began** (a writer that does not
-  chain: an older version of govern, or a forgery). Signed records from before the
-  chain began (the model's first chained record) are outside it, as before.
+  chain: an older version of govern, or a forgery; a verification record never is).
+  Signed records from before the chain began (the model's first chained record) are
+  outside it, as before.
 
 **Fail closed.** ``promote`` refuses while the chain of its model has a break at a count
 (a gap, a fork, a broken link, a chained record outside the governance experiments:
@@ -69,7 +70,7 @@ from miret_governance.flavors.trail.decisions import (
     search_all_runs,
     signed_time,
 )
-from miret_governance.governance.trust.records import ClearanceRecord
+from miret_governance.governance.trust.records import RECORDS, ClearanceRecord
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ def chain_problems(client: MlflowClient, model_name: str) -> list:
             and CHAIN_COUNT_PARAM not in params
             and params.get(DIGEST_PARAM)
             and params.get(SIGNATURE_PARAM, UNSIGNED_DIGEST) != UNSIGNED_DIGEST
+            and getattr(RECORDS.get(params.get(KIND_PARAM)), "chained", True)
             and (run.info.start_time or 0) > began
         ):
             problems.append(

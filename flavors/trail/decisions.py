@@ -47,7 +47,9 @@ experiments by the bound count, highest first; no tag an insider could move), an
 the next count and the head's digest before they let go. A record deleted, withheld or
 renamed away then leaves a gap or a fork that ``govern audit`` finds and ``promote``
 refuses on (:mod:`flavors.trail.chain`). Unsigned what-if gates are not chained: they count for
-nothing, and whoever has no key could otherwise lengthen the chain.
+nothing, and whoever has no key could otherwise lengthen the chain. Nor are
+verification records (``Record.chained``): a reviewer's read must never wait for the
+chain lock of promotions, and no decision rests on them.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ from miret_governance.governance.trust.records import (
     Record,
     RecordError,
     SurrogateRecord,
+    VerificationRecord,
     parse_record,
     record_digest,
 )
@@ -133,6 +136,16 @@ LINK_EXPERIMENT = "governance-links"
 """Signed link records (:mod:`flavors.links`)."""
 CLEARANCE_EXPERIMENT = "governance-clearances"
 """Signed clearances of records that blocked (:func:`clear_records`)."""
+VERIFICATION_EXPERIMENT = "governance-verifications"
+"""Verification records (:mod:`flavors.trail.verification`): read by the audit and the
+version page, never by a decision (:func:`trail_runs` leaves them out)."""
+VERIFICATION_TAGS = (
+    "governance.verification.action",
+    "governance.verification.result",
+    "governance.verification.detail",
+)
+"""Run tags of a verification run repeating its record's ``action``, ``result`` and
+``detail`` (:func:`_tag_disagreement` checks them)."""
 DECISION_PAGE = 1000
 """Runs per page of :func:`decision_runs` (it reads every page)."""
 ALIAS_RUN_TAG = "governance.alias"
@@ -170,6 +183,7 @@ GOVERNANCE_EXPERIMENTS = (
     APPROVAL_EXPERIMENT,
     LINK_EXPERIMENT,
     CLEARANCE_EXPERIMENT,
+    VERIFICATION_EXPERIMENT,
 )
 """Every governance experiment: where records are written and chain heads searched."""
 HEAD_PAGE = 10
@@ -411,7 +425,7 @@ def chain_lock(client: MlflowClient, record: Record, key: SigningKey, trusted):
     model = model_of(record)
     lock = chain_lock_name(model)
     deadline = time.monotonic() + CHAIN_WAIT_SECONDS
-    purposes = tuple(sorted({cls.purpose for cls in RECORDS.values()}))
+    purposes = tuple(sorted({cls.purpose for cls in RECORDS.values() if cls.chained}))
     with ExitStack() as held:
         while True:
             try:
@@ -445,13 +459,14 @@ def log_record(
     the run (:data:`BOUND_PARAMS`), then write them as ``decision/record.json`` and
     ``decision/record.sig``; the run is tagged (:func:`run_tags`) with the parameters.
 
-    A signed record is first chained (module docstring): under its model's chain lock
-    (:func:`chain_lock`), whose holders verify with ``trusted`` (the policy's keys;
-    None: this key alone), it takes the next link, and is signed and bound before the
-    lock is let go. Returns the record as written (with its link).
+    A signed record of a chained kind is first chained (module docstring): under its
+    model's chain lock (:func:`chain_lock`), whose holders verify with ``trusted`` (the
+    policy's keys; None: this key alone), it takes the next link, and is signed and bound
+    before the lock is let go; a kind that is not (``Record.chained``: a verification) is
+    bound and signed without the lock. Returns the record as written (with its link).
     """
     with tempfile.TemporaryDirectory(prefix="decision-") as tmp:
-        if key is None:
+        if key is None or not record.chained:
             _bind(client, run_id, record, key, Path(tmp))
         else:
             trusted = trusted or key.trusted_for("decide")
@@ -600,6 +615,8 @@ def _tag_disagreement(record: Record, tags: dict) -> str | None:
         signed[EVIDENCE_DIGEST_TAG] = record.evidence.digest
     if isinstance(record, ApprovalRecord):
         signed |= {ALIAS_RUN_TAG: record.alias, DECISION_RUN_TAG: record.decision}
+    if isinstance(record, VerificationRecord):
+        signed |= dict(zip(VERIFICATION_TAGS, (record.action, record.result, record.detail)))
     prefix = PROMOTION_TAG.format(alias="")
     for tag in tags:
         if tag.startswith(prefix) and not tag.endswith(".run"):

@@ -51,6 +51,7 @@ from miret_governance.flavors.trail.decisions import (
     decision_runs,
 )
 from miret_governance.flavors.trail.supersede import page_line
+from miret_governance.flavors.trail.verification import verified_section
 from miret_governance.governance.measures.metrics import fidelity_with_interval
 from miret_governance.governance.measures.rule_changes import RuleChanges
 from miret_governance.governance.report.wording import DRIFT_NAME, DRIFT_SCALE, describe_stop
@@ -357,6 +358,7 @@ def version_descriptions(
         supersedes,
         table,
         since_alias(client, ensemble_version, digest),
+        verified_section(client, ensemble_version, digest),
         report,
         technical,
     ]

@@ -56,7 +56,7 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -71,6 +71,10 @@ PURPOSES = {
     "file, never by the policy itself)",
 }
 POLICY_PURPOSE = "policy"
+ANY_PURPOSE = "any"
+"""What a verification record is signed for: no policy names it (a policy's purposes are
+:data:`PURPOSES`); :meth:`TrustedKeys.trusting_any` trusts for it every key and
+certificate identity the policy trusts for some purpose but ``policy``."""
 CLOCK_SKEW_SECONDS = 300
 """How far (5 minutes) a time a signer wrote may be from a time the store recorded (a
 record's run start, a lock's creation) or from this host's clock: clocks differ."""
@@ -383,6 +387,30 @@ class TrustedKeys:
             )
             | ({"revoked": [r.to_json() for r in self.revoked]} if self.revoked else {})
         )
+
+    def trusting_any(self) -> TrustedKeys:
+        """These keys and authorities, each also trusted for :data:`ANY_PURPOSE` (its
+        windows and the revocations unchanged) when trusted for some purpose but
+        ``policy``: who may sign a verification record."""
+
+        def some(purposes) -> bool:
+            return any(p != POLICY_PURPOSE for p in purposes)
+
+        keys = tuple(
+            replace(k, may_sign=(*k.may_sign, ANY_PURPOSE)) if some(k.may_sign) else k
+            for k in self.keys
+        )
+        authorities = []
+        for authority in self.authorities:
+            patterns = tuple(
+                p for use, ps in authority.patterns if use != POLICY_PURPOSE for p in ps
+            )
+            if patterns:
+                authority = replace(
+                    authority, patterns=(*authority.patterns, (ANY_PURPOSE, patterns))
+                )
+            authorities.append(authority)
+        return TrustedKeys(keys, tuple(authorities), self.revoked)
 
     def names(self, purpose: str) -> list[str]:
         return [k.name for k in self.keys if purpose in k.may_sign]

@@ -21,6 +21,9 @@ mlflow_user, [server_user], [certificate {authority, serial, identity}]} and ``t
     link        ensemble, surrogate
     clearance   ensemble, policy, cleared [{run_id, sha256|null, problem}], reason,
                 [chain_through]
+    verification  ensemble, surrogate, evidence, policy, action gate|show|audit|reproduce
+                (gate: never written, its gate record counts), result
+                verified|failed|identical|different, detail (not chained)
 
 and every kind may name ``[chain]`` {model, count, previous}: its place in the record
 chain of its registered model (:class:`ChainLink`).
@@ -55,7 +58,7 @@ from functools import cache
 from typing import ClassVar, Literal, NewType, Union, get_args, get_origin, get_type_hints
 
 from miret_governance.governance.errors import GovernanceError
-from miret_governance.governance.trust.keyring import Signer
+from miret_governance.governance.trust.keyring import ANY_PURPOSE, Signer
 
 MAX_RECORD_BYTES = 1 << 20
 """A record larger than this (1 MiB) is refused unread."""
@@ -184,11 +187,16 @@ class Record:
         The ensemble version it is about.
     chain : ChainLink or None
         Its place in its model's record chain (written only when set).
+    chained : bool
+        Whether a signed record of the kind takes its place in the chain (class
+        attribute; a verification does not: a reader's record never waits for the
+        chain lock, and no decision rests on it).
     """
 
     kind: ClassVar[str]
     purpose: ClassVar[str]
     schema_version: ClassVar[int] = 1
+    chained: ClassVar[bool] = True
     decided_by: DecidedBy
     time: IsoTime
     ensemble: PinnedModel
@@ -304,11 +312,34 @@ class ClearanceRecord(Record):
     chain_through: int | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class VerificationRecord(DecisionRecord):
+    """``govern show``, ``audit`` or ``reproduce`` verified a version's evidence
+    (``flavors.trail.verification``): the ``action``, its ``result`` and one line of
+    ``detail``. Signed by whoever ran it with a key the policy trusts for any purpose
+    (:data:`governance.trust.keyring.ANY_PURPOSE`), or an untrusted key; informative
+    only: never chained, never read by a decision."""
+
+    kind: ClassVar[str] = "verification"
+    purpose: ClassVar[str] = ANY_PURPOSE
+    chained: ClassVar[bool] = False
+    action: Literal["gate", "show", "audit", "reproduce"]
+    result: Literal["verified", "failed", "identical", "different"]
+    detail: str
+
+
 ALIAS_RECORDS = (PromotionRecord, ApprovalRecord)
 """The kinds about an alias: their ``alias`` and ``decision``."""
 RECORDS = {
     cls.kind: cls
-    for cls in (GateRecord, PromotionRecord, ApprovalRecord, LinkRecord, ClearanceRecord)
+    for cls in (
+        GateRecord,
+        PromotionRecord,
+        ApprovalRecord,
+        LinkRecord,
+        ClearanceRecord,
+        VerificationRecord,
+    )
 }
 """Each kind's class: the one table :func:`parse_record` dispatches on."""
 

@@ -38,7 +38,9 @@ and descriptions on their versions), needs EDIT there, and MANAGE on everything 
 writes (it ends and cleans up its own runs and versions). An approver writes one run in
 the approvals experiment (EDIT there: MLflow has no "create only" level, so an approver
 can also tag another approver's run; the bound parameters of every record make that a
-blocking, detected change, never a forged approval) and reads the evidence. Lock models
+blocking, detected change, never a forged approval) and reads the evidence; it also
+writes its verification records (``govern show``, ``reproduce``, ``audit``) in the
+verifications experiment (EDIT there; an auditor, who writes nothing, records none). Lock models
 (``<model>.promotion-lock.<alias>``) are not granted: a lock exists only while a
 promotion holds it, its creator (the CI identity) gets MANAGE from MLflow, and MLflow
 drops every grant of a registered model when it is deleted, so a standing grant cannot
@@ -149,11 +151,13 @@ class Grant:
 @dataclass(frozen=True)
 class GovernanceNames:
     """What governance itself writes, named by the layer that writes it (``flavors``):
-    the decision experiments and the suffix of surrogate registered models."""
+    the decision experiments and the suffix of surrogate registered models, and the
+    experiment of verification records (None: none granted)."""
 
     experiments: tuple[str, ...]
     approval_experiment: str
     surrogate_suffix: str
+    verification_experiment: str | None = None
 
 
 def parse_roles(table, source: str) -> Roles | None:
@@ -338,6 +342,8 @@ def plan_grants(
     wanted += [Grant(roles.ci, r, MANAGE, "ci") for r in governance]
     for user in roles.approvers:
         wanted.append(Grant(user, _exp(names.approval_experiment), EDIT, "approvers"))
+        if names.verification_experiment is not None:
+            wanted.append(Grant(user, _exp(names.verification_experiment), EDIT, "approvers"))
         wanted += [Grant(user, r, READ, "approvers") for r in approving_reads]
     for user in roles.auditors:
         wanted += [Grant(user, r, READ, "auditors") for r in own + governance]

@@ -125,7 +125,7 @@ def test_setup_applies_the_plan_then_changes_nothing(auth_server):
     assert "created experiment governance-gates (owner: admin)" in first.output
     assert "created experiment governance-links" not in first.output
     assert "granted (was MANAGE)" in first.output  # ds brought down to READ there
-    assert "31 of 31 grants changed" in first.output
+    assert "35 of 35 grants changed" in first.output
     second = _setup(auth_server, "admin", "--policy", str(ROLES_POLICY))
     assert second.exit_code == 0, second.output
     assert "nothing changed: the server already matches the plan" in second.output
@@ -190,7 +190,9 @@ def test_an_approver_records_approvals_and_nothing_else(auth_server, content):
     with _as(auth_server, "reviewer") as reviewer:
         approvals = reviewer.get_experiment_by_name("governance-approvals").experiment_id
         gates = reviewer.get_experiment_by_name("governance-gates").experiment_id
+        verifications = reviewer.get_experiment_by_name("governance-verifications")
         assert not _denied(reviewer.create_run, approvals)
+        assert not _denied(reviewer.create_run, verifications.experiment_id)  # govern show
         assert not _denied(reviewer.get_model_version, "credit-rf", content["version"])
         assert not _denied(reviewer.search_runs, [gates])
         assert _denied(reviewer.delete_run, content["governance-approvals"])
@@ -205,7 +207,8 @@ def test_an_approver_records_approvals_and_nothing_else(auth_server, content):
 
 def test_an_auditor_reads_everything_and_writes_nothing(auth_server, content):
     with _as(auth_server, "auditor") as auditor:
-        names = ["credit-rf", "governance-gates", "governance-approvals", "governance-links"]
+        names = ["credit-rf", "governance-gates", "governance-verifications", "governance-links"]
+        names.append("governance-approvals")
         ids = [auditor.get_experiment_by_name(name).experiment_id for name in names]
         assert not _denied(auditor.search_runs, ids)
         assert not _denied(auditor.get_run, content["ds_run"])
@@ -213,6 +216,7 @@ def test_an_auditor_reads_everything_and_writes_nothing(auth_server, content):
             assert not _denied(auditor.get_model_version, model, content[version])
         assert _denied(auditor.create_run, ids[0])
         assert _denied(auditor.create_run, ids[1])
+        assert _denied(auditor.create_run, ids[2])  # an auditor records no verification
         assert _denied(auditor.set_tag, content["ds_run"], "x", "y")
         assert _denied(
             auditor.set_registered_model_alias, "credit-rf", "champion", content["version"]

@@ -4,7 +4,7 @@ signed writes exactly those bytes again, for every kind.
 ``records/*.json`` are ``decision/record.json`` files written by the product before its
 records were typed (``json.dumps(record_dict, indent=1, sort_keys=True)``): gate with and
 without drift, promotion with drift, approvals and a lock taken over, approval, link and
-clearance."""
+clearance, and a verification record (a kind added since, written the same way)."""
 
 import json
 from pathlib import Path

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from miret_governance.governance.trust.keyring import PURPOSES
+from miret_governance.governance.trust.keyring import ANY_PURPOSE, PURPOSES
 from miret_governance.governance.trust.records import (
     MAX_RECORD_BYTES,
     RECORDS,
@@ -58,6 +58,14 @@ MINIMAL = {
         "reason": "a replayed copy",
         "cleared": [{"run_id": "r" * 32, "sha256": None, "problem": "not bound"}],
     },
+    "verification": {
+        "kind": "verification",
+        "ensemble": PINNED,
+        **DECISION,
+        "action": "reproduce",
+        "result": "different",
+        "detail": "metrics differ: test_fidelity",
+    },
 }
 for _record in MINIMAL.values():
     _record.update(decided_by=DECIDED, time=TIME)
@@ -89,7 +97,8 @@ def without_nulls(value):
 
 def test_every_kind_has_a_minimal_record_and_a_purpose():
     assert set(MINIMAL) == set(RECORDS)
-    assert all(RECORDS[kind].kind == kind and RECORDS[kind].purpose in PURPOSES for kind in RECORDS)
+    purposes = (*PURPOSES, ANY_PURPOSE)  # a verification: any purpose the policy trusts
+    assert all(RECORDS[kind].kind == kind and RECORDS[kind].purpose in purposes for kind in RECORDS)
 
 
 @pytest.mark.parametrize("kind", sorted(MINIMAL))
@@ -150,9 +159,15 @@ def test_every_field_of_every_kind_is_required(kind):
         (b"[1, 2]", "it is JSON of type list, not an object"),
         (b'"gate"', "it is JSON of type str, not an object"),
         (b"null", "it is JSON of type NoneType, not an object"),
-        (b"{}", "its kind 'None' is none of gate, promotion, approval, link, clearance"),
+        (
+            b"{}",
+            "its kind 'None' is none of gate, promotion, approval, link, clearance, verification",
+        ),
         (b'{"kind": "gate", "ensemble": "x"}', None),
-        (b'{"kind": 1}', "its kind '1' is none of gate, promotion, approval, link, clearance"),
+        (
+            b'{"kind": 1}',
+            "its kind '1' is none of gate, promotion, approval, link, clearance, verification",
+        ),
         (b"\xff\xfe{}", None),
         (b"", None),
     ],
