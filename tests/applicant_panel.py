@@ -12,7 +12,8 @@ _SCRIPTS = re.compile(r"<script([^>]*)>(.*?)</script>", re.DOTALL)
 
 def panel(html: str):
     """The page's two scripts loaded in V8: a function following one row (column ->
-    value, NaN for missing) to the script's answer, or ``{"error": message}``."""
+    value, NaN for missing; or the text a reviewer pastes) to the script's answer, or
+    ``{"error": message}``."""
     scripts = _SCRIPTS.findall(html)
     assert [attributes for attributes, _ in scripts] == [
         ' type="application/json" id="applicant-model"',
@@ -22,8 +23,11 @@ def panel(html: str):
     engine.eval(scripts[1][1])
     engine.eval(f"var MODEL = JSON.parse({json.dumps(scripts[0][1])});")
 
-    def follow(values: dict) -> dict:
-        given = json.dumps({k: "" if pd.isna(v) else str(v) for k, v in values.items()})
+    def follow(values) -> dict:
+        if isinstance(values, str):  # pasted text, read by the script
+            given = f"ApplicantPanel.parseRow({json.dumps(values)})"
+        else:
+            given = json.dumps({k: "" if pd.isna(v) else str(v) for k, v in values.items()})
         answer = (  # the script's refusal as {"error": its message}
             f"(() => {{ try {{ return JSON.stringify(ApplicantPanel.follow(MODEL, {given})); }} "
             "catch (error) { return JSON.stringify({error: error.message}); } })()"

@@ -1,6 +1,8 @@
 """The report's "Try an applicant" panel: its own script, run in V8 (mini-racer) on the JSON
 the report embeds, gives explain-row's path words, surrogate class and ensemble answer."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -129,6 +131,13 @@ def test_one_hot_pipeline_in_original_columns():
     follow = panel(page(Surrogate(tree, scaler), view))
     check(follow, rows, paths, ensemble.predict_proba(x), ("0", "1", "2"))
     assert any(" in {car}" in s.holds or "not in {car}" in s.holds for s in paths[0].steps)
+    first = rows.iloc[0]
+    header = ",".join(f'"{name}"' for name in rows.columns)  # CSV, quoted and not
+    assert follow(f"{header}\r\n{','.join(map(str, first))}\n") == follow(first.to_dict())
+    assert follow(first.to_json()) == follow(first.to_dict())  # a JSON object
+    assert follow("a,b\n1,2\n3,4") == {
+        "error": "paste a JSON object, or CSV: a header line and one row"
+    }
     unseen = follow({**rows.iloc[0].to_dict(), "purpose": "boat"})
     assert unseen["error"].startswith('purpose: "boat" was not seen in training (seen: ')
 
@@ -172,3 +181,23 @@ def test_native_categories_of_a_three_class_boosting():
     follow = panel(page(Surrogate(tree, scaler), encoded_view(ensemble)))
     check(follow, rows, paths, ensemble.predict_proba(x), ("0", "1", "2"))
     assert ensemble.category_groups and paths[2].steps[0].holds == "housing not in {own}"
+
+
+def test_numbers_are_written_as_format_number_writes_them():
+    from importlib.resources import files
+
+    from py_mini_racer import MiniRacer
+
+    from miret_governance.governance.miret.tree.conditions import format_number
+
+    engine = MiniRacer()
+    templates = files("miret_governance.governance.report") / "templates"
+    engine.eval((templates / "applicant.js").read_text(encoding="utf-8"))
+    rng = np.random.default_rng(1)
+    values = (rng.normal(size=600) * 10.0 ** rng.integers(-9, 9, 600)).tolist()
+    values += np.round(rng.normal(size=300) * 100, 3).tolist()  # exact ties such as 12.125
+    values += [12.125, 9999.5, 12344.5, 99999.5, 1e6, -0.0, 1e-5, 9.9995, 0.00012345]
+    written = engine.eval(
+        f"JSON.stringify({json.dumps(values)}.map(x => ApplicantPanel.formatNumber(x)))"
+    )
+    assert json.loads(written) == [format_number(v) for v in values]
