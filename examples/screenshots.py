@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -132,6 +133,21 @@ def wait_until_up(base: str, server: subprocess.Popen, log: Path, timeout: float
         wait_for_health(base, server, timeout)
     except (RuntimeError, TimeoutError) as error:
         raise SystemExit(f"mlflow ui: {error}; log: {log}\n{log.read_text()}") from None
+
+
+@contextlib.contextmanager
+def running_ui(store_uri: str, log: Path):
+    """``mlflow ui`` on ``store_uri`` at a free localhost port while the block runs (its
+    base URL), stopped after it."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_ui(store_uri, port, log)
+    try:
+        wait_until_up(base, server, log, timeout=120)
+        yield base
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
 
 
 def linked_surrogate(client: MlflowClient, name: str, version: str):
@@ -388,31 +404,25 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     args.output.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = args.output / "mlflow-ui.log"
-    server = start_ui(args.tracking_uri, port, log)
     browser = None
-    try:
-        wait_until_up(base, server, log, timeout=120)
-        client = MlflowClient(tracking_uri=base, registry_uri=base)
-        files = (args.output / "artifacts").resolve()
-        files.mkdir(exist_ok=True)
-        pages = {"versions": {}, "gate_runs": {}}
-        for version in args.versions:
-            found = version_pages(client, base, args.name, version, files / version)
-            pages["versions"] |= found["versions"]
-            pages["gate_runs"] |= found["gate_runs"]
-        pages |= {"artifacts": found["artifacts"], "files": found["files"]}
-        browser = Chromium(args.chromium, args.widths[0], args.height)
-        for width in args.widths:
-            for png in capture_width(browser, pages, args, width):
-                print(png, flush=True)
-    finally:
-        if browser is not None:
-            browser.close()
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+    with running_ui(args.tracking_uri, args.output / "mlflow-ui.log") as base:
+        try:
+            client = MlflowClient(tracking_uri=base, registry_uri=base)
+            files = (args.output / "artifacts").resolve()
+            files.mkdir(exist_ok=True)
+            pages = {"versions": {}, "gate_runs": {}}
+            for version in args.versions:
+                found = version_pages(client, base, args.name, version, files / version)
+                pages["versions"] |= found["versions"]
+                pages["gate_runs"] |= found["gate_runs"]
+            pages |= {"artifacts": found["artifacts"], "files": found["files"]}
+            browser = Chromium(args.chromium, args.widths[0], args.height)
+            for width in args.widths:
+                for png in capture_width(browser, pages, args, width):
+                    print(png, flush=True)
+        finally:
+            if browser is not None:
+                browser.close()
 
 
 if __name__ == "__main__":

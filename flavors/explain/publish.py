@@ -150,6 +150,7 @@ def write_report(
         Artifact name -> path, for :func:`log_surrogate`.
     """
     from miret_governance.governance.ensembles.encoding import surrogate_display
+    from miret_governance.governance.report.applicant_model import applicant_model
     from miret_governance.governance.report.html import ReportContext
     from miret_governance.governance.report.html import write_report as render
     from miret_governance.governance.report.tree_figure import save_tree_figure
@@ -219,6 +220,7 @@ def write_report(
         applicants_source=Path(request.test_data or request.data).name,
         threshold_ranges=evidence.vite.ranges,
         confusion=evidence.confusion,
+        applicant=applicant_model(surrogate, ensemble, request.class_names),
         artifacts=sorted(
             [
                 "surrogate.json",

@@ -1,8 +1,10 @@
 """The reviewer's HTML page and Markdown model card of a surrogate explanation.
 
 Both are rendered with Jinja2 from ``governance/report/templates``. The HTML page is
-self-contained: CSS and SVG figures are inlined, there is no script and no external
-resource, so it can be archived and opened anywhere (including the MLflow UI).
+self-contained: CSS and SVG figures are inlined and there is no external resource, so it
+can be archived and opened anywhere (including the MLflow UI, whose artifact viewer shows
+it in a frame sandboxed with ``allow-scripts``); its one script is the "Try an applicant"
+panel's (:mod:`governance.report.applicant_model`), inline.
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ class ReportContext:
         (columns), in the classes' order (:func:`governance.metrics.surrogate_confusion`):
         the fidelity per class is shown for every ``k``, the matrix itself for ``k > 2``.
         Classes are named as in ``display`` when it names as many.
+    applicant : governance.report.applicant_model.ApplicantModel or None
+        What the "Try an applicant" panel follows a typed row with (no panel without).
     """
 
     title: str
@@ -126,6 +130,7 @@ class ReportContext:
     applicants: object = None
     applicants_source: str = ""
     confusion: object = None
+    applicant: object = None
 
 
 def _environment() -> Environment:
@@ -425,8 +430,11 @@ def _baseline_rows(context: ReportContext) -> list[dict]:
 
 
 def render_report(context: ReportContext) -> str:
-    """The self-contained HTML page (inline CSS and SVG, no script, no external link)."""
+    """The self-contained HTML page (inline CSS, SVG and the applicant panel's script, no
+    external link)."""
     values = _template_values(context)
+    applicant = context.applicant
+    values["applicant_json"] = Markup(applicant.to_json()) if applicant is not None else None
     values["tree_svg"] = inline_svg(context.tree_svg) if context.tree_svg else None
     values["figures"] = [(caption, inline_svg(path)) for caption, path in context.figures.items()]
     figure = context.search.get("figure")

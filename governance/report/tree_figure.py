@@ -1,6 +1,8 @@
 """The surrogate tree as a reader sees it (see :mod:`governance.miret.display`).
 
-Only reached nodes and real splits are drawn; the title gives the effective depth. Each
+Only reached nodes and real splits are drawn; the title gives the effective depth (title
+and note left-aligned and wrapped to the narrowest figure's width, so a narrow frame that
+scrolls the figure sideways still shows them whole). Each
 split box holds its condition (``value <= threshold``) and how many samples reach it;
 its left edge is ``yes`` (the condition holds, lower values) and its right edge ``no``.
 Leaves show the class name, in one colour per class (orange and blue for two classes;
@@ -40,6 +42,9 @@ _TINT = 0.3  # share of the palette colour in a leaf's fill; the rest is white
 _LEGEND_ROW_IN = 0.34  # one row of the class legend, inches
 _LEGEND_GAP_IN = 0.2  # between two legend boxes, inches
 EDGE_COLOURS = {"yes": "#1b5e20", "no": "#8a3a3a"}
+BROWSER_SLACK = 1.15
+"""How much wider than measured here a title may be drawn: the SVG keeps its text as text,
+which a browser sets in its own font (a title measured exactly was clipped at both edges)."""
 
 
 def class_styles(n_classes: int) -> list[dict]:
@@ -190,6 +195,16 @@ def _score_width(blocks) -> tuple[list, float]:
     return columns, max(sum(columns) + 0.5, headings)
 
 
+def _title(display, kind: str, room: float) -> str:
+    """The figure's title, on two lines when one (with :data:`BROWSER_SLACK`) is wider
+    than ``room`` inches."""
+    head = f"Surrogate: {kind},"
+    tail = f"effective depth {display.effective_depth} (MILP depth {display.depth})"
+    line = f"{head} {tail}"
+    wide = text_size([line], FONT_SIZE + 1.5, "bold")[0][0] * BROWSER_SLACK > room
+    return f"{head}\n{tail}" if wide else line
+
+
 def draw_display_tree(display, kind: str = "MIRET tree"):
     """A matplotlib figure of a :class:`~governance.miret.display.DisplayTree`, sized
     to its text (inches of the figure are the inches of the layout); ``kind`` names the
@@ -209,14 +224,17 @@ def draw_display_tree(display, kind: str = "MIRET tree"):
     blocks = _score_blocks(display.scores)
     columns, table_width = _score_width(blocks)
     width = max(_MIN_WIDTH_IN, tree_width, table_width) + 2 * _MARGIN_IN
-    title = (
-        f"Surrogate: {kind}, effective depth {display.effective_depth} (MILP depth {display.depth})"
-    )
+    # title and note left-aligned within the narrowest figure's width: a frame narrower
+    # than the figure scrolls it sideways, and still shows them whole from its left edge
+    room = _MIN_WIDTH_IN - 2 * _MARGIN_IN
+    title = _title(display, kind, room)
+    title_w = text_size([title], FONT_SIZE + 1.5, "bold")[0][0] * BROWSER_SLACK
+    width = max(width, title_w + 2 * _MARGIN_IN)
     note = textwrap.fill(
         f"{display.n_samples} training samples. Each condition reads value <= threshold: "
         "samples that meet it follow 'yes' (left). Purity: share of a leaf's samples to "
         "which the ensemble gives the leaf's class.",
-        width=max(40, int((width - 2 * _MARGIN_IN) / (0.55 * (FONT_SIZE - 0.5) / 72))),
+        width=max(40, int(room / (0.55 * (FONT_SIZE - 0.5) / 72))),
     )
     (_, title_h), (_, note_h) = text_size([title], FONT_SIZE + 1.5, "bold") + text_size(
         [note], FONT_SIZE - 0.5
@@ -234,20 +252,20 @@ def draw_display_tree(display, kind: str = "MIRET tree"):
     ax.axis("off")
     _text(
         ax,
-        width / 2,
+        _MARGIN_IN,
         height - _MARGIN_IN,
         title,
-        ha="center",
+        ha="left",
         va="top",
         fontsize=FONT_SIZE + 1.5,
         weight="bold",
     )
     _text(
         ax,
-        width / 2,
+        _MARGIN_IN,
         height - _MARGIN_IN - title_h - 0.08,
         note,
-        ha="center",
+        ha="left",
         va="top",
         fontsize=FONT_SIZE - 0.5,
         color="#44505c",

@@ -7,11 +7,13 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from applicant_panel import panel
 from mlflow_store import register_rf
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
 from miret_governance.flavors.miret import load_model
+from miret_governance.governance.miret.tree.conditions import format_number
 
 pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "worst area"]
@@ -125,6 +127,37 @@ def test_report_card_and_csv_list_every_disagreement(case):
             and f"ensemble **{r['ensemble']}**, surrogate **{r['surrogate']}**" in card
         )
     assert "disagreements.csv" in card
+
+
+def test_report_panel_follows_rows_as_explain_row(case):
+    """The signed report's own script, in V8, on 20 rows of the test file (one with a
+    missing value): the same path words, surrogate and ensemble answers as explain-row."""
+    follow = panel((case["local"] / "report.html").read_text())
+    test = pd.read_csv("test.csv").iloc[:20][FEATURES]
+    test.iloc[3, 0] = np.nan
+    test.to_csv("twenty.csv", index=False)
+    done = invoke("--model-uri", "models:/credit-rf/1", "--data", "twenty.csv", "--json")
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.stdout)["rows"]
+    for row, (_, values) in zip(rows, test.iterrows(), strict=True):
+        got = follow(values.to_dict())
+        assert [s["line"] for s in got["steps"]] == [  # as explain-row prints them
+            f"node {s['node']}: {s['condition']}? {s['answer']} (row: "
+            + ("missing, by the rule for missing values" if s["value"] is None else "")
+            + (format_number(s["value"]) if s["value"] is not None else "")
+            + ")"
+            for s in row["steps"]
+        ]
+        assert [(s["holds"], s["value"]) for s in got["steps"]] == [
+            (s["holds"], s["value"]) for s in row["steps"]
+        ]
+        assert (got["leaf"], got["surrogate"], got["ensemble"], got["agrees"]) == (
+            row["leaf"],
+            row["surrogate"],
+            row["ensemble"],
+            row["agrees"],
+        )
+    assert {r["agrees"] for r in rows} == {True, False}
 
 
 def test_bad_rows_and_untrusted_policy_exit_2(case, tmp_path):

@@ -298,7 +298,8 @@ def encoded_rows(frame: pd.DataFrame, encoding, transformer, source="the rows") 
         raise RowsError(f"{source}: the pipeline cannot encode the rows ({error})") from None
 
 
-def _names(tree, class_names) -> tuple:
+def class_names_of(tree, class_names) -> tuple:
+    """The names of ``tree.classes``: ``class_names`` checked, or the labels as text."""
     names = tuple(str(c) for c in (tree.classes if class_names is None else class_names))
     if len(names) != tree.classes.size:
         raise InvalidInputError(f"class_names needs {tree.classes.size} names, got {len(names)}")
@@ -314,7 +315,7 @@ class _Router:
         self.coef = raw_hyperplanes(tree, scaler)[0]
         if encoding is not None:  # scaled numeric columns of the pipeline in raw units
             self.coef = np.array([encoding.raw_terms(row, 0.0)[0] for row in self.coef])
-        self.names = _names(tree, class_names)
+        self.names = class_names_of(tree, class_names)
 
     def yes_first(self) -> list:
         """Leaf positions in the rules' order: at every split the ``yes`` side first."""
@@ -360,7 +361,8 @@ class _Router:
             if split["condition"] is None:
                 continue
             used = np.flatnonzero(self.tree.coef[node])
-            value = float(raw[used[0]] if used.size == 1 else self.coef[node] @ raw)
+            # over the split's own features: another one missing leaves it defined
+            value = float(raw[used[0]] if used.size == 1 else self.coef[node][used] @ raw[used])
             category = self._category(used, values)
             if category is None and self._categorical(used):
                 value = float("nan")  # no category: the model's rule for a missing one

@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -219,7 +220,9 @@ def test_rf_artifacts_and_pyfunc(rf, tmp_path):
     scaler = rf["model"][0]
     assert stored["data_min_"] == scaler.data_min_.tolist()
     html = Path(local, "report.html").read_text()
-    assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
+    scripts = re.findall(r"<script[^>]*>", html)  # the applicant panel's, inline
+    assert scripts == ['<script type="application/json" id="applicant-model">', "<script>"]
+    assert "http://" not in html.replace("http://www.w3.org", "")
     assert html.count("<svg") >= 3 and "models:/credit-rf/1" in html
     assert "MIRET vs the depth-2 CART baseline" in html and "What the solver proved: " in html
     assert "<h2>Glossary</h2>" in html and "Technical status: solver: " in html

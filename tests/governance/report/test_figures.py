@@ -112,9 +112,15 @@ def _boxes(fig):
 
 
 def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     from miret_governance.governance.miret.tree.display import display_tree
     from miret_governance.governance.miret.tree.tree import SurrogateTree
-    from miret_governance.governance.report.tree_figure import draw_display_tree, save_tree_figure
+    from miret_governance.governance.report.tree_figure import (
+        BROWSER_SLACK,
+        draw_display_tree,
+        save_tree_figure,
+    )
 
     names = ("$\\frac{a$", "<script>alert(1)</script>")
     coef = np.zeros((3, 2))
@@ -127,9 +133,12 @@ def test_surrogate_tree_figure_draws_only_the_display_tree(tmp_path):
     assert len(boxes) == len(shown.nodes()) == 3  # root and two leaves, no dummy node
     assert boxes[0].get_text() == "$\\frac{a$ <= 0.5\n3 samples (100.0%)"
     assert sorted(t.get_text() for t in labels) == ["no", "yes"]
-    assert fig.axes[0].texts[0].get_text() == (
-        "Surrogate: optimal univariate tree, effective depth 1 (MILP depth 2)"
+    title = fig.axes[0].texts[0]  # two lines: one would not fit a browser's wider font
+    assert (
+        title.get_text() == "Surrogate: optimal univariate tree,\neffective depth 1 (MILP depth 2)"
     )
+    drawn = title.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    assert drawn.width * BROWSER_SLACK <= fig.bbox.width
     # One colour per class: the two leaves differ.
     leaf_colours = {b.get_bbox_patch().get_facecolor() for b in boxes[1:]}
     assert len(leaf_colours) == 2
