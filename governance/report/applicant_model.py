@@ -135,7 +135,11 @@ def _encoded_features(encoding) -> tuple:
     here that reads its fields)."""
     return tuple(
         EncodedFeature(
-            c.column, c.kind, tuple(category_label(v) for v in c.categories), float(c.min_), float(c.scale_)
+            c.column,
+            c.kind,
+            tuple(category_label(v) for v in c.categories),
+            float(c.min_),
+            float(c.scale_),
         )
         for c in encoding.columns
     )
