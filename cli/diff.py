@@ -142,7 +142,8 @@ def diff(
     --json prints {"command": "diff", "schema_version": 1, "from", "to": {"ensemble_uri",
     "surrogate_uri", "evidence_digest"}, "distance": float, "changes": list of {"feature",
     "level", "from", "to", "change"}, "features": {"shared", "only_from", "only_to",
-    "overlap"}, "rules": {"from", "to"}, "cross_fidelity": null or {"rows",
+    "overlap"}, "rules": {"from", "to"}, "rule_changes": {"added", "removed", "moved": list
+    of [from, to], "unchanged", "gained", "lost"}, "cross_fidelity": null or {"rows",
     "from_surrogate_on_to_ensemble", "to_surrogate_on_from_ensemble", "value"}, "data":
     null or {"rows", "digest"}}.
     """

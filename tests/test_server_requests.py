@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 MODEL = "models:/wisconsin-rf/1"
 APPROVER = "reviewer"
 MAX_REQUESTS = {
-    "show": 60,
+    "show": 61,
     "gate": 84,
     "promote": 104,
     "audit": 73,
@@ -65,7 +65,8 @@ end) and the page's "Verified" section (one update, and MLflow's prompt check be
 it): 7 requests, 11 for ``show`` here, the first in the store, which also looks up and
 creates ``governance-verifications``; ``audit`` reads ``show``'s record and records its
 own (12). The pages ``gate``, ``promote`` and ``approve`` write search the gate and
-verification runs of the version again (2 each)."""
+verification runs of the version again (2 each); ``show`` reads the last gate's run for its
+alias and policy (1)."""
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>[^ ?"]+)[^"]*" \d{3}')
 _ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts/"
 

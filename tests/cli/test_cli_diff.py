@@ -87,8 +87,17 @@ def test_json_schema(govern, pair):
         "changes",
         "features",
         "rules",
+        "rule_changes",
         "cross_fidelity",
         "data",
+    }
+    assert set(document["rule_changes"]) == {
+        "added",
+        "removed",
+        "moved",
+        "unchanged",
+        "gained",
+        "lost",
     }
     assert (document["command"], document["schema_version"]) == ("diff", 1)
     assert document["to"]["ensemble_uri"] == "models:/credit-rf/2"

@@ -24,7 +24,13 @@ def test_dry_run_prints_the_exact_plan_and_contacts_nothing():
         for line in result.output.splitlines()
         if line.startswith("│")
     ]
-    gov = ["governance-approvals", "governance-clearances", "governance-gates", "governance-links"]
+    gov = [
+        "governance-approvals",
+        "governance-clearances",
+        "governance-gates",
+        "governance-links",
+        "governance-verifications",
+    ]
     E, M = "experiment", "registered model"
     expected = (
         [("auditor", "auditors", E, e, "READ") for e in ["credit-rf", *gov]]
@@ -38,7 +44,8 @@ def test_dry_run_prints_the_exact_plan_and_contacts_nothing():
         + [("ds", "data_scientists", M, "credit-rf", "EDIT")]
         + [("ds", "data_scientists", M, m, "READ") for m in ["credit-rf-surrogate", "credit-rf.governed"]]
         + [("reviewer", "approvers", E, "credit-rf", "READ"), ("reviewer", "approvers", E, gov[0], "EDIT")]
-        + [("reviewer", "approvers", E, e, "READ") for e in gov[1:]]
+        + [("reviewer", "approvers", E, e, "READ") for e in gov[1:4]]
+        + [("reviewer", "approvers", E, gov[4], "EDIT")]
         + [("reviewer", "approvers", M, m, "READ") for m in ["credit-rf", "credit-rf-surrogate"]]
     )  # fmt: skip
     assert rows == expected

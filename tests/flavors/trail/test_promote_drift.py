@@ -175,7 +175,8 @@ def test_a_record_counts_only_against_the_current_holder_on_its_current_evidence
         promote_model_version(V2, "prod", prod)
     assert promote_model_version(V2, "champion", policy).promoted  # the record counts here
     assert promote_model_version(V1, "champion", policy, data=rows).promoted  # back to v1
-    # the holder explained again: the record compared with its earlier evidence
+    # the holder explained again (superseding its promotion, knowingly): the record
+    # compared with its earlier evidence
     explain_model_version(
         V1,
         pair["root"] / "v1.csv",
@@ -185,6 +186,7 @@ def test_a_record_counts_only_against_the_current_holder_on_its_current_evidence
         min_test_rows=1,
         solver="highs",
         force=True,
+        supersede=True,
     )
     with pytest.raises(DecisionError, match=REFUSED):
         promote_model_version(V2, "champion", policy)
