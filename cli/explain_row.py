@@ -18,6 +18,7 @@ from miret_governance.cli.common import (
     connect,
     console,
     exit_codes,
+    import_model_readers,
     print_json,
 )
 
@@ -100,6 +101,7 @@ def explain_row(
     units)}, "leaf", "surrogate", "ensemble" (class names), "agrees"}}.
     """
     with exit_codes():
+        import_model_readers()
         from miret_governance.flavors.read.applicant import explain_rows
         from miret_governance.flavors.trust import trusted_keys
 
