@@ -467,6 +467,19 @@ def connect(
         check_tracking_server()
 
 
+def import_model_readers() -> None:
+    """Import skops' reader of scikit-learn models before MLflow, in a command that loads
+    a registered ensemble.
+
+    skops.io finds its default trusted types at import, looking each SciPy ufunc up in
+    every loaded module (``skops.io._utils.whichmodule``): once MLflow, its SQL store and
+    model-signing are loaded, that costs about a second of CPU more
+    (``examples/benchmarks/results_command_speed.md``). An XGBoost or LightGBM model
+    then imports skops for nothing, about 0.4 s.
+    """
+    import skops.io  # noqa: F401
+
+
 def check_model_uri(model_uri: str) -> None:
     """Refuse a ``--model-uri`` that names no registered version, before connecting."""
     from miret_governance.flavors.store.registry import parse_registry_uri

@@ -148,6 +148,8 @@ def diff(
     null or {"rows", "digest"}}.
     """
     with exit_codes():
+        if data is not None:
+            common.import_model_readers()
         from miret_governance.flavors.gates.diff import diff_versions
         from miret_governance.flavors.trust import trusted_keys
 

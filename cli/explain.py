@@ -43,6 +43,7 @@ from miret_governance.cli.common import (
     console,
     errors,
     exit_codes,
+    import_model_readers,
     load_signing_key,
     without_passwords,
 )
@@ -306,6 +307,7 @@ def explain(
     """
     try:
         with exit_codes():
+            import_model_readers()
             from miret_governance.flavors.explain.explain import explain_model_version
             from miret_governance.flavors.explain.faults import signals_raise
             from miret_governance.flavors.explain.request import SearchSettings

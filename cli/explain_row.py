@@ -17,6 +17,7 @@ from miret_governance.cli.common import (
     connect,
     console,
     exit_codes,
+    import_model_readers,
     print_json,
 )
 
@@ -95,6 +96,7 @@ def explain_row(
     original value; else null)}, "leaf", "surrogate", "ensemble" (class names), "agrees"}}.
     """
     with exit_codes():
+        import_model_readers()
         from miret_governance.flavors.read.applicant import explain_rows
         from miret_governance.flavors.trust import trusted_keys
 

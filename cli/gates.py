@@ -151,6 +151,7 @@ def validate(
     {"expectation", "column" (or null), "message"}, "report": path or null}.
     """
     with exit_codes():
+        common.import_model_readers()
         from miret_governance.flavors.gates.gating import validate_model_inputs
 
         check_model_uri(model_uri)
@@ -223,6 +224,8 @@ def gate(
     "reason", "advice" (a failed gate's figure in plain words and what to do, else null)}}.
     """
     with exit_codes():
+        if data is not None:
+            common.import_model_readers()
         from miret_governance.flavors.gates.gating import gate_model_version
 
         key = common.load_signing_key(signing_key, signing_certificate, certificate_chain)
@@ -278,6 +281,8 @@ def promote(
     compared with; with none, exit 2: pass --data, or run govern gate --data first.
     """
     with exit_codes():
+        if data is not None:
+            common.import_model_readers()
         from miret_governance.flavors.trail.promotion import check_alias, promote_model_version
 
         check_alias(alias)
@@ -335,6 +340,7 @@ def pipeline(
     exactly."""
     target = target or None
     with exit_codes():
+        common.import_model_readers()
         from miret_governance.flavors.explain.explain import explain_model_version
         from miret_governance.flavors.gates.gating import gate_model_version, validate_model_inputs
 

@@ -27,6 +27,7 @@ from miret_governance.cli.common import (
     console,
     errors,
     exit_codes,
+    import_model_readers,
     print_json,
 )
 
@@ -131,6 +132,7 @@ def reproduce(
     "signed_by": {"name", "fingerprint"}}.
     """
     with exit_codes():
+        import_model_readers()
         from miret_governance.flavors.read.reproduce import reproduce_explanation
         from miret_governance.flavors.store.reads import CommandClient
         from miret_governance.flavors.trail import verification

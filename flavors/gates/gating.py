@@ -60,7 +60,7 @@ from miret_governance.flavors.gates.gate_evidence import (
 )
 from miret_governance.flavors.gates.recompute import recompute_fidelity, with_result
 from miret_governance.flavors.store.data_files import read_table
-from miret_governance.flavors.store.inputs import load_ensemble
+from miret_governance.flavors.store.inputs import load_digested_ensemble
 from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
     EVIDENCE_DIGEST_TAG,
@@ -405,7 +405,10 @@ def validate_model_inputs(
 ):
     """Validate a data file against a registered ensemble's feature schema and input
     domain (the data is read by :func:`flavors.data_files.read_table`, labels checked by
-    ``check_labels``; ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`).
+    ``check_labels``; ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`). The
+    ensemble's files are downloaded once: the evidence is checked against the digest of
+    the files read (:func:`flavors.inputs.load_digested_ensemble`), with one
+    :class:`flavors.store.reads.CommandClient` for the command's reads.
 
     The domain is the ensemble's own MinMaxScaler range when it has one; otherwise the
     range of the data its linked surrogate explained, read from the surrogate's verified
@@ -422,9 +425,9 @@ def validate_model_inputs(
     """
     from miret_governance.governance.data.validation import model_columns, validate_inputs
 
-    client = MlflowClient()
+    client = CommandClient()
     version = resolve_model_version(client, model_uri)
-    ensemble, _ = load_ensemble(version_uri(version), trust_pickle)
+    ensemble, files_digest = load_digested_ensemble(version_uri(version), trust_pickle)
     training_range, training_missing, trusted = None, None, None
     if version.tags.get(SURROGATE_TAG):
         try:
@@ -433,8 +436,9 @@ def validate_model_inputs(
             if ensemble.scaler is None:
                 raise
     if trusted is not None:
+        surrogate = linked_surrogate(client, version)
         stored = checked_evidence(
-            client, version, linked_surrogate(client, version), trusted, current=True
+            client, version, surrogate, trusted, files_digest=files_digest, current=True
         )
         if ensemble.scaler is None:
             training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)

@@ -244,9 +244,9 @@ def load_explainable_ensemble(model_uri: str, trust_pickle: bool = False):
     return _explainable(ensemble, model_uri)
 
 
-def load_pinned_ensemble(model_uri: str, trust_pickle: bool = False):
-    """:func:`load_explainable_ensemble` and the digest of the very files it read
-    (:func:`flavors.evidence.model_files_digest`), for the evidence to pin.
+def load_digested_ensemble(model_uri: str, trust_pickle: bool = False):
+    """:func:`load_ensemble`'s Ensemble and the digest of the very files it read
+    (:func:`flavors.evidence.model_files_digest`), downloaded once.
 
     Returns
     -------
@@ -256,6 +256,18 @@ def load_pinned_ensemble(model_uri: str, trust_pickle: bool = False):
         local = download_model(model_uri, private)  # a copy: a local store's own folder
         digest = model_files_digest(local)  # could change between the hash and the load
         ensemble, _ = _read_model_dir(local, model_uri, trust_pickle)
+    return ensemble, digest
+
+
+def load_pinned_ensemble(model_uri: str, trust_pickle: bool = False):
+    """:func:`load_explainable_ensemble` and the digest of the very files it read, for
+    the evidence to pin (:func:`load_digested_ensemble`).
+
+    Returns
+    -------
+    (Ensemble, str)
+    """
+    ensemble, digest = load_digested_ensemble(model_uri, trust_pickle)
     return _explainable(ensemble, model_uri), digest
 
 
