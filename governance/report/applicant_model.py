@@ -49,7 +49,7 @@ SCRIPT_ID = "applicant-model"
 
 class NotEmbedded(GovernanceError):
     """Why the ensemble is not in the page: caught by :func:`applicant_model`, which shows
-    its message in the panel (a GovernanceError, exit 2, were it ever to escape)."""
+    its message in the panel. Exit code 2 were it ever to escape."""
 
 
 @dataclass(frozen=True)
