@@ -48,6 +48,9 @@ from miret_governance.governance.trust.signers import (
 from miret_governance.governance.trust.signing import SIGNATURE_FILE, UNSIGNED_FILES, verify_path
 
 PURPOSE = "explain"
+OWN_KEY_NAME = "this explain's signing key"
+"""The name a command gives the key it was handed when no policy names it (explain's reuse
+and supersede checks trust their own key): pages say so instead of printing it as a name."""
 
 
 class UnsignedEvidenceWarning(UserWarning):

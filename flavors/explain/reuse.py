@@ -22,7 +22,7 @@ from miret_governance.flavors.errors import GovernanceError
 from miret_governance.flavors.gates.gate_evidence import checked_evidence
 from miret_governance.flavors.store.registry import download_model, find_surrogate, version_uri
 from miret_governance.flavors.trail.descriptions import describe_versions
-from miret_governance.flavors.trust import PURPOSE
+from miret_governance.flavors.trust import OWN_KEY_NAME, PURPOSE
 from miret_governance.governance.trust.keyring import TrustedKeys
 from miret_governance.governance.trust.signers import SigningKey
 
@@ -36,7 +36,7 @@ UNSIGNED_WARNING = (
 
 def own_trust(key: SigningKey) -> TrustedKeys:
     """Trust in the public half of this explain's key alone, for ``explain``."""
-    return key.trusted_for(PURPOSE, "this explain's signing key")
+    return key.trusted_for(PURPOSE, OWN_KEY_NAME)
 
 
 def names_request(evidence: dict, request) -> bool:

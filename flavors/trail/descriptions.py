@@ -52,6 +52,7 @@ from miret_governance.flavors.trail.decisions import (
 )
 from miret_governance.flavors.trail.supersede import page_line
 from miret_governance.flavors.trail.verification import verified_section
+from miret_governance.flavors.trust import OWN_KEY_NAME
 from miret_governance.governance.measures.metrics import fidelity_with_interval
 from miret_governance.governance.measures.rule_changes import RuleChanges
 from miret_governance.governance.report.wording import DRIFT_NAME, DRIFT_SCALE, describe_stop
@@ -268,6 +269,11 @@ def _signature_words(signer, digest: str) -> str:
         return "**not verified**: unsigned, signed by an untrusted key or altered since"
     if signer is None:
         return "**unsigned**: no gate counts this evidence"
+    if signer.name == OWN_KEY_NAME:
+        return (
+            f"the explain job's key, fingerprint `{signer.fingerprint[:16]}` (a gate names it "
+            "as the policy does)"
+        )
     return f"{markdown_literal(signer.describe())}, fingerprint `{signer.fingerprint[:16]}`"
 
 

@@ -55,7 +55,7 @@ from miret_governance.flavors.trail.decisions import (
     pinned,
     read_record,
 )
-from miret_governance.flavors.trust import default_policy_path, trusted_keys
+from miret_governance.flavors.trust import OWN_KEY_NAME, default_policy_path, trusted_keys
 from miret_governance.governance.trust.keyring import PublicKey, TrustedKeys
 from miret_governance.governance.trust.records import ApprovalRecord, PromotionRecord
 
@@ -129,9 +129,7 @@ class Superseded:
 
 def own_trust(key) -> TrustedKeys:
     """Trust in the public half of this explain's ``key`` for decisions and approvals."""
-    return TrustedKeys(
-        (PublicKey("this explain's signing key", key.public, ("decide", "approve")),)
-    )
+    return TrustedKeys((PublicKey(OWN_KEY_NAME, key.public, ("decide", "approve")),))
 
 
 def supersede_trust(policy, key) -> TrustedKeys:

@@ -303,15 +303,15 @@ def _section(latest: dict, digest: str | None) -> str:
     for action in (a for a in ACTIONS if a in latest):
         tags, when = latest[action]
         result = tags.get(RESULT_RUN_TAG if action == "gate" else VERIFICATION_TAGS[1], "?")
-        detail = tags.get(VERIFICATION_TAGS[2], "")
+        detail = markdown_literal(tags.get(VERIFICATION_TAGS[2], ""))
         on = tags.get(EVIDENCE_DIGEST_TAG, "")
         if digest is not None and on != digest:
-            detail = f"on other evidence (digest `{on[:16]}`) {detail}".strip()
+            detail = f"on other evidence (digest `{markdown_literal(on[:16])}`) {detail}".strip()
         rows.append(
             f"| {action} | **{markdown_literal(result)}** | {_by(tags)} | "
             f"{when.strftime('%Y-%m-%d %H:%M UTC')} | "
             f"{markdown_literal(tags.get(POLICY_RUN_TAG, 'unknown policy'))} | "
-            f"{markdown_literal(detail)} |"
+            f"{detail} |"
         )
     if not rows:
         return ""
