@@ -192,6 +192,23 @@ class _Gated:
     checked: CheckedEvidence
 
 
+def log_gate_markdown(
+    client, run_id, evaluation, policy, ensemble_uri, surrogate_uri, now, approvals=None
+) -> None:
+    """Write (or write again, with a promotion's ``approvals``) the run's
+    ``gate_report.md`` (:func:`governance.report.gate_markdown.gate_markdown`)."""
+    markdown = gate_markdown(
+        evaluation,
+        ensemble_uri=ensemble_uri,
+        surrogate_uri=surrogate_uri,
+        policy=policy.label,
+        source=file_name(policy.source),
+        time=now,
+        approvals=approvals,
+    )
+    client.log_text(run_id, markdown, "gate_report.md")
+
+
 def _gate_report(evaluation, policy, checked, version, surrogate, now) -> dict:
     report = evaluation.to_json()
     evidence = checked.evidence
@@ -291,15 +308,7 @@ def evaluate_and_record(
             _gate_report(evaluation, policy, checked, version, surrogate, now) | {"drift": drift},
             "gate_report.json",
         )
-        markdown = gate_markdown(
-            evaluation,
-            ensemble_uri=ensemble_uri,
-            surrogate_uri=surrogate_uri,
-            policy=policy.label,
-            source=file_name(policy.source),
-            time=now,
-        )
-        client.log_text(run_id, markdown, "gate_report.md")
+        log_gate_markdown(client, run_id, evaluation, policy, ensemble_uri, surrogate_uri, now)
     except Exception:
         client.set_terminated(run_id, "FAILED")
         raise

@@ -30,7 +30,12 @@ from mlflow.utils.mlflow_tags import MLFLOW_USER
 
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.gates.gate_evidence import checked_evidence
-from miret_governance.flavors.gates.gating import GateOutcome, evaluate_and_record, linked_surrogate
+from miret_governance.flavors.gates.gating import (
+    GateOutcome,
+    evaluate_and_record,
+    linked_surrogate,
+    log_gate_markdown,
+)
 from miret_governance.flavors.gates.recorded_drift import recorded_drift
 from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import (
@@ -61,6 +66,7 @@ from miret_governance.flavors.trail.descriptions import describe_versions
 from miret_governance.flavors.trail.governed import governed_model, release
 from miret_governance.flavors.trail.promotion_lock import ConcurrentPromotionError, promotion_lock
 from miret_governance.flavors.trust import default_signing_key
+from miret_governance.governance.report.gate_markdown import ApprovalRow, ApprovalsSection
 from miret_governance.governance.trust.policy import Policy
 from miret_governance.governance.trust.records import ApprovalRecord, PromotionRecord
 from miret_governance.governance.trust.signers import SigningKey
@@ -228,6 +234,12 @@ def promote_model_version(
                 raise
             counted, passed = approvals.counted, approvals.approved
             reason = f"{reason}; {approvals.reason}"
+        if needed:
+            try:
+                _report_approvals(client, outcome, policy, alias, needed, counted, reason)
+            except BaseException:  # the gate run holds no decision: it failed
+                client.set_terminated(outcome.run_id, "FAILED")
+                raise
         target = governed_model(policy, name)
         governed = None
         if passed and target is not None:
@@ -288,6 +300,35 @@ def promote_model_version(
         alias_version=_alias_version(client, name, alias),
         reason=reason,
         governed=governed.uri if governed is not None else None,
+    )
+
+
+def _report_approvals(client, outcome, policy, alias, needed, counted, reason) -> None:
+    """The promotion's approvals in its run's ``gate_report.md``: how many were needed,
+    what the promotion said of them and each counted reviewer's decision."""
+    if not outcome.evaluation.all_passed:
+        words = "not read, as a gate failed"
+    else:
+        words = reason.split("; ", 1)[1] if "; " in reason else reason
+    rows = tuple(
+        ApprovalRow(
+            reviewer=f"{d.signer.describe()}, user {d.record.decided_by.mlflow_user}",
+            decision=d.record.decision,
+            time=d.record.time,
+            comment=d.record.comment,
+        )
+        for d in counted
+    )
+    section = ApprovalsSection(alias, needed, words, rows)
+    log_gate_markdown(
+        client,
+        outcome.run_id,
+        outcome.evaluation,
+        policy,
+        outcome.ensemble_uri,
+        outcome.surrogate_uri,
+        outcome.time,
+        approvals=section,
     )
 
 

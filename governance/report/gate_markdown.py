@@ -9,7 +9,30 @@ policy and the evidence.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from miret_governance.governance.trust.gates import format_value
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    """One reviewer's latest signed decision that a promotion counted."""
+
+    reviewer: str
+    decision: str
+    time: str
+    comment: str
+
+
+@dataclass(frozen=True)
+class ApprovalsSection:
+    """The approvals a promotion to ``alias`` needed and what they said (``reason``:
+    the promotion's words; ``rows``: the :class:`ApprovalRow` it counted)."""
+
+    alias: str
+    needed: int
+    reason: str
+    rows: tuple = ()
 
 
 def verdict(evaluation) -> str:
@@ -28,6 +51,7 @@ def gate_markdown(
     policy: str = "",
     source: str = "",
     time: str = "",
+    approvals: ApprovalsSection | None = None,
 ) -> str:
     """The Markdown report of a :class:`governance.gates.Evaluation`.
 
@@ -40,6 +64,8 @@ def gate_markdown(
         The policy's label (``<name> v<digest8>``) and its file name.
     time : str
         When it was evaluated (ISO 8601).
+    approvals : ApprovalsSection, optional
+        A promotion's approvals, shown after the reasons.
 
     Returns
     -------
@@ -78,7 +104,25 @@ def gate_markdown(
         lines.append(f"- {word} **{r.name}** ({r.metric}): {markdown_text(r.reason)}")
         if r.advice:
             lines.append(f"  - {markdown_text(r.advice)}")
+    if approvals is not None:
+        lines += _approval_lines(approvals, markdown_text)
     lines += ["", f"Policy digest: `{evaluation.policy_digest}`"]
     if evaluation.evidence_digest:
         lines += ["", f"Evidence digest: `{evaluation.evidence_digest}`"]
     return "\n".join(lines) + "\n"
+
+
+def _approval_lines(section: ApprovalsSection, text) -> list:
+    lines = [
+        "",
+        f"## Approvals for @{text(section.alias)}",
+        "",
+        f"{section.needed} needed: {text(section.reason)}.",
+    ]
+    if section.rows:
+        lines += ["", "| Reviewer | Decision | When | Comment |", "|---|---|---|---|"]
+        lines += [
+            f"| {text(r.reviewer)} | {text(r.decision)} | {text(r.time)} | {text(r.comment)} |"
+            for r in section.rows
+        ]
+    return lines

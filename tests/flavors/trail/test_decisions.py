@@ -271,6 +271,25 @@ def test_four_eyes(store, tmp_path):
         ("alice", "approve"),
         ("bob", "approve"),
     ]
+    report = client.download_artifacts(promoted.gate.run_id, "gate_report.md")
+    section = Path(report).read_text().split("## Approvals for @champion\n\n")[1]
+    lines = section.split("\n\nPolicy digest")[0].splitlines()
+    assert lines[:4] == [
+        "2 needed: approved by alice, bob.",
+        "",
+        "| Reviewer | Decision | When | Comment |",
+        "|---|---|---|---|",
+    ]
+    assert [line.split(" | ")[1::2] for line in lines[4:]] == [
+        ["approve", "rules read |"],
+        ["approve", "checked again |"],
+    ]
+    assert lines[4].startswith("| key 'alice', user ")
+    refused_report = client.download_artifacts(blocked.gate.run_id, "gate_report.md")
+    assert (
+        "2 needed: @champion was rejected by bob (fidelity too low).\n"
+        in Path(refused_report).read_text()
+    )
     text = client.get_model_version("credit-rf", "1").description
     assert "| Approval `@champion` | **approve** by key alice, user " in text
     assert ": rules read |" in text and ": checked again |" in text
