@@ -41,7 +41,7 @@ APPROVER = "reviewer"
 MAX_REQUESTS = {
     "show": 61,
     "gate": 84,
-    "promote": 104,
+    "promote": 105,
     "audit": 73,
     "approve": 83,
 }
@@ -66,7 +66,8 @@ it): 7 requests, 11 for ``show`` here, the first in the store, which also looks 
 creates ``governance-verifications``; ``audit`` reads ``show``'s record and records its
 own (12). The pages ``gate``, ``promote`` and ``approve`` write search the gate and
 verification runs of the version again (2 each); ``show`` reads the last gate's run for its
-alias and policy (1)."""
+alias and policy (1); a promotion that needs approvals writes its gate report again with
+them (1)."""
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>[^ ?"]+)[^"]*" \d{3}')
 _ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts/"
 
