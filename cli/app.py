@@ -5,6 +5,8 @@ imports MLflow and the solver when it runs.
 """
 
 import inspect
+import os
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
@@ -19,10 +21,17 @@ from miret_governance.cli import (
     keys,
     policy,
     reproduce,
+    serve,
     server,
     show,
 )
-from miret_governance.cli.common import EXIT_CODES_HELP, configure_mlflow
+from miret_governance.cli.common import (
+    EXIT_CODES_HELP,
+    GOVERN_SERVER,
+    configure_mlflow,
+    exit_codes_of_main,
+)
+from miret_governance.cli.warm_process import hand_over
 
 app = typer.Typer(
     name="govern",
@@ -43,6 +52,7 @@ keys.register(app)
 diff.register(app)
 server.register(app)
 policy.register(app)
+serve.register(app)
 
 
 def _reflowed(text: str) -> str:
@@ -88,7 +98,17 @@ def _options(
     """The options of ``govern`` itself (the app's help text is set on ``app``)."""
 
 
-def main() -> None:
-    """Entry point of the ``govern`` console script."""
+def run(argv: list) -> None:
+    """Run the command of ``argv`` (``argv[0]`` the program) in this process."""
     configure_mlflow()
-    app()
+    app(args=argv[1:], prog_name="govern")
+
+
+def main() -> None:
+    """Entry point of the ``govern`` console script: the command runs here, or in the
+    warm process whose socket ``GOVERN_SERVER`` names (``govern serve``)."""
+    socket_path = os.environ.get(GOVERN_SERVER)
+    if socket_path and sys.argv[1:2] != ["serve"]:
+        with exit_codes_of_main():
+            sys.exit(hand_over(socket_path, sys.argv))
+    run(sys.argv)

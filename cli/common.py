@@ -68,6 +68,9 @@ EXIT_CODES_HELP = (
 JSON_SCHEMA_VERSION = 1
 """``schema_version`` of every ``--json`` object; it changes only when a key changes
 meaning or disappears (new keys may be added)."""
+GOVERN_SERVER = "GOVERN_SERVER"
+"""The environment variable naming the socket of a warm ``govern serve`` (see
+:mod:`cli.warm_process`); unset, every command runs in its own fresh process."""
 
 DEFAULTS = {
     "alpha": None,
@@ -563,6 +566,17 @@ def exit_codes():
         raise
     except Exception as error:  # noqa: BLE001 - every failure is a clear exit 1 or 2
         raise fail(error_message(error), exit_code(error)) from None
+
+
+@contextmanager
+def exit_codes_of_main():
+    """:func:`exit_codes` outside a typer command (the console script's own work): the
+    error's line on stderr, then ``sys.exit`` with its code."""
+    try:
+        with exit_codes():
+            yield
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
 
 
 def fail(message, code: int = EXIT_ERROR) -> typer.Exit:

@@ -6,7 +6,9 @@ before it does anything; the README's section runs 30 of them. :class:`GovernFor
 starts one server process that imports them once and then, for each command, forks a
 process that runs it: the command still runs in a process of its own, with its argv,
 environment, working directory, standard streams and exit code, only without paying the
-imports again. The ``govern`` a test calls is a stub (:meth:`GovernForks.install`) that
+imports again. The server is the product's ``govern serve`` engine
+(:func:`miret_governance.cli.warm_process.serve`), here also running ``python -c``. The
+``govern`` a test calls is a stub (:meth:`GovernForks.install`) that
 hands its argv, environment, working folder and standard streams to the server over a
 Unix socket and exits with the command's exit code (``128 + n`` for a signal ``n``); the
 stub :data:`PYTHON` does the same for ``python -c CODE`` (the README's Python blocks).
@@ -19,35 +21,12 @@ processes cannot be handed a command's standard streams and environment.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Self
-
-PRELOAD = (
-    "miret_governance.cli.app",
-    "mlflow",
-    "mlflow.tracking",
-    "mlflow.store.tracking.sqlalchemy_store",
-    "mlflow.store.model_registry.sqlalchemy_store",
-    "pandas",
-    "sklearn.ensemble",
-    "skops.io",
-    "matplotlib.figure",
-    "great_expectations",
-    "miret_governance.flavors.explain.explain",
-    "miret_governance.flavors.gates.gating",
-    "miret_governance.flavors.read.review",
-)
-"""What the server imports before it forks: the CLI and what most commands import. With
-Great Expectations imported, an explain validates in its own process instead of starting
-a child that imports it (``flavors/explain/validation_worker.py``), as in a notebook."""
 
 STUB = """#!{python} -S
 import json, os, socket, sys
@@ -71,7 +50,8 @@ class GovernForks:
 
     def __init__(self, env: dict, folder: Path):
         self.env = env
-        self.socket_path = str(folder / "govern.sock")
+        (folder / ".govern").mkdir(mode=0o700)  # as govern serve wants its socket's folder
+        self.socket_path = str(folder / ".govern" / "govern.sock")
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> Self:
@@ -98,29 +78,12 @@ class GovernForks:
         return stub
 
 
-def _run_command(request: dict, fds: list) -> None:
-    """In the forked process: become the command (streams, folder, environment, argv),
-    run the CLI's entry point and exit with its code, as the console script would."""
-    import atexit
+def _run(argv: list) -> object:
+    """A command in the forked process: :data:`PYTHON` runs ``python -c CODE``, any other
+    name the CLI (:func:`miret_governance.cli.app.run`)."""
+    from miret_governance.cli.app import run
 
-    from miret_governance.cli.app import main
-
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    sys.argv = request["argv"]
-    try:
-        code = _python(sys.argv) if Path(sys.argv[0]).name == PYTHON else main()
-    except SystemExit as done:
-        code = done.code
-    code = code if isinstance(code, int) else (0 if code is None else 1)
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return _python(argv) if Path(argv[0]).name == PYTHON else run(argv)
 
 
 def _python(argv: list) -> int:
@@ -142,48 +105,7 @@ def _python(argv: list) -> int:
     return 0
 
 
-def _serve_one(connection: socket.socket) -> None:
-    """In a forked waiter: fork the command, wait for it and send its exit code."""
-    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
-    while not message.endswith(b"\n"):
-        message += connection.recv(1 << 20)
-    request = json.loads(message)
-    pid = os.fork()
-    if pid == 0:
-        connection.close()
-        _run_command(request, fds)
-    for fd in fds:
-        os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    connection.sendall(str(code if code >= 0 else 128 - code).encode())
-    connection.close()
-    os._exit(0)
-
-
-def serve(socket_path: str) -> None:
-    """Import :data:`PRELOAD`, then fork a waiter for each connection on ``socket_path``."""
-    import importlib
-
-    for name in PRELOAD:
-        importlib.import_module(name)
-    if threading.active_count() != 1:  # a fork copies only the forking thread
-        raise RuntimeError(f"threads after the imports: {threading.enumerate()}")
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(socket_path + ".new")
-    server.listen(64)
-    os.rename(socket_path + ".new", socket_path)  # ready
-    while True:
-        connection, _ = server.accept()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if os.fork() == 0:
-            server.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _serve_one(connection)
-        connection.close()
-
-
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    from miret_governance.cli.warm_process import serve
+
+    serve(sys.argv[1], _run)
