@@ -221,7 +221,7 @@ def promote_model_version(
         if not passed:
             failed = [f"{r.name}: {r.reason}" for r in outcome.evaluation.results if not r.passed]
             reason = "a gate failed: " + "; ".join(failed)
-        counted = []
+        counted, approval_words = [], "not read, as a gate failed"
         needed = policy.approvals.get(alias, 0)
         if passed and needed:
             try:
@@ -233,10 +233,15 @@ def promote_model_version(
                 client.set_terminated(outcome.run_id, "FAILED")
                 raise
             counted, passed = approvals.counted, approvals.approved
+            approval_words = approvals.reason
             reason = f"{reason}; {approvals.reason}"
         if needed:
             try:
-                _report_approvals(client, outcome, policy, alias, needed, counted, reason)
+                section = _approvals_section(alias, needed, counted, approval_words)
+                log_gate_markdown(
+                    client, outcome.run_id, outcome.evaluation, policy, outcome.ensemble_uri,
+                    outcome.surrogate_uri, outcome.time, approvals=section,
+                )  # fmt: skip
             except BaseException:  # the gate run holds no decision: it failed
                 client.set_terminated(outcome.run_id, "FAILED")
                 raise
@@ -303,13 +308,9 @@ def promote_model_version(
     )
 
 
-def _report_approvals(client, outcome, policy, alias, needed, counted, reason) -> None:
-    """The promotion's approvals in its run's ``gate_report.md``: how many were needed,
-    what the promotion said of them and each counted reviewer's decision."""
-    if not outcome.evaluation.all_passed:
-        words = "not read, as a gate failed"
-    else:
-        words = reason.split("; ", 1)[1] if "; " in reason else reason
+def _approvals_section(alias, needed, counted, words) -> ApprovalsSection:
+    """The promotion's approvals for its run's ``gate_report.md``: how many were needed,
+    what the promotion said of them (``words``) and each counted reviewer's decision."""
     rows = tuple(
         ApprovalRow(
             reviewer=f"{d.signer.describe()}, user {d.record.decided_by.mlflow_user}",
@@ -319,17 +320,7 @@ def _report_approvals(client, outcome, policy, alias, needed, counted, reason) -
         )
         for d in counted
     )
-    section = ApprovalsSection(alias, needed, words, rows)
-    log_gate_markdown(
-        client,
-        outcome.run_id,
-        outcome.evaluation,
-        policy,
-        outcome.ensemble_uri,
-        outcome.surrogate_uri,
-        outcome.time,
-        approvals=section,
-    )
+    return ApprovalsSection(alias, needed, words, rows)
 
 
 @dataclass

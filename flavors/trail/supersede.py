@@ -56,7 +56,7 @@ from miret_governance.flavors.trail.decisions import (
     read_record,
 )
 from miret_governance.flavors.trust import OWN_KEY_NAME, default_policy_path, trusted_keys
-from miret_governance.governance.trust.keyring import PublicKey, TrustedKeys
+from miret_governance.governance.trust.keyring import TrustedKeys
 from miret_governance.governance.trust.records import ApprovalRecord, PromotionRecord
 
 SUPERSEDED_TAG = "governance.superseded"
@@ -129,7 +129,7 @@ class Superseded:
 
 def own_trust(key) -> TrustedKeys:
     """Trust in the public half of this explain's ``key`` for decisions and approvals."""
-    return TrustedKeys((PublicKey(OWN_KEY_NAME, key.public, ("decide", "approve")),))
+    return key.trusted_for(("decide", "approve"), OWN_KEY_NAME)
 
 
 def supersede_trust(policy, key) -> TrustedKeys:

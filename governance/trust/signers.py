@@ -417,10 +417,11 @@ class SigningKey:
         """Fingerprint of the public half (:attr:`PublicKey.fingerprint`)."""
         return hashlib.sha256(self.public).hexdigest()
 
-    def trusted_for(self, purpose: str, name: str = "this job's key") -> TrustedKeys:
-        """Trust in this key's public half alone, for ``purpose`` (what a job that signs
-        believes of its own earlier output)."""
-        return TrustedKeys((PublicKey(name, self.public, (purpose,)),))
+    def trusted_for(self, purpose: str | tuple, name: str = "this job's key") -> TrustedKeys:
+        """Trust in this key's public half alone, for ``purpose`` (one, or a tuple of
+        them: what a job that signs believes of its own earlier output)."""
+        purposes = (purpose,) if isinstance(purpose, str) else tuple(purpose)
+        return TrustedKeys((PublicKey(name, self.public, purposes),))
 
 
 def generate_key_pair(out: str | os.PathLike, password: str | None = None) -> tuple[Path, Path]:
