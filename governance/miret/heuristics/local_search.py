@@ -31,12 +31,12 @@ import numpy as np
 from sklearn.svm._liblinear import set_verbosity_wrap, train_wrap
 
 from miret_governance.governance.miret.heuristics.greedy import GreedySearch
+from miret_governance.governance.miret.heuristics.kernels import components_broken
 from miret_governance.governance.miret.heuristics.search_state import (
     IMPROVEMENT,
     digest,
     subtree_ranges,
 )
-from miret_governance.governance.miret.milp.feasibility import components_broken
 from miret_governance.governance.miret.problem.layout import hyperplane_values
 
 LOGISTIC_C = (0.05, 0.5, 5.0, 50.0)
@@ -132,10 +132,12 @@ class TreeSearch(GreedySearch):
             importance = np.abs(base) * spread
             keep = np.flatnonzero(base != 0)
             keep = keep[np.argsort(importance[keep], kind="stable")[::-1]]
-            for size in range(keep.size, 0, -1):
-                direction = np.zeros(self.p)
-                direction[keep[:size]] = base[keep[:size]]
-                direction /= np.abs(direction).max()
+            # row r keeps the keep.size - r most important coefficients, scaled to max |w| 1
+            path = np.zeros((keep.size, self.p))
+            kept = np.arange(keep.size)[None, :] < np.arange(keep.size, 0, -1)[:, None]
+            path[:, keep] = np.where(kept, base[keep], 0.0)
+            path /= np.abs(path).max(axis=1)[:, None]
+            for direction in path:
                 key = direction.tobytes()
                 if key not in seen:
                     seen.add(key)

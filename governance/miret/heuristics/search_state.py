@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from miret_governance.governance.errors import InvalidInputError
-from miret_governance.governance.miret.milp.feasibility import components_broken
+from miret_governance.governance.miret.heuristics import kernels
 from miret_governance.governance.miret.problem.layout import (
     hyperplane_values,
     leaves_below,
@@ -29,12 +29,8 @@ IMPROVEMENT = 1e-9
 
 def digest(*arrays) -> bytes:
     """Content key of arrays (for memoizing work on unchanged inputs)."""
-    h = hashlib.blake2b(digest_size=16)
-    for array in arrays:
-        array = np.ascontiguousarray(array)
-        h.update(str(array.shape).encode())
-        h.update(array.tobytes())
-    return h.digest()
+    content = b"".join(str(a.shape).encode() + np.ascontiguousarray(a).tobytes() for a in arrays)
+    return hashlib.blake2b(content, digest_size=16).digest()
 
 
 def subtree_ranges(node: int, levels_below: int):
@@ -124,13 +120,8 @@ class SearchState:
 
     def route(self, idx, start):
         """Leaf and gap flag of samples ``idx`` routed from node ``start`` downwards."""
-        node = np.full(idx.size, start, dtype=np.int64)
-        gap = np.zeros(idx.size, dtype=bool)
-        for _ in range(int(node_level(start)), self.depth):
-            value = self.V[idx, node]
-            gap |= (value > 0) & (value < self.eps)
-            node = 2 * node + 1 + (value > 0)
-        return node, gap
+        levels = self.depth - int(node_level(start))
+        return kernels.route(self.V, idx, int(start), levels, self.eps)
 
     def reaching(self):
         """Samples reaching each branch node (list of index arrays)."""
@@ -169,7 +160,7 @@ class SearchState:
         leaf, gap = self.route(idx, 0)
         if self.need_split and not np.any(self.coef != 0):
             return False
-        return not gap.any() and not components_broken(self.comp, leaf, gap).any()
+        return not gap.any() and not kernels.components_broken(self.comp, leaf, gap).any()
 
     def swap_children(self, t):
         below = self.depth - 1 - int(self.level[t])
