@@ -37,7 +37,6 @@ from miret_governance.governance.miret.heuristics.search_state import (
     digest,
     subtree_ranges,
 )
-from miret_governance.governance.miret.problem.layout import hyperplane_values
 
 LOGISTIC_C = (0.05, 0.5, 5.0, 50.0)
 LOGISTIC_WORK = 0.5  # work of a logistic fit per (row, column, liblinear iteration)
@@ -179,7 +178,7 @@ class TreeSearch(GreedySearch):
         if swap:
             self.swap_children(t)
         self.coef[t], self.intercept[t] = a, b
-        self.V[:, t] = hyperplane_values(self.X, a, b)
+        self.V[:, t] = self.split_values(a, b)
         if self.feasible() and self.objective() < before - IMPROVEMENT:
             return True
         self.coef, self.intercept, self.V = saved
@@ -198,7 +197,7 @@ class TreeSearch(GreedySearch):
             for node in range(start, start + size):
                 a, b = out.get(node, (np.zeros(self.p), 0.0))
                 self.coef[node], self.intercept[node] = a, b
-                self.V[:, node] = hyperplane_values(self.X, a, b)
+                self.V[:, node] = self.split_values(a, b)
         if self.feasible() and self.objective() < before - IMPROVEMENT:
             return True
         self.coef, self.intercept, self.V = saved
@@ -218,10 +217,12 @@ def local_search(search):
                 if search.exhausted():
                     break
                 t = int(t)
-                if search.improve_node(t, search.reaching()[t]):
+                reach = search.reaching()
+                if search.improve_node(t, reach[t]):  # else the tree is as it was
                     improved, improvements = True, improvements + 1
                     search.relabel()
-                if search.regrow(t, search.reaching()[t]):
+                    reach = search.reaching()
+                if search.regrow(t, reach[t]):
                     improved, improvements = True, improvements + 1
                     search.relabel()
         search.ensure_split()

@@ -116,11 +116,24 @@ class SearchState:
         self.coef = np.array(coef, dtype=np.float64)
         self.intercept = np.array(intercept, dtype=np.float64)
         for t in range(self.n_branch):
-            self.V[:, t] = hyperplane_values(self.X, self.coef[t], self.intercept[t])
+            self.V[:, t] = self.split_values(self.coef[t], self.intercept[t])
+
+    def split_values(self, a, b, rows=None):
+        """``hyperplane_values(self.X[rows], a, b)`` (every row when ``rows`` is None).
+
+        A split on one feature is that column times its coefficient plus ``b``: the other
+        products are zeros, which leave a sum unchanged, so each value is the same (a zero
+        may change sign, which no comparison sees)."""
+        nonzero = np.flatnonzero(a)
+        if nonzero.size == 1:
+            j = int(nonzero[0])
+            column = self.X[:, j] if rows is None else self.X[rows, j]
+            return column * a[j] + b
+        return hyperplane_values(self.X if rows is None else self.X[rows], a, b)
 
     def route(self, idx, start):
         """Leaf and gap flag of samples ``idx`` routed from node ``start`` downwards."""
-        levels = self.depth - int(node_level(start))
+        levels = self.depth - (int(start) + 1).bit_length() + 1  # levels below start's
         return kernels.route(self.V, idx, int(start), levels, self.eps)
 
     def reaching(self):
@@ -197,6 +210,6 @@ class SearchState:
                 value = hyperplane_values(self.X[reach[t]], a, b)
                 if np.all(value >= self.eps) if goes_right else np.all(value <= 0):
                     self.coef[t], self.intercept[t] = a, b
-                    self.V[:, t] = hyperplane_values(self.X, a, b)
+                    self.V[:, t] = self.split_values(a, b)
                     return
         raise InvalidInputError("could not place the dummy split the MIRET formulation requires")
