@@ -115,6 +115,7 @@ def watch(
         if config is None:
             raise InvalidInputError("give --config <watch file> (or --register --url URL)")
         import_model_readers()
+        from miret_governance.flavors.explain.faults import signals_raise
         from miret_governance.flavors.watch.config import load_watch_file
         from miret_governance.flavors.watch.deliveries import Verifier
         from miret_governance.flavors.watch.receiver import Receiver
@@ -134,10 +135,11 @@ def watch(
         where = receiver.start()
         say(f"watching {', '.join(watched)} at {where} under policy {parsed.label}")
         try:
-            for job in watcher.catch_up():  # after start: nothing delivered meanwhile is lost
-                say(f"caught up: queued {job}")
-            while receiver.wait(1.0):
-                pass
+            with signals_raise():  # SIGTERM and SIGHUP stop it as Ctrl-C does
+                for job in watcher.catch_up():  # after start: nothing sent meanwhile is lost
+                    say(f"caught up: queued {job}")
+                while receiver.wait(1.0):
+                    pass
         except KeyboardInterrupt:
             say("stopped: work not finished is caught up at the next start")
         finally:
