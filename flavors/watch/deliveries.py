@@ -40,7 +40,8 @@ EVENTS = ("model_version.created", "model_version_alias.created", "model_version
 
 
 class DeliveryRefused(GovernanceError):
-    """A delivery that is not accepted (nothing is queued).
+    """A delivery that is not accepted (nothing is queued): answered with ``status``,
+    never raised out of the receiver (were it, Exit code 2).
 
     Attributes
     ----------
