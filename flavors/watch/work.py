@@ -11,8 +11,10 @@
   signed ``audit`` verification record (:func:`flavors.trail.verification.record_verification`):
   ``failed``, with the first finding, when the holder has no valid promotion.
 
-Each model's jobs run one at a time in arrival order on that model's own thread; a job
-already waiting is not queued twice. :meth:`Watcher.catch_up` queues what a stopped
+Each model has two queues, each worked by its own thread in arrival order: its
+explanations, one at a time, and its audits, one at a time, so that an alias set by hand
+is reported while a long explanation of a new version runs. A job already waiting is not
+queued twice. :meth:`Watcher.catch_up` queues what a stopped
 receiver missed: every version of a watched model without a linked surrogate, and an
 audit of every watched model holding an alias.
 """
@@ -65,7 +67,7 @@ class Watcher:
         self.watched, self.policy, self.key = watched, policy, key
         self.say = say
         self._lock = threading.Lock()
-        self._queues: dict[str, queue.Queue] = {}
+        self._queues: dict[tuple, queue.Queue] = {}  # (model, kind) -> its jobs
         self._threads: list[threading.Thread] = []
         self._pending: set[Job] = set()
 
@@ -91,16 +93,17 @@ class Watcher:
         return f"queued {job}" if self.queue(job) else f"already queued: {job}"
 
     def queue(self, job: Job) -> bool:
-        """Put ``job`` on its model's queue (False: the same job is waiting already)."""
+        """Put ``job`` on its model's queue of its kind (False: the same job is waiting
+        already)."""
         with self._lock:
             if job in self._pending:
                 return False
             self._pending.add(job)
-            lane = self._queues.get(job.model)
+            lane = self._queues.get((job.model, job.kind))
             if lane is None:
-                lane = self._queues[job.model] = queue.Queue()
+                lane = self._queues[job.model, job.kind] = queue.Queue()
                 thread = threading.Thread(
-                    target=self._work, args=(lane,), name=f"watch {job.model}", daemon=True
+                    target=self._work, args=(lane,), name=f"watch {job}", daemon=True
                 )
                 self._threads.append(thread)
                 thread.start()
