@@ -24,6 +24,7 @@ from miret_governance.cli import (
     serve,
     server,
     show,
+    watch,
 )
 from miret_governance.cli.common import (
     EXIT_CODES_HELP,
@@ -53,6 +54,7 @@ diff.register(app)
 server.register(app)
 policy.register(app)
 serve.register(app)
+watch.register(app)
 
 
 def _reflowed(text: str) -> str:
