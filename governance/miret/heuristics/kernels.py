@@ -164,3 +164,57 @@ def components_broken(groups, leaf, gap):
     for i in range(groups.size):
         out[i] = bad[groups[i]]
     return out
+
+
+@compiled
+def gini_cuts(order, valid, mass, total):
+    """Half the weighted Gini impurity of both sides of every cut, (m+1, k), inf where
+    not ``valid``: ``sum_{c < d} m_c m_d / sum_c m_c`` per side (0 for an empty side),
+    with ``mass`` (classes, rows) each row's weight in its class and ``total`` its sums
+    (numpy's). Sides are numpy's sequential ``cumsum`` along ``order`` and ``total``
+    minus it, summed over classes in class order."""
+    n_classes = mass.shape[0]
+    m, k = order.shape
+    gini = np.empty((m + 1, k))
+    left = np.zeros((n_classes, m + 1))
+    side = np.empty(n_classes)
+    for col in range(k):
+        for c in range(n_classes):
+            for i in range(m):
+                value = mass[c, order[i, col]]
+                left[c, i + 1] = left[c, i] + value if i else value
+        for cut in range(m + 1):
+            if not valid[cut, col]:
+                gini[cut, col] = np.inf
+                continue
+            impurity = 0.0
+            for right in range(2):
+                for c in range(n_classes):
+                    side[c] = total[c] - left[c, cut] if right else left[c, cut]
+                pairs = 0.0
+                weight = side[0]
+                for c in range(n_classes):
+                    if c:
+                        weight += side[c]
+                    for d in range(c + 1, n_classes):
+                        pairs += side[c] * side[d]
+                if weight != 0.0:
+                    impurity += pairs / weight
+                elif pairs != 0.0:  # numpy's +-inf, which nan_to_num makes +-max (0 / 0: 0)
+                    impurity += np.finfo(np.float64).max if pairs > 0 else -np.finfo(np.float64).max
+            gini[cut, col] = impurity
+    return gini
+
+
+@compiled
+def presorted_order(sorted_rows, columns, position, m):
+    """(m, k) stable order of the rows with ``position >= 0`` (their rank in ``idx``) in
+    each of ``columns``, read from the sample's ``sorted_rows`` of those columns."""
+    order = np.empty((m, columns.size), dtype=np.int64)
+    for col in range(columns.size):
+        i = 0
+        for row in sorted_rows[:, columns[col]]:
+            if position[row] >= 0:
+                order[i, col] = position[row]
+                i += 1
+    return order
