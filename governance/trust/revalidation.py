@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from miret_governance.governance.trust.records import GatedRecord, VerificationRecord
+
 DAY_SECONDS = 24 * 3600
 
 
@@ -65,6 +67,27 @@ class Revalidation:
             f"@{self.alias}: {when}: run govern reproduce --model-uri {self.uri}, or govern "
             f"gate --model-uri {self.uri} --data <current rows>, with the policy's signing key"
         )
+
+
+def last_revalidation(records, digest: str | None):
+    """The latest (by signed time) of ``records`` (valid, verified records about one
+    version) that re-validated the evidence ``digest``: a gate or promotion record that
+    passed, or an identical reproduction; None when none did (or ``digest`` is None: no
+    verified evidence)."""
+    revalidating = [
+        record
+        for record in records
+        if getattr(record, "evidence", None) is not None
+        and record.evidence.digest == digest
+        and (
+            (isinstance(record, GatedRecord) and record.result == "PASS")
+            or (
+                isinstance(record, VerificationRecord)
+                and (record.action, record.result) == ("reproduce", "identical")
+            )
+        )
+    ]
+    return max(revalidating, key=lambda record: record.signed_at, default=None)
 
 
 def revalidation(policy, uri: str, alias: str, last, now: datetime) -> Revalidation | None:

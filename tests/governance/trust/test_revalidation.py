@@ -1,11 +1,14 @@
 """The policy's [revalidate_every_days] and the due-date rule (no MLflow)."""
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
 from miret_governance.governance.trust.policy import PolicyError, parse_policy
-from miret_governance.governance.trust.revalidation import revalidation
+from miret_governance.governance.trust.records import parse_record
+from miret_governance.governance.trust.revalidation import last_revalidation, revalidation
 
 pytestmark = pytest.mark.no_store
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -59,3 +62,18 @@ def test_due_only_past_the_period_and_when_never_revalidated():
     never = revalidation(policy, URI, "champion", None, NOW)
     assert never.due and never.age_days is None
     assert never.message().startswith("@champion: never re-validated (no signed gate or")
+
+
+def test_only_a_passed_gate_or_an_identical_reproduction_of_the_evidence_counts():
+    stored = Path(__file__).parent / "records"
+    gate, shown = (
+        parse_record((stored / f"{k}.json").read_bytes()) for k in ("gate", "verification")
+    )
+    digest = gate.evidence.digest
+    assert last_revalidation([gate, shown], digest) is None  # a FAIL, and a show
+    passed = replace(gate, result="PASS", time="2026-11-29T00:00:00.000+00:00")
+    reproduced = replace(shown, action="reproduce", result="identical")
+    assert last_revalidation([gate, reproduced], digest) is reproduced
+    assert last_revalidation([reproduced, passed], digest) is passed  # the later one
+    assert last_revalidation([passed], "0" * 64) is None  # other evidence
+    assert last_revalidation([passed], None) is None  # no verified evidence
