@@ -57,14 +57,15 @@ class Revalidation:
         )
 
     def message(self) -> str:
-        """The finding, naming what to run (only meaningful when :attr:`due`)."""
+        """The finding, naming what to run (only meaningful when :attr:`due`); the
+        finding itself names the version and alias."""
         if self.last is None:
             when = "never re-validated (no signed gate or identical reproduction)"
         else:
             when = f"last re-validated {self.last.date().isoformat()} ({self.age_days} days"
             when += f"; policy {self.policy} allows {self.every_days})"
         return (
-            f"@{self.alias}: {when}: run govern reproduce --model-uri {self.uri}, or govern "
+            f"{when}: run govern reproduce --model-uri {self.uri}, or govern "
             f"gate --model-uri {self.uri} --data <current rows>, with the policy's signing key"
         )
 

@@ -46,7 +46,7 @@ def test_each_alias_its_state_and_what_is_due(store, tmp_path, policy):
         ("alias", by_hand, "champion"),
         ("due", by_hand, "champion"),
     ]
-    assert found.findings[2].message.startswith("@champion: never re-validated")
+    assert found.findings[2].message.startswith("never re-validated")
     champion, other, unaliased = found.rows
     assert (champion.alias, champion.version, champion.evidence) == (
         "champion",
@@ -64,7 +64,7 @@ def test_each_alias_its_state_and_what_is_due(store, tmp_path, policy):
     later = inventory(policy, promoted_at + timedelta(days=200))
     assert findings(later)[0] == ("due", promoted, "champion")
     assert later.findings[0].message.startswith(
-        f"@champion: last re-validated {promoted_at.date().isoformat()} (200 days; policy inv "
+        f"last re-validated {promoted_at.date().isoformat()} (200 days; policy inv "
         f"allows 180): run govern reproduce --model-uri {promoted}"
     )
     gate = gate_model_version(promoted, policy)  # a signed gate that passed re-validates

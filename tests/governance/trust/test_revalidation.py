@@ -55,13 +55,13 @@ def test_due_only_past_the_period_and_when_never_revalidated():
     old = revalidation(policy, URI, "champion", datetime(2026, 3, 1, tzinfo=timezone.utc), NOW)
     assert (old.due, old.age_days) == (True, 273)
     assert old.message() == (
-        "@champion: last re-validated 2026-03-01 (273 days; policy strict allows 180): run "
+        "last re-validated 2026-03-01 (273 days; policy strict allows 180): run "
         f"govern reproduce --model-uri {URI}, or govern gate --model-uri {URI} --data "
         "<current rows>, with the policy's signing key"
     )
     never = revalidation(policy, URI, "champion", None, NOW)
     assert never.due and never.age_days is None
-    assert never.message().startswith("@champion: never re-validated (no signed gate or")
+    assert never.message().startswith("never re-validated (no signed gate or")
 
 
 def test_only_a_passed_gate_or_an_identical_reproduction_of_the_evidence_counts():
