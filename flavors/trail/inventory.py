@@ -24,14 +24,12 @@ from datetime import datetime
 
 from miret_governance.flavors.store.reads import CommandClient
 from miret_governance.flavors.store.registry import SURROGATE_OF_TAG, SURROGATE_TAG, version_uri
-from miret_governance.flavors.trail.audit import KINDS, Finding, audit_model, promoted_alias
+from miret_governance.flavors.trail.audit import Finding, audit_model, promoted_alias
 from miret_governance.flavors.trail.decisions import signed_time
 from miret_governance.flavors.trail.governed import governing
 from miret_governance.governance.trust.records import GatedRecord, VerificationRecord
 from miret_governance.governance.trust.revalidation import last_revalidation, revalidation
 
-FINDING_KINDS = (*KINDS, "due")
-"""What an inventory finds: the audit's kinds, and ``due`` (re-validation overdue)."""
 MODEL_PAGE = 1000
 """Registered models per page of the registry search (every page is read)."""
 INVENTORY_EXPERIMENT = "governance-inventory"
@@ -110,7 +108,8 @@ class Inventory:
     models: list = field(default_factory=list)
     rows: list = field(default_factory=list)
     findings: list = field(default_factory=list)
-    """Finding of :data:`FINDING_KINDS`, each naming its version (``models:/<name>/<v>``)."""
+    """The audit's findings of every model and the ``due`` ones, each naming its version
+    (``models:/<name>/<v>``)."""
 
     @property
     def due(self) -> int:
