@@ -18,6 +18,7 @@ from miret_governance.cli import (
     explain,
     explain_row,
     gates,
+    inventory,
     keys,
     policy,
     reproduce,
@@ -49,6 +50,7 @@ explain_row.register(app)
 gates.register(app)
 reproduce.register(app)
 audit.register(app)
+inventory.register(app)
 keys.register(app)
 diff.register(app)
 server.register(app)
