@@ -10,9 +10,10 @@ os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The environment `mlflow run` builds once per session (tests/test_mlproject.py, the
-# README's pipeline): pip byte-compiles its 11,000 installed modules by default (about
-# 28 CPU s); the runs then compile only the few hundred they import
-os.environ.setdefault("PIP_NO_COMPILE", "1")
+# README's pipeline): pip byte-compiles its 12,000 installed modules by default (about
+# 28 CPU s); the runs then compile only the few hundred they import. Not PIP_NO_COMPILE=1:
+# pip reads an --no-... option's variable as the option's value, so that one compiles
+os.environ.setdefault("PIP_COMPILE", "false")
 # as the govern CLI sets it (cli.common.configure_mlflow): in-process CLI runs print no bars
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
