@@ -1,5 +1,6 @@
 """``govern`` processes forked from one that has imported the CLI, for tests that run many
-commands as printed (the README's).
+commands as printed (the README's) or start commands in processes of their own (races,
+kills, faults): ``conftest.warm_forks``, one per test worker.
 
 Each ``govern`` process spends 2 to 3.5 s of CPU importing MLflow, pandas and the CLI
 before it does anything; the README's section runs 30 of them. :class:`GovernForks`
@@ -68,6 +69,13 @@ class GovernForks:
     def __exit__(self, *exc) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
+
+    def stubs(self, bin_folder: Path) -> Path:
+        """Both stubs, ``govern`` and :data:`PYTHON`, in ``bin_folder`` (made); returns it."""
+        bin_folder.mkdir(parents=True, exist_ok=True)
+        self.install(bin_folder)
+        self.install(bin_folder, PYTHON)
+        return bin_folder
 
     def install(self, bin_folder: Path, name: str = "govern") -> Path:
         """Write the stub ``name`` into ``bin_folder``; returns its path. The stub
