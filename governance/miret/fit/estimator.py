@@ -21,6 +21,7 @@ from miret_governance.governance.errors import InvalidInputError
 from miret_governance.governance.miret.fit import grid, persistence, selection
 from miret_governance.governance.miret.fit.fitting import SampleFits, wider_size
 from miret_governance.governance.miret.heuristics.cart import cart_predict
+from miret_governance.governance.miret.problem.augment import with_generated_rows
 from miret_governance.governance.miret.problem.problem import FORMULATIONS, PAPER_DEFAULTS
 from miret_governance.governance.miret.problem.sampling import samples
 from miret_governance.governance.miret.solvers.solve_result import DEFAULT_TIME_LIMIT
@@ -87,6 +88,12 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Choose on held-out folds (see :meth:`fit`), so the surrogate is never less
         faithful on unseen rows than the trees a user would fit instead; False keeps the
         MIRET objective's tree of the given (else default) depth and alpha, as the paper.
+    generated_rows : float
+        Rows generated next to the ensemble's thresholds and labelled by the ensemble,
+        added to the final fit's sample, as a multiple of its real rows (capped so the
+        sample stays within ``max_rows``; :mod:`governance.miret.problem.augment`).
+        Held-out folds, fidelities and leaf counts stay on real rows. 0 (the default):
+        none; measured in ``examples/benchmarks/results_generated_rows.md``.
 
     Attributes
     ----------
@@ -103,8 +110,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Fit-sample ensemble labels of each class (``classes_`` order) in each leaf.
     selected_features_ : ndarray of int
     problem_ : dict
-    n_rows_seen_, n_rows_used_ : int
-        Rows given to ``fit`` and rows in the problem's sample.
+    n_rows_seen_, n_rows_used_, n_rows_generated_ : int
+        Rows given to ``fit``, real rows in the problem's sample and generated rows
+        added to it.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
     classes_ : ndarray
@@ -129,6 +137,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         "reductions": ["boolean"],
         "max_rows": [Interval(Integral, 2, None, closed="left"), None],
         "cart_guarantee": ["boolean"],
+        "generated_rows": [Interval(Real, 0, None, closed="left")],
     }
 
     def __init__(
@@ -152,6 +161,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         reductions=True,
         max_rows=DEFAULT_MAX_ROWS,
         cart_guarantee=True,
+        generated_rows=0.0,
     ):
         self.ensemble = ensemble
         self.depth = depth
@@ -171,6 +181,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         self.reductions = reductions
         self.max_rows = max_rows
         self.cart_guarantee = cart_guarantee
+        self.generated_rows = generated_rows
 
     def __sklearn_clone__(self):
         """A copy with the same parameters that shares the (read-only) ensemble: cloning
@@ -282,15 +293,26 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         drawn = samples(ensemble, tree_inputs[complete], labels[complete], sizes, self.random_state)
         rows, wider = (complete[indices] for indices in drawn)
         self.n_rows_seen_, self.n_rows_used_ = int(X.shape[0]), int(rows.size)
+        # generated rows join the final fit only: folds and figures stay on real rows
+        fit_inputs, fit_labels, sample = with_generated_rows(
+            ensemble,
+            tree_inputs,
+            labels,
+            rows,
+            self.generated_rows,
+            self.max_rows,
+            self.random_state,
+        )
+        real, self.n_rows_generated_ = slice(0, rows.size), int(sample.size - rows.size)
         params = self.get_params(deep=False)
-        fits = SampleFits(ensemble, tree_inputs, labels, rows, wider, scaler, params, begin)
-        sample_labels = labels[rows]
-        splits = selection.folds(sample_labels, self.random_state) if self.cart_guarantee else []
+        fits = SampleFits(ensemble, fit_inputs, fit_labels, sample, wider, scaler, params, begin)
+        sample_labels = fit_labels[sample]
+        splits = selection.folds(labels[rows], self.random_state) if self.cart_guarantee else []
         depths = grid.depths(self.depth, ensemble)
         tried = grid.settings(self.alpha, self.proximity_threshold)
         right, features = grid.cross_validated(
-            fits.problem(rows, depths[-1], tried[0][1]).X,
-            sample_labels,
+            fits.problem(sample, depths[-1], tried[0][1]).X[real],
+            sample_labels[real],
             splits,
             [(depth, setting) for depth in depths for setting in tried],
             partial(fits.fold_candidates, share=grid.budget_share(tried)),
@@ -299,7 +321,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         self.alpha_, self.proximity_threshold_ = setting
         held_out = grid.at(right, self.depth_, setting)
         problem, (tree, report, self.baseline_, candidates) = fits.fit(
-            rows,
+            sample,
             self.depth_,
             setting,
             trees=fits.wider_trees(self.depth_),
@@ -322,9 +344,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             report.incumbent_source = chosen
         report.wall_time = time.perf_counter() - begin
         self.tree_, self.solve_report_ = tree, report
-        leaves = self.tree_.apply(problem.X) - (2**problem.depth - 1)
+        leaves = self.tree_.apply(problem.X[real]) - (2**problem.depth - 1)
         self.leaf_counts_ = np.zeros((2**problem.depth, problem.n_classes), dtype=np.int64)
-        np.add.at(self.leaf_counts_, (leaves, problem.y), 1)
+        np.add.at(self.leaf_counts_, (leaves, problem.y[real]), 1)
         self.n_features_in_ = problem.n_features
         self.feature_names_in_ = np.asarray(problem.feature_names, dtype=object)
         self.classes_ = np.asarray(ensemble.classes)
