@@ -4,8 +4,9 @@
     nice -n 10 .venv/bin/python examples/benchmarks/generated_rows.py --group unseen
     .venv/bin/python examples/benchmarks/generated_rows.py --report
 
-writes ``results_generated_rows_<group>.csv`` (one row per instance and variant; a
-rerun keeps the rows there and fits only the missing ones) and ``--report``
+writes ``results_generated_rows_<group>_seed<K>.csv`` (one row per instance and
+variant; a rerun keeps the rows there and fits only the missing ones; ``--seeds``
+splits a run over processes) and ``--report``
 ``results_generated_rows.md``.
 
 Protocol (``paper.py``'s): each dataset split 80/20, stratified, seeds 0-4 (the split
@@ -71,10 +72,10 @@ def fit_variant(inst: paper.Instance, scheme: str, share: float) -> dict:
 
 
 def run(args) -> None:
-    path = HERE / f"results_generated_rows_{args.group}.csv"
-    rows = pd.read_csv(path).to_dict("records") if path.exists() else []
-    done = {(r["target"], r["seed"], r["dataset"], r["depth"], r["variant"]) for r in rows}
     for seed in args.seeds:
+        path = HERE / f"results_generated_rows_{args.group}_seed{seed}.csv"
+        rows = pd.read_csv(path).to_dict("records") if path.exists() else []
+        done = {(r["target"], r["seed"], r["dataset"], r["depth"], r["variant"]) for r in rows}
         for csv in sorted(GROUPS[args.group].glob("*.csv")):
             for target in args.targets:
                 for depth in args.depths:
