@@ -94,22 +94,16 @@ def _threshold_rows(ensemble, X, source, weights, rng) -> np.ndarray:
     count = source.size
     out = X[source].copy()
     moves = rng.integers(1, 3, size=count)  # one or two features per row
-    chosen = (
-        np.stack(
-            [
-                rng.choice(weights.size, size=2, replace=False, p=weights / weights.sum())
-                for _ in range(count)
-            ]
-        )
-        if np.count_nonzero(weights) > 1
-        else np.zeros((count, 2), dtype=np.int64)
-    )
+    single = np.count_nonzero(weights) == 1
+    if single:
+        chosen = np.full((count, 2), np.argmax(weights))
+    else:
+        p = weights / weights.sum()
+        chosen = np.stack([rng.choice(weights.size, 2, replace=False, p=p) for _ in range(count)])
     up = rng.random((count, 2)) < 0.5
     strict = ensemble.left_if == LEFT_IF_LESS  # XGBoost: x < t goes left
-    for slot in range(2):
+    for slot in range(1 if single else 2):
         active = moves > slot
-        if slot and np.count_nonzero(weights) < 2:
-            break
         for feature in np.unique(chosen[active, slot]):
             rows = np.flatnonzero(active & (chosen[:, slot] == feature))
             thresholds = split_thresholds(ensemble, feature)

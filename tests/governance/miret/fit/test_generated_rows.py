@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from sklearn.ensemble import RandomForestClassifier
 
 from miret_governance.flavors.explain import stages
 from miret_governance.governance.ensembles.readers.reading import read_ensemble
@@ -40,6 +41,17 @@ def test_rows_are_reproducible_observed_values_of_movable_features(small_forest,
         thresholds = [split_thresholds(ensemble, j) for j in range(X.shape[1])]
         for row in rows:
             assert any(_crossed(row, real, thresholds) for real in X)
+
+
+def test_only_a_feature_the_ensemble_splits_on_moves():
+    X = np.random.default_rng(0).random((30, 3))
+    stumps = RandomForestClassifier(3, max_depth=1, max_features=None, random_state=0)
+    ensemble = read_ensemble(stumps.fit(X, X[:, 2] > 0.5))
+    thresholds = [split_thresholds(ensemble, j) for j in range(3)]
+    assert [t.size for t in thresholds[:2]] == [0, 0]  # the stumps split on feature 2 alone
+    for row in generated_rows(ensemble, X, 1.0, random_state=0):
+        (source,) = np.flatnonzero((X[:, :2] == row[:2]).all(axis=1))
+        assert _crossed(row, X[source], thresholds)
 
 
 def _crossed(row, real, thresholds) -> bool:
