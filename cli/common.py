@@ -77,6 +77,7 @@ DEFAULTS = {
     "gamma_percentile": 100 / 3,
     "proximity_threshold": None,
     "max_rows": 2000,
+    "generated_rows": 0.0,
     "solver": "auto",
     "time_limit": DEFAULT_TIME_LIMIT,
     "random_state": 0,
