@@ -82,14 +82,22 @@ def split_features(frame: pd.DataFrame, ensemble, target, source) -> tuple:
             raise ExplainError(f"{source}: {exc}") from None
         frame = frame.drop(columns=[target])
     names = list(ensemble.feature_names)
-    missing = [n for n in names if n not in frame.columns]
-    if missing:
-        raise ExplainError(
-            f"{source} lacks the ensemble's feature columns {missing[:8]}"
-            f"{' ...' if len(missing) > 8 else ''}; it must have the columns the model was "
-            "trained on"
-        )
+    missing = missing_features(frame.columns, names, source)
+    if missing is not None:
+        raise missing
     return frame[names], y
+
+
+def missing_features(columns, names, source) -> ExplainError | None:
+    """The refusal of a table whose ``columns`` lack some of the feature ``names``."""
+    missing = [n for n in names if n not in set(map(str, columns))]
+    if not missing:
+        return None
+    return ExplainError(
+        f"{source} lacks the ensemble's feature columns {missing[:8]}"
+        f"{' ...' if len(missing) > 8 else ''}; it must have the columns the model was "
+        "trained on"
+    )
 
 
 def encoded_inputs(request, ensemble, frame, test_frame) -> tuple:
@@ -123,9 +131,8 @@ def encoded_inputs(request, ensemble, frame, test_frame) -> tuple:
 
 
 def feature_inputs(ensemble, frame: pd.DataFrame, source) -> np.ndarray:
-    """A file's rows as the ensemble takes them: its feature columns through its
-    preprocessing; behind a ``ColumnTransformer`` a category not seen in training is
-    refused by name (:meth:`governance.encoding.Encoding.encode`).
+    """A file's rows as the ensemble takes them
+    (:func:`governance.data.spark.predict.model_inputs`, which a Spark batch runs too).
 
     Raises
     ------
@@ -133,18 +140,16 @@ def feature_inputs(ensemble, frame: pd.DataFrame, source) -> np.ndarray:
         A missing feature column, a column holding text or infinite values, no rows, or
         an unseen category.
     """
+    from miret_governance.governance.data.spark.predict import model_inputs
     from miret_governance.governance.ensembles.encoding import EncodingError, encoding_of
-    from miret_governance.governance.miret.tree.paths import RowsError, feature_rows
+    from miret_governance.governance.miret.tree.paths import RowsError
 
-    encoding = encoding_of(ensemble.preprocessor)
-    if encoding is None:
-        X, _ = split_features(frame, ensemble, None, source)
-        try:  # text, infinite values or no rows named, not left to the preprocessing
-            return ensemble.transform(feature_rows(X, ensemble.feature_names, source))
-        except RowsError as exc:
-            raise ExplainError(str(exc)) from None
-    try:
-        return encoding.encode(ensemble.preprocessor, frame).to_numpy()
+    if encoding_of(ensemble.preprocessor) is None:
+        split_features(frame, ensemble, None, source)  # missing columns named
+    try:  # text, infinite values or no rows named, not left to the preprocessing
+        return model_inputs(ensemble, frame, source)
+    except RowsError as exc:
+        raise ExplainError(str(exc)) from None
     except (EncodingError, KeyError) as exc:
         raise ExplainError(f"{source}: {exc}") from None
 

@@ -1,0 +1,34 @@
+"""The one local Spark session of the Spark tests (2 cores, 2 shuffle partitions, no UI).
+
+Import the fixture into a test module (``from spark_session import spark``); session-scoped,
+so the JVM starts once per worker.
+"""
+
+import os
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """A ``local[2]`` SparkSession whose Python workers run this interpreter."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # pyspark reads it, not the conf
+    folder = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("miret-governance-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.warehouse.dir", str(folder / "warehouse"))
+        .config("spark.local.dir", str(folder / "local"))
+        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -Xss4m")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
