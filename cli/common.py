@@ -107,7 +107,19 @@ def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
     parsed, before anything is imported, connected or loaded (exit code 2)."""
     if value is None or ctx.resilient_parsing:
         return value
-    flag = param.opts[0]
+    from miret_governance.governance.data.spark.frames import SPARK_PREFIX
+
+    if str(value).startswith(SPARK_PREFIX):
+        raise fail(
+            f"{param.opts[0]} {value}: this command reads a CSV or Parquet file and takes no "
+            "Spark table yet (govern gate --data spark:<table> does); give a file sample"
+        )
+    _check_file(param.opts[0], value)
+    return value
+
+
+def _check_file(flag: str, value: Path) -> None:
+    """Refuse (exit code 2) a path that is missing, a directory or unreadable."""
     problem = None
     if not value.exists():
         problem = "does not exist"
@@ -118,7 +130,6 @@ def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
     if problem is not None:
         kind = FILE_KINDS.get(flag, "file")
         raise fail(f"{flag} {value} {problem}; give the path of a readable {kind}")
-    return value
 
 
 def depth_value(ctx: typer.Context, param: typer.CallbackParam, value: str | int | None):
@@ -164,6 +175,43 @@ CheckData = Annotated[
     typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=existing_file),
 ]
 """An optional ``--data`` (``govern gate``: the data to recompute the evidence on)."""
+SPARK_DATA_HELP = (
+    DATA_HELP + " spark:<table> names a table of the Spark session; with --engine spark "
+    "a Parquet (or CSV) path is read by Spark."
+)
+SparkCheckData = Annotated[
+    str | None, typer.Option("--data", help=SPARK_DATA_HELP, metavar="FILE|spark:TABLE")
+]
+"""An optional ``--data`` that Spark may read (:func:`data_of`)."""
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="What reads a --data path: pandas (one process) or spark (the active or a "
+        "local Spark session; Java 17+).",
+    ),
+]
+"""``--engine`` (:data:`governance.data.spark.frames.ENGINES`)."""
+
+
+def data_of(value: str | None, engine: str):
+    """The data a ``--data`` value and ``--engine`` name: a checked file path for pandas,
+    or a :class:`governance.data.spark.frames.DataSource` for Spark (exit code 2 on a
+    missing file or an unknown engine)."""
+    from miret_governance.governance.data.spark.frames import data_source
+
+    if value is None:
+        return None
+    try:
+        source = data_source(value, engine)
+    except GovernanceError as error:
+        raise fail(error) from None
+    if source.on_spark:
+        return source
+    _check_file("--data", Path(value))
+    return Path(value)
+
+
 MinTestRows = Annotated[
     int,
     typer.Option(

@@ -1,4 +1,5 @@
-"""The one local Spark session of the Spark tests (2 cores, 2 shuffle partitions, no UI).
+"""The one local Spark session of the Spark tests (2 cores, 2 shuffle partitions, no UI,
+no whole-stage code generation, the JIT's first tier only: CPU spent on tiny tables).
 
 Import the fixture into a test module (``from spark_session import spark``); session-scoped,
 so the JVM starts once per worker.
@@ -22,11 +23,13 @@ def spark(tmp_path_factory):
         .appName("miret-governance-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
+        .config("spark.sql.codegen.wholeStage", "false")  # no Janino compiles: tiny tables
+        .config("spark.sql.adaptive.enabled", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.warehouse.dir", str(folder / "warehouse"))
         .config("spark.local.dir", str(folder / "local"))
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -Xss4m")
+        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss4m")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

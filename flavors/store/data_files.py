@@ -15,11 +15,19 @@ import pandas as pd
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.governance.data import tables
+from miret_governance.governance.data.spark.frames import on_spark, source_name
 
 
 def read_table(path) -> pd.DataFrame:
     """:func:`governance.tables.read_table` (size cap, UTF-8, delimiter, duplicate
-    columns, directories), its refusals as :class:`ExplainError`."""
+    columns, directories), its refusals as :class:`ExplainError`; Spark data (a
+    ``spark:`` source or a Spark DataFrame) is refused, never collected."""
+    if on_spark(path):
+        raise ExplainError(
+            f"{source_name(path)}: this reads its rows into one process from a CSV or Parquet "
+            "file and takes no Spark data yet (govern gate --data spark:<table> does); give "
+            "a file sample of the rows"
+        )
     try:
         return tables.read_table(path)
     except tables.TableError as exc:

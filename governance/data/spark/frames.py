@@ -92,8 +92,9 @@ def on_spark(data) -> bool:
 
 
 def session():
-    """The active Spark session, or a local one on every core (its Python workers run
-    this interpreter unless ``PYSPARK_PYTHON`` names another).
+    """The active Spark session, or a new one on Spark's configured master (by default
+    ``local[*]``: every core of this machine); its Python workers run this interpreter
+    unless ``PYSPARK_PYTHON`` names another.
 
     Raises
     ------
@@ -116,10 +117,7 @@ def session():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
         return (
-            SparkSession.builder.master("local[*]")
-            .appName("govern")
-            .config("spark.ui.enabled", "false")
-            .getOrCreate()
+            SparkSession.builder.appName("govern").config("spark.ui.enabled", "false").getOrCreate()
         )
     except (PySparkException, Py4JError, OSError) as error:  # no Java, or one that fails
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
