@@ -52,11 +52,6 @@ class DataSource:
             return SPARK_PREFIX + self.location
         return f"{self.location} ({'spark' if self.on_spark else 'pandas'})"
 
-    @property
-    def name(self) -> str:
-        """A short name for messages: the table's, or the file's."""
-        return self.location if self.kind == SPARK_TABLE else Path(self.location).name
-
 
 def data_source(value, engine: str = "pandas") -> DataSource:
     """The :class:`DataSource` of a ``--data`` value and ``--engine``.
