@@ -14,10 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from miret_governance.governance.data.spark import SPARK_PREFIX
 from miret_governance.governance.data.tables import PARQUET_SUFFIXES, TableError
 
-SPARK_PREFIX = "spark:"
-"""``--data spark:<table>`` names a table of the Spark session's catalog."""
 ENGINES = ("pandas", "spark")
 """The engines ``--engine`` chooses between (pandas: the file read in one process)."""
 FILE, SPARK_TABLE, SPARK_PATH = "file", "spark-table", "spark-path"
