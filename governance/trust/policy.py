@@ -215,9 +215,9 @@ GATE_TABLE = {
         meaning="the share of the pairs of test rows the ensemble treats as alike (they "
         "share a leaf in at least the share m of its trees, m the fit's "
         "--proximity-threshold) that the surrogate also puts in one leaf",
-        remedy="explain again at another depth (--depth) and compare: the MIRET tree the "
-        "fit returns is fitted to keep alike training rows in one leaf (an optimal "
-        "univariate or CART tree, which a fit with fall-backs may return, is not; the "
+        remedy="explain again at another depth (--depth) and compare: only the MIRET tree "
+        "is fitted to keep alike training rows in one leaf, and the fit returns the optimal "
+        "univariate or CART tree instead when that is more faithful on held-out rows (the "
         f"report says which tree it returned), {OWNED}",
         share=True,
     ),

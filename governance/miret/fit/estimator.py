@@ -91,8 +91,8 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
     max_rows : int, optional
         The problem uses a stratified, proximity-preserving sample of at most this many
         rows (:mod:`governance.miret.sampling`); None uses every row. The CART and
-        optimal univariate trees a fit with ``fallbacks`` returns are refitted on a larger
-        sample (at most ``max(max_rows, fitting.CANDIDATE_ROWS)`` rows).
+        optimal univariate trees the fit returns are refitted on a larger sample (at
+        most ``max(max_rows, fitting.CANDIDATE_ROWS)`` rows).
     cart_guarantee : bool
         Choose the depth, alpha and ``m`` not given on held-out folds (see :meth:`fit`);
         False keeps the MIRET objective's tree of the given (else default) depth and
@@ -266,13 +266,12 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
 
         Notes
         -----
-        With ``cart_guarantee`` (the default) the depth, alpha and ``m`` not given are
-        chosen on held-out folds of the sample (:mod:`governance.miret.grid`) and the
-        MIRET tree is returned; with ``fallbacks`` the returned tree is the candidate
-        (MIRET tree, optimal univariate tree on guessed thresholds, CART tree) with the
-        best held-out fidelity, never chosen on training fidelity
-        (:mod:`governance.miret.selection`; ``solve_report_.grid``, ``.chosen``,
-        ``.cv_fidelity`` and ``.fallback`` say what was chosen and why).
+        With ``cart_guarantee`` (the default) the depth and alpha not given are chosen
+        on held-out folds of the sample (:mod:`governance.miret.grid`), then the returned
+        tree is the candidate (MIRET tree, optimal univariate tree on guessed
+        thresholds, CART tree) with the best held-out fidelity, never chosen on training
+        fidelity (:mod:`governance.miret.selection`; ``solve_report_.grid``,
+        ``.chosen``, ``.cv_fidelity`` and ``.fallback`` say what was chosen and why).
 
         ``X`` may hold missing values (NaN): the trees are fitted on a sample of the
         complete rows, the rule for a missing value (:mod:`governance.miret.missing`) is

@@ -1,10 +1,8 @@
 """Which tree a fit returns: the candidate with the best cross-validated fidelity.
 
-With ``fallbacks`` (off by default: then the MIRET tree is returned and the folds
-choose only the depth, alpha and ``m``; over five splits the competition did not pay
-its time, ``examples/benchmarks/results_engine.md``), a fit makes three trees of depth
-D on its sample (:func:`governance.miret.engine.fit_problem`): the MIRET tree (seeded
-with the others, then improved by the heuristic and the solver), the optimal univariate tree on guessed thresholds
+A fit makes three trees of depth D on its sample (:func:`governance.miret.engine.
+fit_problem`): the MIRET tree (seeded with the others, then improved by the heuristic
+and the solver), the optimal univariate tree on guessed thresholds
 (:mod:`governance.miret.univariate`, what GOSDT or STreeD would give a user) and the
 CART tree. Training fidelity flatters the trees that fit the sample hardest (random
 forest, Parkinson, depth 3: a 1-feature oblique tree 97.4% faithful on test rows, the

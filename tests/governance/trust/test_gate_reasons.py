@@ -35,9 +35,9 @@ def test_a_failed_proximity_gate_says_what_proximity_agreement_is_and_what_to_ch
         "It measures the share of the pairs of test rows the ensemble treats as alike (they "
         "share a leaf in at least the share m of its trees, m the fit's --proximity-threshold) "
         "that the surrogate also puts in one leaf. To meet it, explain again at another depth "
-        "(--depth) and compare: the MIRET tree the fit returns is fitted to keep alike "
-        "training rows in one leaf (an optimal univariate or CART tree, which a fit with "
-        "fall-backs may return, is not; the report says which tree it returned), or the "
+        "(--depth) and compare: only the MIRET tree is fitted to keep alike training rows in "
+        "one leaf, and the fit returns the optimal univariate or CART tree instead when that "
+        "is more faithful on held-out rows (the report says which tree it returned), or the "
         "risk function, which owns the policy, sets another threshold."
     )
     assert [name for name, r in results.items() if r.advice] == ["min_proximity_agreement"]
