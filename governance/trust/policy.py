@@ -470,8 +470,8 @@ def parse_policy(
         raise PolicyError(
             f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
             "name, optional [keys.<name>], [authorities.<name>], [[revoked]], [approvals], "
-            '[revalidate_every_days], [roles] and [governed."<model>"] tables, drift_against, and one [gates] table '
-            f"with these keys:\n{_valid_keys()}"
+            '[revalidate_every_days], [roles] and [governed."<model>"] tables, drift_against, '
+            f"and one [gates] table with these keys:\n{_valid_keys()}"
         )
     policy_name = data.get("name", default_name)
     if not isinstance(policy_name, str) or not _NAME.match(policy_name):

@@ -138,7 +138,10 @@ def test_policy_name_from_key_or_file_stem(tmp_path):
         ("gates = 3\n", "'gates' must be a table"),
         ("", "bad.toml is empty: give a TOML file with a [gates] table"),
         ("# only a comment\n", "is empty"),
-        ("[extra]\n", '[approvals], [roles] and [governed."<model>"] tables, drift_against'),
+        (
+            "[extra]\n",
+            '[approvals], [revalidate_every_days], [roles] and [governed."<model>"] tables',
+        ),
         (
             "[gates]\n[approvals]\nprod = 1\n",
             "approvals prod = 1 needs keys trusted to approve, and the policy trusts none",
