@@ -5,9 +5,9 @@ splits, each fit's CPU seconds on one core.
         --target rf --seeds 0 1 2 3 4 --depths 2 3 4 --variant legacy fixed --resume
     .venv/bin/python examples/benchmarks/engine_bench.py --report
 
-writes ``results_engine_<group>_<target>.csv`` (one row per instance, method and MIRET
-variant; ``--resume`` keeps the rows there and fits only what they lack); ``--report``
-writes ``results_engine.md`` from every such CSV present.
+writes ``results_engine_<group>_<target>[_<tag>].csv`` (one row per instance, method and
+MIRET variant; ``--resume`` keeps the rows there and fits only what no CSV of that group
+and target has); ``--report`` writes ``results_engine.md`` from every such CSV present.
 
 Protocol: ``paper.py``'s (per seed a stratified 80/20 split and the ensemble's seed; a
 MinMaxScaler and 100 trees of depth D, ``rf`` RandomForest with ``max_features=None``,
@@ -246,13 +246,21 @@ def run_instance(inst: paper.Instance, todo: list[tuple[str, str]], args) -> lis
     return rows
 
 
+def csv_paths(group: str, target: str) -> list[Path]:
+    """Every CSV of ``group`` and ``target``: untagged and tagged (``--tag``)."""
+    stem = f"results_engine_{group}_{target}"
+    return sorted({*HERE.glob(f"{stem}.csv"), *HERE.glob(f"{stem}_*.csv")})
+
+
 def run(args) -> None:
     os.sched_setaffinity(0, {args.core})
-    path = HERE / f"results_engine_{args.group}_{args.target}.csv"
+    tag = f"_{args.tag}" if args.tag else ""
+    path = HERE / f"results_engine_{args.group}_{args.target}{tag}.csv"
     rows = pd.read_csv(path).to_dict("records") if args.resume and path.exists() else []
-    done = {
+    done = {  # what this CSV or, with --resume, another of the same group and target has
         (row["dataset"], row["depth"], row["seed"], row["method"], _variant(row["variant"]))
-        for row in rows
+        for other in (csv_paths(args.group, args.target) if args.resume else [])
+        for row in pd.read_csv(other).to_dict("records")
     }
     methods = [(name, "") for name in peer_fitters(args)]
     for name in args.variant:
@@ -308,23 +316,24 @@ def _variant(value) -> str:
 # ---------------------------------------------------------------------------- report
 
 
+KEY = ["group", "target", "depth", "dataset", "seed"]
+
+
 def load(groups=("examples", "unseen", "holdout")) -> pd.DataFrame:
     """Every row of every ``results_engine_<group>_<target>.csv`` present."""
     frames = [
         pd.read_csv(path)
         for group in groups
         for target in ("rf", "xgb")
-        if (path := HERE / f"results_engine_{group}_{target}.csv").exists()
+        for path in csv_paths(group, target)
     ]
     if not frames:
         return pd.DataFrame()
     rows = pd.concat(frames, ignore_index=True)
     rows["variant"] = rows["variant"].map(_variant)
+    rows = rows.drop_duplicates([*KEY, "method", "variant"])  # a peer fitted by two runs
     rows["who"] = np.where(rows["method"] == "MIRET", "MIRET " + rows["variant"], rows["method"])
     return rows
-
-
-KEY = ["group", "target", "depth", "dataset", "seed"]
 
 
 def _wide(rows: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -612,6 +621,12 @@ def main(argv=None) -> None:
     parser.add_argument("--datasets", nargs="+", metavar="NAME", help="default: the group's")
     parser.add_argument("--tao", action="store_true", help="also imodels' TAO")
     parser.add_argument("--core", type=int, default=0, help="the one CPU core to run on")
+    parser.add_argument(
+        "--tag",
+        default="",
+        help="write results_engine_<group>_<target>_<tag>.csv: runs of the same group and "
+        "target in parallel each write their own (the report reads them all)",
+    )
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--report", action="store_true", help="only write results_engine.md")
     args = parser.parse_args(argv)
