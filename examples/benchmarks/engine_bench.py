@@ -21,7 +21,9 @@ changed only by the variant's parameters. The peers are ``paper.py``'s: CART, GO
 ``--tao``. Times are CPU seconds (``time.process_time``) of this one process, pinned to
 one core (``--core``), its BLAS/OpenMP pools limited to one thread: GOSDT's and STreeD's
 include the guessing (one binarizer fitted per instance and charged to both). The
-machine is shared, so CPU seconds, not wall seconds, are compared. ``examples`` are the
+machine is shared, so CPU seconds, not wall seconds, are compared; a MIRET fit that hits
+its 60 s time limit (a wall-clock safety cap that only the load makes it reach: its tree
+would depend on the load) is not kept, and ``--resume`` fits it again. ``examples`` are the
 seven ``examples/data`` CSVs, ``unseen`` the six of ``examples/data/unseen`` and
 ``holdout`` the six of ``examples/data/holdout`` (``unseen_data.py``), run once at the end.
 """
@@ -222,6 +224,9 @@ def run_instance(inst: paper.Instance, todo: list[tuple[str, str]], args) -> lis
                 len(model.selected_features_),
                 model.solve_report_.stop_reason,
             )
+            if model.solve_report_.time_limit_hit:  # the wall-clock cap: the load's tree
+                print(f"MIRET {variant} hit the time limit: not kept", flush=True)
+                continue
             extra = miret_fields(model, kwargs, cpu, wall, clock.seconds)
         else:
             surrogate, cpu, wall = timed(peers[method], inst, guess)
@@ -257,13 +262,10 @@ def run(args) -> None:
     tag = f"_{args.tag}" if args.tag else ""
     path = HERE / f"results_engine_{args.group}_{args.target}{tag}.csv"
     rows = pd.read_csv(path).to_dict("records") if args.resume and path.exists() else []
-    if args.rerun_capped:
-        rows = [row for row in rows if not _capped(row)]
     done = {  # what this CSV or, with --resume, another of the same group and target has
         (row["dataset"], row["depth"], row["seed"], row["method"], _variant(row["variant"]))
         for other in (csv_paths(args.group, args.target) if args.resume else [])
         for row in pd.read_csv(other).to_dict("records")
-        if not (args.rerun_capped and _capped(row))
     }
     methods = [(name, "") for name in peer_fitters(args)]
     for name in args.variant:
@@ -311,12 +313,6 @@ def run(args) -> None:
                 pd.DataFrame(rows).to_csv(path, index=False)
 
 
-def _capped(row: dict) -> bool:
-    """Whether a MIRET row's fit hit the time limit (a wall-clock cap: on a loaded machine
-    the tree then depends on the load)."""
-    return row["method"] == "MIRET" and str(row.get("r_time_limit_hit")) == "True"
-
-
 def _variant(value) -> str:
     """A CSV's variant cell: empty for a peer."""
     return "" if pd.isna(value) else str(value)
@@ -340,11 +336,7 @@ def load(groups=("examples", "unseen", "holdout")) -> pd.DataFrame:
         return pd.DataFrame()
     rows = pd.concat(frames, ignore_index=True)
     rows["variant"] = rows["variant"].map(_variant)
-    # a peer fitted by two runs, or a capped MIRET fit run again (--rerun-capped): the
-    # fit within the cap counts
-    capped = rows.apply(lambda row: _capped(row.to_dict()), axis=1)
-    rows = rows.assign(capped=capped).sort_values("capped", kind="stable")
-    rows = rows.drop_duplicates([*KEY, "method", "variant"]).sort_index()
+    rows = rows.drop_duplicates([*KEY, "method", "variant"])  # a peer fitted by two runs
     rows["who"] = np.where(rows["method"] == "MIRET", "MIRET " + rows["variant"], rows["method"])
     return rows
 
@@ -396,7 +388,6 @@ def _cells(rows: pd.DataFrame, variant: str) -> list[dict]:
                 "ran": len(ran),
                 "idle_share": idle["milp_share"],
                 "proven": (int(ran["nodes_optimal"].sum()), int(ran["nodes_decided"].sum())),
-                "capped": int(runs["capped"].sum()),
             }
         )
     return cells
@@ -413,9 +404,9 @@ def _bars(rows: pd.DataFrame, variant: str) -> list[str]:
             "| group | target | D | instances | CART | GOSDT | STreeD | MIRET | MIRET - best "
             "peer ± SE | (a) | below CART by > 3: MIRET / GOSDT / STreeD | (b) | features "
             "MIRET (bar) | (c) | MILP improved | idle MILP share | (e) | CPU s MIRET / "
-            "GOSDT+guess | ratio | capped |"
+            "GOSDT+guess | ratio |"
         ),
-        "|" + "---|" * 20,
+        "|" + "---|" * 19,
     ]
     for c in cells:
         group, target, depth = c["cell"]
@@ -435,8 +426,7 @@ def _bars(rows: pd.DataFrame, variant: str) -> list[str]:
             f"{c['improved']}/{c['ran']} | "
             + (f"{share.mean():.1%} of {len(share)}" if len(share) else "-")
             + f" | {'ok' if not len(share) or share.mean() <= MILP_BAR else 'NOT'} | "
-            f"{c['miret_cpu'].mean():.2f} / {c['gosdt_cpu'].mean():.2f} | {ratio:.1f} | "
-            f"{c['capped']} |"
+            f"{c['miret_cpu'].mean():.2f} / {c['gosdt_cpu'].mean():.2f} | {ratio:.1f} |"
         )
     diff = pd.concat([c["diff"] for c in cells])
     below = {name: sum(c["below"][name] for c in cells) for name in (mine, "GOSDT", "STreeD")}
@@ -454,7 +444,7 @@ def _bars(rows: pd.DataFrame, variant: str) -> list[str]:
         + (f"{share.mean():.1%} of {len(share)}" if len(share) else "-")
         + f" | {'ok' if not len(share) or share.mean() <= MILP_BAR else 'NOT'} | "
         f"{cpu.mean():.2f} / {gosdt.mean():.2f} | {cpu.mean() / gosdt.mean():.1f} "
-        f"(median {(cpu / gosdt).median():.1f}) | {sum(c['capped'] for c in cells)} |"
+        f"(median {(cpu / gosdt).median():.1f}) |"
     )
     proven = [sum(c["proven"][i] for c in cells) for i in (0, 1)]
     return [
@@ -510,10 +500,10 @@ def _phases(rows: pd.DataFrame) -> list[str]:
     lines = [
         (
             "| group | variant | fits | CPU s | wall s | heuristic s | node MILP s | whole "
-            "MILP s | node MILP CPU s | 60 s cap hit | chosen: miret / univariate / cart | "
-            "returned tree's source |"
+            "MILP s | MILP phase CPU s | chosen: miret / univariate / cart | returned tree's "
+            "source |"
         ),
-        "|" + "---|" * 12,
+        "|" + "---|" * 11,
     ]
     for (group, variant), part in miret.groupby(["group", "variant"], sort=False):
         chosen = part["r_chosen"].value_counts()
@@ -523,7 +513,7 @@ def _phases(rows: pd.DataFrame) -> list[str]:
             f"| {group} | {variant} | {len(part)} | {part['cpu_s'].mean():.2f} | "
             f"{part['wall_s'].mean():.2f} | {part['r_heuristic_time'].mean():.2f} | "
             f"{part['r_node_time'].mean():.2f} | {whole.mean():.2f} | "
-            f"{part['milp_cpu_s'].mean():.2f} | {int(part['r_time_limit_hit'].sum())} | "
+            f"{part['milp_cpu_s'].mean():.2f} | "
             f"{chosen.get('miret', 0)} / {chosen.get('univariate', 0)} / "
             f"{chosen.get('cart', 0)} | "
             + ", ".join(f"{key} {value}" for key, value in sorted(sources.items()))
@@ -578,9 +568,7 @@ def report() -> None:
         "of those where the MILP phase ran; idle MILP share: among the fits where it ran and "
         "improved nothing, the MILP phase's mean share of the fit's CPU seconds; (e) ok when "
         "<= 15%. CPU s: mean CPU seconds of the fit, MIRET against GOSDT+guess; ratio: of "
-        "those means (bar 5). Capped: MIRET fits that hit the 60 s time limit, a wall-clock "
-        "safety cap that only the shared machine's load made them reach (their trees depend "
-        "on that load; ``--rerun-capped`` fits them again)."
+        "those means (bar 5)."
     )
     lines += ["", "## The bars", "", explained]
     for variant in VARIANTS:
@@ -645,12 +633,6 @@ def main(argv=None) -> None:
         "target in parallel each write their own (the report reads them all)",
     )
     parser.add_argument("--resume", action="store_true")
-    parser.add_argument(
-        "--rerun-capped",
-        action="store_true",
-        help="with --resume, fit again the MIRET fits that hit the time limit (a wall-clock "
-        "cap that a loaded machine reaches); the report keeps the fit within the cap",
-    )
     parser.add_argument("--report", action="store_true", help="only write results_engine.md")
     args = parser.parse_args(argv)
     if args.report:
