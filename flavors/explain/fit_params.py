@@ -165,6 +165,27 @@ class FitParams(Mapping):
     def __repr__(self) -> str:
         return f"FitParams({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
 
+    @classmethod
+    def recorded(cls, values: Mapping) -> FitParams:
+        """The parameters of a recorded request: one recorded before a parameter existed
+        takes that parameter's legacy value (``LEGACY_PARAMS``, how it fitted then), not
+        today's default."""
+        from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
+
+        return cls(**{**LEGACY_PARAMS, **values})
+
+    def identity(self) -> dict:
+        """The values that make two requests the same fit: every parameter but those at
+        their legacy value (``LEGACY_PARAMS``), so a request digests as it did before
+        those parameters existed."""
+        from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
+
+        return {
+            name: value
+            for name, value in self._values.items()
+            if name not in LEGACY_PARAMS or value != LEGACY_PARAMS[name]
+        }
+
     def replace(self, **changes) -> FitParams:
         """A new, checked FitParams with ``changes``."""
         return FitParams(**{**self._values, **changes})

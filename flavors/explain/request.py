@@ -184,7 +184,7 @@ class ExplainRequest:
             "test_size": self.test_size,
             "allow_invalid": self.allow_invalid,
             "min_test_rows": self.min_test_rows,
-            "fit": dict(self.fit),
+            "fit": self.fit.identity(),
         }
         if self.search is not None:
             identity["search"] = self.search.identity()
@@ -239,13 +239,16 @@ class ExplainRequest:
     def from_record(cls, record: dict, **changes) -> ExplainRequest:
         """The request :meth:`record` wrote, with ``changes`` (e.g. other file paths).
 
+        A parameter the record lacks (written before it existed) takes its legacy
+        value (:meth:`FitParams.recorded`), so the same tree is fitted again.
+
         Raises
         ------
         ExplainError
             A stored estimator parameter the installed ``MiretSurrogate`` refuses.
         """
         values = {**record, **changes}
-        values["fit"] = FitParams(**values["fit"])
+        values["fit"] = FitParams.recorded(values["fit"])
         names = values["class_names"]
         values["class_names"] = tuple(names) if names else None
         if values["search"] is not None:

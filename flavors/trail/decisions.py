@@ -1239,6 +1239,28 @@ class ApprovalState:
     counted: list
 
 
+def latest_approvals(read: list, bound) -> dict:
+    """Per ``(alias, signer)``, the latest valid approval record of ``read`` (records of
+    :func:`read_all`) that binds the ensemble version ``bound`` (URI and model id).
+    Once an approval record was cleared unread (:func:`unknown_since`), only decisions
+    signed after the clearance count: the one cleared may have been a rejection."""
+    cleared = unknown_since(read)
+    latest: dict[tuple, Decision] = {}
+    for decision in read:
+        record = decision.record
+        if (
+            not decision.valid
+            or (cleared is not None and signed_time(decision) <= cleared)
+            or not isinstance(record, ApprovalRecord)
+            or record.ensemble != bound
+        ):
+            continue
+        key = (record.alias, decision.signer.name)
+        if key not in latest or newer(decision, latest[key]):
+            latest[key] = decision
+    return latest
+
+
 def approval_state(
     client: MlflowClient,
     ensemble,
@@ -1260,24 +1282,13 @@ def approval_state(
     approval the server vouches was made by ``promoter`` (the user the server vouches
     promotes; None: nobody vouched) does not count, whatever key signed it."""
     bound = pinned(ensemble)
-    uri = bound.uri
-    latest: dict[str, Decision] = {}
-    read = read_all(client, decision_runs(client, APPROVAL_EXPERIMENT, uri), trusted, ensemble.name)
-    cleared = unknown_since(read)
-    for decision in read:
-        record = decision.record
-        if (
-            not decision.valid
-            or (cleared is not None and signed_time(decision) <= cleared)
-            or not isinstance(record, ApprovalRecord)
-            or record.alias != alias
-            or record.ensemble != bound
-        ):
-            continue
-        key = decision.signer.name  # a key, or a certified identity (any of its keys)
-        if key not in latest or newer(decision, latest[key]):
-            latest[key] = decision
-    ordered = sorted(latest.values(), key=lambda d: d.signer.name)
+    read = read_all(
+        client, decision_runs(client, APPROVAL_EXPERIMENT, bound.uri), trusted, ensemble.name
+    )
+    latest = latest_approvals(read, bound)  # per key, or certified identity (any of its keys)
+    ordered = sorted(
+        (d for (named, _), d in latest.items() if named == alias), key=lambda d: d.signer.name
+    )
     own = [  # the promoter's own approval: one pair of eyes
         d
         for d in ordered
@@ -1307,7 +1318,7 @@ def approval_state(
             f"@{alias} needs {needed} approval{'s' if needed != 1 else ''} of the current "
             f"evidence by approver keys the policy trusts, has {len(approvers)} "
             f"({', '.join(approvers) or 'none'}){four_eyes}; "
-            f"approvers run: govern approve --model-uri {uri} --alias {alias} "
+            f"approvers run: govern approve --model-uri {bound.uri} --alias {alias} "
             "--decision approve --comment <text>",
             counted,
         )

@@ -11,7 +11,9 @@ run and the new surrogate version carry :data:`SUPERSEDED_TAG` and both version 
 what was superseded (:func:`page_line`).
 
 What counts is what the audit and promote count: records read by
-:func:`flavors.trail.decisions.read_record` with the trusted keys, valid, about this
+:func:`flavors.trail.decisions.read_all` with the trusted keys (a record of the version
+that does not verify refuses the explain, as it refuses promote, until it is restored or
+cleared: it may be a promotion someone hid), valid, about this
 ensemble version (URI and model id) and naming the linked surrogate. A promotion counts
 for an alias the version holds (and for the governed model's alias on the governed
 version the record names, :mod:`flavors.trail.governed`); an approval counts when its
@@ -45,19 +47,18 @@ from miret_governance.flavors.store.registry import (
     version_uri,
 )
 from miret_governance.flavors.trail.decisions import (
-    ALIAS_PARAM,
     APPROVAL_EXPERIMENT,
     DECISION_PARAM,
     GATE_EXPERIMENT,
     KIND_PARAM,
     decision_runs_in,
-    newer,
+    latest_approvals,
     pinned,
-    read_record,
+    read_all,
 )
 from miret_governance.flavors.trust import OWN_KEY_NAME, default_policy_path, trusted_keys
 from miret_governance.governance.trust.keyring import TrustedKeys
-from miret_governance.governance.trust.records import ApprovalRecord, PromotionRecord
+from miret_governance.governance.trust.records import PromotionRecord
 
 SUPERSEDED_TAG = "governance.superseded"
 """On an explain run that superseded decisions, and on the surrogate version it
@@ -166,12 +167,14 @@ def superseded_by_link(client: MlflowClient, version, trusted: TrustedKeys) -> S
     held = set(version.aliases or ())
     bound = pinned(version)
     runs = decision_runs_in(client, (GATE_EXPERIMENT, APPROVAL_EXPERIMENT), bound.uri)
-    aliases, latest = [], {}
-    for run in runs[GATE_EXPERIMENT]:
-        params = run.data.params
-        if params.get(KIND_PARAM) != "promotion" or params.get(DECISION_PARAM) != "promoted":
-            continue
-        decision = read_record(client, run, trusted)
+    promotions = [
+        run
+        for run in runs[GATE_EXPERIMENT]
+        if run.data.params.get(KIND_PARAM) == "promotion"
+        and run.data.params.get(DECISION_PARAM) == "promoted"
+    ]
+    aliases = []
+    for decision in read_all(client, promotions, trusted, version.name):
         record = decision.record
         if not (
             decision.valid
@@ -186,20 +189,11 @@ def superseded_by_link(client: MlflowClient, version, trusted: TrustedKeys) -> S
         governed = _governed_alias(client, record)
         if governed is not None:
             aliases.append(governed)
-    for run in runs[APPROVAL_EXPERIMENT]:
-        if run.data.params.get(KIND_PARAM) != "approval" or not run.data.params.get(ALIAS_PARAM):
-            continue
-        decision = read_record(client, run, trusted)
-        record = decision.record
-        if not (decision.valid and isinstance(record, ApprovalRecord) and record.ensemble == bound):
-            continue
-        key = (record.alias, decision.signer.name)
-        if key not in latest or newer(decision, latest[key]):
-            latest[key] = decision
+    read = read_all(client, runs[APPROVAL_EXPERIMENT], trusted, version.name)
     approvals = [
         f"@{alias} by {signer}"
-        for (alias, signer), d in sorted(latest.items())
-        if d.record.decision == "approve" and d.record.surrogate.uri == current
+        for (alias, signer), d in sorted(latest_approvals(read, bound).items())
+        if alias and d.record.decision == "approve" and d.record.surrogate.uri == current
     ]
     if not aliases and not approvals:
         return None

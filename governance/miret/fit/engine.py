@@ -71,6 +71,15 @@ def work_budgets(time_limit: float) -> tuple[float, float]:
     return min(STALL_UNITS, STALL_SHARE * time_limit), SOLVER_WORK_SHARE * time_limit
 
 
+def milp_budget(share, prior_work, heuristic_pairs) -> float:
+    """The MILP phase's work budget (units): ``share`` of the units counted before it,
+    ``prior_work`` and the heuristic's ``heuristic_pairs`` scanned pairs; ``inf`` when
+    ``share`` is None (no cap but each solve's own)."""
+    if share is None:
+        return math.inf
+    return float(share) * (prior_work + heuristic_pairs / PAIRS_PER_UNIT)
+
+
 def heuristic_budget(time_limit: float) -> float:
     """The warm start's work budget (scanned pairs, :mod:`governance.miret.heuristic`) of
     a fit whose time limit is ``time_limit`` seconds: ``HEURISTIC_WORK_SHARE`` of it in
@@ -116,34 +125,40 @@ def constant_tree(problem, c) -> SurrogateTree:
     )
 
 
-def candidate_arrays(X, labels, depth, classes, random_state, thresholds=None):
+def candidate_arrays(X, labels, depth, classes, random_state, thresholds=None, univariate=True):
     """``(cart, univariate)``: the CART tree and the optimal univariate tree on guessed
     thresholds (plain arrays) of depth ``depth`` on normalized ``X`` with ``labels``
     (values of ``classes``); ``thresholds``: ``guessed_thresholds(X, labels,
-    random_state)`` when already known (they do not depend on the depth)."""
+    random_state)`` when already known (they do not depend on the depth);
+    ``univariate=False``: no thresholds guessed, ``univariate`` is None."""
     cart, columns = fit_cart(X, labels, depth, random_state=random_state)
+    if not univariate:
+        return cart_arrays(cart, columns), None
     if thresholds is None:
         thresholds = guessed_thresholds(X, labels, random_state)
     univariate = optimal_tree(X, labels, depth, *thresholds, classes)
     return cart_arrays(cart, columns), univariate
 
 
-def univariate_trees(problem, random_state, thresholds=None):
+def univariate_trees(problem, random_state, thresholds=None, univariate=True):
     """:func:`candidate_arrays` on the problem's sample: they do not depend on alpha."""
     labels = problem.classes[problem.y]
     return candidate_arrays(
-        problem.X, labels, problem.depth, problem.classes, random_state, thresholds
+        problem.X, labels, problem.depth, problem.classes, random_state, thresholds, univariate
     )
 
 
-def seed_trees(problem, random_state, trees=None):
+def seed_trees(problem, random_state, trees=None, univariate_seed=True):
     """``(cart, univariate, seeds)``: the CART baseline and the optimal univariate tree
-    (plain arrays, ``trees`` when given, else :func:`univariate_trees`) and the feasible
-    seed trees of both CART fits and of that tree."""
+    (plain arrays, ``trees`` when given, else :func:`univariate_trees`; the univariate
+    tree None when it was not fitted) and the feasible seed trees of both CART fits and
+    of that tree (only with ``univariate_seed``)."""
     labels = problem.classes[problem.y]
     baseline, univariate = trees or univariate_trees(problem, random_state)
     search = TreeSearch(problem, np.random.default_rng(random_state), work_budget=math.inf)
-    seeds = [seed_tree(search, baseline, problem), seed_tree(search, univariate, problem)]
+    seeds = [seed_tree(search, baseline, problem)]
+    if univariate_seed and univariate is not None:
+        seeds.append(seed_tree(search, univariate, problem))
     allowed = np.flatnonzero(problem.allowed.any(axis=0))
     if allowed.size and allowed.size < problem.n_features:
         restricted, columns = fit_cart(problem.X, labels, problem.depth, allowed, random_state)
@@ -170,18 +185,24 @@ def fit_problem(
     trees=None,
     heuristic_share=1.0,
     skipped="not_started",
+    prior_work=0.0,
 ):
     """Fit the tree of ``problem``; returns ``(tree, report, baseline, candidates)``.
 
     ``candidates`` maps each name of :data:`governance.miret.selection.CANDIDATES` to
-    its tree: ``tree`` itself, and the optimal univariate and CART trees written
-    exactly. ``params`` is the estimator's parameter dict; ``begin`` the fit's start
-    time; ``milp_phase=False`` stops after the warm start (the held-out folds' fits);
-    ``trees``: :func:`univariate_trees` of the problem, when already known (another
-    alpha on the same rows); ``heuristic_share`` scales the heuristic's work budget;
-    ``skipped``: the report's ``stop_reason`` without the MILP phase.
+    its tree: ``tree`` itself, and (``params["fallbacks"]``) the optimal univariate and
+    CART trees written exactly. ``params`` is the estimator's parameter dict; ``begin``
+    the fit's start time; ``milp_phase=False`` stops after the warm start (the held-out
+    folds' fits); ``trees``: :func:`univariate_trees` of the problem, when already known
+    (another alpha on the same rows); ``heuristic_share`` scales the heuristic's work
+    budget; ``skipped``: the report's ``stop_reason`` without the MILP phase;
+    ``prior_work``: units of work the fit counted before this problem (the folds'
+    heuristics), of which ``params["milp_share"]`` is the MILP phase's budget with this
+    heuristic's (:func:`milp_budget`).
     """
-    baseline, univariate, seeds = seed_trees(problem, params["random_state"], trees)
+    baseline, univariate, seeds = seed_trees(
+        problem, params["random_state"], trees, params["univariate_seed"]
+    )
     labels = problem.classes[problem.y]
     cart_fidelity = float(np.mean(cart_predict(baseline, problem.X) == labels))
     cart_features = len({j for j in baseline["feature"] if j >= 0})
@@ -202,8 +223,11 @@ def fit_problem(
     best_start = min(candidates, key=lambda item: item[1].objective(problem))[1]
     heuristic_time = time.perf_counter() - t0
     node_statuses, node_before, t1 = {}, best_start.objective(problem), time.perf_counter()
-    if milp_phase:  # each node's hyperplane solved exactly with the rest of the tree fixed
-        tree, node_statuses = reoptimize(problem, best_start, params, progress=progress)
+    milp_work, allowance = 0.0, milp_budget(params["milp_share"], prior_work, info["work"])
+    if milp_phase and allowance > 0:  # each node's hyperplane solved, the rest fixed
+        tree, node_statuses, milp_work = reoptimize(
+            problem, best_start, params, progress=progress, budget=allowance
+        )
         if tree.objective(problem) < node_before - IMPROVEMENT:
             candidates.append(("node_milp", tree))
             best_start = tree
@@ -221,11 +245,13 @@ def fit_problem(
     stall, budget = params["stall_work"], params["work_limit"]
     stall = default_stall if stall is None else float(stall)
     budget = default_budget if budget is None else float(budget)
+    budget = min(budget, allowance - milp_work)
     remaining = limit - (time.perf_counter() - begin)
     result = None
     if (
         remaining > 0
         and milp_phase
+        and budget > 0
         and worth_solving(model, params["solver"], GLOBAL_MILP_BINARIES)
     ):
         result = solve(
@@ -262,7 +288,12 @@ def fit_problem(
             tree = centered(tree, problem.epsilon)
         scored.append((tree.objective(problem), k, source, tree))
     objective, _, source, tree = min(scored, key=lambda item: item[:2])
-    exact = {"univariate": exact_tree(univariate, problem), "cart": exact_tree(baseline, problem)}
+    exact = {}
+    if params["fallbacks"]:
+        exact = {
+            "univariate": exact_tree(univariate, problem),
+            "cart": exact_tree(baseline, problem),
+        }
 
     bound = result.bound if result is not None else -math.inf
     gap = relative_gap(objective, bound)
@@ -298,6 +329,8 @@ def fit_problem(
         node_objective_before=float(node_before),
         node_time=node_time,
         global_milp=result is not None,
+        milp_work=milp_work + (result.work if result is not None else 0.0),
+        milp_budget=allowance,
         formulation=problem.formulation,
         reductions=bool(params["reductions"]),
         mip_gap=float(params["mip_gap"]),

@@ -28,6 +28,10 @@ from miret_governance.governance.miret.solvers.table import AUTO, SOLVER_CHOICES
 from miret_governance.governance.miret.tree.missing import with_missing_rule
 
 DEFAULT_MAX_ROWS = 2000
+LEGACY_PARAMS = {"fallbacks": True, "univariate_seed": True, "milp_share": None}
+"""The values of the parameters added after evidence was first written that fit as
+before them: a request recorded without one of them is refitted with this value
+(``govern reproduce``), and a request at these values digests as before."""
 
 
 class MiretSurrogate(ClassifierMixin, BaseEstimator):
@@ -87,6 +91,17 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         Choose on held-out folds (see :meth:`fit`), so the surrogate is never less
         faithful on unseen rows than the trees a user would fit instead; False keeps the
         MIRET objective's tree of the given (else default) depth and alpha, as the paper.
+    fallbacks : bool
+        With ``cart_guarantee``, the optimal univariate and CART trees compete with the
+        MIRET tree on the held-out folds; False: the folds choose only the depth, alpha
+        and ``m``, and the MIRET tree is returned.
+    univariate_seed : bool
+        Also seed the heuristic with the optimal univariate tree on guessed thresholds;
+        False guesses no thresholds unless ``fallbacks`` needs that tree.
+    milp_share : float, optional
+        The MILP phase's (node MILPs, whole MILP) work budget, as a share of the units
+        of work the fit counted before it (the folds' and the final heuristic's); None:
+        no such cap (each solve has its own budget), 0: no MILP phase.
 
     Attributes
     ----------
@@ -129,6 +144,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         "reductions": ["boolean"],
         "max_rows": [Interval(Integral, 2, None, closed="left"), None],
         "cart_guarantee": ["boolean"],
+        "fallbacks": ["boolean"],
+        "univariate_seed": ["boolean"],
+        "milp_share": [Interval(Real, 0, None, closed="left"), None],
     }
 
     def __init__(
@@ -152,6 +170,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         reductions=True,
         max_rows=DEFAULT_MAX_ROWS,
         cart_guarantee=True,
+        fallbacks=LEGACY_PARAMS["fallbacks"],
+        univariate_seed=LEGACY_PARAMS["univariate_seed"],
+        milp_share=LEGACY_PARAMS["milp_share"],
     ):
         self.ensemble = ensemble
         self.depth = depth
@@ -171,6 +192,9 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         self.reductions = reductions
         self.max_rows = max_rows
         self.cart_guarantee = cart_guarantee
+        self.fallbacks = fallbacks
+        self.univariate_seed = univariate_seed
+        self.milp_share = milp_share
 
     def __sklearn_clone__(self):
         """A copy with the same parameters that shares the (read-only) ensemble: cloning
@@ -306,6 +330,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
             progress=progress,
             milp_phase=selection.can_win(held_out),  # else its time is given back
             skipped="behind_on_folds",
+            prior_work=fits.fold_work,
         )
         chosen, cv, used = selection.decide(candidates, held_out, problem.X, sample_labels)
         tree = with_missing_rule(candidates[chosen], tree_inputs, labels, scaler, ensemble)

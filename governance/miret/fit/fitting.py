@@ -22,6 +22,7 @@ from miret_governance.governance.miret.fit.engine import (
     fit_trivial,
     univariate_trees,
 )
+from miret_governance.governance.miret.heuristics.heuristic import PAIRS_PER_UNIT
 from miret_governance.governance.miret.heuristics.univariate import guessed_thresholds
 from miret_governance.governance.miret.problem.problem import build_problem
 
@@ -66,6 +67,7 @@ class SampleFits:
         self.params, self.begin = params, begin
         self._problems, self._trees, self._thresholds = {}, {}, {}
         self.folds_cut = []  # the time cap cut a fold's heuristic: the choice may differ
+        self.fold_work = 0.0  # units of work the folds' heuristics counted
 
     def problem(self, sample, depth, proximity_threshold):
         """The MILP problem of the rows ``sample`` at ``depth`` with proximity pairs at
@@ -95,9 +97,10 @@ class SampleFits:
         if trees is None:
             key = (tuple(sample), depth)
             if key not in self._trees:
-                thresholds = self.guessed_thresholds(key[0], problem)
+                univariate = self.params["fallbacks"] or self.params["univariate_seed"]
+                thresholds = self.guessed_thresholds(key[0], problem) if univariate else None
                 self._trees[key] = univariate_trees(
-                    problem, self.params["random_state"], thresholds
+                    problem, self.params["random_state"], thresholds, univariate
                 )
             trees = self._trees[key]
         return problem, fit_problem(problem, self.params, self.begin, trees=trees, **options)
@@ -119,12 +122,14 @@ class SampleFits:
             self.rows[train], depth, setting, milp_phase=False, heuristic_share=share
         )
         self.folds_cut.append(report.time_limit_hit)
+        self.fold_work += report.warm_start_work / PAIRS_PER_UNIT
         return found
 
     def wider_trees(self, depth):
         """The CART and univariate trees of ``depth`` fitted on ``wider`` (None when that
-        is the sample itself)."""
-        if self.wider.size <= self.rows.size:
+        is the sample itself, or without ``fallbacks``: then no univariate or CART tree
+        can be returned)."""
+        if self.wider.size <= self.rows.size or not self.params["fallbacks"]:
             return None
         unit = self.tree_inputs[self.wider]
         unit = unit if self.scaler is None else np.clip(scaled(self.scaler, unit), 0.0, 1.0)

@@ -81,7 +81,7 @@ def clearly_better(
 
 
 def choose(right: dict, n_features: dict, sample_fidelity: dict) -> str:
-    """The returned candidate (``"miret"`` without folds).
+    """The returned candidate (``"miret"`` without folds or without fallbacks).
 
     The optimal univariate tree unless the CART tree is :func:`clearly_better` (by more
     than a standard error: CART's one feature fewer at equal held-out fidelity lost 5
@@ -89,7 +89,7 @@ def choose(right: dict, n_features: dict, sample_fidelity: dict) -> str:
     folds measured: its fidelity on the whole sample (``sample_fidelity``) is not more
     than a standard error below its held-out one.
     """
-    if not right:
+    if set(right) <= {"miret"}:  # no folds, or no fallbacks scored
         return "miret"
     seed = seed_of(right)
     held_out = right["miret"].mean()
@@ -108,7 +108,7 @@ def can_win(right: dict) -> bool:
     """Can :func:`choose` return the MIRET tree, whatever its refit on the whole sample?
     Only when it gets at least as many held-out rows right as its seed (or there are no
     folds): otherwise the MILP phase cannot change the returned tree, and is skipped."""
-    if not right:
+    if set(right) <= {"miret"}:
         return True
     return bool(right["miret"].sum() >= right[seed_of(right)].sum())
 

@@ -35,6 +35,9 @@ class SolveReport:
     ``grid``: when the depth or alpha was not given, the values tried, each
     procedure's held-out fidelity and fold features (``rows``), the rule and the chosen
     ``depth`` and ``alpha`` (:func:`governance.miret.grid.record`; empty otherwise).
+    ``milp_work``: units of work the node MILPs and the whole MILP counted;
+    ``milp_budget`` their budget (``milp_share`` of the fit's counted work before them;
+    inf, written None, without a share).
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
     fitted on the same labels (all features, fit sample); its fidelity on all the rows
@@ -88,6 +91,8 @@ class SolveReport:
     global_milp: bool = True
     chosen: str = "miret"
     grid: dict = field(default_factory=dict)
+    milp_work: float = 0.0
+    milp_budget: float = math.inf
 
     def to_dict(self) -> dict:
         """Plain JSON values; non-finite floats become None."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from miret_governance.governance.miret.heuristics.kernels import cheapest, cut_layout, scan_costs
 from miret_governance.governance.miret.heuristics.search_state import SearchState, digest
 from miret_governance.governance.miret.problem.layout import hyperplane_values
 
@@ -13,50 +14,17 @@ PRESORT_SHARE = 4  # univariate scans of at least 1/4 of the rows reuse the samp
 LAYOUT_CELLS = 1_000_000  # cells (rows x columns) of univariate layouts a search memoizes (17 MB)
 
 
-def splits_components(order: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """(m+1, k) bool: cut ``c`` (left = first ``c`` rows of ``order``'s column, an
-    argsort of the projections) separates a component (``groups``: each row's component
-    number, non-negative)."""
-    m, k = order.shape
-    counts = np.bincount(groups)
-    multi = counts[groups] > 1
-    split = np.zeros((m + 1, k), dtype=bool)
-    if not multi.any():
-        return split
-    rank = np.empty_like(order)
-    rank[order, np.arange(k)] = np.arange(m)[:, None]
-    sub_groups = groups[multi]
-    order = np.argsort(sub_groups, kind="stable")
-    sub_rank = rank[multi][order]
-    sub_groups = sub_groups[order]
-    starts = np.flatnonzero(np.r_[True, sub_groups[1:] != sub_groups[:-1]])
-    low = np.minimum.reduceat(sub_rank, starts, axis=0)
-    high = np.maximum.reduceat(sub_rank, starts, axis=0)
-    # +1 where a component starts (after its first row), -1 where it ends
-    columns = np.arange(k)
-    delta = np.bincount(((low + 1) * k + columns).ravel(), minlength=(m + 2) * k)
-    delta -= np.bincount(((high + 1) * k + columns).ravel(), minlength=(m + 2) * k)
-    return np.cumsum(delta.reshape(m + 2, k), axis=0)[: m + 1] > 0
-
-
-def cheapest(values: np.ndarray, count: int) -> np.ndarray:
-    """Positions of the ``count`` smallest finite ``values``, smallest first, ties by
-    position: the finite head of ``np.argsort(values, kind="stable")[:count]`` without
-    sorting every value (the scan's cost arrays hold 2 (m+1) k of them)."""
-    if values.size > count:
-        kth = np.partition(values, count - 1)[count - 1]
-        keep = np.flatnonzero(values <= kth if np.isfinite(kth) else np.isfinite(values))
-    else:
-        keep = np.flatnonzero(np.isfinite(values))
-    return keep[np.argsort(values[keep], kind="stable")][:count]
-
-
 class CutSearch(SearchState):
     """Cut scanning along directions, with the epsilon gap and components as hard limits."""
 
-    def realize(self, w, s_left, s_right, level, idx, left_mask):
+    def realize(self, w, s_left, s_right, level, idx, left_mask=None):
         """Hyperplane ``(a, b)`` sending ``w.x <= s_left`` left and ``w.x >= s_right``
-        right within the MILP bounds and the epsilon gap, or None."""
+        right within the MILP bounds and the epsilon gap, or None.
+
+        ``left_mask`` marks the rows of ``idx`` sent left; None when ``w`` is a unit
+        direction and ``s_left``, ``s_right`` are the closest values of its feature on
+        either side: the hyperplane's values are then monotone in that feature (rounding
+        is), so those two rows decide what every row's value would."""
         eps, bmin = self.eps, self.bmin[level]
         scale = 1.0
         if s_right < 0:
@@ -72,6 +40,10 @@ class CutSearch(SearchState):
         if low > high:
             return None
         a, b = scale * w, 0.5 * (low + high)
+        if left_mask is None:
+            if scale * s_left + b > 0 or scale * s_right + b < eps:
+                return None
+            return a, b
         value = hyperplane_values(self.X[idx], a, b)
         if np.any(value[left_mask] > 0) or np.any(value[~left_mask] < eps):
             return None
@@ -100,13 +72,11 @@ class CutSearch(SearchState):
         ``idx``): the stable argsort of each column (``order`` when known), the sorted
         projections and the (m+1, k) cuts that leave the epsilon gap and split no
         component."""
-        m, k = S.shape
+        S = np.ascontiguousarray(S)
         if order is None:
             order = np.argsort(S, axis=0, kind="stable")
-        sorted_S = S[order, np.arange(k)]
-        valid = np.zeros((m + 1, k), dtype=bool)
-        valid[1:m] = sorted_S[1:] - sorted_S[:-1] >= self.min_gap
-        valid[1:m] &= ~splits_components(order, self.comp[idx])[1:m]
+        order = np.ascontiguousarray(order)
+        sorted_S, valid = cut_layout(S, order, self.comp[idx], self.min_gap)
         return order, sorted_S, valid
 
     def univariate_layout(self, idx, level):
@@ -130,23 +100,14 @@ class CutSearch(SearchState):
         where it would without the memo)."""
         self.work += m * k + SCAN_WORK
 
-    def scan(self, L, R, layout):
-        """Cost of every cut of every projection column of a :meth:`layout` for both
-        orientations, shape (2, m+1, k): orientation 0 sends the low side to the left
-        child, 1 to the right child; invalid cuts (epsilon gap, components, empty side)
-        cost ``inf``."""
+    def scan(self, L, R, extra, layout):
+        """Cost plus ``extra`` (each column's) of every cut of every projection column
+        of a :meth:`layout` for both orientations, shape (2, m+1, k): orientation 0 sends
+        the low side to the left child, 1 to the right child; invalid cuts (epsilon gap,
+        components, empty side) cost ``inf``."""
         order, _, valid = layout
-        m, k = order.shape
-        self.count_scan(m, k)
-        cum_left = np.zeros((m + 1, k))
-        cum_right = np.zeros((m + 1, k))
-        cum_left[1:] = np.cumsum(L[order], axis=0)
-        cum_right[1:] = np.cumsum(R[order], axis=0)
-        cost = np.empty((2, m + 1, k))
-        np.add(cum_left, cum_right[-1] - cum_right, out=cost[0])
-        np.add(cum_right, cum_left[-1] - cum_left, out=cost[1])
-        cost[:, ~valid] = np.inf
-        return cost
+        self.count_scan(*order.shape)
+        return scan_costs(order, valid, L, R, extra)
 
     def best_cut(self, W, extra, idx, L, R, level, swappable, univariate=False):
         """Cheapest realizable cut over directions ``W`` (rows, max |w| = 1).
@@ -164,25 +125,29 @@ class CutSearch(SearchState):
         else:
             layout = self.layout(self.X[idx] @ W.T, idx)
         order, sorted_S, _ = layout
-        cost = self.scan(L, R, layout)
-        total = cost + extra[None, None, :]
-        for index in cheapest(total.ravel(), REALIZE_TRIES):
-            value = total.flat[index]
-            side, cut, col = np.unravel_index(index, total.shape)
-            low_side = np.zeros(idx.size, dtype=bool)
-            low_side[order[:cut, col]] = True
+        total = self.scan(L, R, extra, layout)
+        flat = total.ravel()
+        m, k = order.shape
+        for index in cheapest(flat, REALIZE_TRIES).tolist():
+            side, rest = divmod(index, (m + 1) * k)
+            cut, col = divmod(rest, k)
             lo, hi = sorted_S[cut - 1, col], sorted_S[cut, col]
             w = W[col]
+            low_side = None
+            if not univariate:
+                low_side = np.zeros(idx.size, dtype=bool)
+                low_side[order[:cut, col]] = True
+            high_side = None if low_side is None else ~low_side
             # orientation 0: low side to the (current) left child; 1: to the right child
-            options = [(w, lo, hi, low_side, False), (-w, -hi, -lo, ~low_side, True)]
+            options = [(w, lo, hi, low_side, False), (-w, -hi, -lo, high_side, True)]
             if side == 1:
-                options = [(-w, -hi, -lo, ~low_side, False), (w, lo, hi, low_side, True)]
+                options = [(-w, -hi, -lo, high_side, False), (w, lo, hi, low_side, True)]
             for direction, s_left, s_right, left_mask, swap in options:
                 if swap and not swappable:
                     continue
                 found = self.realize(direction, s_left, s_right, level, idx, left_mask)
                 if found is not None:
-                    return float(value), found[0], found[1], swap
+                    return float(flat[index]), found[0], found[1], swap
         return None
 
     def univariate(self, level):
@@ -237,12 +202,10 @@ class CutSearch(SearchState):
             if len(shortlist) == size or not np.isfinite(best_value[col]):
                 break
             cut = best_cut[col]
-            low_side = np.zeros(idx.size, dtype=bool)
-            low_side[order[:cut, col]] = True
             lo, hi = sorted_S[cut - 1, col], sorted_S[cut, col]
-            found = self.realize(W[col], lo, hi, level, idx, low_side)
+            found = self.realize(W[col], lo, hi, level, idx)
             if found is None:
-                found = self.realize(-W[col], -hi, -lo, level, idx, ~low_side)
+                found = self.realize(-W[col], -hi, -lo, level, idx)
             if found is not None:
                 shortlist.append((found[0], found[1], float(extra[col])))
         return shortlist

@@ -6,7 +6,6 @@ import numpy as np
 
 from miret_governance.governance.miret.heuristics.cuts import CutSearch
 from miret_governance.governance.miret.heuristics.search_state import IMPROVEMENT, digest
-from miret_governance.governance.miret.problem.layout import hyperplane_values
 
 LOOKAHEAD = 8  # Gini-shortlisted splits evaluated with a greedy completion
 
@@ -64,7 +63,7 @@ class GreedySearch(CutSearch):
         for k, (a, b, penalty) in enumerate(candidates):
             if k >= 2 and self.work >= self.lookahead_work:
                 break
-            left = hyperplane_values(self.X[idx], a, b) <= 0
+            left = self.split_values(a, b, idx) <= 0
             sub = {}
             cost = penalty + self.grow(2 * t + 1, idx[left], False, sub)
             cost += self.grow(2 * t + 2, idx[~left], False, sub)

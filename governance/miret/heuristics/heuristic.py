@@ -42,7 +42,6 @@ from miret_governance.governance.miret.heuristics.greedy import LOOKAHEAD
 from miret_governance.governance.miret.heuristics.local_search import TreeSearch, local_search
 from miret_governance.governance.miret.heuristics.search_state import IMPROVEMENT
 from miret_governance.governance.miret.milp.feasibility import check_feasible
-from miret_governance.governance.miret.problem.layout import hyperplane_values
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 STARTS = 4  # greedy starting trees improved by local search (seed trees come on top)
@@ -69,7 +68,7 @@ def greedy_trees(search):
             search.grow(0, idx, True, out)
         else:
             a, b, _ = root
-            left = hyperplane_values(search.X, a, b) <= 0
+            left = search.split_values(a, b) <= 0
             search.grow(1, idx[left], True, out)
             search.grow(2, idx[~left], True, out)
             out[0] = (a, b)

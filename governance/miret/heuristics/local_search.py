@@ -31,13 +31,12 @@ import numpy as np
 from sklearn.svm._liblinear import set_verbosity_wrap, train_wrap
 
 from miret_governance.governance.miret.heuristics.greedy import GreedySearch
+from miret_governance.governance.miret.heuristics.kernels import components_broken
 from miret_governance.governance.miret.heuristics.search_state import (
     IMPROVEMENT,
     digest,
     subtree_ranges,
 )
-from miret_governance.governance.miret.milp.feasibility import components_broken
-from miret_governance.governance.miret.problem.layout import hyperplane_values
 
 LOGISTIC_C = (0.05, 0.5, 5.0, 50.0)
 LOGISTIC_WORK = 0.5  # work of a logistic fit per (row, column, liblinear iteration)
@@ -132,10 +131,12 @@ class TreeSearch(GreedySearch):
             importance = np.abs(base) * spread
             keep = np.flatnonzero(base != 0)
             keep = keep[np.argsort(importance[keep], kind="stable")[::-1]]
-            for size in range(keep.size, 0, -1):
-                direction = np.zeros(self.p)
-                direction[keep[:size]] = base[keep[:size]]
-                direction /= np.abs(direction).max()
+            # row r keeps the keep.size - r most important coefficients, scaled to max |w| 1
+            path = np.zeros((keep.size, self.p))
+            kept = np.arange(keep.size)[None, :] < np.arange(keep.size, 0, -1)[:, None]
+            path[:, keep] = np.where(kept, base[keep], 0.0)
+            path /= np.abs(path).max(axis=1)[:, None]
+            for direction in path:
                 key = direction.tobytes()
                 if key not in seen:
                     seen.add(key)
@@ -177,7 +178,7 @@ class TreeSearch(GreedySearch):
         if swap:
             self.swap_children(t)
         self.coef[t], self.intercept[t] = a, b
-        self.V[:, t] = hyperplane_values(self.X, a, b)
+        self.V[:, t] = self.split_values(a, b)
         if self.feasible() and self.objective() < before - IMPROVEMENT:
             return True
         self.coef, self.intercept, self.V = saved
@@ -196,7 +197,7 @@ class TreeSearch(GreedySearch):
             for node in range(start, start + size):
                 a, b = out.get(node, (np.zeros(self.p), 0.0))
                 self.coef[node], self.intercept[node] = a, b
-                self.V[:, node] = hyperplane_values(self.X, a, b)
+                self.V[:, node] = self.split_values(a, b)
         if self.feasible() and self.objective() < before - IMPROVEMENT:
             return True
         self.coef, self.intercept, self.V = saved
@@ -216,10 +217,12 @@ def local_search(search):
                 if search.exhausted():
                     break
                 t = int(t)
-                if search.improve_node(t, search.reaching()[t]):
+                reach = search.reaching()
+                if search.improve_node(t, reach[t]):  # else the tree is as it was
                     improved, improvements = True, improvements + 1
                     search.relabel()
-                if search.regrow(t, search.reaching()[t]):
+                    reach = search.reaching()
+                if search.regrow(t, reach[t]):
                     improved, improvements = True, improvements + 1
                     search.relabel()
         search.ensure_split()

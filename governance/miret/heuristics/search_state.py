@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from miret_governance.governance.errors import InvalidInputError
-from miret_governance.governance.miret.milp.feasibility import components_broken
+from miret_governance.governance.miret.heuristics import kernels
 from miret_governance.governance.miret.problem.layout import (
     hyperplane_values,
     leaves_below,
@@ -29,12 +29,9 @@ IMPROVEMENT = 1e-9
 
 def digest(*arrays) -> bytes:
     """Content key of arrays (for memoizing work on unchanged inputs)."""
-    h = hashlib.blake2b(digest_size=16)
-    for array in arrays:
-        array = np.ascontiguousarray(array)
-        h.update(str(array.shape).encode())
-        h.update(array.tobytes())
-    return h.digest()
+    shapes = repr([array.shape for array in arrays]).encode()
+    content = b"".join([array.tobytes() for array in arrays])  # C order, as the shapes
+    return hashlib.blake2b(shapes + content, digest_size=16).digest()
 
 
 def subtree_ranges(node: int, levels_below: int):
@@ -120,17 +117,25 @@ class SearchState:
         self.coef = np.array(coef, dtype=np.float64)
         self.intercept = np.array(intercept, dtype=np.float64)
         for t in range(self.n_branch):
-            self.V[:, t] = hyperplane_values(self.X, self.coef[t], self.intercept[t])
+            self.V[:, t] = self.split_values(self.coef[t], self.intercept[t])
+
+    def split_values(self, a, b, rows=None):
+        """``hyperplane_values(self.X[rows], a, b)`` (every row when ``rows`` is None).
+
+        A split on one feature is that column times its coefficient plus ``b``: the other
+        products are zeros, which leave a sum unchanged, so each value is the same (a zero
+        may change sign, which no comparison sees)."""
+        nonzero = np.flatnonzero(a)
+        if nonzero.size == 1:
+            j = int(nonzero[0])
+            column = self.X[:, j] if rows is None else self.X[rows, j]
+            return column * a[j] + b
+        return hyperplane_values(self.X if rows is None else self.X[rows], a, b)
 
     def route(self, idx, start):
         """Leaf and gap flag of samples ``idx`` routed from node ``start`` downwards."""
-        node = np.full(idx.size, start, dtype=np.int64)
-        gap = np.zeros(idx.size, dtype=bool)
-        for _ in range(int(node_level(start)), self.depth):
-            value = self.V[idx, node]
-            gap |= (value > 0) & (value < self.eps)
-            node = 2 * node + 1 + (value > 0)
-        return node, gap
+        levels = self.depth - (int(start) + 1).bit_length() + 1  # levels below start's
+        return kernels.route(self.V, idx, int(start), levels, self.eps)
 
     def reaching(self):
         """Samples reaching each branch node (list of index arrays)."""
@@ -169,7 +174,7 @@ class SearchState:
         leaf, gap = self.route(idx, 0)
         if self.need_split and not np.any(self.coef != 0):
             return False
-        return not gap.any() and not components_broken(self.comp, leaf, gap).any()
+        return not gap.any() and not kernels.components_broken(self.comp, leaf, gap).any()
 
     def swap_children(self, t):
         below = self.depth - 1 - int(self.level[t])
@@ -206,6 +211,6 @@ class SearchState:
                 value = hyperplane_values(self.X[reach[t]], a, b)
                 if np.all(value >= self.eps) if goes_right else np.all(value <= 0):
                     self.coef[t], self.intercept[t] = a, b
-                    self.V[:, t] = hyperplane_values(self.X, a, b)
+                    self.V[:, t] = self.split_values(a, b)
                     return
         raise InvalidInputError("could not place the dummy split the MIRET formulation requires")

@@ -205,22 +205,27 @@ def node_model(search, t, include=None) -> NodeModel | None:
     )
 
 
-def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
-    """``(tree, statuses)``: ``tree`` after one top-down pass re-optimizing each node,
-    and each node's solver status (``"optimal"``: that split is optimal given the rest
-    of the tree; ``"too_large"``: too large for HiGHS, not solved). A second pass
-    improved no tree of 24 example fits that the first left unimproved, so there is
-    one. ``progress(elapsed, objective, -inf, nan)`` follows each node (the tree's
-    objective; there is no bound)."""
+def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None, budget=math.inf):
+    """``(tree, statuses, work)``: ``tree`` after one top-down pass re-optimizing each
+    node, each node's solver status (``"optimal"``: that split is optimal given the rest
+    of the tree; ``"too_large"``: too large for HiGHS, not solved; ``"no_budget"``: the
+    phase's ``budget`` was spent, not solved) and the units of work the solves counted.
+    Each solve gets ``work_per_node`` units, or what is left of ``budget`` when less. A
+    second pass improved no tree of 24 example fits that the first left unimproved, so
+    there is one. ``progress(elapsed, objective, -inf, nan)`` follows each node (the
+    tree's objective; there is no bound)."""
     begin = time.perf_counter()
     search = TreeSearch(problem, np.random.default_rng(params["random_state"]), math.inf)
     search.set_tree(tree.coef, tree.intercept, tree.leaf_class)
     objective = search.objective()
-    statuses = {}
+    statuses, work = {}, 0.0
     for t in range(problem.n_branch):
         include = np.zeros(problem.n_samples, dtype=bool)
         reach = search.reaching()[t]
         for _ in range(GAP_ROUNDS):
+            if budget - work <= 0:
+                statuses[t] = "no_budget"
+                break
             model = node_model(search, t, include)
             if model is None:
                 statuses[t] = "nothing_to_decide"
@@ -236,10 +241,10 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
                 threads=params["threads"],
                 random_state=params["random_state"],
                 stall_work=NODE_STALL,
-                work_limit=work_per_node,
+                work_limit=min(work_per_node, budget - work),
                 start=model.start,
             )
-            statuses[t] = result.status
+            statuses[t], work = result.status, work + result.work
             if result.x is None:
                 break
             a, b = model.decode(result.x, search.p)
@@ -269,4 +274,4 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None):
         tree.classes,
         leaf_class=search.leaf_class,
     )
-    return improved, statuses
+    return improved, statuses, work

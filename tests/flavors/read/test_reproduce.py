@@ -19,6 +19,7 @@ from miret_governance.flavors.explain.request import ExplainRequest
 from miret_governance.flavors.miret import load_model, read_evidence
 from miret_governance.flavors.read.reproduce import reproduce_explanation
 from miret_governance.governance.measures.metrics import HEADLINE_METRICS
+from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
 from miret_governance.governance.trust.environment import environment
 
 pytest_plugins = ["mlflow_store"]
@@ -108,6 +109,18 @@ def test_evidence_records_the_request_the_tree_digest_and_the_versions(case):
     logged = MlflowClient().get_run(result.run_id).data.params["explain_digest"]
     assert rebuilt.digest == provenance["explain_digest"] == logged
     assert rebuilt.record() == record
+
+
+def test_a_request_recorded_before_the_engine_options_refits_them_at_their_legacy_values(case):
+    record = read_evidence(case["result"].surrogate_uri)["provenance"]["request"]
+    fit = {name: value for name, value in record["fit"].items() if name not in LEGACY_PARAMS}
+    old = ExplainRequest.from_record({**record, "fit": fit})
+    assert {name: old.fit[name] for name in LEGACY_PARAMS} == LEGACY_PARAMS
+    # at the legacy values a request digests as before those parameters existed
+    legacy = ExplainRequest.from_record({**record, "fit": {**fit, **LEGACY_PARAMS}})
+    assert old.digest == legacy.digest and "fallbacks" not in old.fit.identity()
+    other = ExplainRequest.from_record({**record, "fit": {**fit, "milp_share": 0.15}})
+    assert other.digest != old.digest and other.fit.identity()["milp_share"] == 0.15
 
 
 def test_params_object_is_the_keyword_request(case):

@@ -27,6 +27,7 @@ from miret_governance.flavors.trail.audit import audit_model
 from miret_governance.flavors.trail.decisions import BlockedError
 from miret_governance.flavors.trail.promotion import approve_model_version, promote_model_version
 from miret_governance.flavors.trail.promotion_lock import lock_name
+from miret_governance.flavors.trail.supersede import Superseded, supersede_trust, superseded_by_link
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.signers import SigningKey
 
@@ -296,6 +297,11 @@ def test_a_hidden_rejection_blocks_promote_until_cleared(rejected, tmp_path, fou
         gate_model_version(uri, four_eyes)
     assert str(error.value) == blocked
     assert client.get_registered_model("credit-rf").aliases == {}
+    trusted = supersede_trust(tmp_path / "four-eyes.toml", None)
+    if tamper != "retag":  # nor may an explain link a new surrogate past it
+        with pytest.raises(BlockedError) as error:
+            superseded_by_link(client, client.get_model_version("credit-rf", "1"), trusted)
+        assert str(error.value) == blocked
 
     alias = "prod" if tamper == "retag" else None  # an overwritten record names nothing
     report = audit_model("credit-rf", four_eyes)
@@ -320,6 +326,9 @@ def test_a_hidden_rejection_blocks_promote_until_cleared(rejected, tmp_path, fou
     promoted = promote_model_version(uri, "prod", four_eyes)
     assert promoted.promoted and promoted.alias_version == "1"
     assert promoted.reason == "every gate passed; approved by alice"
+    assert superseded_by_link(client, client.get_model_version("credit-rf", "1"), trusted) == (
+        Superseded("models:/credit-rf-surrogate/1", ("@prod",), ("@prod by alice",))
+    )
     report = audit_model("credit-rf", four_eyes)
     assert report.clean, findings(report)
     assert [(c["run_id"], c["problem"], c["cleared_by"]) for c in report.cleared] == [

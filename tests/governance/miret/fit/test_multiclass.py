@@ -278,7 +278,7 @@ def test_depth_three_search_and_node_milps_keep_feasible_majority_trees():
     majority = majority_classes(leaves, problem.y, problem.weight, tree.leaf_class)
     assert np.array_equal(majority, tree.leaf_class)
     params = {"solver": "highs", "time_limit": 10.0, "threads": 1, "random_state": 0}
-    better, statuses = reoptimize(problem, tree, params)
+    better, statuses, _ = reoptimize(problem, tree, params)
     assert set(statuses) == set(range(7))
     # a row may sit at epsilon up to rounding (1e-16), as in the whole MILP's solutions
     assert check_feasible(better, problem, epsilon=problem.epsilon - 1e-9, tolerance=1e-6) == []

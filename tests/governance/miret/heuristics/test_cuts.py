@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from miret_governance.governance.miret.heuristics.cuts import CutSearch, cheapest, splits_components
+from miret_governance.governance.miret.heuristics.cuts import CutSearch
+from miret_governance.governance.miret.heuristics.kernels import cheapest, splits_components
 from miret_governance.governance.miret.heuristics.search_state import SearchState
 
 

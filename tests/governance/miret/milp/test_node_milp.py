@@ -38,7 +38,7 @@ def data():
 def test_a_depth_one_tree_is_one_node_so_both_milps_agree(data, formulation):
     X, ensemble = data
     problem = build_problem(X, ensemble, depth=1, gamma_percentile=0, formulation=formulation)
-    tree, statuses = reoptimize(problem, constant_tree(problem, 1), PARAMS, work_per_node=50)
+    tree, statuses, _ = reoptimize(problem, constant_tree(problem, 1), PARAMS, work_per_node=50)
     whole = solve(build_model(problem), solver="highs", time_limit=60, work_limit=50)
     assert statuses == {0: "optimal"} and whole.status == "optimal"
     assert tree.objective(problem) == pytest.approx(whole.objective, abs=1e-6)
@@ -51,7 +51,7 @@ def test_node_milps_never_worsen_a_tree_and_keep_it_feasible(data):
     problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
     _, _, seeds = seed_trees(problem, random_state=0)
     start, _ = heuristic_tree(problem, seeds, 0, 1e6, 30)
-    tree, statuses = reoptimize(problem, start, PARAMS)
+    tree, statuses, _ = reoptimize(problem, start, PARAMS)
     assert tree.objective(problem) <= start.objective(problem) + 1e-9
     assert set(statuses) == {0, 1, 2}
     # a row may sit at epsilon up to rounding (1e-16), as in the whole MILP's solutions
@@ -116,7 +116,7 @@ def test_a_node_milp_too_large_for_highs_is_not_solved(data, monkeypatch):
         return solve(model, **options)
 
     monkeypatch.setattr(node_milp, "solve", recording_solve)
-    tree, statuses = reoptimize(problem, start, PARAMS)
+    tree, statuses, _ = reoptimize(problem, start, PARAMS)
     assert statuses[0] == "too_large"
     assert solved and max(solved) <= root - 1  # the children were solved, the root not
     np.testing.assert_array_equal(tree.coef[0], start.coef[0])
