@@ -70,8 +70,10 @@ VARIANTS = {
     "no-node-milp": {"milp_share": 0.0},
     "milp-share-0.15": {"milp_share": 0.15},
     "generated-1": {"generated_rows": 1.0},
+    "lean": {"fallbacks": False, "univariate_seed": False, "milp_share": 0.15},
 }
 """MIRET variants: name -> ``MiretSurrogate`` parameters changed from its defaults."""
+BEFORE = "503413e"  # the engine's last commit before issue 43: its rows are "(before)"
 # Fits in one process: the bar compares like with like (if the estimator can use more).
 ONE_PROCESS = {"n_jobs": 1} if "n_jobs" in inspect.signature(MiretSurrogate).parameters else {}
 IMPROVED = 1e-9  # an objective lower by more than this is an improvement
@@ -209,7 +211,7 @@ def run_instance(inst: paper.Instance, todo: list[tuple[str, str]], args) -> lis
             cache["value"] = (*found, cpu)
         return cache["value"]
 
-    rows = []
+    rows, fitted = [], {}  # fitted: the row of each MIRET parameter set fitted here
     for method, variant in todo:
         extra, kwargs = {}, {}
         if method == "MIRET":
@@ -217,6 +219,10 @@ def run_instance(inst: paper.Instance, todo: list[tuple[str, str]], args) -> lis
             model = MiretSurrogate(
                 inst.model, depth=inst.depth, random_state=inst.seed, **ONE_PROCESS, **kwargs
             )
+            params = json.dumps(model.get_params(deep=False), default=repr, sort_keys=True)
+            if params in fitted:  # the same fit as another variant's (e.g. default = legacy)
+                rows.append({**fitted[params], "variant": variant, "params": json.dumps(kwargs)})
+                continue
             with MilpClock() as clock:
                 _, cpu, wall = timed(model.fit, inst.X_train)
             predict, n_features, status = (
@@ -235,7 +241,7 @@ def run_instance(inst: paper.Instance, todo: list[tuple[str, str]], args) -> lis
                 extra = {"guess_cpu_s": guess()[2]}
                 cpu += guess()[2]
         rows.append(
-            {
+            row := {
                 "method": method,
                 "variant": variant,
                 "test_fidelity": 100 * np.mean(predict(inst.X_test) == inst.labels_test),
@@ -248,6 +254,8 @@ def run_instance(inst: paper.Instance, todo: list[tuple[str, str]], args) -> lis
                 **extra,
             }
         )
+        if method == "MIRET":
+            fitted[params] = row
     return rows
 
 
@@ -262,10 +270,12 @@ def run(args) -> None:
     tag = f"_{args.tag}" if args.tag else ""
     path = HERE / f"results_engine_{args.group}_{args.target}{tag}.csv"
     rows = pd.read_csv(path).to_dict("records") if args.resume and path.exists() else []
+    engine = engine_commit()
     done = {  # what this CSV or, with --resume, another of the same group and target has
         (row["dataset"], row["depth"], row["seed"], row["method"], _variant(row["variant"]))
         for other in (csv_paths(args.group, args.target) if args.resume else [])
         for row in pd.read_csv(other).to_dict("records")
+        if row["method"] != "MIRET" or str(row["engine"]) == engine  # MIRET: this engine's
     }
     methods = [(name, "") for name in peer_fitters(args)]
     for name in args.variant:
@@ -278,7 +288,6 @@ def run(args) -> None:
         else:
             methods.append(("MIRET", name))
     args.time_limit, args.gosdt_regularization = 60.0, 1e-3  # the peers' settings in paper.py
-    engine = engine_commit()
     datasets = sorted(GROUPS[args.group].glob("*.csv"))
     if args.datasets:
         datasets = [csv for csv in datasets if csv.stem in args.datasets]
@@ -336,9 +345,33 @@ def load(groups=("examples", "unseen", "holdout")) -> pd.DataFrame:
         return pd.DataFrame()
     rows = pd.concat(frames, ignore_index=True)
     rows["variant"] = rows["variant"].map(_variant)
-    rows = rows.drop_duplicates([*KEY, "method", "variant"])  # a peer fitted by two runs
+    before = (rows["method"] == "MIRET") & (rows["engine"].astype(str) == BEFORE)
+    rows.loc[before, "variant"] += " (before)"
+    # a peer fitted by two runs, or a variant on two engines: the newest engine's row
+    newest = {commit: k for k, commit in enumerate(_engine_history())}
+    rows["age"] = rows["engine"].astype(str).map(newest).fillna(len(newest))
+    rows = rows.sort_values("age", kind="stable").drop_duplicates([*KEY, "method", "variant"])
     rows["who"] = np.where(rows["method"] == "MIRET", "MIRET " + rows["variant"], rows["method"])
     return rows
+
+
+def _engine_history() -> list[str]:
+    """Short hashes of the commits that changed the engine, newest first."""
+    found = subprocess.run(
+        ["git", "log", "--format=%h", "--", ":/governance"],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.split()
+
+
+def variants_in(rows: pd.DataFrame) -> list[str]:
+    """The MIRET variants present: :data:`VARIANTS`' order, each then its "(before)" rows."""
+    present = set(rows.loc[rows["method"] == "MIRET", "variant"])
+    ordered = [label for name in VARIANTS for label in (name, f"{name} (before)")]
+    return [label for label in ordered if label in present]
 
 
 def _wide(rows: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -462,11 +495,11 @@ def _bars(rows: pd.DataFrame, variant: str) -> list[str]:
     ]
 
 
-def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...]) -> list[str]:
-    """Each variant against ``reference`` on the instances both ran (within ``groups``)."""
+def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...], pairs=None) -> list[str]:
+    """Each variant against ``reference`` on the instances both ran (within ``groups``);
+    ``pairs``: ``(variant, reference)`` pairs instead."""
     rows = rows[rows["group"].isin(groups)]
     fid, feats, cpu = (_wide(rows, value) for value in ("test_fidelity", "features", "cpu_s"))
-    base = f"MIRET {reference}"
     lines = [
         (
             f"| variant | instances | cells | test fid - {reference} ± SE | features - "
@@ -474,11 +507,14 @@ def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...]) -> li
         ),
         "|---|---|---|---|---|---|---|---|",
     ]
-    variants = [name for name in VARIANTS if f"MIRET {name}" in fid]
-    for name in variants:
-        mine = f"MIRET {name}"
+    if pairs is None:
+        pairs = [(name, reference) for name in variants_in(rows) if "(before)" not in name]
+    for name, against in pairs:
+        mine, base = f"MIRET {name}", f"MIRET {against}"
+        if name == against or mine not in fid or base not in fid:
+            continue
         both = fid[[mine, base, "GOSDT"]].dropna().index
-        if not len(both) or name == reference:
+        if not len(both):
             continue
         d_fid = fid.loc[both, mine] - fid.loc[both, base]
         d_feat = feats.loc[both, mine] - feats.loc[both, base]
@@ -548,7 +584,8 @@ def report() -> None:
         "|---|---|---|---|",
     ]
     miret = rows[rows["method"] == "MIRET"]
-    for name, kwargs in VARIANTS.items():
+    for name in variants_in(rows):
+        kwargs = VARIANTS[name.removesuffix(" (before)")]
         part = miret[miret["variant"] == name]
         if len(part):
             counts = part.groupby(["group", "target"]).size()
@@ -571,7 +608,7 @@ def report() -> None:
         "those means (bar 5)."
     )
     lines += ["", "## The bars", "", explained]
-    for variant in VARIANTS:
+    for variant in variants_in(rows):
         for title, groups in (("examples and unseen", decided), ("holdout", ("holdout",))):
             found = _bars(rows[rows["group"].isin(groups)], variant)
             if found:
@@ -598,6 +635,23 @@ def report() -> None:
                 "",
                 *found,
             ]
+    before = [
+        (name.removesuffix(" (before)"), name) for name in variants_in(rows) if "(before)" in name
+    ]
+    found = _ablation(rows, "(before)", decided, pairs=before)
+    if found:
+        lines += [
+            "",
+            "## Before and after: each variant now against itself on the engine before issue 43",
+            "",
+            (
+                f"The same variant on the engine of {BEFORE} (before) and now, on the "
+                "instances both ran: a test fidelity or features difference means the tree "
+                "changed; the CPU difference is the engine's speed-up."
+            ),
+            "",
+            *found,
+        ]
     lines += [
         "",
         "## Where a fit's time goes",
