@@ -18,12 +18,14 @@ from miret_governance.cli import (
     explain,
     explain_row,
     gates,
+    inventory,
     keys,
     policy,
     reproduce,
     serve,
     server,
     show,
+    watch,
 )
 from miret_governance.cli.common import (
     EXIT_CODES_HELP,
@@ -48,11 +50,13 @@ explain_row.register(app)
 gates.register(app)
 reproduce.register(app)
 audit.register(app)
+inventory.register(app)
 keys.register(app)
 diff.register(app)
 server.register(app)
 policy.register(app)
 serve.register(app)
+watch.register(app)
 
 
 def _reflowed(text: str) -> str:

@@ -135,11 +135,7 @@ def audit(
         raise typer.Exit(code)
     plain = {"highlight": False, "soft_wrap": True, "markup": False}
     for finding in report.findings:
-        where = f" @{finding.alias}" if finding.alias else ""
-        run = f" (run {finding.run_id})" if finding.run_id else ""
-        console.print(
-            f"FINDING {finding.kind} {finding.version}{where}{run}: {finding.message}", **plain
-        )
+        console.print(finding_line(finding), **plain)
     for cleared in report.cleared:
         what = f"run {cleared['run_id']}" if cleared["run_id"] else "a gap of the record chain"
         console.print(
@@ -163,6 +159,13 @@ def audit(
     )
     common.record_verified(key, no_record, record)
     raise typer.Exit(code)
+
+
+def finding_line(finding) -> str:
+    """``FINDING <kind> <version>[ @alias][ (run <id>)]: <message>`` (audit, inventory)."""
+    where = f" @{finding.alias}" if finding.alias else ""
+    run = f" (run {finding.run_id})" if finding.run_id else ""
+    return f"FINDING {finding.kind} {finding.version}{where}{run}: {finding.message}"
 
 
 def clear(

@@ -100,6 +100,15 @@ def test_an_empty_optional_file_is_left_out_of_the_command(given, expected, tmp_
     assert done.stdout.splitlines() == [*called, *expected]
 
 
+def test_the_inventory_job_logs_its_run_and_takes_the_policy():
+    spec = load_project(str(ROOT))
+    assert spec.get_entry_point("inventory").parameters["policy"].default == ""
+    command = spec.get_entry_point("inventory").compute_command({"policy": "org.toml"}, None)
+    shown = command.replace("python -m miret_governance.cli", "printf '%s\\n'")
+    done = subprocess.run(["bash", "-c", shown], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["inventory", "--log-run", "--policy", "org.toml"]
+
+
 def test_the_environment_installs_this_project_under_the_lock():
     assert load_project(str(ROOT)).env_config_path == str(ROOT / "python_env.yaml")
     assert PYTHON_ENV["dependencies"] == ["-c constraints.txt", "."]

@@ -150,6 +150,13 @@ class AuditReport:
     holders : list of Holder
         The versions holding an alias (what ``govern audit`` records it verified:
         :func:`flavors.trail.verification.audited`); not in :meth:`to_json`.
+    about : dict
+        Ensemble version URI -> the valid records about it, as the audit read and
+        verified them (:class:`flavors.trail.decisions.Decision`; what ``govern
+        inventory`` reports of each holder); not in :meth:`to_json`.
+    evidence : dict
+        Ensemble version URI -> its linked surrogate's verified evidence (None: none
+        linked, or it did not verify: a finding says why); not in :meth:`to_json`.
     """
 
     model_name: str
@@ -162,6 +169,8 @@ class AuditReport:
     other_policies: list = field(default_factory=list)
     signed_policy_required: bool = False
     holders: list = field(default_factory=list)
+    about: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
@@ -206,9 +215,9 @@ def _evidence(client, version, policy: Policy, report: AuditReport) -> tuple:
         return surrogate, None
 
 
-def _promoted_alias(decision: Decision, version) -> str | None:
+def promoted_alias(decision: Decision, version) -> str | None:
     """The alias a valid signed promotion of ``version`` moved (None for any other
-    decision)."""
+    decision; also what ``govern inventory`` reads as the alias's promotion)."""
     record = decision.record
     if (
         decision.valid
@@ -224,7 +233,7 @@ def _valid_promotion(decision: Decision, version, alias: str, digest: str | None
     """A valid signed promotion of ``version`` to ``alias`` on the evidence ``digest``."""
     return (
         digest is not None
-        and _promoted_alias(decision, version) == alias
+        and promoted_alias(decision, version) == alias
         and decision.record.evidence.digest == digest
     )
 
@@ -237,6 +246,7 @@ def _audit_version(
     uri = version_uri(version)
     surrogate, checked = _evidence(client, version, policy, report)
     digest = checked.digest if checked is not None else None
+    report.evidence[uri] = checked
     if held:
         report.holders.append(Holder(version, surrogate, checked))
     decisions = {d.run_id: d for d in trail.about.get(uri, [])}
@@ -345,7 +355,7 @@ def _audit_version(
             )
     promoted = {}
     for decision in decisions.values():
-        alias = _promoted_alias(decision, version)
+        alias = promoted_alias(decision, version)
         if alias is not None and (
             alias not in promoted or signed_time(decision) >= signed_time(promoted[alias])
         ):
@@ -481,6 +491,7 @@ def audit_model(
     )
     aliases = client.get_registered_model(model_name).aliases or {}
     trail = _read_trail(client, model_name, policy, report, [version_uri(v) for v in versions])
+    report.about = trail.about
     latest = {}  # alias -> (decision, version) of the latest valid signed promotion
     promoted = {}  # version -> aliases it was ever validly promoted to
     for version in sorted(versions, key=lambda v: int(v.version)):

@@ -4,7 +4,8 @@ Both are rendered with Jinja2 from ``governance/report/templates``. The HTML pag
 self-contained: CSS and SVG figures are inlined and there is no external resource, so it
 can be archived and opened anywhere (including the MLflow UI, whose artifact viewer shows
 it in a frame sandboxed with ``allow-scripts``); its one script is the "Try an applicant"
-panel's (:mod:`governance.report.applicant_model`), inline.
+panel's (:mod:`governance.report.applicant_model`), inline. ``govern inventory``'s page
+(:func:`render_inventory`) is rendered the same way.
 """
 
 from __future__ import annotations
@@ -440,6 +441,12 @@ def render_report(context: ReportContext) -> str:
     figure = context.search.get("figure")
     values["search_svg"] = inline_svg(figure) if figure else None
     return _environment().get_template("report.html.j2").render(**values)
+
+
+def render_inventory(document: dict) -> str:
+    """The self-contained HTML page of ``govern inventory``'s JSON document (its
+    ``to_json``): findings first, then one row per alias, readable at 870 px."""
+    return _environment().get_template("inventory.html.j2").render(d=document)
 
 
 def render_model_card(context: ReportContext) -> str:

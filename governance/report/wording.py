@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from miret_governance.governance.miret.solvers.gurobi import GUROBI_SIZE_LIMIT
+from miret_governance.governance.miret.solvers.solve_result import GLOBAL_MILP_BINARIES
 from miret_governance.governance.miret.tree.conditions import CONVENTION_NOTE
 
 TECHNICAL = {
@@ -26,6 +28,7 @@ TECHNICAL = {
     "node_milps": "whole MILP not run, each split solved as its own MILP",
     "not_started": "MILP not started",
     "behind_on_folds": "MILP phase skipped: the MIRET tree was behind on held-out folds",
+    "no_milp_budget": "MILP phase skipped: it was given no work (milp_share 0)",
 }
 """The solver's stop reasons (:class:`governance.miret.report.SolveReport`) in words."""
 
@@ -57,6 +60,48 @@ def _number(value) -> str:
     return "-" if value is None or not math.isfinite(float(value)) else f"{float(value):.4g}"
 
 
+def _not_solved(solve: dict) -> str:
+    """Why the whole MILP was not attempted, in a parenthesis ("" when unknown)."""
+    why = solve.get("whole_milp_skipped")
+    size = (
+        f"{solve.get('n_variables')} variables, {solve.get('n_constraints')} constraints, "
+        f"{solve.get('n_binaries')} binaries"
+    )
+    return {
+        "licence_size": f" ({size}: over the size-limited Gurobi license's "
+        f"{GUROBI_SIZE_LIMIT:,} and the {GLOBAL_MILP_BINARIES} binaries HiGHS is given)",
+        "too_large": f" ({size}: over the {GLOBAL_MILP_BINARIES} binaries HiGHS is given; "
+        "with a full Gurobi license it would be solved)",
+        "no_budget": " (the MILP phase's work budget was spent)",
+    }.get(why, "")
+
+
+def _whole_milp(solve: dict) -> str:
+    """`` The whole MILP improved the heuristic's objective from X to Y.`` (or did not),
+    when it ran and the report says where it started."""
+    start, found = solve.get("whole_milp_start"), solve.get("solver_objective")
+    if not solve.get("global_milp") or start is None:
+        return ""
+    if found is not None and float(found) < float(start) - 1e-9:
+        return (
+            f" The whole MILP improved the heuristic's objective from {_number(start)} to "
+            f"{_number(found)}."
+        )
+    return f" The whole MILP did not improve the heuristic's objective ({_number(start)})."
+
+
+def _milp_share(solve: dict) -> str:
+    """`` The MILP phase cost N% of ...``: its counted work against the rest of the
+    fit's (empty for reports without those figures)."""
+    spent, before = solve.get("milp_work"), solve.get("fit_work")
+    if spent is None or before is None or not float(before) > 0:
+        return ""
+    return (
+        f" The MILPs counted {_percent(float(spent) / float(before))} of the work the rest "
+        "of the fit counted."
+    )
+
+
 def solver_outcome(solve: dict) -> dict:
     """What the fit proved about its tree, from a solve report's ``to_dict()`` (or the
     subset a model's metadata keeps).
@@ -72,7 +117,8 @@ def solver_outcome(solve: dict) -> dict:
     seconds = solve.get("wall_time")
     after = f" after {float(seconds):.1f} s" if seconds is not None else ""
     gap = solve.get("gap")
-    meaningful = gap is not None and reason not in ("optimal", "node_milps", "behind_on_folds")
+    skipped = ("optimal", "node_milps", "behind_on_folds", "no_milp_budget")
+    meaningful = gap is not None and reason not in skipped
     shown = f", gap {_percent(gap)}" if meaningful else ""
     technical = f"solver: {TECHNICAL.get(reason, reason)}{after}{shown}"
     measured = (
@@ -104,21 +150,31 @@ def solver_outcome(solve: dict) -> dict:
                 "No MILP was solved: on held-out rows the MIRET procedure got fewer rows "
                 "right than the tree returned, so solving could not change the result."
             )
+        elif reason == "no_milp_budget":
+            proven = "No MILP was solved: the fit gave its MILP phase no work (milp_share 0)."
         elif reason == "node_milps":
             statuses = (solve.get("node_statuses") or {}).values()
             decided = [status for status in statuses if status != "nothing_to_decide"]
             optimal = sum(status == "optimal" for status in decided)
-            large = sum(status == "too_large" for status in decided)
-            unsolved = (
-                f"; {large} {'was' if large == 1 else 'were'} too large to solve within the "
-                "budget and kept the split the search found"
-                if large
-                else ""
+            unsolved = "".join(
+                f"; {count} {'was' if count == 1 else 'were'} {why} and kept the split the "
+                "search found"
+                for count, why in (
+                    (
+                        sum(status == "too_large" for status in decided),
+                        "too large to solve within the budget",
+                    ),
+                    (
+                        sum(status == "no_budget" for status in decided),
+                        "left when the work budget was spent",
+                    ),
+                )
+                if count
             )
             proven = (
                 f"{optimal} of {len(decided)} splits are proven the best at their node given "
                 f"the rest of the tree (each node solved as its own MILP{unsolved}); the "
-                "whole tree was not solved as one MILP."
+                f"whole tree was not solved as one MILP{_not_solved(solve)}."
             )
         elif bounded:
             proven = (
@@ -136,6 +192,8 @@ def solver_outcome(solve: dict) -> dict:
             "not_proven": "Whether a better-scoring tree exists: the search stopped"
             f"{gap_text}. {measured}",
         }
+    if reason not in ("trivial", "behind_on_folds", "no_milp_budget"):
+        outcome["proven"] += _whole_milp(solve) + _milp_share(solve)
     if solve.get("time_limit_hit"):  # the only stop on seconds, not on counted work
         cut = "" if reason == "time_limit" else "; the time limit cut the warm start short"
         technical += f"{cut}, so a re-run may give another tree"

@@ -2,7 +2,9 @@
 
 A policy file holds one ``[gates]`` table, optionally a ``name`` (default: the file's
 stem), the ``[keys.<name>]`` it trusts (:mod:`governance.trust.keyring`), the
-``[approvals]`` an alias needs, ``drift_against``, and for a shared MLflow server the
+``[approvals]`` an alias needs, ``drift_against``, how often the holder of an alias must be
+re-validated (``[revalidate_every_days]``, :mod:`governance.trust.revalidation`), and for a
+shared MLflow server the
 ``[roles]`` of its users and the ``[governed."<model>"]`` registered models
 (:mod:`governance.trust.roles`); nothing else is allowed at the top level::
 
@@ -34,6 +36,9 @@ stem), the ``[keys.<name>]`` it trusts (:mod:`governance.trust.keyring`), the
     [approvals]                    # signed approvals an alias needs before promotion
     champion = 1
 
+    [revalidate_every_days]        # optional: days a champion's last signed gate or
+    champion = 180                 # identical reproduction may be old (govern inventory)
+
     [roles]                        # MLflow users (govern server setup grants them)
     data_scientists = ["ds"]
     ci = "ci"
@@ -57,7 +62,8 @@ the other gates apply when the file sets them. A policy is identified as
 ``<name> v<first 8 hex digits of its digest>`` (:attr:`Policy.label`); the digest covers
 the gates, the trusted keys (and their ``users`` and windows when set), the
 authorities and revocations when present, the approvals, (with a drift gate)
-``drift_against`` and (when present) the roles and governed models, not the name,
+``drift_against`` and (when present) the re-validation periods, roles and governed
+models, not the name,
 so renaming a policy does not change its version and a policy without ``[roles]`` keeps
 the digest it always had. Without keys, no evidence is trusted and every gate fails.
 
@@ -313,6 +319,7 @@ TOP_LEVEL = (
     "revoked",
     "approvals",
     "drift_against",
+    "revalidate_every_days",
     "roles",
     "governed",
 )
@@ -353,6 +360,9 @@ class Policy:
         the promotion to that alias needs.
     drift_against : str
         The alias whose holder :data:`DRIFT_GATES` compare with.
+    revalidate_every_days : dict
+        Alias -> days its holder's last signed gate or identical reproduction may be old
+        (:mod:`governance.trust.revalidation`); empty: no alias is ever due.
     roles : governance.trust.roles.Roles or None
         The MLflow users of each role (``[roles]``), None when the policy names none.
     governed : tuple of governance.trust.roles.GovernedModel
@@ -368,6 +378,7 @@ class Policy:
     keys: TrustedKeys = field(default_factory=TrustedKeys)
     approvals: dict = field(default_factory=dict)
     drift_against: str = "champion"
+    revalidate_every_days: dict = field(default_factory=dict)
     roles: Roles | None = None
     governed: tuple[GovernedModel, ...] = ()
     signer: Signer | None = None
@@ -376,11 +387,13 @@ class Policy:
     def content(self) -> bytes:
         """The canonical JSON (:func:`canonical_json`) of the gates, with the trusted keys
         (fingerprints and purposes), approvals and ``drift_against`` (with a drift gate)
-        when it has any, and the roles and governed models when it names them (absent,
-        it is what policies without them always had): what :attr:`digest` hashes and a
+        when it has any, and the re-validation periods, roles and governed models when it
+        names them (absent, it is what policies without them always had): what :attr:`digest` hashes and a
         policy's signature covers (:mod:`governance.trust.policy_signature`)."""
         drift = {"drift_against": self.drift_against} if set(self.gates) & set(DRIFT_GATES) else {}
         deployment = {}
+        if self.revalidate_every_days:
+            deployment["revalidate_every_days"] = self.revalidate_every_days
         if self.roles is not None:
             deployment["roles"] = self.roles.to_json()
         if self.governed:
@@ -457,7 +470,7 @@ def parse_policy(
         raise PolicyError(
             f"{source}: unknown top-level keys {extra}{hint}; a policy has an optional "
             "name, optional [keys.<name>], [authorities.<name>], [[revoked]], [approvals], "
-            '[roles] and [governed."<model>"] tables, drift_against, and one [gates] table '
+            '[revalidate_every_days], [roles] and [governed."<model>"] tables, drift_against, and one [gates] table '
             f"with these keys:\n{_valid_keys()}"
         )
     policy_name = data.get("name", default_name)
@@ -496,6 +509,7 @@ def parse_policy(
         keys=keys,
         approvals=approvals,
         drift_against=_drift_against(data.get("drift_against", "champion"), source),
+        revalidate_every_days=_revalidation(data.get("revalidate_every_days", {}), source),
         roles=roles,
         governed=governed,
     )
@@ -508,6 +522,26 @@ def _drift_against(alias, source: str) -> str:
             'the candidate is compared with, e.g. "champion"'
         )
     return alias
+
+
+def _revalidation(table, source: str) -> dict:
+    """``[revalidate_every_days]``: alias -> a whole number of days, at least 1."""
+    if not isinstance(table, dict):
+        raise PolicyError(
+            f"{source}: [revalidate_every_days] must map aliases to days, e.g. champion = 180"
+        )
+    for alias, days in table.items():
+        if not _ALIAS.match(alias) or alias.lower() == "latest":
+            raise PolicyError(
+                f"{source}: revalidate_every_days names {alias!r}, not a valid alias; name "
+                "the alias whose holder is re-validated, e.g. champion"
+            )
+        if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+            raise PolicyError(
+                f"{source}: revalidate_every_days {alias} = {days!r}; give a whole number of "
+                "days, at least 1"
+            )
+    return dict(sorted(table.items()))
 
 
 def _approvals(table, keys: TrustedKeys, source: str) -> dict:

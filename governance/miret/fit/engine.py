@@ -42,7 +42,7 @@ from miret_governance.governance.miret.solvers.solve_result import (
     GLOBAL_MILP_BINARIES,
     relative_gap,
 )
-from miret_governance.governance.miret.solvers.table import solve, worth_solving
+from miret_governance.governance.miret.solvers.table import solve, whole_milp_backend
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 
 HEURISTIC_CAP = 0.5  # share of the time limit after which the heuristic is cut (safety cap)
@@ -71,13 +71,10 @@ def work_budgets(time_limit: float) -> tuple[float, float]:
     return min(STALL_UNITS, STALL_SHARE * time_limit), SOLVER_WORK_SHARE * time_limit
 
 
-def milp_budget(share, prior_work, heuristic_pairs) -> float:
-    """The MILP phase's work budget (units): ``share`` of the units counted before it,
-    ``prior_work`` and the heuristic's ``heuristic_pairs`` scanned pairs; ``inf`` when
-    ``share`` is None (no cap but each solve's own)."""
-    if share is None:
-        return math.inf
-    return float(share) * (prior_work + heuristic_pairs / PAIRS_PER_UNIT)
+def milp_budget(share, fit_work) -> float:
+    """The MILP phase's work budget (units): ``share`` of ``fit_work``, the units the
+    fit counted before it; ``inf`` when ``share`` is None (no cap but each solve's own)."""
+    return math.inf if share is None else float(share) * fit_work
 
 
 def heuristic_budget(time_limit: float) -> float:
@@ -223,8 +220,11 @@ def fit_problem(
     best_start = min(candidates, key=lambda item: item[1].objective(problem))[1]
     heuristic_time = time.perf_counter() - t0
     node_statuses, node_before, t1 = {}, best_start.objective(problem), time.perf_counter()
-    milp_work, allowance = 0.0, milp_budget(params["milp_share"], prior_work, info["work"])
-    if milp_phase and allowance > 0:  # each node's hyperplane solved, the rest fixed
+    fit_work = prior_work + info["work"] / PAIRS_PER_UNIT
+    milp_work, allowance = 0.0, milp_budget(params["milp_share"], fit_work)
+    if milp_phase and allowance <= 0:
+        milp_phase, skipped = False, "no_milp_budget"
+    if milp_phase:  # each node's hyperplane solved exactly with the rest of the tree fixed
         tree, node_statuses, milp_work = reoptimize(
             problem, best_start, params, progress=progress, budget=allowance
         )
@@ -247,16 +247,13 @@ def fit_problem(
     budget = default_budget if budget is None else float(budget)
     budget = min(budget, allowance - milp_work)
     remaining = limit - (time.perf_counter() - begin)
-    result = None
-    if (
-        remaining > 0
-        and milp_phase
-        and budget > 0
-        and worth_solving(model, params["solver"], GLOBAL_MILP_BINARIES)
-    ):
+    result, whole_start = None, best_start.objective(problem)
+    solver, unsolved = whole_milp_backend(model, params["solver"], GLOBAL_MILP_BINARIES)
+    unsolved = unsolved if budget > 0 else "no_budget"
+    if remaining > 0 and milp_phase and not unsolved:
         result = solve(
             model,
-            solver=params["solver"],
+            solver=solver,
             time_limit=remaining,
             mip_gap=params["mip_gap"],
             threads=params["threads"],
@@ -298,6 +295,7 @@ def fit_problem(
     bound = result.bound if result is not None else -math.inf
     gap = relative_gap(objective, bound)
     hit = bool(info["time_limit_hit"]) or (result is not None and result.status.startswith("time"))
+    hit = hit or any(status.startswith("time") for status in node_statuses.values())
     report = SolveReport(
         solver=result.solver if result is not None else "none",
         solver_version=result.solver_version if result is not None else "",
@@ -330,7 +328,9 @@ def fit_problem(
         node_time=node_time,
         global_milp=result is not None,
         milp_work=milp_work + (result.work if result is not None else 0.0),
-        milp_budget=allowance,
+        fit_work=fit_work,
+        whole_milp_start=float(whole_start),
+        whole_milp_skipped=unsolved if milp_phase else "",
         formulation=problem.formulation,
         reductions=bool(params["reductions"]),
         mip_gap=float(params["mip_gap"]),

@@ -35,9 +35,14 @@ class SolveReport:
     ``grid``: when the depth or alpha was not given, the values tried, each
     procedure's held-out fidelity and fold features (``rows``), the rule and the chosen
     ``depth`` and ``alpha`` (:func:`governance.miret.grid.record`; empty otherwise).
-    ``milp_work``: units of work the node MILPs and the whole MILP counted;
-    ``milp_budget`` their budget (``milp_share`` of the fit's counted work before them;
-    inf, written None, without a share).
+    ``milp_work``: units of work the node MILPs and the whole MILP counted, and
+    ``fit_work`` the units the fit counted before them (the folds' and the final
+    heuristic's), of which ``milp_share`` is their budget; ``stop_reason``
+    ``"no_milp_budget"``: ``milp_share`` 0, no MILP solved. ``whole_milp_start``: the
+    objective of the tree the whole MILP started from (the heuristic's, after the node
+    MILPs); ``whole_milp_skipped``: why the whole MILP was not attempted
+    (:func:`governance.miret.solvers.table.whole_milp_backend`'s reasons, or
+    ``"no_budget"``: the MILP phase's budget was spent), "" when it ran.
     ``allowed_features`` lists the feature names of ``J_gamma(d)`` per level.
     ``baseline_cart_train_fidelity`` / ``baseline_cart_n_features``: the depth-D CART
     fitted on the same labels (all features, fit sample); its fidelity on all the rows
@@ -92,7 +97,9 @@ class SolveReport:
     chosen: str = "miret"
     grid: dict = field(default_factory=dict)
     milp_work: float = 0.0
-    milp_budget: float = math.inf
+    fit_work: float = math.nan
+    whole_milp_start: float = math.nan
+    whole_milp_skipped: str = ""
 
     def to_dict(self) -> dict:
         """Plain JSON values; non-finite floats become None."""

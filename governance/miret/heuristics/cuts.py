@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from miret_governance.governance.miret.heuristics.kernels import cheapest, cut_layout, scan_costs
+from miret_governance.governance.miret.heuristics.kernels import (
+    cheapest,
+    cut_layout,
+    gini_cuts,
+    presorted_order,
+    scan_costs,
+)
 from miret_governance.governance.miret.heuristics.search_state import SearchState, digest
 from miret_governance.governance.miret.problem.layout import hyperplane_values
 
@@ -64,8 +70,7 @@ class CutSearch(SearchState):
             self.sorted_rows = np.argsort(self.X, axis=0, kind="stable")
         position = np.full(self.n, -1, dtype=np.int64)
         position[idx] = np.arange(m)
-        ranked = position[self.sorted_rows[:, columns]].T
-        return ranked[ranked >= 0].reshape(columns.size, m).T
+        return presorted_order(self.sorted_rows, columns, position, m)
 
     def layout(self, S, idx, order=None):
         """``(order, sorted_S, valid)`` of the projection columns of ``S`` (the rows
@@ -181,20 +186,7 @@ class CutSearch(SearchState):
         # weight of each class (rows) among the samples; the layout gives the valid cuts
         mass = self.w[idx][None, :] * (self.y[idx][None, :] == np.arange(self.n_classes)[:, None])
         order, sorted_S, valid = self.univariate_layout(idx, level)
-        left = np.zeros((self.n_classes, *valid.shape))
-        for c in range(self.n_classes):
-            left[c, 1:] = np.cumsum(mass[c][order], axis=0)
-        right = mass.sum(axis=1)[:, None, None] - left
-        # half the weighted Gini impurity of a side: sum_{c < c'} m_c m_c' / sum_c m_c
-        gini = np.zeros(valid.shape)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for side in (left, right):
-                pairs = np.zeros(valid.shape)
-                for c in range(self.n_classes):
-                    for d in range(c + 1, self.n_classes):
-                        pairs += side[c] * side[d]
-                gini += np.nan_to_num(pairs / side.sum(axis=0))
-        gini[~valid] = np.inf
+        gini = gini_cuts(order, valid, mass, mass.sum(axis=1))
         best_cut = np.argmin(gini, axis=0)
         best_value = gini[best_cut, np.arange(columns.size)]
         shortlist = []

@@ -210,7 +210,8 @@ def reoptimize(problem, tree, params, work_per_node=NODE_WORK, progress=None, bu
     node, each node's solver status (``"optimal"``: that split is optimal given the rest
     of the tree; ``"too_large"``: too large for HiGHS, not solved; ``"no_budget"``: the
     phase's ``budget`` was spent, not solved) and the units of work the solves counted.
-    Each solve gets ``work_per_node`` units, or what is left of ``budget`` when less. A
+    Each solve gets ``work_per_node`` units, or what is left of ``budget`` when less
+    (a status ``"time_limit"``: its safety cap in seconds ended it instead). A
     second pass improved no tree of 24 example fits that the first left unimproved, so
     there is one. ``progress(elapsed, objective, -inf, nan)`` follows each node (the
     tree's objective; there is no bound)."""

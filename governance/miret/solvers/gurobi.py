@@ -76,6 +76,12 @@ def gurobi_fits(model) -> bool:
     )
 
 
+def gurobi_refuses(model) -> bool:
+    """Whether Gurobi is installed with a size-limited license that ``model`` exceeds
+    (checked on its size, before any Gurobi model is built)."""
+    return gurobi_license() == "size-limited" and not gurobi_fits(model)
+
+
 def solve_gurobi(model, options: SolverOptions, start=None, progress=None) -> SolveResult:
     """Solve with Gurobi's matrix API; raises :class:`GurobiUnavailable` when it cannot."""
     begin = time.perf_counter()

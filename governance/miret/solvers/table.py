@@ -16,7 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from miret_governance.governance.errors import InvalidInputError
-from miret_governance.governance.miret.solvers.gurobi import gurobi_fits, solve_gurobi
+from miret_governance.governance.miret.solvers.gurobi import (
+    gurobi_fits,
+    gurobi_refuses,
+    solve_gurobi,
+)
 from miret_governance.governance.miret.solvers.highs import solve_highs
 from miret_governance.governance.miret.solvers.solve_result import (
     DEFAULT_TIME_LIMIT,
@@ -98,6 +102,20 @@ def worth_solving(model, solver: str, max_binaries: int) -> bool:
     without bettering the warm start, so the time is given back)."""
     chosen = backend(model, solver)
     return not chosen.stalls_beyond_binaries or model.n_binaries <= max_binaries
+
+
+def whole_milp_backend(model, solver: str, max_binaries: int) -> tuple[str | None, str]:
+    """``(name, "")``: the backend that solves the whole MILP ``model``; ``(None, why)``
+    when none is attempted: ``"licence_size"`` (Gurobi's size-limited license is too
+    small for it, and HiGHS would stall on its binaries) or ``"too_large"`` (HiGHS would
+    stall, no Gurobi license for it). A backend that cannot take the model is never
+    attempted: its fallback is considered instead, with no warning."""
+    chosen = backend(model, solver)
+    if not chosen.fits(model) and chosen.fallback is not None:
+        chosen = SOLVERS[chosen.fallback]
+    if chosen.stalls_beyond_binaries and model.n_binaries > max_binaries:
+        return None, "licence_size" if gurobi_refuses(model) else "too_large"
+    return chosen.name, ""
 
 
 def solve(

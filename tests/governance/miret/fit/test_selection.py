@@ -177,3 +177,54 @@ def test_a_miret_tree_behind_on_the_folds_skips_the_milp_phase(fitted, monkeypat
     assert ran.solve_report_.stop_reason == "node_milps" and ran.solve_report_.node_statuses
     assert ran.solve_report_.chosen == report.chosen
     assert ran.tree_digest() == skipped.tree_digest()
+
+
+def test_without_fallbacks_the_folds_choose_only_the_setting(fitted, monkeypatch):
+    """fallbacks=False, univariate_seed=False, milp_share=0: the MIRET procedure alone is
+    scored on the folds (the same held-out rows as among the fallbacks), no threshold is
+    guessed and no MILP solved."""
+    from miret_governance.governance.miret.fit import fitting
+    from miret_governance.governance.report.wording import solver_outcome
+
+    X, forest, legacy = fitted
+    guessed = []
+    real = fitting.guessed_thresholds
+    monkeypatch.setattr(fitting, "guessed_thresholds", lambda *a: guessed.append(a) or real(*a))
+    lean = MiretSurrogate(
+        forest,
+        depth=2,
+        solver="highs",
+        time_limit=30,
+        fallbacks=False,
+        univariate_seed=False,
+        milp_share=0.0,
+    ).fit(X)
+    report = lean.solve_report_
+    assert guessed == [] and legacy.solve_report_.chosen == "univariate"
+    assert report.cv_fidelity == {"miret": legacy.solve_report_.cv_fidelity["miret"]}
+    assert (report.chosen, report.fallback, report.candidate_features) == (
+        "miret",
+        "",
+        {"miret": 4},
+    )
+    assert (report.stop_reason, report.milp_work, report.node_statuses) == ("no_milp_budget", 0, {})
+    assert solver_outcome(report.to_dict())["proven"] == (
+        "No MILP was solved: the fit gave its MILP phase no work (milp_share 0)."
+    )
+
+
+def test_the_report_says_what_the_milp_budget_left_unsolved_and_what_it_cost():
+    from miret_governance.governance.report.wording import solver_outcome
+
+    statuses = {"0": "optimal", "1": "no_budget", "2": "nothing_to_decide"}
+    solve = {"stop_reason": "node_milps", "node_statuses": statuses}
+    assert solver_outcome({**solve, "milp_work": 0.15, "fit_work": 1.0})["proven"] == (
+        "1 of 2 splits are proven the best at their node given the rest of the tree (each "
+        "node solved as its own MILP; 1 was left when the work budget was spent and kept "
+        "the split the search found); the whole tree was not solved as one MILP. The MILPs "
+        "counted 15.0% of the work the rest of the fit counted."
+    )
+    whole = {"stop_reason": "stalled", "global_milp": True, "whole_milp_start": 8.5}
+    assert solver_outcome({**whole, "solver_objective": 7.25, "gap": 0.5})["proven"].endswith(
+        "The whole MILP improved the heuristic's objective from 8.5 to 7.25."
+    )

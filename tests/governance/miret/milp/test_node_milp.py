@@ -51,9 +51,13 @@ def test_node_milps_never_worsen_a_tree_and_keep_it_feasible(data):
     problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
     _, _, seeds = seed_trees(problem, random_state=0)
     start, _ = heuristic_tree(problem, seeds, 0, 1e6, 30)
-    tree, statuses, _ = reoptimize(problem, start, PARAMS)
+    tree, statuses, work = reoptimize(problem, start, PARAMS)
     assert tree.objective(problem) <= start.objective(problem) + 1e-9
-    assert set(statuses) == {0, 1, 2}
+    assert set(statuses) == {0, 1, 2} and work > 0
+    # no work budget: no node model is built or solved, the tree is kept
+    kept, unsolved, none = reoptimize(problem, start, PARAMS, budget=0.0)
+    assert unsolved == dict.fromkeys(range(3), "no_budget") and none == 0.0
+    assert np.array_equal(kept.coef, start.coef)
     # a row may sit at epsilon up to rounding (1e-16), as in the whole MILP's solutions
     assert check_feasible(tree, problem, epsilon=problem.epsilon - 1e-9, tolerance=1e-6) == []
 

@@ -13,11 +13,14 @@ from sklearn.preprocessing import MinMaxScaler
 from miret_governance.governance.ensembles.ensemble import Ensemble
 from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.errors import InvalidInputError
+from miret_governance.governance.miret.fit.engine import fit_problem
+from miret_governance.governance.miret.fit.estimator import MiretSurrogate
 from miret_governance.governance.miret.milp.formulation import build_model, encode
 from miret_governance.governance.miret.problem.layout import alternating_classes, subtree_leaves
 from miret_governance.governance.miret.problem.problem import MiretProblem, build_problem
 from miret_governance.governance.miret.solvers.gurobi import gurobi_license
 from miret_governance.governance.miret.solvers.table import solve
+from miret_governance.governance.report.wording import solver_outcome
 
 needs_gurobi = pytest.mark.skipif(
     gurobi_license() == "unavailable", reason="gurobipy has no working license here"
@@ -379,6 +382,43 @@ def test_gurobi_size_limit_falls_back_to_highs(wisconsin):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert solve(model, solver="auto", time_limit=0.5).solver == "highs"
+
+
+@needs_gurobi
+def test_the_whole_milp_runs_on_gurobi_where_the_license_takes_it(small):
+    """The fit's whole-MILP path on Gurobi (a model within the size-limited license),
+    checked against an independent HiGHS solve of the same model."""
+    X, ensemble = small
+    problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
+    params = MiretSurrogate(solver="gurobi", mip_gap=0.0).get_params()
+    _, report, _, _ = fit_problem(problem, params, time.perf_counter())
+    assert (report.solver, report.status, report.whole_milp_skipped) == ("gurobi", "optimal", "")
+    assert report.solver_objective == pytest.approx(optimum(problem)[1].objective, abs=1e-9)
+    assert report.whole_milp_start == pytest.approx(report.solver_objective, abs=1e-9)
+    start = f"{report.whole_milp_start:.4g}"
+    assert (
+        f"The whole MILP did not improve the heuristic's objective ({start})."
+        in (solver_outcome(report.to_dict())["proven"])
+    )
+
+
+@needs_gurobi
+def test_a_whole_milp_over_the_size_limited_license_is_not_attempted(wisconsin):
+    if gurobi_license() != "size-limited":
+        pytest.skip("the Gurobi license here is not size-limited")
+    X, ensemble = wisconsin
+    problem = build_problem(X, ensemble, depth=2)
+    params = MiretSurrogate(solver="gurobi", warm_start=False).get_params()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither tried on Gurobi nor handed to HiGHS
+        _, report, _, _ = fit_problem(problem, params, time.perf_counter())
+    assert (report.global_milp, report.whole_milp_skipped) == (False, "licence_size")
+    assert (report.n_variables, report.n_binaries) == (1055, 1026)
+    assert solver_outcome(report.to_dict())["proven"].endswith(
+        "the whole tree was not solved as one MILP (1055 variables, 4367 constraints, 1026 "
+        "binaries: over the size-limited Gurobi license's 2,000 and the 400 binaries HiGHS "
+        "is given)."
+    )
 
 
 def test_dataframe_columns_are_matched_by_name(small):
