@@ -71,7 +71,16 @@ VARIANTS = {
     "no-node-milp": {"milp_share": 0.0},
     "milp-share-0.15": {"milp_share": 0.15},
     "generated-1": {"generated_rows": 1.0},
-    "lean": {"fallbacks": False, "univariate_seed": False, "milp_share": 0.15},
+    "lean": {"fallbacks": False, "univariate_seed": False},
+    "lean-milp-0.025": {"fallbacks": False, "univariate_seed": False, "milp_share": 0.025},
+    "lean-fixed": {
+        "fallbacks": False,
+        "univariate_seed": False,
+        "milp_share": 0.025,
+        "cart_guarantee": False,
+        "alpha": 0.5,
+        "proximity_threshold": 0.9,
+    },
 }
 """MIRET variants: name -> ``MiretSurrogate`` parameters changed from its defaults."""
 BEFORE = "503413e"  # the engine's last commit before issue 43: its rows are "(before)"
@@ -96,9 +105,9 @@ def variant_kwargs(name: str) -> dict | None:
 
 
 def engine_commit() -> str:
-    """The short hash of the last commit that changed the engine (``governance/``)."""
+    """The short hash of the last commit that changed the engine (``governance/miret``)."""
     found = subprocess.run(
-        ["git", "log", "-1", "--format=%h", "--", ":/governance"],
+        ["git", "log", "-1", "--format=%h", "--", ":/governance/miret"],
         cwd=HERE,
         capture_output=True,
         text=True,
@@ -370,7 +379,7 @@ def load(groups=("examples", "unseen", "holdout")) -> pd.DataFrame:
 def _engine_history() -> list[str]:
     """Short hashes of the commits that changed the engine, newest first."""
     found = subprocess.run(
-        ["git", "log", "--format=%h", "--", ":/governance"],
+        ["git", "log", "--format=%h", "--", ":/governance/miret"],
         cwd=HERE,
         capture_output=True,
         text=True,
