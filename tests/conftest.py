@@ -10,14 +10,16 @@ os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The environment `mlflow run` builds once per session (tests/test_mlproject.py, the
-# README's pipeline): pip byte-compiles its 11,000 installed modules by default (about
-# 28 CPU s); the runs then compile only the few hundred they import
-os.environ.setdefault("PIP_NO_COMPILE", "1")
+# README's pipeline): pip byte-compiles its 12,000 installed modules by default (about
+# 28 CPU s); the runs then compile only the few hundred they import. Not PIP_NO_COMPILE=1:
+# pip reads an --no-... option's variable as the option's value, so that one compiles
+os.environ.setdefault("PIP_COMPILE", "false")
 # as the govern CLI sets it (cli.common.configure_mlflow): in-process CLI runs print no bars
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 import numpy as np
 import pytest
+from govern_forks import GovernForks
 from mlflow_store import copy_store
 from signing_keys import use_ci_key, use_session_policy
 
@@ -100,6 +102,27 @@ def _isolated_mlflow(request, tmp_path, monkeypatch):
     # new store has no such experiment
     os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
     mlflow.tracking.fluent._active_experiment_id = None
+
+
+@pytest.fixture(scope="session")
+def warm_forks(tmp_path_factory):
+    """This worker's fork server (``tests/govern_forks.py``), started by the first test
+    that asks for it (about 6 CPU s of imports, paid once per worker instead of 2-7 s by
+    each ``govern`` or ``python -c`` child process of the tests that use it)."""
+    folder = tmp_path_factory.mktemp("warm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    with GovernForks({**env, "MLFLOW_DISABLE_TELEMETRY": "true"}, folder) as forks:
+        yield forks
+
+
+@pytest.fixture(scope="session")
+def warm_bin(warm_forks, tmp_path_factory):
+    """A folder of the stubs ``govern`` and ``python-forked`` (``govern_forks.PYTHON``):
+    each runs its command (``python-forked -c CODE ARGS``: CODE as ``python -c``) in a
+    process of its own forked from :func:`warm_forks`, with the caller's arguments,
+    environment, folder and streams, and exits with its code (``128 + n`` for a signal
+    ``n``)."""
+    return warm_forks.stubs(tmp_path_factory.mktemp("warm-bin"))
 
 
 @pytest.fixture(scope="session")

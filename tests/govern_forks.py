@@ -1,5 +1,6 @@
 """``govern`` processes forked from one that has imported the CLI, for tests that run many
-commands as printed (the README's).
+commands as printed (the README's) or start commands in processes of their own (races,
+kills, faults): ``conftest.warm_forks``, one per test worker.
 
 Each ``govern`` process spends 2 to 3.5 s of CPU importing MLflow, pandas and the CLI
 before it does anything; the README's section runs 30 of them. :class:`GovernForks`
@@ -11,7 +12,8 @@ imports again. The server is the product's ``govern serve`` engine
 ``govern`` a test calls is a stub (:meth:`GovernForks.install`) that
 hands its argv, environment, working folder and standard streams to the server over a
 Unix socket and exits with the command's exit code (``128 + n`` for a signal ``n``); the
-stub :data:`PYTHON` does the same for ``python -c CODE`` (the README's Python blocks).
+stub :data:`PYTHON` does the same for ``python -c CODE`` and ``python SCRIPT`` (the
+README's Python blocks and the demo).
 
 The console script's own start (imports and entry point) stays tested where it is the
 point: ``tests/cli/test_cli_contract.py`` and the other tests that run ``govern`` as a
@@ -69,9 +71,17 @@ class GovernForks:
         self.process.terminate()
         self.process.wait(timeout=30)
 
+    def stubs(self, bin_folder: Path) -> Path:
+        """Both stubs, ``govern`` and :data:`PYTHON`, in ``bin_folder`` (made); returns it."""
+        bin_folder.mkdir(parents=True, exist_ok=True)
+        self.install(bin_folder)
+        self.install(bin_folder, PYTHON)
+        return bin_folder
+
     def install(self, bin_folder: Path, name: str = "govern") -> Path:
         """Write the stub ``name`` into ``bin_folder``; returns its path. The stub
-        :data:`PYTHON` runs ``python -c CODE``; any other runs the CLI."""
+        :data:`PYTHON` runs ``python -c CODE`` or ``python SCRIPT``; any other runs the
+        CLI."""
         stub = bin_folder / name
         stub.write_text(STUB.format(python=sys.executable, socket_path=self.socket_path))
         stub.chmod(0o755)
@@ -79,7 +89,7 @@ class GovernForks:
 
 
 def _run(argv: list) -> object:
-    """A command in the forked process: :data:`PYTHON` runs ``python -c CODE``, any other
+    """A command in the forked process: :data:`PYTHON` runs Python (:func:`_python`), any other
     name the CLI (:func:`miret_governance.cli.app.run`)."""
     from miret_governance.cli.app import run
 
@@ -87,16 +97,29 @@ def _run(argv: list) -> object:
 
 
 def _python(argv: list) -> int:
-    """``python -c CODE``: run CODE as ``__main__``; 1 and the traceback if it raises."""
+    """``python -c CODE ARGS`` (CODE as ``__main__``, the working folder on ``sys.path``)
+    or ``python SCRIPT ARGS`` (the script as ``__main__``, its folder on ``sys.path``):
+    1 and the traceback if it raises."""
+    import runpy
     import traceback
 
-    if argv[1:2] != ["-c"] or len(argv) < 3:
-        print(f"{PYTHON}: only -c CODE is served", file=sys.stderr)
+    if argv[1:2] == ["-c"] and len(argv) > 2:
+        sys.argv, sys.path[0] = ["-c", *argv[3:]], ""  # the working folder, not this file's
+
+        def main():
+            exec(compile(argv[2], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+
+    elif len(argv) > 1 and not argv[1].startswith("-"):
+        sys.argv, sys.path[0] = argv[1:], str(Path(argv[1]).resolve().parent)
+
+        def main():
+            runpy.run_path(argv[1], run_name="__main__")
+
+    else:
+        print(f"{PYTHON}: only -c CODE and SCRIPT are served", file=sys.stderr)
         return 2
-    sys.argv = ["-c", *argv[3:]]
-    sys.path[0] = ""  # as python -c: the working folder, not this file's
     try:
-        exec(compile(argv[2], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102 - as python -c
+        main()
     except SystemExit:
         raise
     except BaseException:  # noqa: BLE001 - as python: the traceback, exit code 1

@@ -1,8 +1,8 @@
 """Every command of the README's "Using it" section, run as printed after a fresh demo.
 
 A module fixture copies the checkout into a temporary folder (``project_copy``, with
-``.venv`` linked to this one) and runs ``examples/demo.py`` there,
-as ``make demo`` does: the demo's store is that folder's ``mlflow.db``, never the user's.
+``.venv`` linked to this one) and runs ``examples/demo.py`` there, as ``make demo``
+does (in a process forked as below): the demo's store is that folder's ``mlflow.db``.
 Then each ``bash`` line (continuations joined) and each ``python`` block of the section
 runs in README order from that folder, without the tests' ``MLFLOW_TRACKING_URI`` and
 signing key and policy (``GOVERN_SIGNING_KEY``, ``GOVERN_POLICY``: a line names the demo's
@@ -10,7 +10,9 @@ own), and must exit 0, or N when the line ends with ``# exit N``. Each ``govern`
 those lines is a process forked from one that imported the CLI once
 (``tests/govern_forks.py``): its own process, streams, environment and exit code,
 without 2-3 s of imports each; the console script's own start is tested elsewhere. So
-is each ``python`` block, as ``python -c`` of a process forked from that one.
+is each ``python`` block, as ``python -c`` of a process forked from that one, and the
+demo, as ``python examples/demo.py``. The forking process is the worker's own
+(``conftest.warm_forks``), shared with the other files that fork commands.
 
 Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lines run
 with ``HOME`` in the temporary folder (the token Ray generates lands there), and
@@ -98,15 +100,15 @@ def _venv_with_forked_govern(folder: Path, forks: GovernForks) -> None:
     for entry in (real / "bin").iterdir():
         if entry.name != "govern":
             (venv / "bin" / entry.name).symlink_to(entry)
-    forks.install(venv / "bin")
-    forks.install(venv / "bin", PYTHON)
+    forks.stubs(venv / "bin")
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """The copied checkout after ``examples/demo.py``, its ``govern`` forked from one
-    process that imported the CLI once (``govern_forks``: 30 commands, 2-3 s of imports
-    each); stops a Ray cluster it started."""
+def demo(tmp_path_factory, warm_forks):
+    """The copied checkout after ``examples/demo.py``, its ``govern`` and the demo forked
+    from the worker's process that imported the CLI once (``warm_forks``: 30 commands,
+    2-3 s of imports each, and the demo's imports and its validation child); stops a Ray
+    cluster it started."""
     folder = copy_project(tmp_path_factory.mktemp("readme"))
     (folder / "home").mkdir()
     state = {
@@ -114,16 +116,14 @@ def demo(tmp_path_factory):
         "env_root": mlflow_env_root(tmp_path_factory),
         "clusters": [],
     }
-    forks = GovernForks(_environment(None, state["env_root"]), folder)
-    with forks:
-        _venv_with_forked_govern(folder, forks)
-        yield from _demo(state)
+    _venv_with_forked_govern(folder, warm_forks)
+    yield from _demo(state)
 
 
 def _demo(state: dict):
     folder = state["folder"]
     done = subprocess.run(
-        [".venv/bin/python", "examples/demo.py"],
+        [f".venv/bin/{PYTHON}", "examples/demo.py"],
         check=False,
         cwd=folder,
         env=_environment(None, state["env_root"]),

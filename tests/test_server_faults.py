@@ -11,12 +11,12 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from govern_forks import PYTHON
 from mlflow import MlflowClient
 from mlflow_store import register_sklearn, register_wisconsin_rf
 from signing_keys import keys_toml
@@ -31,7 +31,6 @@ from miret_governance.cli.app import app
 from miret_governance.flavors.explain.explain import explain_model_version
 
 pytest_plugins = ["mlflow_store"]
-ROOT = Path(__file__).resolve().parents[1]
 # alpha and m given: these tests are about faults, not their choice on held-out folds
 EXPLAIN = [
     *("--target", "label", "--time-limit", "5", "--min-test-rows", "5"),
@@ -110,9 +109,11 @@ def _point_at(monkeypatch, url: str) -> None:
         monkeypatch.setenv(name, url)
 
 
-def _child(hook: str, *argv, cwd) -> subprocess.CompletedProcess:
-    """``govern *argv`` in a child process whose ``flavors.explain.register_surrogate``
-    runs ``hook`` (Python source with ``original``, ``args``, ``kwargs`` in scope)."""
+def _child(warm_bin: Path, hook: str, *argv, cwd) -> subprocess.CompletedProcess:
+    """``govern *argv`` in a process of its own whose ``flavors.explain.register_surrogate``
+    runs ``hook`` (Python source with ``original``, ``args``, ``kwargs`` in scope), forked
+    from the worker's warm process (``warm_bin``: its imports and an explain's validation
+    paid once); its exit code is ``128 + n`` for a signal ``n``."""
     script = (
         "import os, signal, sys, time\n"
         "import miret_governance.flavors.explain.explain as explain\n"
@@ -124,11 +125,10 @@ def _child(hook: str, *argv, cwd) -> subprocess.CompletedProcess:
         "sys.argv = ['govern'] + sys.argv[1:]\n"
         "main()\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-c", script, *argv],
+        [warm_bin / PYTHON, "-c", script, *argv],
         cwd=cwd,
-        env=env,
+        env={**os.environ, "COLUMNS": "200"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -141,13 +141,14 @@ def _cli(*args):
 
 
 @pytest.mark.slow
-def test_an_explain_killed_after_registration_leaves_no_broken_link(served, tmp_path):
+def test_an_explain_killed_after_registration_leaves_no_broken_link(served, tmp_path, warm_bin):
     killed = _child(
+        warm_bin,
         "original(*args, **kwargs)\nos.kill(os.getpid(), signal.SIGKILL)",
         "explain", "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN,
         cwd=tmp_path,
     )  # fmt: skip
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert killed.returncode == 128 + signal.SIGKILL, killed.stderr
     (dead,) = served.explain_runs()
     assert dead.info.status == "RUNNING" and served.surrogates() == [1]
     ensemble = MlflowClient().get_model_version(served.model, "1")
@@ -173,7 +174,7 @@ def test_an_explain_killed_after_registration_leaves_no_broken_link(served, tmp_
 
 @pytest.mark.slow
 def test_a_server_killed_mid_explain_is_named_and_recovered(
-    served, own_server, tmp_path, monkeypatch
+    served, own_server, tmp_path, monkeypatch, warm_bin
 ):
     pgid = served.server.process.pid
     stamp = tmp_path / "killed-at"
@@ -193,7 +194,7 @@ def test_a_server_killed_mid_explain_is_named_and_recovered(
         "return original(*args, **kwargs)"
     )
     done = _child(
-        hook, "explain", "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN,
+        warm_bin, hook, "explain", "--model-uri", served.uri, "--data", "data.csv", *EXPLAIN,
         cwd=tmp_path,
     )  # fmt: skip
     seconds = time.time() - float(stamp.read_text())
@@ -260,7 +261,7 @@ class HangingProxy:
 
 
 @pytest.mark.slow
-def test_a_server_hung_mid_explain_ends_it_in_bounded_time(served, tmp_path, monkeypatch):
+def test_a_server_hung_mid_explain_ends_it_in_bounded_time(served, tmp_path, monkeypatch, warm_bin):
     flag = tmp_path / "hang"
     proxy = HangingProxy(served.server.url, flag)
     stamp = tmp_path / "hung-at"
@@ -279,7 +280,7 @@ def test_a_server_hung_mid_explain_ends_it_in_bounded_time(served, tmp_path, mon
         # 10 s the command allows by default: the test is about the hang, not the load
         monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
         done = _child(
-            hook, "explain", "--model-uri", served.uri, "--data", "data.csv",
+            warm_bin, hook, "explain", "--model-uri", served.uri, "--data", "data.csv",
             *EXPLAIN, cwd=tmp_path,
         )  # fmt: skip
         assert stamp.exists(), done.stderr  # the explain reached registration, then hung

@@ -4,7 +4,6 @@ never echoed, and a key "file" that is a device or a FIFO is refused at once (ex
 import os
 import stat
 import subprocess
-import sys
 
 import pytest
 from signing_keys import CI_KEY, key_pair
@@ -78,7 +77,7 @@ def test_a_key_body_without_its_pem_lines_is_never_echoed(args, env_value):
 @pytest.mark.slow
 @pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
 @pytest.mark.parametrize("where", ["signing key", "policy"])
-def test_a_device_or_fifo_as_a_key_file_fails_at_once(tmp_path, special, where):
+def test_a_device_or_fifo_as_a_key_file_fails_at_once(tmp_path, special, where, warm_bin):
     os.mkfifo(tmp_path / "fifo")
     path = tmp_path / special
     env = {
@@ -87,8 +86,9 @@ def test_a_device_or_fifo_as_a_key_file_fails_at_once(tmp_path, special, where):
     }
     policy = tmp_path / "policy.toml"
     policy.write_text(f'[gates]\n[keys.ci]\npublic_key = "{special}"\nmay_sign = ["explain"]\n')
+    # a process of its own (forked from the worker's warm one): a blocked read stops only it
     done = subprocess.run(
-        [sys.executable, "-m", "miret_governance.cli", *GATE, "--policy", str(policy)],
+        [warm_bin / "govern", *GATE, "--policy", str(policy)],
         check=False,
         env=env,
         capture_output=True,

@@ -4,7 +4,6 @@ refused data, through the command line against a real SQLite store."""
 import dataclasses
 import json
 import subprocess
-import sys
 
 import pytest
 import typer
@@ -105,13 +104,13 @@ def test_help_documents_the_options_and_the_json_schema(app):
     assert "versions_differ" in text and "A reproduction that differs is a failed check" in text
 
 
-def test_identical_exits_0_with_the_json_schema(explained, monkeypatch):
-    """In a child process: stdout holds the JSON object alone (HiGHS prints its banner
-    from C, which goes to stderr)."""
+def test_identical_exits_0_with_the_json_schema(explained, monkeypatch, warm_bin):
+    """In a process of its own (forked from the worker's warm one): stdout holds the JSON
+    object alone (HiGHS prints its banner from C, which goes to stderr)."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", explained["uri"])
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", explained["uri"])
     done = subprocess.run(
-        [sys.executable, "-m", "miret_governance.cli", "reproduce", "--model-uri"]
+        [warm_bin / "govern", "reproduce", "--model-uri"]
         + ["models:/credit-rf/1", "--data", "data.csv", "--json"]
         + ["--tracking-uri", explained["uri"]],
         capture_output=True,

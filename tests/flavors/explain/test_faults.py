@@ -13,6 +13,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
+from govern_forks import PYTHON
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow_store import interruptible_cli, linked_versions, register_wisconsin_rf
@@ -161,12 +162,14 @@ def _child_env(store):
 
 
 @pytest.mark.slow
-def test_two_concurrent_explains_register_one_version(registered, tmp_path):
+def test_two_concurrent_explains_register_one_version(registered, tmp_path, warm_bin):
+    """Two processes forked from the worker's warm one (``warm_bin``: the imports paid
+    once; each process its own explain, store connections and exit code)."""
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(barrier)],
+            [warm_bin / PYTHON, "-c", CHILD, str(barrier)],
             env=_child_env(registered),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -131,7 +131,7 @@ def test_cli_promote_without_a_key_exits_2(store, tmp_path, monkeypatch):
     assert MlflowClient().get_experiment_by_name("governance-gates") is None
 
 
-def test_concurrent_promotions_exactly_one_succeeds(store, tmp_path):
+def test_concurrent_promotions_exactly_one_succeeds(store, tmp_path, warm_bin):
     """Two `govern promote` processes of v1 and v2 to @prod on one SQLite store, both
     expecting the alias unset: whichever runs first moves it; the other exits 2 naming
     the concurrent promotion and leaves no promotion record or tag."""
@@ -140,7 +140,7 @@ def test_concurrent_promotions_exactly_one_succeeds(store, tmp_path):
     policy = policy_file(tmp_path)
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "miret_governance.cli", "promote", "--model-uri", uri]
+            [warm_bin / "govern", "promote", "--model-uri", uri]
             + ["--alias", "prod", "--policy", str(policy), "--expect-holder", "none"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -193,7 +193,6 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(store, tmp_path, monk
 def test_a_lock_of_a_gone_process_of_this_host_is_taken_over(store, tmp_path):
     import socket
     import subprocess
-    import sys
 
     client = MlflowClient()
     uri = explained(store, tmp_path)
