@@ -85,6 +85,9 @@ VARIANTS = {
     "lean": LEAN,
     "lean-milp-0.025": {**LEAN, "milp_share": 0.025},
     "lean-fixed": {**LEAN, "milp_share": 0.025, **FIXED},
+    "seeded": {**LEAN, "univariate_seed": True, "milp_share": 0.025},
+    "fallbacks-milp": {**LEAN, "fallbacks": True, "milp_share": 0.025},
+    "both-milp": {**OLD_FIT, "milp_share": 0.025},
 }
 """MIRET variants: name -> ``MiretSurrogate`` parameters. All but ``default`` and
 ``generated-1`` (the estimator's defaults, with generated rows) are spelled out from the
