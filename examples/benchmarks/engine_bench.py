@@ -569,8 +569,13 @@ def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...], pairs
         ),
         "|---|---|---|---|---|---|---|---|",
     ]
-    if pairs is None:
-        pairs = [(name, reference) for name in variants_in(rows) if "(before)" not in name]
+    if pairs is None:  # every variant but the reference's own fits under another name
+        same = default_twin() if reference == "default" else None
+        pairs = [
+            (name, reference)
+            for name in variants_in(rows)
+            if "(before)" not in name and name != same
+        ]
     for name, against in pairs:
         mine, base = f"MIRET {name}", f"MIRET {against}"
         if name == against or mine not in fid or base not in fid:
