@@ -30,11 +30,12 @@ ui: $(STAMP)
 server: $(STAMP) services
 	$(BIN)/python examples/server/stack.py $(if $(SERVER_PORT),--port $(SERVER_PORT))
 
-# PostgreSQL's server binaries and SoftHSM2 (a PKCS#11 module), installed when missing (as
-# root); the tests start the servers and make their own tokens.
+# PostgreSQL's server binaries, SoftHSM2 (a PKCS#11 module) and Java 17 (for Spark's local
+# mode), installed when missing (as root); the tests start the servers and make their tokens.
 services:
 	@sh examples/server/ensure_postgres.sh
 	@sh examples/server/ensure_softhsm.sh
+	@sh examples/server/ensure_java.sh
 
 # The whole suite (what CI runs), on three workers (pytest-xdist; a file's tests stay on
 # one worker, so module fixtures are built once). Many tests wait on a server, a child

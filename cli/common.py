@@ -77,6 +77,7 @@ DEFAULTS = {
     "gamma_percentile": 100 / 3,
     "proximity_threshold": None,
     "max_rows": 2000,
+    "generated_rows": 0.0,
     "solver": "auto",
     "time_limit": DEFAULT_TIME_LIMIT,
     "random_state": 0,
@@ -107,7 +108,19 @@ def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
     parsed, before anything is imported, connected or loaded (exit code 2)."""
     if value is None or ctx.resilient_parsing:
         return value
-    flag = param.opts[0]
+    from miret_governance.governance.data.spark import SPARK_PREFIX
+
+    if str(value).startswith(SPARK_PREFIX):
+        raise fail(
+            f"{param.opts[0]} {value}: this command reads a CSV or Parquet file and takes no "
+            "Spark table yet (govern gate --data spark:<table> does); give a file sample"
+        )
+    _check_file(param.opts[0], value)
+    return value
+
+
+def _check_file(flag: str, value: Path) -> None:
+    """Refuse (exit code 2) a path that is missing, a directory or unreadable."""
     problem = None
     if not value.exists():
         problem = "does not exist"
@@ -118,7 +131,6 @@ def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
     if problem is not None:
         kind = FILE_KINDS.get(flag, "file")
         raise fail(f"{flag} {value} {problem}; give the path of a readable {kind}")
-    return value
 
 
 def depth_value(ctx: typer.Context, param: typer.CallbackParam, value: str | int | None):
@@ -164,6 +176,54 @@ CheckData = Annotated[
     typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=existing_file),
 ]
 """An optional ``--data`` (``govern gate``: the data to recompute the evidence on)."""
+
+
+def spark_or_file(ctx: typer.Context, param: typer.CallbackParam, value: str | None):
+    """:func:`existing_file` for a ``--data`` that Spark may read: ``spark:<table>``, a
+    URI (``s3a://...``) and a folder (a Parquet dataset) pass to :func:`data_of`."""
+    from miret_governance.governance.data.spark import SPARK_PREFIX
+
+    if value is None or ctx.resilient_parsing:
+        return value
+    if not (value.startswith(SPARK_PREFIX) or "://" in value or Path(value).is_dir()):
+        _check_file(param.opts[0], Path(value))
+    return value
+
+
+SparkCheckData = Annotated[
+    str | None, typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=spark_or_file)
+]
+"""An optional ``--data`` that Spark may read (:func:`data_of`)."""
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="What reads --data: pandas (one process) or spark (the active Spark session, or "
+        "one on Spark's configured master; Java 17+), which also reads a Parquet folder or "
+        "URI. --data spark:<table> names a table of the Spark session whatever the engine.",
+    ),
+]
+"""``--engine`` (:data:`governance.data.spark.frames.ENGINES`)."""
+
+
+def data_of(value: str | None, engine: str):
+    """The data a ``--data`` value (checked by :func:`spark_or_file`) and ``--engine`` name:
+    a path for pandas, or a :class:`governance.data.spark.frames.DataSource` for Spark
+    (exit code 2 on an unknown engine)."""
+    from miret_governance.governance.data.spark import SPARK_PREFIX
+
+    if value is None:
+        return None
+    if engine == "pandas" and not value.startswith(SPARK_PREFIX):
+        return Path(value)
+    from miret_governance.governance.data.spark.frames import data_source
+
+    try:
+        return data_source(value, engine)
+    except GovernanceError as error:
+        raise fail(error) from None
+
+
 MinTestRows = Annotated[
     int,
     typer.Option(

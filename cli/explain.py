@@ -202,6 +202,16 @@ def explain(
             "and the other metrics are still computed on every row.",
         ),
     ] = DEFAULTS["max_rows"],
+    generated_rows: Annotated[
+        float,
+        typer.Option(
+            "--generated-rows",
+            min=0.0,
+            help="Rows generated next to the ensemble's split thresholds and labelled by the "
+            "ensemble, added to the fit sample, as a multiple of its rows (within "
+            "--max-rows); every recorded fidelity stays on real rows. 0: none.",
+        ),
+    ] = DEFAULTS["generated_rows"],
     class_names: Annotated[
         str,
         typer.Option(
@@ -343,6 +353,7 @@ def explain(
                     gamma_percentile=gamma_percentile,
                     proximity_threshold=proximity_threshold,
                     max_rows=max_rows,
+                    generated_rows=generated_rows,
                     class_names=[n.strip() for n in class_names.split(",")]
                     if class_names
                     else None,

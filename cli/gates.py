@@ -199,7 +199,8 @@ def gate(
     policy: PolicyFile = None,
     policy_trust: common.PolicyTrustFile = None,
     require_signed_policy: common.RequireSignedPolicy = False,
-    data: common.CheckData = None,
+    data: common.SparkCheckData = None,
+    engine: common.Engine = "pandas",
     target: Target = None,
     signing_key: common.SigningKeyOption = None,
     signing_certificate: common.SigningCertificateOption = None,
@@ -215,7 +216,8 @@ def gate(
     With --data the surrogate's fidelity to the ensemble is measured again on that file
     (gate recomputed_fidelity): on the explain run's own data the stored train and test
     fidelity must be reproduced exactly; on other data the 95% Wilson intervals of the
-    new and the stored test fidelity must overlap.
+    new and the stored test fidelity must overlap. On Spark data (--data spark:<table>, or a
+    path with --engine spark) every row is counted in Spark and compared likewise.
 
     --json prints {"command": "gate", "schema_version": 1, "passed": bool, "exit_code":
     0 or 1, "ensemble_uri", "surrogate_uri", "policy" (name v<digest8>), "policy_digest",
@@ -224,6 +226,7 @@ def gate(
     "reason", "advice" (a failed gate's figure in plain words and what to do, else null)}}.
     """
     with exit_codes():
+        data = common.data_of(data, engine)
         if data is not None:
             common.import_model_readers()
         from miret_governance.flavors.gates.gating import gate_model_version

@@ -174,6 +174,9 @@ def serve(socket_path: str, run: Callable[[list], object], ready=None) -> None:
             path.unlink()  # left by a server that was killed
         else:
             raise WarmProcessError(f"a govern serve already answers on {socket_path}")
+    from miret_governance.governance.data.expectation_suites import import_great_expectations
+
+    import_great_expectations()  # first: quiet about PySpark next to pandas 3
     for name in PRELOAD:
         importlib.import_module(name)
     if threading.active_count() != 1:  # a fork copies only the forking thread

@@ -38,6 +38,7 @@ def test_explain_defaults_match_the_estimator():
     for name in (
         "gamma_percentile",
         "max_rows",
+        "generated_rows",
         "time_limit",
         "solver",
     ):

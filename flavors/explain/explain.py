@@ -83,6 +83,7 @@ def explain_model_version(
     gamma_percentile: float | None = None,
     proximity_threshold: float | None = None,
     max_rows: int | None = None,
+    generated_rows: float | None = None,
     solver: str | None = None,
     time_limit: float | None = None,
     seed: int | None = None,
@@ -121,6 +122,10 @@ def explain_model_version(
         bounds the sample the MILP works on; metrics use every row. ``time_limit`` is the
         budget in seconds of the whole fit (problem, warm start and solver); ``seed``
         seeds the holdout split, the heuristic and the solver.
+    generated_rows : float, optional
+        Rows generated and labelled by the ensemble added to the fit sample, as a
+        multiple of its rows (:mod:`governance.miret.problem.augment`; default 0: none);
+        every metric and fidelity is on real rows only.
     params : FitParams, optional
         The estimator's parameters as one object, instead of the keywords above (not
         both).
@@ -184,6 +189,7 @@ def explain_model_version(
         "gamma_percentile": gamma_percentile,
         "proximity_threshold": proximity_threshold,
         "max_rows": max_rows,
+        "generated_rows": generated_rows,
         "solver": solver,
         "time_limit": time_limit,
         "seed": seed,

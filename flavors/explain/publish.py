@@ -10,6 +10,7 @@ directory signed with the explain's key, and its metrics on the logged model.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,12 @@ def chosen_by_fit(request: ExplainRequest, solve: dict, depth: int | None = None
     return values
 
 
+def measured(value):
+    """``value``, or None where it was not measured (None or NaN: CART's held-out
+    fidelity without fall-backs)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What the report and the logged model say about one fitted surrogate.
@@ -131,7 +138,7 @@ class Evidence:
         surrogate's solve report as a dict)."""
         return {
             "train_fidelity": solve["baseline_cart_train_fidelity"],
-            "cv_fidelity": solve.get("baseline_cart_cv_fidelity"),
+            "cv_fidelity": measured(solve.get("baseline_cart_cv_fidelity")),
             "test_fidelity": self.metrics.get("baseline_cart_test_fidelity"),
             "n_features_used": int(  # original columns of an encoded model (metrics)
                 self.metrics.get("baseline_cart_n_features", solve["baseline_cart_n_features"])

@@ -203,6 +203,8 @@ class ExplainRequest:
         }
         if self.fit.depth is None and "depth" not in searched:
             hyperparameters["depth"] = AUTO_DEPTH
+        if self.fit.generated_rows:  # logged only when set: runs before it have none
+            hyperparameters["generated_rows"] = self.fit.generated_rows
         return {
             "ensemble_uri": self.ensemble_uri,
             "ensemble_model_id": self.ensemble_model_id,

@@ -409,7 +409,8 @@ def baseline_metrics(surrogate, data, encoding=None) -> dict:
     """Fidelity and feature count of the depth-D CART tree a user would fit instead
     (on the same ensemble labels), next to the surrogate's, and the cross-validated
     fidelity of both (``cv_fidelity``: of the candidate the fit returned,
-    :mod:`governance.miret.selection`; left out when the fit made no folds). With the
+    :mod:`governance.miret.selection`; left out when the fit made no folds, and CART's
+    when CART did not compete on them). With the
     ensemble's ``encoding`` the CART tree's features count as their original columns,
     as the surrogate's ``n_features_used`` does."""
     solve = surrogate.solve_report_
@@ -418,9 +419,10 @@ def baseline_metrics(surrogate, data, encoding=None) -> dict:
         n_features = encoding.original_count({j for j in surrogate.baseline_["feature"] if j >= 0})
     metrics = {
         "baseline_cart_train_fidelity": float(solve.baseline_cart_train_fidelity),
-        "baseline_cart_cv_fidelity": float(solve.baseline_cart_cv_fidelity),
         "baseline_cart_n_features": float(n_features),
     }
+    if math.isfinite(solve.baseline_cart_cv_fidelity):  # measured only with fall-backs
+        metrics["baseline_cart_cv_fidelity"] = float(solve.baseline_cart_cv_fidelity)
     if solve.chosen in solve.cv_fidelity:
         metrics["cv_fidelity"] = float(solve.cv_fidelity[solve.chosen])
     if len(data.test):

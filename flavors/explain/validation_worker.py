@@ -134,7 +134,9 @@ class ValidationWorker:
 
 def _serve() -> None:
     """The child: import Great Expectations, then validate the one job on stdin."""
-    import great_expectations  # noqa: F401 - imported while the parent starts the run
+    from miret_governance.governance.data.expectation_suites import import_great_expectations
+
+    import_great_expectations()  # while the parent starts the run
 
     # stdin is a pipe only the parent holds: objects it built in memory, never an artifact
     frames, ensemble, label = pickle.load(sys.stdin.buffer)

@@ -25,6 +25,10 @@ a disagreement fails the gate (exit 1, recorded) instead of raising.
   189 agreeing (0.904-0.969) and fail from 188 (0.898-0.965) down. A file of fewer rows
   than the explanation's ``min_test_rows`` is refused (exit 2, nothing recorded): its
   interval is too wide to contradict anything.
+- **A Spark table or path** (:mod:`governance.data.spark`): as other data, the rows
+  counted by ``mapInPandas`` tasks running the same readers and predictions
+  (:func:`governance.data.spark.predict.agreement`); the reason names the table and its
+  order-independent row-set digest (:func:`governance.data.spark.measures.row_set_digest`).
 """
 
 from __future__ import annotations
@@ -32,14 +36,18 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.explain import stages
 from miret_governance.flavors.explain.request import MIN_TEST_ROWS, ExplainRequest
 from miret_governance.flavors.gates.gate_evidence import pinned_ensemble
-from miret_governance.flavors.store.data_files import digest_like, feature_inputs, read_table
-from miret_governance.governance.ensembles.arrays import scaled
+from miret_governance.flavors.store.data_files import (
+    digest_like,
+    feature_inputs,
+    missing_features,
+    read_table,
+)
+from miret_governance.governance.data.spark.frames import on_spark, source_name, spark_frame
+from miret_governance.governance.data.spark.predict import agreeing
 from miret_governance.governance.measures.metrics import wilson_interval
 from miret_governance.governance.trust.gates import Evaluation, GateResult
 from miret_governance.governance.trust.policy import GATE_TABLE, RECOMPUTED_FIDELITY
@@ -60,13 +68,6 @@ def with_result(evaluation: Evaluation, result: GateResult) -> Evaluation:
     )
 
 
-def _agreeing(ensemble, tree, tree_scaler, X) -> int:
-    """Rows of ``X`` (the ensemble's working space) where surrogate and ensemble agree."""
-    X = np.asarray(X, dtype=np.float64)
-    to_tree = X if tree_scaler is None else scaled(tree_scaler, X)
-    return int(np.sum(ensemble.predict(X) == tree.predict(to_tree)))
-
-
 def _failed(reason: str, threshold: str = EXACT) -> GateResult:
     return GateResult(GATE_NAME, METRIC, threshold, None, False, reason)
 
@@ -81,8 +82,8 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
         The ensemble version the gate evaluates.
     checked : flavors.gate_evidence.CheckedEvidence
         Its linked surrogate and evidence, after every check of the gate.
-    data : str or path
-        CSV or Parquet file with the ensemble's feature columns.
+    data : str, path, governance.data.spark.frames.DataSource or Spark DataFrame
+        CSV or Parquet file, or Spark data, with the ensemble's feature columns.
     target : str, optional
         Label column to leave out (default: the explanation's, when the file has it).
 
@@ -101,13 +102,12 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
     record = provenance.get("request")
     if not isinstance(record, dict):
         return _failed("the evidence records no request, so nothing can be recomputed")
+    if on_spark(data):
+        return _on_spark(ensemble_version, checked, data, record)
     frame = read_table(data)
     if target is None and record["target"] in frame.columns:
         target = record["target"]
-    ensemble = pinned_ensemble(ensemble_version, evidence)
-    surrogate = checked.surrogate
-    tree = getattr(surrogate, "tree_", surrogate)
-    tree_scaler = None if ensemble.scaler is not None else getattr(surrogate, "input_scaler_", None)
+    ensemble, tree, tree_scaler = _models(ensemble_version, checked)
     stored = evidence["metrics"]
     digest = digest_like(frame, data, target, record["data_digest"])
     if digest in (record["data_digest"], record["test_data_digest"]) and target == (
@@ -115,18 +115,47 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
     ):
         return _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored)
     X = feature_inputs(ensemble, frame, data)
-    _check_rows(X, int(record.get("min_test_rows", MIN_TEST_ROWS)), data)
-    return _overlap(_agreeing(ensemble, tree, tree_scaler, X), len(X), stored)
+    _check_rows(len(X), int(record.get("min_test_rows", MIN_TEST_ROWS)), Path(data).name)
+    return _overlap(agreeing(ensemble, tree, tree_scaler, X), len(X), stored)
 
 
-def _check_rows(X, minimum: int, data) -> None:
+def _models(ensemble_version, checked) -> tuple:
+    """The pinned ensemble, the surrogate's tree and the scaler in front of the tree."""
+    ensemble = pinned_ensemble(ensemble_version, checked.evidence)
+    surrogate = checked.surrogate
+    tree = getattr(surrogate, "tree_", surrogate)
+    tree_scaler = None if ensemble.scaler is not None else getattr(surrogate, "input_scaler_", None)
+    return ensemble, tree, tree_scaler
+
+
+def _on_spark(ensemble_version, checked, data, record) -> GateResult:
+    """Other data, on Spark: every row counted in Spark, the interval compared."""
+    from miret_governance.governance.data.spark.measures import row_set_digest
+    from miret_governance.governance.data.spark.predict import agreement
+    from miret_governance.governance.data.validation import raw_columns
+
+    frame, name = spark_frame(data), source_name(data)
+    ensemble, tree, tree_scaler = _models(ensemble_version, checked)
+    missing = missing_features(frame.columns, raw_columns(ensemble), name)
+    if missing is not None:
+        raise missing
+    counted = agreement(frame, ensemble, tree, tree_scaler, name)
+    if counted.problem is not None:
+        raise ExplainError(counted.problem)
+    _check_rows(counted.rows, int(record.get("min_test_rows", MIN_TEST_ROWS)), name)
+    result = _overlap(counted.agreeing, counted.rows, checked.evidence["metrics"])
+    where = f"{name} (row-set digest {row_set_digest(frame)}): "
+    return replace(result, reason=where + result.reason)
+
+
+def _check_rows(rows: int, minimum: int, name: str) -> None:
     """Refuse rows too few to check a fidelity: fewer than ``minimum`` (the
     explanation's ``min_test_rows``; 5 rows gave a 95% interval wide enough to overlap
     any stored one, so the gate passed on nothing)."""
-    if len(X) >= minimum:
+    if rows >= minimum:
         return
     raise ExplainError(
-        f"{Path(data).name} has too few rows to check the fidelity: {len(X)}, fewer than "
+        f"{name} has too few rows to check the fidelity: {rows}, fewer than "
         f"the {minimum} the explanation measured per class (20 agreeing rows of 20 give a "
         "95% interval of 0.84-1); give a file with more rows. Nothing was recorded"
     )
@@ -136,7 +165,7 @@ def _exact(record, digest, ensemble, tree, tree_scaler, frame, data, stored) -> 
     """The explanation's own split rebuilt; the stored fidelities reproduced exactly."""
 
     def share(X) -> float:
-        return _agreeing(ensemble, tree, tree_scaler, X) / len(X)
+        return agreeing(ensemble, tree, tree_scaler, X) / len(X)
 
     recomputed = {}
     if digest == record["test_data_digest"]:  # the explanation's test file

@@ -15,11 +15,19 @@ import pandas as pd
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.governance.data import tables
+from miret_governance.governance.data.spark.frames import on_spark, source_name
 
 
 def read_table(path) -> pd.DataFrame:
     """:func:`governance.tables.read_table` (size cap, UTF-8, delimiter, duplicate
-    columns, directories), its refusals as :class:`ExplainError`."""
+    columns, directories), its refusals as :class:`ExplainError`; Spark data (a
+    ``spark:`` source or a Spark DataFrame) is refused, never collected."""
+    if on_spark(path):
+        raise ExplainError(
+            f"{source_name(path)}: this reads its rows into one process from a CSV or Parquet "
+            "file and takes no Spark data yet (govern gate --data spark:<table> does); give "
+            "a file sample of the rows"
+        )
     try:
         return tables.read_table(path)
     except tables.TableError as exc:
@@ -82,14 +90,22 @@ def split_features(frame: pd.DataFrame, ensemble, target, source) -> tuple:
             raise ExplainError(f"{source}: {exc}") from None
         frame = frame.drop(columns=[target])
     names = list(ensemble.feature_names)
-    missing = [n for n in names if n not in frame.columns]
-    if missing:
-        raise ExplainError(
-            f"{source} lacks the ensemble's feature columns {missing[:8]}"
-            f"{' ...' if len(missing) > 8 else ''}; it must have the columns the model was "
-            "trained on"
-        )
+    missing = missing_features(frame.columns, names, source)
+    if missing is not None:
+        raise missing
     return frame[names], y
+
+
+def missing_features(columns, names, source) -> ExplainError | None:
+    """The refusal of a table whose ``columns`` lack some of the feature ``names``."""
+    missing = [n for n in names if n not in set(map(str, columns))]
+    if not missing:
+        return None
+    return ExplainError(
+        f"{source} lacks the ensemble's feature columns {missing[:8]}"
+        f"{' ...' if len(missing) > 8 else ''}; it must have the columns the model was "
+        "trained on"
+    )
 
 
 def encoded_inputs(request, ensemble, frame, test_frame) -> tuple:
@@ -123,9 +139,8 @@ def encoded_inputs(request, ensemble, frame, test_frame) -> tuple:
 
 
 def feature_inputs(ensemble, frame: pd.DataFrame, source) -> np.ndarray:
-    """A file's rows as the ensemble takes them: its feature columns through its
-    preprocessing; behind a ``ColumnTransformer`` a category not seen in training is
-    refused by name (:meth:`governance.encoding.Encoding.encode`).
+    """A file's rows as the ensemble takes them
+    (:func:`governance.data.spark.predict.model_inputs`, which a Spark batch runs too).
 
     Raises
     ------
@@ -133,18 +148,16 @@ def feature_inputs(ensemble, frame: pd.DataFrame, source) -> np.ndarray:
         A missing feature column, a column holding text or infinite values, no rows, or
         an unseen category.
     """
+    from miret_governance.governance.data.spark.predict import model_inputs
     from miret_governance.governance.ensembles.encoding import EncodingError, encoding_of
-    from miret_governance.governance.miret.tree.paths import RowsError, feature_rows
+    from miret_governance.governance.miret.tree.paths import RowsError
 
-    encoding = encoding_of(ensemble.preprocessor)
-    if encoding is None:
-        X, _ = split_features(frame, ensemble, None, source)
-        try:  # text, infinite values or no rows named, not left to the preprocessing
-            return ensemble.transform(feature_rows(X, ensemble.feature_names, source))
-        except RowsError as exc:
-            raise ExplainError(str(exc)) from None
-    try:
-        return encoding.encode(ensemble.preprocessor, frame).to_numpy()
+    if encoding_of(ensemble.preprocessor) is None:
+        split_features(frame, ensemble, None, source)  # missing columns named
+    try:  # text, infinite values or no rows named, not left to the preprocessing
+        return model_inputs(ensemble, frame, source)
+    except RowsError as exc:
+        raise ExplainError(str(exc)) from None
     except (EncodingError, KeyError) as exc:
         raise ExplainError(f"{source}: {exc}") from None
 

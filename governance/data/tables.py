@@ -5,7 +5,8 @@ would otherwise read silently wrong: directories and devices, files over a size 
 non-UTF-8 text, a file that parses as one column (wrong delimiter), and duplicate column
 names (pandas renames the second ``x`` to ``x.1``). :func:`check_labels` is the one
 label check of ``validate`` and ``explain``. :func:`content_digest` identifies a table by
-every value it holds.
+every value it holds, in order; :func:`row_set_digest` by its rows whatever their order (a
+Spark table has none: :mod:`governance.data.spark.measures` computes the same digest).
 """
 
 from __future__ import annotations
@@ -54,14 +55,10 @@ def content_digest(frame: pd.DataFrame) -> str:
         The first :data:`DIGEST_CHARS` hex digits.
     """
     digest = hashlib.sha256(repr(frame.shape).encode())
-    for name in frame.columns:
-        column = frame[name]
+    for (name, column), numeric in zip(frame.items(), numeric_columns(frame)):
         digest.update(b"\0column\0" + str(name).encode("utf-8", "surrogatepass"))
-        numeric = pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
-        if numeric and not isinstance(column.dtype, pd.CategoricalDtype):
-            values = column.astype("float64").to_numpy(dtype=np.float64, na_value=np.nan)
-            values = np.where(np.isnan(values), np.nan, values + 0.0)
-            digest.update(b"numbers" + np.ascontiguousarray(values).tobytes())
+        if numeric:
+            digest.update(b"numbers" + np.ascontiguousarray(_numbers(column)).tobytes())
             continue
         missing = column.isna().to_numpy()
         texts = [str(v) for v in column.astype(object).to_numpy()[~missing]]
@@ -69,6 +66,75 @@ def content_digest(frame: pd.DataFrame) -> str:
         digest.update(np.array([len(t) for t in texts], dtype=np.int64).tobytes())
         digest.update("".join(texts).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()[:DIGEST_CHARS]
+
+
+ROW_SET_MODULUS = 2**128
+"""The per-row hashes of :func:`row_set_digest` are added modulo this (order-independent)."""
+
+
+def numeric_columns(frame: pd.DataFrame) -> tuple[bool, ...]:
+    """Per column, whether :func:`content_digest` and :func:`row_set_digest` hash it as
+    numbers (numbers and booleans, not categories) or as text."""
+    return tuple(
+        (pd.api.types.is_numeric_dtype(c) or pd.api.types.is_bool_dtype(c))
+        and not isinstance(c.dtype, pd.CategoricalDtype)
+        for _, c in frame.items()
+    )
+
+
+def _numbers(column: pd.Series) -> np.ndarray:
+    """A column of numbers or booleans as float64, ``-0.0`` and every NaN alike."""
+    values = column.astype("float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.where(np.isnan(values), np.nan, values + 0.0)
+
+
+def row_hash_sum(frame: pd.DataFrame, numeric) -> int:
+    """Sum modulo :data:`ROW_SET_MODULUS` of the rows' hashes: the first 128 bits of the
+    sha256 of each row's canonical bytes (per column, in order, ``numeric[i]`` telling
+    which: a number as float64, ``-0.0`` and every NaN alike; text as a presence byte,
+    its UTF-8 length and bytes). Sums of disjoint row sets add up to the whole's."""
+    parts = [b""] * len(frame)
+    for (_, column), is_number in zip(frame.items(), numeric):
+        if is_number:
+            cells = [v.tobytes() for v in _numbers(column)]
+        else:
+            missing = column.isna().to_numpy()
+            cells = [
+                b"\0"
+                if gone
+                else b"\1"
+                + len(t := str(v).encode("utf-8", "surrogatepass")).to_bytes(8, "little")
+                + t
+                for v, gone in zip(column.astype(object).to_numpy(), missing)
+            ]
+        parts = [a + b for a, b in zip(parts, cells)]
+    total = sum(int.from_bytes(hashlib.sha256(row).digest()[:16], "big") for row in parts)
+    return total % ROW_SET_MODULUS
+
+
+def row_set_digest_of(names, numeric, n_rows: int, total: int) -> str:
+    """The digest of :func:`row_set_digest` from its parts: column names and kinds, the
+    row count and :func:`row_hash_sum` of all rows."""
+    digest = hashlib.sha256(b"row set\0" + repr((n_rows, len(names))).encode())
+    for name, is_number in zip(names, numeric):
+        kind = b"numbers" if is_number else b"text"
+        digest.update(b"\0column\0" + str(name).encode("utf-8", "surrogatepass") + b"\0" + kind)
+    digest.update(total.to_bytes(16, "big"))
+    return digest.hexdigest()[:DIGEST_CHARS]
+
+
+def row_set_digest(frame: pd.DataFrame) -> str:
+    """sha256 of a table's column names and kinds, its row count and the multiset of its
+    rows (:func:`row_hash_sum`): the same rows in any order give the same digest, as
+    numbers or text like :func:`content_digest`.
+
+    Returns
+    -------
+    str
+        The first :data:`DIGEST_CHARS` hex digits.
+    """
+    numeric = numeric_columns(frame)
+    return row_set_digest_of(list(frame.columns), numeric, len(frame), row_hash_sum(frame, numeric))
 
 
 def _duplicates(names) -> list[str]:

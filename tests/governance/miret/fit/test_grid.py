@@ -11,6 +11,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.fit import fitting, grid
+from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
 from miret_governance.governance.miret.fit.selection import folds
 
 
@@ -146,7 +147,7 @@ def step():
 @pytest.fixture(scope="module")
 def chosen(step):
     X, forest = step
-    return MiretSurrogate(forest, solver="highs", time_limit=30).fit(X)
+    return MiretSurrogate(forest, solver="highs", time_limit=30, **LEGACY_PARAMS).fit(X)
 
 
 def test_an_easy_ensemble_gets_the_smallest_depth_and_the_papers_alpha(step, chosen):
@@ -189,10 +190,11 @@ def test_thresholds_are_guessed_once_per_rows_whatever_the_depths_tried(step, mo
         return guess(unit, labels, seed)
 
     monkeypatch.setattr(fitting, "guessed_thresholds", counted)
-    both = MiretSurrogate(forest, solver="highs", time_limit=30).fit(X)
+    both = MiretSurrogate(forest, solver="highs", time_limit=30, **LEGACY_PARAMS).fit(X)
     # depths 2 and 3 on 3 folds of 80 rows, then the chosen depth on all 120 rows
     assert sorted(rows_guessed) == [80, 80, 80, 120]
-    alone = MiretSurrogate(forest, depth=3, solver="highs", time_limit=30).fit(X)
+    alone = MiretSurrogate(forest, depth=3, solver="highs", time_limit=30, **LEGACY_PARAMS)
+    alone.fit(X)
 
     def univariate_at_3(fitted):
         rows = fitted.solve_report_.grid["rows"]

@@ -13,6 +13,7 @@ from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.ensembles.trees import UnsupportedModelError
 from miret_governance.governance.miret import MiretSurrogate, SolveReport, build_problem
 from miret_governance.governance.miret.fit import engine as engine_module
+from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
 from miret_governance.governance.miret.milp import node_milp as node_milp_module
 from miret_governance.governance.miret.milp.formulation import build_model, encode
 from miret_governance.governance.miret.solvers.gurobi import gurobi_license
@@ -24,7 +25,12 @@ SMALL_OPTIMUM = 1.8388888888888  # proved optimal by both solvers (test_miret_so
 def fitted(small_forest):
     X, forest = small_forest
     return MiretSurrogate(
-        forest, gamma_percentile=0, solver="highs", time_limit=20, cart_guarantee=False
+        forest,
+        gamma_percentile=0,
+        solver="highs",
+        time_limit=20,
+        cart_guarantee=False,
+        milp_share=None,  # the MILP reaches its optimum
     ).fit(X)
 
 
@@ -55,7 +61,9 @@ def test_cart_guarantee_keeps_the_optimum_within_cart_cross_validated_fidelity(
     # misses none on its own rows, but 3 of 30 when each row is predicted out of fold
     X, forest = small_forest
     assert fitted.score(X) == pytest.approx(29 / 30) and fitted.selected_features_.size == 1
-    guarded = MiretSurrogate(forest, gamma_percentile=0, solver="highs", time_limit=20).fit(X)
+    guarded = MiretSurrogate(
+        forest, gamma_percentile=0, solver="highs", time_limit=20, **LEGACY_PARAMS
+    ).fit(X)
     report = guarded.solve_report_
     assert report.baseline_cart_train_fidelity == 1.0
     assert report.baseline_cart_cv_fidelity == pytest.approx(27 / 30)
@@ -72,6 +80,7 @@ def test_predict_reproduces_the_solver_assignment(small_forest):
         time_limit=20,
         warm_start=False,
         cart_guarantee=False,
+        milp_share=None,
     ).fit(X)
     report = surrogate.solve_report_
     assert report.incumbent_source in ("solver", "seed", "node_milp")
@@ -101,7 +110,7 @@ def test_basic_formulation_and_unreduced_model_agree(small_forest):
     X, forest = small_forest
     for params in ({"formulation": "basic"}, {"reductions": False}):
         surrogate = MiretSurrogate(
-            forest, gamma_percentile=0, solver="highs", time_limit=20, **params
+            forest, gamma_percentile=0, solver="highs", time_limit=20, milp_share=None, **params
         )
         report = surrogate.fit(X).solve_report_
         assert report.status == "optimal"
@@ -215,7 +224,7 @@ def test_duplicates_ties_and_fewer_samples_than_leaves():
     ensemble = read_ensemble(forest)
     assert ensemble.max_depth == 3
     surrogate = MiretSurrogate(
-        forest, alpha=0.01, gamma_percentile=0, solver="highs", time_limit=10
+        forest, alpha=0.01, gamma_percentile=0, solver="highs", time_limit=10, milp_share=None
     )
     report = surrogate.fit(X).solve_report_
     assert report.status == "optimal"
@@ -242,6 +251,7 @@ def test_time_limit_before_any_solver_progress_returns_the_cart_seed(small_fores
         warm_start=False,
         time_limit=5,
         cart_guarantee=False,
+        milp_share=None,
     )
     surrogate.fit(X)
     report = surrogate.solve_report_

@@ -10,6 +10,7 @@ from sklearn.preprocessing import MinMaxScaler
 from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.fit.engine import seed_trees
+from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
 from miret_governance.governance.miret.heuristics.cart import cart_predict, exact_tree
 from miret_governance.governance.miret.problem.components import (
     MIN_COMPONENT_CAP,
@@ -89,7 +90,8 @@ def synthetic():
 
 def test_large_fit_caps_components_and_is_as_faithful_as_cart(synthetic):
     X, forest = synthetic
-    surrogate = MiretSurrogate(forest, depth=3, max_rows=1200, time_limit=4).fit(X)
+    surrogate = MiretSurrogate(forest, depth=3, max_rows=1200, time_limit=4, **LEGACY_PARAMS)
+    surrogate.fit(X)
     summary, report = surrogate.problem_, surrogate.solve_report_
     assert summary["component_cap"] == 1200 // 16
     assert summary["largest_component"] <= summary["component_cap"]

@@ -11,6 +11,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.fit import selection
+from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
 from miret_governance.governance.miret.fit.selection import (
     can_win,
     choose,
@@ -119,8 +120,8 @@ def test_fidelities_count_every_row_in_chunks(monkeypatch):
 def fitted():
     X, y = make_classification(300, 6, n_informative=4, random_state=3)
     forest = RandomForestClassifier(20, max_depth=3, random_state=0).fit(X, y)
-    surrogate = MiretSurrogate(forest, depth=2, solver="highs", time_limit=30).fit(X)
-    return X, forest, surrogate
+    surrogate = MiretSurrogate(forest, depth=2, solver="highs", time_limit=30, **LEGACY_PARAMS)
+    return X, forest, surrogate.fit(X)
 
 
 def test_cart_held_out_fidelity_matches_an_independent_cross_validation(fitted):
@@ -162,7 +163,7 @@ def test_a_miret_tree_behind_on_the_folds_skips_the_milp_phase(fitted, monkeypat
 
     X, forest, _ = fitted
     skipped = MiretSurrogate(
-        forest, depth=2, proximity_threshold=0.9, solver="highs", time_limit=30
+        forest, depth=2, proximity_threshold=0.9, solver="highs", time_limit=30, **LEGACY_PARAMS
     ).fit(X)
     report = skipped.solve_report_
     assert report.cv_fidelity["miret"] < report.cv_fidelity[report.chosen]
@@ -172,7 +173,7 @@ def test_a_miret_tree_behind_on_the_folds_skips_the_milp_phase(fitted, monkeypat
     # run anyway, the MILP phase cannot change the returned tree
     monkeypatch.setattr(selection, "can_win", lambda right: True)
     ran = MiretSurrogate(
-        forest, depth=2, proximity_threshold=0.9, solver="highs", time_limit=30
+        forest, depth=2, proximity_threshold=0.9, solver="highs", time_limit=30, **LEGACY_PARAMS
     ).fit(X)
     assert ran.solve_report_.stop_reason == "node_milps" and ran.solve_report_.node_statuses
     assert ran.solve_report_.chosen == report.chosen

@@ -14,6 +14,7 @@ from miret_governance.governance.ensembles.readers.reading import read_ensemble
 from miret_governance.governance.miret import MiretSurrogate, build_problem
 from miret_governance.governance.miret.fit import fitting
 from miret_governance.governance.miret.fit.engine import candidate_arrays, seed_trees
+from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
 from miret_governance.governance.miret.heuristics.cart import cart_predict
 from miret_governance.governance.miret.heuristics.heuristic import warm_start
 from miret_governance.governance.miret.milp.formulation import build_model, encode
@@ -230,16 +231,22 @@ def test_max_rows_fits_on_the_sample(wisconsin):
 def test_returned_cart_and_univariate_trees_use_every_row_up_to_candidate_rows(
     wisconsin, monkeypatch
 ):
-    """The MILP sees 80 rows; the CART and univariate candidates all 200 (at most
-    CANDIDATE_ROWS: with 120 they are refitted on a 120-row sample)."""
+    """The MILP sees 80 rows; the CART and univariate candidates (the fall-backs) all 200
+    (at most CANDIDATE_ROWS: with 120 they are refitted on a 120-row sample)."""
     X, forest = wisconsin
     ensemble = read_ensemble(forest)
     unit, labels = MinMaxScaler().fit_transform(X), ensemble.predict(X)
-    surrogate = MiretSurrogate(forest, depth=2, alpha=0.5, max_rows=80, time_limit=5).fit(X)
+    surrogate = MiretSurrogate(
+        forest, depth=2, alpha=0.5, max_rows=80, time_limit=5, **LEGACY_PARAMS
+    )
+    surrogate.fit(X)
     on_all, _ = candidate_arrays(unit, labels, 2, np.asarray(ensemble.classes), 0)
     assert surrogate.baseline_ == on_all
     monkeypatch.setattr(fitting, "CANDIDATE_ROWS", 120)
-    surrogate = MiretSurrogate(forest, depth=2, alpha=0.5, max_rows=80, time_limit=5).fit(X)
+    surrogate = MiretSurrogate(
+        forest, depth=2, alpha=0.5, max_rows=80, time_limit=5, **LEGACY_PARAMS
+    )
+    surrogate.fit(X)
     rows = sample_rows(ensemble, X, labels, 120, 0)
     on_sample, _ = candidate_arrays(unit[rows], labels[rows], 2, np.asarray(ensemble.classes), 0)
     assert surrogate.baseline_ == on_sample != on_all

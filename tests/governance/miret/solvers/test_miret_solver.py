@@ -390,7 +390,7 @@ def test_the_whole_milp_runs_on_gurobi_where_the_license_takes_it(small):
     checked against an independent HiGHS solve of the same model."""
     X, ensemble = small
     problem = build_problem(X, ensemble, depth=2, gamma_percentile=0)
-    params = MiretSurrogate(solver="gurobi", mip_gap=0.0).get_params()
+    params = MiretSurrogate(solver="gurobi", mip_gap=0.0, milp_share=None).get_params()
     _, report, _, _ = fit_problem(problem, params, time.perf_counter())
     assert (report.solver, report.status, report.whole_milp_skipped) == ("gurobi", "optimal", "")
     assert report.solver_objective == pytest.approx(optimum(problem)[1].objective, abs=1e-9)
@@ -408,7 +408,7 @@ def test_a_whole_milp_over_the_size_limited_license_is_not_attempted(wisconsin):
         pytest.skip("the Gurobi license here is not size-limited")
     X, ensemble = wisconsin
     problem = build_problem(X, ensemble, depth=2)
-    params = MiretSurrogate(solver="gurobi", warm_start=False).get_params()
+    params = MiretSurrogate(solver="gurobi", warm_start=False, milp_share=None).get_params()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither tried on Gurobi nor handed to HiGHS
         _, report, _, _ = fit_problem(problem, params, time.perf_counter())
