@@ -168,7 +168,7 @@ def fit_tao(inst: Instance, hyper: dict, args) -> Surrogate:
     return Surrogate(tao.predict, len(np.unique(feature[feature >= 0])))
 
 
-def _binarized(inst: Instance, seed: int):
+def binarized(inst: Instance, seed: int):
     """GOSDT's threshold guessing fitted on the ensemble's labels: (binarizer, X_train)."""
     from gosdt import ThresholdGuessBinarizer
 
@@ -184,7 +184,13 @@ def _original_features(binarizer, split_columns: set) -> int:
 
 
 def fit_gosdt(inst: Instance, hyper: dict, args) -> Surrogate:
-    """GOSDT of depth D (leaf penalty ``--gosdt-regularization``) on guessed thresholds.
+    """GOSDT of depth D (leaf penalty ``--gosdt-regularization``) on guessed thresholds."""
+    return gosdt_on(inst, *binarized(inst, inst.seed), args)
+
+
+def gosdt_on(inst: Instance, binarizer, X_bin: np.ndarray, args) -> Surrogate:
+    """GOSDT of depth D on the thresholds ``binarizer`` guessed (``X_bin``: the training
+    rows binarized).
 
     Predictions go through the fitted tree (``trees_[0]``): gosdt 1.0.4's ``predict``
     passes ``force_all_finite``, which scikit-learn 1.8 removed.
@@ -192,7 +198,6 @@ def fit_gosdt(inst: Instance, hyper: dict, args) -> Surrogate:
     from gosdt import GOSDTClassifier
     from gosdt._tree import Leaf
 
-    binarizer, X_bin = _binarized(inst, inst.seed)
     model = GOSDTClassifier(
         regularization=args.gosdt_regularization,
         allow_small_reg=True,
@@ -215,9 +220,13 @@ def fit_gosdt(inst: Instance, hyper: dict, args) -> Surrogate:
 
 def fit_streed(inst: Instance, hyper: dict, args) -> Surrogate:
     """STreeD's accuracy-optimal tree of depth D on guessed thresholds."""
+    return streed_on(inst, *binarized(inst, inst.seed), args)
+
+
+def streed_on(inst: Instance, binarizer, X_bin: np.ndarray, args) -> Surrogate:
+    """STreeD's accuracy-optimal tree of depth D on the thresholds ``binarizer`` guessed."""
     from pystreed import STreeDClassifier
 
-    binarizer, X_bin = _binarized(inst, inst.seed)
     model = STreeDClassifier(
         max_depth=inst.depth, time_limit=args.time_limit, random_seed=inst.seed
     ).fit(X_bin, inst.labels_train)
