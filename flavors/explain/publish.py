@@ -10,7 +10,6 @@ directory signed with the explain's key, and its metrics on the logged model.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from miret_governance.flavors.explain.defaults import DEPTH_CHOSEN
 from miret_governance.flavors.explain.fit_params import HYPERPARAMETERS
 from miret_governance.flavors.explain.request import ExplainRequest
 from miret_governance.flavors.explain.search_runs import SearchSummary, search_context
-from miret_governance.flavors.explain.stages import Validation, log_params
+from miret_governance.flavors.explain.stages import Validation, log_params, measured
 from miret_governance.flavors.explain.vite_artifacts import CLASS_FOLDER_PREFIX, ViteArtifacts
 from miret_governance.flavors.store.registry import EVIDENCE_PARAM, SURROGATE_OF_TAG, VALIDATION_TAG
 from miret_governance.governance.measures.metrics import measured_on_test_rows, peak_memory_bytes
@@ -73,12 +72,6 @@ def chosen_by_fit(request: ExplainRequest, solve: dict, depth: int | None = None
     if request.fit.depth is None and depth is not None:
         values[DEPTH_CHOSEN] = int(depth)
     return values
-
-
-def measured(value):
-    """``value``, or None where it was not measured (None or NaN: CART's held-out
-    fidelity without fall-backs)."""
-    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass(frozen=True)

@@ -360,11 +360,13 @@ def solver_metrics(report: dict) -> dict:
         "n_binaries": report["n_binaries"],
         "n_constraints": report["n_constraints"],
     }
-    return {
-        f"{SOLVER_PREFIX}{k}": float(v)
-        for k, v in values.items()
-        if v is not None and math.isfinite(v)
-    }
+    return {f"{SOLVER_PREFIX}{k}": float(v) for k, v in values.items() if measured(v) is not None}
+
+
+def measured(value):
+    """``value``, or None where it was not measured (None or NaN: e.g. CART's held-out
+    fidelity without fall-backs)."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def tree_scaler(ensemble, surrogate):
@@ -421,7 +423,7 @@ def baseline_metrics(surrogate, data, encoding=None) -> dict:
         "baseline_cart_train_fidelity": float(solve.baseline_cart_train_fidelity),
         "baseline_cart_n_features": float(n_features),
     }
-    if math.isfinite(solve.baseline_cart_cv_fidelity):  # measured only with fall-backs
+    if measured(solve.baseline_cart_cv_fidelity) is not None:  # only with fall-backs
         metrics["baseline_cart_cv_fidelity"] = float(solve.baseline_cart_cv_fidelity)
     if solve.chosen in solve.cv_fidelity:
         metrics["cv_fidelity"] = float(solve.cv_fidelity[solve.chosen])

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
-from miret_governance.governance.miret.milp.feasibility import components_broken
+from miret_governance.governance.miret.heuristics.kernels import components_broken
 from miret_governance.governance.miret.problem.layout import leaves_below, node_level
 from miret_governance.governance.miret.tree.tree import SurrogateTree
 

@@ -147,8 +147,9 @@ def route(V, idx, start, levels, eps):
 
 @compiled
 def components_broken(groups, leaf, gap):
-    """Per row: does its component end in several leaves or cross a gap?
-    (:func:`governance.miret.milp.feasibility.components_broken`, compiled)."""
+    """Per row: does its component end in several leaves (non-negative leaf ids) or
+    cross a gap? The one check of the heuristic, the CART seeds and the feasibility
+    check."""
     n_groups = groups.max() + 1 if groups.size else 0
     first = np.full(n_groups, -1, dtype=np.int64)
     bad = np.zeros(n_groups, dtype=np.bool_)

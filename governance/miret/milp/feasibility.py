@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from miret_governance.governance.miret.heuristics.kernels import components_broken
 from miret_governance.governance.miret.problem.layout import node_level
-
-
-def components_broken(groups: np.ndarray, leaf: np.ndarray, gap: np.ndarray) -> np.ndarray:
-    """Per sample: does its component end in several leaves or cross a gap?"""
-    n_groups = int(groups.max()) + 1 if groups.size else 0
-    low = np.full(n_groups, np.iinfo(np.int64).max)
-    high = np.full(n_groups, -1)
-    np.minimum.at(low, groups, leaf)
-    np.maximum.at(high, groups, leaf)
-    bad = low != high
-    if gap.any():
-        bad[np.unique(groups[gap])] = True
-    return bad[groups]
 
 
 def check_feasible(tree, problem, epsilon=None, tolerance=1e-9) -> list:
