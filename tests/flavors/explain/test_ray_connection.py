@@ -34,42 +34,62 @@ def _without_ray_settings(home: Path) -> dict:
     return {**env, "HOME": str(home)}
 
 
+PORT_TAKEN = "Failed to start the grpc server"
+"""Ray's head exits with this when another process took its port after free_port chose it
+(the suite starts many servers at once); the fixture then tries a fresh port."""
+
+
+def _start_head(home: Path, log_path: Path) -> tuple[subprocess.Popen | None, int]:
+    """A Ray head on a free port, once it listens: ``(head, port)``; ``(None, port)`` when
+    the port was taken before the head could bind it."""
+    port = free_port()
+    ray = Path(sys.executable).parent / "ray"
+    with log_path.open("w") as log:
+        head = subprocess.Popen(
+            [
+                ray,
+                "start",
+                "--head",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "1",
+                "--include-dashboard",
+                "false",
+                "--block",
+            ],
+            env=_without_ray_settings(home),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            if PORT_TAKEN in log_path.read_text():
+                return None, port
+            raise AssertionError(log_path.read_text()[-3000:])
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.5)
+    return head, port
+
+
 @pytest.fixture
 def token_cluster(tmp_path):
     """A one-CPU Ray head whose HOME holds a token: token authentication is on."""
     home = tmp_path / "head"
     (home / ".ray").mkdir(parents=True)
     (home / ".ray" / "auth_token").write_text("a" * 64)
-    port = free_port()
-    ray = Path(sys.executable).parent / "ray"
-    log = (tmp_path / "head.log").open("w")
-    head = subprocess.Popen(
-        [
-            ray,
-            "start",
-            "--head",
-            "--port",
-            str(port),
-            "--num-cpus",
-            "1",
-            "--include-dashboard",
-            "false",
-            "--block",
-        ],
-        env=_without_ray_settings(home),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    log_path = tmp_path / "head.log"
+    for _ in range(3):
+        head, port = _start_head(home, log_path)
+        if head is not None:
+            break
+    assert head is not None, log_path.read_text()[-3000:]
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        assert "Token authentication is enabled" in (tmp_path / "head.log").read_text()
+        assert "Token authentication is enabled" in log_path.read_text()
         yield f"127.0.0.1:{port}"
     finally:
         stop_group(head, grace=5)
