@@ -47,8 +47,10 @@ def inventory(
     reproduction, and, when the policy's [revalidate_every_days] names the alias, when it
     was last re-validated (a signed gate or promotion that passed, or an identical
     reproduction, on its current evidence) and whether that is longer ago than allowed.
-    Exit 1 when anything is found (the audit's findings, and due), 0 when clean; nothing
-    is written but, with --log-run, the run.
+    A model the server does not let the caller read (one a governance record or the
+    policy's [governed] names: the registry search leaves it out) is an unreadable
+    finding, and the rest is listed. Exit 1 when anything is found (the audit's findings,
+    due and unreadable), 0 when clean; nothing is written but, with --log-run, the run.
 
     --json prints {"command": "inventory", "schema_version": 1, "policy", "policy_digest",
     "now", "clean", "exit_code", "run_id" (or null), "n_models", "n_findings", "n_due",
@@ -58,7 +60,7 @@ def inventory(
     "policy_digest", "approvals", "drift", "drift_against"} or null), "last_gate",
     "last_verification", "last_reproduction" ({"run_id", "time", "result", "action"} or
     null), "last_revalidated", "revalidate_every_days", "due" (null: no period)},
-    "findings": list of {"kind" (the audit's kinds, or "due"), "version", "alias",
+    "findings": list of {"kind" (the audit's kinds, "due" or "unreadable"), "version", "alias",
     "run_id", "message"}}.
     """
     with exit_codes():

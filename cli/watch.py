@@ -23,6 +23,8 @@ SECRET_ENV = "GOVERN_WEBHOOK_SECRET"
 """The environment variable holding the webhooks' shared secret, by default."""
 PORT = 8790
 """The receiver's default port."""
+STATE_DIR = ".govern-watch"
+"""The default state folder (the accepted delivery ids), next to the watch file."""
 
 
 def _secret(variable: str) -> str:
@@ -73,6 +75,16 @@ def watch(
         str | None,
         typer.Option("--url", help="With --register: the URL the server delivers to."),
     ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            metavar="DIR",
+            help=f"Folder keeping the delivery ids accepted in the last 5 minutes, so a "
+            f"delivery replayed after a restart is refused too (default: {STATE_DIR} next to "
+            "--config); one receiver per folder.",
+        ),
+    ] = None,
     policy: PolicyFile = None,
     policy_trust: common.PolicyTrustFile = None,
     require_signed_policy: common.RequireSignedPolicy = False,
@@ -84,8 +96,8 @@ def watch(
     """Serve MLflow's registry webhooks: explain new versions, audit alias changes.
 
     Each delivery must carry the shared secret's HMAC signature, a timestamp within
-    5 minutes and a delivery id not seen before: anything else is refused (401, 400,
-    409) and nothing is done. A new version of a governed model (--config) is explained
+    5 minutes and a delivery id not accepted before, even before a restart (--state-dir):
+    anything else is refused (401, 400, 409) and nothing is done. A new version of a governed model (--config) is explained
     on its data, one at a time per model (a version already explained is reused).
     An alias set or deleted on a governed model audits it at once: each finding is
     printed, and each alias holder gets a signed audit verification record (failed
@@ -129,9 +141,10 @@ def watch(
                 "(or GOVERN_SIGNING_KEY)"
             )
         parsed = common.load_checked_policy(policy, policy_trust, require_signed_policy)
+        verifier = Verifier(secret, state=state_dir or config.parent / STATE_DIR)
         connect(tracking_uri, fail_fast=False)
         watcher = Watcher(watched, parsed, key, say)
-        receiver = Receiver(Verifier(secret), watcher, say, host, port)
+        receiver = Receiver(verifier, watcher, say, host, port)
         where = receiver.start()
         say(f"watching {', '.join(watched)} at {where} under policy {parsed.label}")
         try:

@@ -13,8 +13,16 @@ reproduction records, and whether it is due (:mod:`governance.trust.revalidation
 latest signed gate or promotion that passed, or identical reproduction, on the holder's
 current evidence). A model with no alias gets one row without one.
 
-Findings: the audit's (:data:`flavors.trail.audit.KINDS`) and ``due``; the clock is the
-caller's (``now``).
+Findings: the audit's (:data:`flavors.trail.audit.KINDS`), ``due`` and ``unreadable``;
+the clock is the caller's (``now``).
+
+**Models the caller cannot read.** An authenticated server leaves them out of the
+registry search (MLflow's auth app filters its results), so the inventory would pass over
+them in silence. Every model a governance record is about (the runs' bound ensemble URI,
+from the listing the audits read anyway) or the policy's ``[governed]`` names, and the
+search did not list, is asked for: refused (HTTP 403), it is an ``unreadable`` finding
+naming the user and what to do, and the rest is listed; one that no longer exists is
+nothing.
 """
 
 from __future__ import annotations
@@ -22,14 +30,30 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from mlflow.exceptions import MlflowException
+
+from miret_governance.flavors.errors import GovernanceError
+from miret_governance.flavors.store.auth import server_user
 from miret_governance.flavors.store.reads import CommandClient
-from miret_governance.flavors.store.registry import SURROGATE_OF_TAG, SURROGATE_TAG, version_uri
+from miret_governance.flavors.store.registry import (
+    SURROGATE_OF_TAG,
+    SURROGATE_TAG,
+    parse_registry_uri,
+    version_uri,
+)
 from miret_governance.flavors.trail.audit import Finding, audit_model, promoted_alias
-from miret_governance.flavors.trail.decisions import signed_time
+from miret_governance.flavors.trail.decisions import (
+    GOVERNANCE_EXPERIMENTS,
+    URI_PARAM,
+    every_run_in,
+    signed_time,
+)
 from miret_governance.flavors.trail.governed import governing
 from miret_governance.governance.trust.records import GatedRecord, VerificationRecord
 from miret_governance.governance.trust.revalidation import last_revalidation, revalidation
 
+UNREADABLE = "unreadable"
+"""The kind of the finding of a model the caller may not read (module docstring)."""
 MODEL_PAGE = 1000
 """Registered models per page of the registry search (every page is read)."""
 INVENTORY_EXPERIMENT = "governance-inventory"
@@ -109,7 +133,7 @@ class Inventory:
     rows: list = field(default_factory=list)
     findings: list = field(default_factory=list)
     """The audit's findings of every model and the ``due`` ones, each naming its version
-    (``models:/<name>/<v>``)."""
+    (``models:/<name>/<v>``), then the ``unreadable`` ones (``models:/<name>``)."""
 
     @property
     def due(self) -> int:
@@ -169,7 +193,44 @@ def inventory(policy, now: datetime, client=None, require_signed_policy: bool = 
         for alias, number in sorted(aliases.items()):
             holder = holders[f"models:/{model.name}/{number}"]
             found.rows.append(_row(report, alias, holder, policy, now, found))
+    for name in sorted(_named(client, policy) - set(found.models)):
+        if _refused(client, name):
+            user = server_user()
+            found.findings.append(
+                Finding(
+                    UNREADABLE,
+                    f"models:/{name}",
+                    f"no read permission for {user.username if user else 'this user'}: ask "
+                    "an admin for READ, or run the inventory as the governance identity",
+                )
+            )
     return found
+
+
+def _named(client, policy) -> set:
+    """The registered models the governance records are about and the policy's
+    ``[governed]`` names (both sides)."""
+    runs = every_run_in(client, GOVERNANCE_EXPERIMENTS)  # the audits' listing (memoized)
+    names = {n for m in policy.governed for n in (m.name, m.registered_model)}
+    for uri in {run.data.params.get(URI_PARAM) for found in runs.values() for run in found}:
+        try:
+            names.add(parse_registry_uri(uri)[0])
+        except GovernanceError:  # none, or not a model URI: the audits report such a run
+            continue
+    return names
+
+
+def _refused(client, name: str) -> bool:
+    """Whether the server refuses the caller a read of the registered model ``name``
+    (HTTP 403); one it lists, or that does not exist, is not."""
+    try:
+        client.get_registered_model(name)
+    except MlflowException as error:
+        if error.error_code == "PERMISSION_DENIED":
+            return True
+        if error.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+    return False
 
 
 def _row(report, alias, version, policy, now, found: Inventory) -> AliasState:

@@ -70,13 +70,30 @@ def test_refusals(watch_file, monkeypatch, args, env, message):
     assert result.stdout == ""
 
 
-def test_a_bad_watch_file_is_refused(watch_file, monkeypatch):
-    monkeypatch.setenv("GOVERN_WEBHOOK_SECRET", SECRET)
+def _bad_watch_file(watch_file) -> str:
     watch_file.write_text('[models."credit-rf"]\ntarget = "label"\n')
-    result = CliRunner().invoke(app, ["watch", "--config", str(watch_file)])
-    assert result.exit_code == 2
-    assert " ".join(result.stderr.split()) == (
-        f'error: [models."credit-rf"] of {watch_file}: needs data = <file> and takes only '
+    return (
+        f'[models."credit-rf"] of {watch_file}: needs data = <file> and takes only '
         "data, target, test_data, depth, alpha, gamma_percentile, proximity_threshold, "
         "max_rows, solver, time_limit, seed, min_test_rows, allow_invalid (got no data)"
     )
+
+
+def _bad_state_file(watch_file) -> str:
+    state = watch_file.parent / ".govern-watch" / "accepted_deliveries.json"  # the default
+    state.parent.mkdir()
+    state.write_text("[]")
+    return (
+        f"the watch state {state} is not a delivery id -> timestamp table: give --state-dir "
+        "a folder only this receiver writes, or delete the file (a delivery accepted in the "
+        "last 300 s could then be replayed once)"
+    )
+
+
+@pytest.mark.parametrize("spoil", [_bad_watch_file, _bad_state_file], ids=["watch", "state"])
+def test_a_bad_file_is_refused(watch_file, monkeypatch, spoil):
+    monkeypatch.setenv("GOVERN_WEBHOOK_SECRET", SECRET)
+    message = spoil(watch_file)
+    result = CliRunner().invoke(app, ["watch", "--config", str(watch_file)])
+    assert result.exit_code == 2
+    assert " ".join(result.stderr.split()) == f"error: {message}"

@@ -1,7 +1,8 @@
 """``govern watch`` against a real ``mlflow server`` (SQLite, 127.0.0.1) sending real
 webhook deliveries: a new version of a watched model explained, a hand-set alias
-reported, a bad signature refused, a delivery sent while the receiver was stopped
-caught up at its next start. Outcomes are polled for with a deadline (never timed)."""
+reported (on the watched model and on its governed registered model), a bad signature
+refused, a delivery sent while the receiver was stopped caught up at its next start and
+one accepted before it refused when replayed after. Outcomes are polled for with a deadline (never timed)."""
 
 import json
 import time
@@ -31,6 +32,7 @@ from miret_governance.governance.trust.policy import load_policy
 
 SECRET = "watch-test-shared-secret"
 MODEL = "watched-rf"
+GOVERNED = f"{MODEL}.governed"
 DEADLINE_S = 120
 """How long an outcome is waited for before the test fails (a bound, not a measure)."""
 WEBHOOK_ENV = {
@@ -49,11 +51,12 @@ WEBHOOK_ENV = {
 class Lines(list):
     """The watch's outcome lines (appended from its threads)."""
 
-    def waited_for(self, text: str) -> str:
-        """The first line containing ``text``, waited for up to :data:`DEADLINE_S`."""
+    def waited_for(self, text: str, start: int = 0) -> str:
+        """The first line containing ``text`` from line ``start`` on, waited for up to
+        :data:`DEADLINE_S`."""
         deadline = time.monotonic() + DEADLINE_S
         while time.monotonic() < deadline:
-            found = next((line for line in list(self) if text in line), None)
+            found = next((line for line in list(self)[start:] if text in line), None)
             if found is not None:
                 return found
             time.sleep(0.05)
@@ -71,9 +74,8 @@ class Watch:
             ci_key(),
             self.lines.append,
         )
-        self.receiver = Receiver(
-            Verifier(SECRET), self.watcher, self.lines.append, "127.0.0.1", port
-        )
+        verifier = Verifier(SECRET, state=folder / "state")
+        self.receiver = Receiver(verifier, self.watcher, self.lines.append, "127.0.0.1", port)
         self.url = self.receiver.start()
 
     def stop(self) -> None:
@@ -96,7 +98,8 @@ def watched(tmp_path_factory, migrated_store):
     X, y = X.iloc[:120, :4], y.iloc[:120]
     X.assign(label=y).to_csv(folder / "data.csv", index=False)
     (folder / "policy.toml").write_text(
-        "[gates]\nmin_fidelity = 0.5\nmax_features = 8\n" + keys_toml()
+        "[gates]\nmin_fidelity = 0.5\nmax_features = 8\n"
+        f'[governed."{MODEL}"]\nexperiment = "Default"\n' + keys_toml()
     )
     (folder / "watch.toml").write_text(
         f'[models."{MODEL}"]\ndata = "data.csv"\ntarget = "label"\ntime_limit = 5\n'
@@ -161,9 +164,10 @@ def test_a_new_version_is_explained_once(on_server):
     assert [v.version for v in client.search_model_versions(f"name = '{MODEL}-surrogate'")] == ["1"]
 
 
-def _post(url: str, body: str, delivery_id: str) -> int:
-    """POST ``body`` to the receiver signed with :data:`SECRET`; the HTTP status."""
-    stamp = str(int(time.time()))
+def _post(url: str, body: str, delivery_id: str, stamp: str = "") -> int:
+    """POST ``body`` to the receiver signed with :data:`SECRET` at ``stamp`` (Unix
+    seconds; default now); the HTTP status."""
+    stamp = stamp or str(int(time.time()))
     headers = {
         "X-MLflow-Delivery-Id": delivery_id,
         "X-MLflow-Timestamp": stamp,
@@ -232,6 +236,10 @@ def test_a_delivery_while_stopped_is_caught_up_at_the_next_start(on_server):
     _server, watch, folder, *_ = on_server
     client = MlflowClient()
     port = int(watch.url.rsplit(":", 1)[1].strip("/"))
+    # a delivery accepted before the stop, to replay after it (a model not watched)
+    sent = json.dumps({"entity": "model_version", "action": "created", "data": {"name": "x"}})
+    stamp = str(int(time.time()))
+    assert _post(watch.url, sent, "before-stop", stamp) == 202
     watch.stop()
     try:
         client.set_registered_model_alias(MODEL, "challenger", "1")
@@ -250,6 +258,7 @@ def test_a_delivery_while_stopped_is_caught_up_at_the_next_start(on_server):
             restarted.watcher,
             restarted.lines,
         )
+    assert _post(watch.url, sent, "before-stop", stamp) == 409  # the same bytes, replayed
     assert [str(job) for job in watch.watcher.catch_up()] == [
         f"explain models:/{MODEL}/2 (catch-up)",
         f"audit {MODEL} (catch-up)",
@@ -277,3 +286,25 @@ def test_govern_watch_register_updates_the_webhook_of_the_same_url(on_server, mo
             f"model_version_alias.created, model_version_alias.deleted to {watch.url}\n"
         ),
     )
+
+
+def test_a_hand_set_alias_on_the_governed_model_is_reported(on_server):
+    """The policy governs the watched model: a promotion sets its alias on the governed
+    registered model too (flavors/trail/governed.py), and an alias set there by hand is
+    a finding of the watched model's audit, triggered by the governed model's delivery."""
+    from miret_governance.flavors.trail.promotion import promote_model_version
+
+    _, watch, folder, *_ = on_server
+    client = MlflowClient()
+    policy = load_policy(folder / "policy.toml")
+    promoted = promote_model_version(f"models:/{MODEL}/1", "prod", policy, signing_key=ci_key())
+    assert promoted.promoted and promoted.governed == f"models:/{GOVERNED}/1"
+    client.set_registered_model_alias(GOVERNED, "staging", "1")
+    finding = watch.lines.waited_for(f"FINDING alias models:/{GOVERNED}/1 @staging: ")
+    assert finding == (
+        f"FINDING alias models:/{GOVERNED}/1 @staging: @staging is on models:/{GOVERNED}/1, "
+        "but no signed promotion to it exists: it was set by hand; promote the version that "
+        "should hold it with govern promote --alias staging"
+    )
+    watch.lines.waited_for(f"audit of {MODEL} under policy ", watch.lines.index(finding))
+    assert [line for line in watch.lines if "@prod" in line] == []  # promoted: no finding

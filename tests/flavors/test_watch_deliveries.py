@@ -8,7 +8,12 @@ import pytest
 from mlflow.webhooks.delivery import _generate_hmac_signature
 
 from miret_governance.flavors.watch.config import load_watch_file
-from miret_governance.flavors.watch.deliveries import Delivery, DeliveryRefused, Verifier
+from miret_governance.flavors.watch.deliveries import (
+    STATE_FILE,
+    Delivery,
+    DeliveryRefused,
+    Verifier,
+)
 from miret_governance.governance.errors import InvalidInputError
 
 SECRET = "0123456789abcdef-shared"
@@ -39,6 +44,40 @@ def test_a_signed_fresh_delivery_is_accepted_once():
     with pytest.raises(DeliveryRefused, match="^delivery d-1 was accepted before: replayed$") as e:
         verifier.check(_headers(), BODY.encode(), NOW + 20)
     assert e.value.status == 409
+
+
+def test_accepted_ids_outlive_a_restart_in_the_state_folder(tmp_path):
+    state = tmp_path / "state"
+    Verifier(SECRET, state=state).check(_headers(), BODY.encode(), NOW)
+    restarted = Verifier(SECRET, state=state)
+    with pytest.raises(DeliveryRefused, match="^delivery d-1 was accepted before: replayed$") as e:
+        restarted.check(_headers(), BODY.encode(), NOW + 299)
+    assert e.value.status == 409
+    # an acceptance prunes the ids whose timestamp is no longer fresh (refused as stale)
+    restarted.check(_headers("d-2", NOW + 301), BODY.encode(), NOW + 301)
+    assert json.loads((state / STATE_FILE).read_text()) == {"d-2": NOW + 301}
+    assert sorted(p.name for p in state.iterdir()) == [STATE_FILE]  # no temporary left
+
+
+def test_a_state_file_that_is_not_one_is_refused(tmp_path):
+    (tmp_path / STATE_FILE).write_text('{"d-1": "yesterday"}')
+    with pytest.raises(InvalidInputError) as refused:
+        Verifier(SECRET, state=tmp_path)
+    assert str(refused.value) == (
+        f"the watch state {tmp_path / STATE_FILE} is not a delivery id -> timestamp table: "
+        "give --state-dir a folder only this receiver writes, or delete the file (a delivery "
+        "accepted in the last 300 s could then be replayed once)"
+    )
+
+
+def test_an_id_that_cannot_be_kept_is_not_accepted(tmp_path):
+    verifier = Verifier(SECRET, state=tmp_path / "state")
+    (tmp_path / "state").rmdir()  # e.g. the folder removed under the running receiver
+    with pytest.raises(DeliveryRefused, match="^delivery d-1 not accepted: its id could") as e:
+        verifier.check(_headers(), BODY.encode(), NOW)
+    assert e.value.status == 503
+    (tmp_path / "state").mkdir()
+    assert verifier.check(_headers(), BODY.encode(), NOW).delivery_id == "d-1"  # not kept
 
 
 @pytest.mark.parametrize(
