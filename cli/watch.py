@@ -97,8 +97,9 @@ def watch(
 
     Each delivery must carry the shared secret's HMAC signature, a timestamp within
     5 minutes and a delivery id not accepted before, even before a restart (--state-dir):
-    anything else is refused (401, 400, 409) and nothing is done. A new version of a governed model (--config) is explained
-    on its data, one at a time per model (a version already explained is reused).
+    anything else is refused (401, 400, 409) and nothing is done. A new version of a
+    governed model (--config) is explained on its data, one at a time per model (a
+    version already explained is reused).
     An alias set or deleted on a governed model audits it at once: each finding is
     printed, and each alias holder gets a signed audit verification record (failed
     when it has no valid promotion). At start, what the registry shows undone is
