@@ -32,6 +32,7 @@ from mlflow.models import Model
 from miret_governance.flavors import miret as miret_flavor
 from miret_governance.flavors.errors import ExplainError, GovernanceError
 from miret_governance.flavors.evidence import model_files_digest
+from miret_governance.flavors.store.refusals import refusal_message
 
 SURROGATE_OF_TAG = "governance.surrogate_of"
 SURROGATE_TAG = "governance.surrogate"
@@ -148,6 +149,9 @@ def linked_versions(client: MlflowClient, model_uri: str, advice: str) -> tuple:
 def registry_unavailable(exc: MlflowException) -> GovernanceError:
     """The error for a registry that did not answer (or failed), never "not found"."""
     uri = mlflow.get_registry_uri()
+    refused = refusal_message(exc, uri)  # a 401 or 403 answers; it is not an outage
+    if refused is not None:
+        return GovernanceError(refused)
     if uri.startswith(("http://", "https://")):
         return GovernanceError(
             f"the tracking server {uri} is unreachable or failing ({exc.message}); check "

@@ -61,3 +61,23 @@ def test_an_unknown_endpoint_and_other_errors(monkeypatch):
     no_user = http_error(401, "GET", "/api/2.0/mlflow/runs/get")
     monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
     assert "refused a request without credentials (HTTP 401)" in refusal_message(no_user, SERVER)
+
+
+def test_a_refused_registry_read_is_not_called_an_outage(monkeypatch):
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from miret_governance.flavors.store.registry import registry_unavailable
+
+    monkeypatch.setattr(mlflow, "get_registry_uri", lambda: SERVER)
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    refused = MlflowException(
+        "API request to endpoint /api/2.0/mlflow/registered-models/get failed with error "
+        "code 403 != 200. Response body: 'Permission denied'"
+    )
+    assert str(registry_unavailable(refused)).startswith(
+        f"the tracking server {SERVER} refused this user (HTTP 403 on a call to "
+        "/api/2.0/mlflow/registered-models/get): it needs READ on the registered model"
+    )
+    failing = MlflowException("API request to endpoint /x failed with error code 500 != 200")
+    assert "is unreachable or failing" in str(registry_unavailable(failing))
