@@ -24,8 +24,8 @@ from miret_governance.cli.common import (
     MIN_TEST_ROWS,
     SEARCH_DEFAULTS,
     CertificateChainOption,
-    DataFile,
     Depth,
+    Engine,
     MinTestRows,
     ModelUri,
     PolicyFile,
@@ -33,6 +33,7 @@ from miret_governance.cli.common import (
     SigningCertificateOption,
     SigningKeyOption,
     Solver,
+    SparkDataFile,
     SupersedeOption,
     Target,
     TestDataFile,
@@ -41,6 +42,7 @@ from miret_governance.cli.common import (
     TrustPickle,
     connect,
     console,
+    data_of,
     errors,
     exit_codes,
     import_model_readers,
@@ -48,6 +50,7 @@ from miret_governance.cli.common import (
     without_passwords,
 )
 from miret_governance.cli.tables import metrics_table
+from miret_governance.flavors.explain.defaults import SAMPLE_ROWS
 from miret_governance.governance.errors import InvalidInputError
 
 SEARCH_PANEL = "Hyperparameter search"
@@ -164,7 +167,7 @@ def search_option(*flags: str, help: str, **options):
 
 def explain(
     model_uri: ModelUri,
-    data: DataFile,
+    data: SparkDataFile,
     target: Target = None,
     test_data: TestDataFile = None,
     min_test_rows: MinTestRows = MIN_TEST_ROWS,
@@ -302,6 +305,17 @@ def explain(
             help="Ray cluster address (default RAY_ADDRESS, else a local Ray).",
         ),
     ] = "",
+    engine: Engine = "pandas",
+    sample_rows: Annotated[
+        int,
+        typer.Option(
+            "--sample-rows",
+            help="With Spark data: about how many rows the explanation is fitted and tested "
+            "on, those whose row hash is smallest (the same rows whatever the partitions; "
+            "all rows of a smaller table); the fidelity is then counted on every other row "
+            "in Spark (table_fidelity).",
+        ),
+    ] = SAMPLE_ROWS,
     signing_key: SigningKeyOption = None,
     signing_certificate: SigningCertificateOption = None,
     certificate_chain: CertificateChainOption = None,
@@ -314,6 +328,11 @@ def explain(
     failed, unless --allow-invalid). Without a key the evidence is unsigned and no gate
     passes it. An earlier version is reused only when this key signed its evidence for
     the same request.
+
+    Spark data (--data spark:<table>, or a Parquet path with --engine spark) is explained
+    on a sample of about --sample-rows rows chosen by their content (the same rows
+    whatever the partitions), collected in hash order; the fidelity on every other row
+    is counted in Spark and recorded (table_fidelity), with the table's row-set digest.
     """
     try:
         with exit_codes():
@@ -344,7 +363,7 @@ def explain(
             with signals_raise(), live_progress(time_limit) as tracker:
                 result = explain_model_version(
                     model_uri,
-                    str(data),
+                    data_of(data, engine),
                     target=target or None,
                     test_data=str(test_data) if test_data else None,
                     min_test_rows=min_test_rows,
@@ -369,6 +388,7 @@ def explain(
                     search=settings,
                     progress=tracker,
                     signing_key=key,
+                    sample_rows=sample_rows,
                 )
     except KeyboardInterrupt as exc:
         from miret_governance.flavors.explain.faults import reraise_signal
@@ -388,7 +408,7 @@ def _print_result(result) -> None:
     the rules, then the technical details (solver, search, every metric) and UI links."""
     from miret_governance.cli.tables import headline_lines
     from miret_governance.flavors.explain.context import chosen_text
-    from miret_governance.governance.report.wording import describe_stop
+    from miret_governance.governance.report.wording import describe_stop, table_fidelity_text
 
     plain = {"highlight": False, "markup": False, "soft_wrap": True}
     for note in result.recovery_notes:
@@ -409,6 +429,11 @@ def _print_result(result) -> None:
         console.print("[bold red]Input validation FAILED[/] (explained with --allow-invalid).")
     for line in headline_lines(result.metrics, result.validation):
         console.print(line, **plain)
+    if table_fidelity_text(result.metrics):
+        console.print(
+            f"fidelity on the table's other rows: {table_fidelity_text(result.metrics)}",
+            **plain,
+        )
     if result.signed_by:
         console.print(f"evidence signed by key {result.signed_by[:16]}...", **plain)
     else:

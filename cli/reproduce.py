@@ -16,15 +16,17 @@ from rich.table import Table
 from miret_governance.cli import common
 from miret_governance.cli.common import (
     EXIT_FAILED,
-    DataFile,
+    Engine,
     JsonOutput,
     PolicyFile,
+    SparkDataFile,
     Target,
     TestDataFile,
     TrackingUri,
     TrustPickle,
     connect,
     console,
+    data_of,
     errors,
     exit_codes,
     import_model_readers,
@@ -96,7 +98,7 @@ def reproduce(
             "surrogate is used): models:/<name>/<version>, models:/<name>@<alias>.",
         ),
     ],
-    data: DataFile,
+    data: SparkDataFile,
     test_data: TestDataFile = None,
     target: Target = None,
     as_json: JsonOutput = False,
@@ -107,6 +109,7 @@ def reproduce(
     signing_certificate: common.SigningCertificateOption = None,
     certificate_chain: common.CertificateChainOption = None,
     no_record: common.NoRecord = False,
+    engine: Engine = "pandas",
 ) -> None:
     """Fit a registered explanation again and say whether it is the same.
 
@@ -114,7 +117,10 @@ def reproduce(
     metrics reproduces it.
 
     --data (and --test-data when the explanation had one) must be the explained files:
-    their MLflow dataset digests must be the recorded ones. The ensemble is loaded, the
+    their MLflow dataset digests must be the recorded ones. An explanation of Spark data
+    is reproduced on the same table (--data spark:<table>, or the Parquet path with
+    --engine spark): its row-set digest must be the recorded one; the same sample is
+    collected again and the fidelity on the other rows counted again. The ensemble is loaded, the
     data prepared, the surrogate fitted and evaluated with the recorded request in this
     process; nothing is logged or registered but, with a signing key, a signed
     verification record saying identical or different and why (shown on the ensemble
@@ -146,7 +152,7 @@ def reproduce(
         with errors.status("fitting the surrogate again"), _stdout_to_stderr():
             result = reproduce_explanation(
                 model_uri,
-                data,
+                data_of(data, engine),
                 test_data,
                 target=target,
                 trust_pickle=trust_pickle,

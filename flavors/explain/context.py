@@ -106,9 +106,8 @@ def record_holdout(request, data, datasets: dict) -> dict:
     frame = data.test
     if data.y_test is not None:
         frame = frame.assign(**{request.target: data.y_test})
-    holdout = dataset(
-        frame, request.data, request.target, name=f"{Path(request.data).stem}-holdout"
-    )
+    stem = Path(request.data).stem if request.data_source is None else request.data
+    holdout = dataset(frame, request.data, request.target, name=f"{stem}-holdout")
     with warnings.catch_warnings():  # integer-column schema hints of the label column
         warnings.simplefilter("ignore", UserWarning)
         log_dataset(holdout, "testing")
@@ -175,7 +174,7 @@ def chosen_text(parameters: dict) -> str:
 def _facts(request, evidence, solve: dict, ensemble) -> list[str]:
     """The bullet points both descriptions share."""
     from miret_governance.governance.report.formatting import format_number
-    from miret_governance.governance.report.wording import describe_stop
+    from miret_governance.governance.report.wording import describe_stop, table_fidelity_text
 
     metrics = evidence.metrics
     fidelity = fidelity_with_interval(metrics)
@@ -189,6 +188,15 @@ def _facts(request, evidence, solve: dict, ensemble) -> list[str]:
         )
     used = int(metrics.get("n_features_used", 0))
     data = f"{_code(file_name(request.data))} (digest {_code(request.data_digest)})"
+    table = request.data_source
+    if table is not None:
+        data = (
+            f"{_code(table.identity)} (row-set digest {_code(table.row_set_digest)}), the "
+            f"{table.sample_rows:,} of its {table.table_rows:,} rows of smallest row hash "
+            f"(digest {_code(request.data_digest)})"
+        )
+        if table_fidelity_text(metrics):
+            line += f"; on its other rows {table_fidelity_text(metrics)}"
     if request.test_data:
         rows = (
             f"{data}, {evidence.n_train} rows fitted; test file "

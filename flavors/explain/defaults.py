@@ -42,6 +42,11 @@ MIN_TEST_ROWS = 20
 20 rows that all agree give a 95% Wilson interval of 0.839-1, so a class the surrogate
 gets wrong one time in six can still be told apart; fewer rows say almost nothing."""
 
+SAMPLE_ROWS = 100_000
+"""About how many rows of a Spark table explain fits on (``--sample-rows``): the rows
+whose hash falls under a threshold (:mod:`governance.data.spark.sample`); the fidelity
+is then counted on every other row of the table in Spark."""
+
 
 def parse_depth(text: str) -> int | None:
     """``--depth``'s text as a depth: an int from 0 (:data:`ENSEMBLE_DEPTH`) to

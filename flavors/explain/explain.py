@@ -24,7 +24,8 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from miret_governance.flavors.errors import ExplainError
-from miret_governance.flavors.explain import context, faults, publish, reuse, stages
+from miret_governance.flavors.explain import context, faults, publish, reuse, spark_table, stages
+from miret_governance.flavors.explain.defaults import SAMPLE_ROWS
 from miret_governance.flavors.explain.fit_params import FitParams, check_parameters
 from miret_governance.flavors.explain.outcome import ExplainResult, reused_result
 from miret_governance.flavors.explain.request import (
@@ -61,6 +62,7 @@ from miret_governance.flavors.trail.supersede import (
     supersede_trust,
 )
 from miret_governance.flavors.trust import UnsignedEvidenceWarning, default_signing_key
+from miret_governance.governance.data.spark.frames import on_spark
 from miret_governance.governance.data.validation import missing_shares, raw_columns
 from miret_governance.governance.ensembles.encoding import surrogate_rules
 from miret_governance.governance.trust.signers import SigningKey
@@ -100,6 +102,7 @@ def explain_model_version(
     signing_key: SigningKey | None = None,
     supersede: bool = False,
     policy=None,
+    sample_rows: int = SAMPLE_ROWS,
 ) -> ExplainResult:
     """Explain a registered ensemble version with VITE and a MIRET surrogate.
 
@@ -108,8 +111,12 @@ def explain_model_version(
     model_uri : str
         ``models:/<name>/<version>`` or ``models:/<name>@<alias>`` of a scikit-learn or
         XGBoost or LightGBM tree-ensemble classifier (or a Pipeline ending in one).
-    data : str or path
-        CSV or Parquet file with the ensemble's feature columns (raw units).
+    data : str, path, governance.data.spark.frames.DataSource or Spark DataFrame
+        CSV or Parquet file with the ensemble's feature columns (raw units), or Spark
+        data: then the explain runs on a deterministic sample of about ``sample_rows``
+        rows collected to pandas (:mod:`governance.data.spark.sample`) and the
+        fidelity on every other row is counted in Spark (``table_fidelity`` and its
+        interval, ``table_rows``).
     target : str, optional
         Label column; without it the ensemble's own labels stand in.
     test_data : str or path, optional
@@ -161,6 +168,9 @@ def explain_model_version(
         names). Without one the evidence is unsigned (an :class:`UnsignedEvidenceWarning`):
         no gate passes it and nothing earlier is reused. Only a version whose evidence
         this key signed, naming this very request, is reused (:mod:`flavors.reuse`).
+    sample_rows : int
+        About how many rows of Spark data to explain (default
+        :data:`~flavors.explain.defaults.SAMPLE_ROWS`; every row of a smaller table).
     progress : callable, optional
         ``progress(stage, detail)``: ``stage`` is one of :data:`flavors.stages.STAGES`;
         during the solve ``detail`` has ``elapsed``, ``incumbent``, ``bound`` and ``gap``;
@@ -204,6 +214,7 @@ def explain_model_version(
         params = {"random_state": keywords.pop("seed"), **keywords}
     fit = check_parameters(params, test_size if test_data is None else None)
     min_test_rows = stages.check_min_test_rows(min_test_rows)
+    sample_rows = spark_table.check_sample_rows(sample_rows)
     if registered_name is not None:
         check_registered_name(registered_name)
     signing_key = signing_key or default_signing_key()
@@ -221,9 +232,17 @@ def explain_model_version(
         ensemble, files_digest = load_pinned_ensemble(version_uri(version), trust_pickle)
 
         stages.notify(progress, "load data")
-        frame = read_data(data, target)
+        table = table_sample = None
+        if on_spark(data):
+            table, frame, table_sample = spark_table.read_sample(
+                data, ensemble, target, sample_rows
+            )
+            data = table_sample.identity
+            datasets = {"training": dataset(frame, data, target, name=context.file_name(data))}
+        else:
+            frame = read_data(data, target)
+            datasets = {"training": dataset(frame, data, target)}
         test_frame = read_data(test_data, target) if test_data is not None else None
-        datasets = {"training": dataset(frame, data, target)}
         if test_frame is not None:
             datasets["testing"] = dataset(test_frame, test_data, target)
 
@@ -254,6 +273,7 @@ def explain_model_version(
             trust_pickle=_trust_record() if trust_pickle else "",
             min_test_rows=min_test_rows,
             ensemble_files_digest=files_digest,
+            data_source=table_sample,
         )
         experiment_id = context.explain_experiment(client, version)
         recovered = faults.recover_killed_runs(client, experiment_id, request.ensemble_uri)
@@ -296,6 +316,7 @@ def explain_model_version(
                 progress,
                 worker,
                 signing_key,
+                table,
             )
             stages.notify(progress, "register")
             tags = {
@@ -380,12 +401,16 @@ def _explain_in_run(
     progress,
     worker,
     signing_key,
+    table=None,
 ):
     """Every stage from validation to the logged model, in a temporary folder.
 
     Small inputs are validated in ``worker``'s process while this one fits the
     surrogate in a background thread; the fit counts once the validation has passed.
+    With ``table`` (the Spark DataFrame ``frame`` was sampled from) the fidelity on its
+    other rows is counted in Spark and added to the metrics.
     """
+    loaded = ensemble
     cells = (len(frame) + (0 if test_frame is None else len(test_frame))) * ensemble.n_features
     inputs = [c for c in raw_columns(ensemble) if c in frame.columns]  # govern validate's
     missing_share = missing_shares(frame, inputs)  # reference, as validation's here
@@ -430,13 +455,16 @@ def _explain_in_run(
         vite = vite_done.result()
 
         stages.notify(progress, "metrics")
+        metrics = stages.evaluate(ensemble, surrogate, prepared.X_train, prepared.X_test, data)
+        if table is not None:
+            metrics.update(spark_table.table_metrics(table, request.data_source, loaded, surrogate))
         evidence = publish.Evidence(
             validation=validation,
             vite=vite,
             n_train=len(data.train),
             n_test=len(data.test),
             depth=int(surrogate.depth_),
-            metrics=stages.evaluate(ensemble, surrogate, prepared.X_train, prepared.X_test, data),
+            metrics=metrics,
             rules=surrogate_rules(surrogate, request.class_names, ensemble.encoding),
             search=search,
             input_range=_input_range(data, ensemble.feature_names),

@@ -20,6 +20,7 @@ from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.explain.defaults import AUTO_DEPTH, MIN_TEST_ROWS
 from miret_governance.flavors.explain.fit_params import HYPERPARAMETERS, FitParams
 from miret_governance.flavors.store.registry import URI_PREFIX
+from miret_governance.governance.data.spark.sample import TableSample
 
 
 def search_defaults() -> dict:
@@ -137,6 +138,10 @@ class ExplainRequest:
         :func:`flavors.evidence.model_files_digest` of the ensemble's model files as
         explain read them; a gate refuses the evidence once the version's files differ
         ("" only in evidence written before it was recorded).
+    data_source : TableSample, optional
+        The Spark table ``data`` names and which of its rows were collected to be
+        explained (``data_digest`` is theirs); None for a file. Recorded only when set,
+        so explanations of files keep their bytes and digests.
     """
 
     model_uri: str
@@ -158,6 +163,7 @@ class ExplainRequest:
     search: SearchSettings | None = None
     min_test_rows: int = MIN_TEST_ROWS
     ensemble_files_digest: str = ""
+    data_source: TableSample | None = None
 
     @property
     def ensemble_uri(self) -> str:
@@ -190,6 +196,8 @@ class ExplainRequest:
             identity["search"] = self.search.identity()
         if self.ensemble_files_digest:  # absent from older evidence: its digest stands
             identity["ensemble_files_digest"] = self.ensemble_files_digest
+        if self.data_source is not None:  # the whole table: its fidelity is evidence too
+            identity["data_source"] = self.data_source.to_json()
         text = json.dumps(identity, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -235,6 +243,10 @@ class ExplainRequest:
         record["fit"] = dict(self.fit)
         record["class_names"] = list(self.class_names) if self.class_names else None
         record["search"] = self.search.identity() if self.search is not None else None
+        if self.data_source is None:  # written only when set: other evidence keeps its bytes
+            del record["data_source"]
+        else:
+            record["data_source"] = self.data_source.to_json()
         return record
 
     @classmethod
@@ -255,6 +267,8 @@ class ExplainRequest:
         values["class_names"] = tuple(names) if names else None
         if values["search"] is not None:
             values["search"] = SearchSettings(**values["search"])
+        if isinstance(values.get("data_source"), dict):
+            values["data_source"] = TableSample.from_json(values["data_source"])
         return cls(**values)
 
 

@@ -19,6 +19,16 @@ the evaluator was named or is merely installed (``mlflow.models.evaluation.base`
 and the config key is the one switch. Give the config nested under ``"miret"``: a flat
 ``evaluator_config`` is handed to every evaluator.
 
+A Spark DataFrame is not judged on a truncated sample: MLflow hands every evaluator at
+most its first :data:`SPARK_ROWS` rows (``SparkDataset.to_evaluation_dataset`` collects
+``limit(10000)``), and the DataFrame itself never reaches the evaluator, so a Spark
+evaluation of that many rows is refused (:func:`refuse_truncated_spark`), naming
+``govern explain --data spark:<table>``, which fits on a deterministic sample and counts
+the fidelity on every other row in Spark. A smaller Spark DataFrame arrived whole and is
+evaluated. The evaluator tells Spark data by the run's dataset input MLflow logged for
+it (source type ``spark`` or ``delta_table``, or the ``approx_count`` profile of
+``mlflow.data.spark_dataset.SparkDataset``).
+
 Config keys: ``enabled`` (True to run), ``class_names`` (one name per class, display only) and
 any :class:`~governance.miret.estimator.MiretSurrogate` parameter (``depth``,
 ``time_limit``, ``alpha``, ...; checked as :class:`flavors.fit_params.FitParams`, defaults
@@ -33,6 +43,7 @@ import tempfile
 from pathlib import Path
 
 from mlflow import MlflowClient
+from mlflow.data.evaluation_dataset import EvaluationDataset
 from mlflow.entities import Metric
 from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.utils.time import get_current_time_millis
@@ -56,6 +67,46 @@ ARTIFACT_DIR = "miret"
 """The run's artifact folder of the rules, the tree figure and ``fit.json``."""
 OWN_KEYS = ("enabled", "class_names")
 """Config keys that are not estimator parameters."""
+SPARK_ROWS = EvaluationDataset.SPARK_DATAFRAME_LIMIT
+"""Rows of a Spark DataFrame MLflow hands an evaluator at most (10,000)."""
+SPARK_SOURCES = ("spark", "delta_table")
+"""MLflow dataset source types of Spark data."""
+
+
+def _is_spark(entity) -> bool:
+    """Whether a logged dataset (``mlflow.entities.Dataset``) is a Spark DataFrame."""
+    try:
+        profile = json.loads(entity.profile or "null") or {}
+    except ValueError:
+        profile = {}
+    return entity.source_type in SPARK_SOURCES or "approx_count" in profile
+
+
+def refuse_truncated_spark(dataset, run_id: str) -> None:
+    """Refuse ``dataset`` when it is the first :data:`SPARK_ROWS` rows of a Spark
+    DataFrame (the run's logged dataset input of the same name and digest is Spark's):
+    the rest never reached the evaluator.
+
+    Raises
+    ------
+    ExplainError
+        Naming ``govern explain --data spark:<table>``.
+    """
+    if len(dataset.features_data) < SPARK_ROWS:
+        return  # all of it, whatever it was read from
+    inputs = MlflowClient().get_run(run_id).inputs.dataset_inputs
+    if any(
+        d.dataset.digest == dataset.digest
+        and d.dataset.name == dataset.name
+        and _is_spark(d.dataset)
+        for d in inputs
+    ):
+        raise ExplainError(
+            f"the {EVALUATOR_NAME} evaluator was given a Spark DataFrame, of which MLflow hands "
+            f"evaluators only the first {SPARK_ROWS:,} rows; it does not judge a truncated "
+            "sample: explain the table with govern explain --data spark:<table> (a "
+            "deterministic sample, fidelity counted on every other row in Spark)"
+        )
 
 
 def _config(evaluator_config) -> dict:
@@ -405,10 +456,12 @@ class MiretEvaluator(ModelEvaluator):
         ------
         ExplainError
             No logged model, not a supported tree ensemble, data without the
-            ensemble's features, or a bad config.
+            ensemble's features, the first rows of a larger Spark DataFrame
+            (:func:`refuse_truncated_spark`), or a bad config.
         """
         check_model_type(model_type)
         params, names = read_config(evaluator_config)
+        refuse_truncated_spark(dataset, run_id)
         model_uri = evaluated_model_uri(model)
         refuse_pickle(model.metadata)
         ensemble, raw = evaluation_features(dataset, load_tree_ensemble(model_uri))

@@ -2,7 +2,8 @@
 
 :func:`reproduce_explanation` reads a surrogate's signed, verified evidence (an ensemble
 version's ``governance.surrogate`` link is followed), refuses data whose MLflow dataset
-digest differs from the recorded one, rebuilds the
+digest differs from the recorded one (a Spark table: whose row-set digest differs; its
+recorded sample is collected again, :mod:`flavors.explain.spark_table`), rebuilds the
 :class:`~flavors.request.ExplainRequest` from ``provenance.request`` and runs, in this
 process, the explain stages that decide the tree: the ensemble loaded safely from the
 files the evidence pins, when it pins them (:func:`flavors.gate_evidence.pinned_ensemble`),
@@ -24,7 +25,7 @@ from mlflow import MlflowClient
 
 from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.evidence import FLAVORS_CODE
-from miret_governance.flavors.explain import stages
+from miret_governance.flavors.explain import spark_table, stages
 from miret_governance.flavors.explain.request import ExplainRequest
 from miret_governance.flavors.explain.search_runs import search_surrogate
 from miret_governance.flavors.gates.gate_evidence import checked_evidence, pinned_ensemble
@@ -35,6 +36,8 @@ from miret_governance.flavors.store.registry import (
     version_uri,
 )
 from miret_governance.flavors.trust import trusted_keys
+from miret_governance.governance.data.spark.frames import on_spark, source_name
+from miret_governance.governance.data.spark.sample import TABLE_METRICS
 from miret_governance.governance.measures.metrics import HEADLINE_METRICS
 from miret_governance.governance.miret.solvers.table import solver_package
 from miret_governance.governance.trust.environment import GUROBI, differences, environment
@@ -152,6 +155,50 @@ def _checked_frame(given, recorded_path: str, recorded_digest: str, target, opti
     return frame
 
 
+def _ensemble(ensemble_version, checked, trust_pickle: bool):
+    """The ensemble the evidence pins, a pickle only with ``trust_pickle``.
+
+    Raises
+    ------
+    ExplainError
+        The explanation trusted a pickle and ``trust_pickle`` is False.
+    """
+    trusted_by = checked.provenance.get("trust_pickle")
+    if trusted_by and not trust_pickle:  # re-logging: another version
+        raise ExplainError(
+            f"the explanation loaded {version_uri(ensemble_version)}, a pickled model, "
+            f"trusted by {trusted_by}; loading it again runs the artifact's "
+            "code: pass --trust-pickle to reproduce it"
+        )
+    return pinned_ensemble(ensemble_version, checked.evidence, trust_pickle)
+
+
+def _sampled(data, record: dict, target, ensemble):
+    """The Spark table ``data`` and the recorded sample of it, collected again.
+
+    Raises
+    ------
+    ExplainError
+        The explanation read a file, the table's rows differ from the recorded ones, or
+        the sample's dataset digest differs from the recorded one.
+    """
+    recorded = ExplainRequest.from_record(record).data_source
+    if recorded is None:
+        raise ExplainError(
+            f"the explanation read the file {record['data']} (dataset digest "
+            f"{record['data_digest']}), not Spark data; pass that file with --data"
+        )
+    table, frame, _ = spark_table.read_sample(data, ensemble, target, recorded=recorded)
+    digest = digest_like(frame, record["data"], target, record["data_digest"])
+    if digest != record["data_digest"]:  # the same rows, read as other types
+        raise ExplainError(
+            f"the sample of {source_name(data)} has the dataset digest {digest}, the "
+            f"recorded one is {record['data_digest']}: its columns are read as other types "
+            "than when it was explained; read the table as the explain run did"
+        )
+    return table, frame
+
+
 def reproduce_explanation(
     model_uri: str,
     data,
@@ -170,7 +217,10 @@ def reproduce_explanation(
         or ``models:/<name>@<alias>``).
     data, test_data : str or path
         The files the explanation was made from (``test_data`` only when it had one);
-        their MLflow dataset digests must be the recorded ones.
+        their MLflow dataset digests must be the recorded ones. ``data`` may be the
+        Spark table (a ``DataSource`` or a Spark DataFrame) of an explanation of Spark
+        data: its row-set digest must be the recorded one; the recorded sample is
+        collected again and the fidelity on the other rows counted again.
     target : str, optional
         Label column; default the recorded one (another one is refused).
     trust_pickle : bool
@@ -215,22 +265,24 @@ def reproduce_explanation(
             "leave out --target"
         )
     target = record["target"] or None
-    frame = _checked_frame(data, record["data"], record["data_digest"], target, "--data")
+    table = ensemble = None
+    if on_spark(data):  # its columns are checked before anything is collected
+        ensemble = _ensemble(ensemble_version, checked, trust_pickle)
+        table, frame = _sampled(data, record, target, ensemble)
+        path = source_name(data)
+    else:
+        frame = _checked_frame(data, record["data"], record["data_digest"], target, "--data")
+        path = str(Path(data).resolve())
     test_frame = _checked_frame(
         test_data, record["test_data"], record["test_data_digest"], target, "--test-data"
     )
     request = ExplainRequest.from_record(
         record,
-        data=str(Path(data).resolve()),
+        data=path,
         test_data=str(Path(test_data).resolve()) if test_frame is not None else "",
     )
-    if provenance.get("trust_pickle") and not trust_pickle:  # re-logging: another version
-        raise ExplainError(
-            f"the explanation loaded {version_uri(ensemble_version)}, a pickled model, "
-            f"trusted by {provenance['trust_pickle']}; loading it again runs the artifact's "
-            "code: pass --trust-pickle to reproduce it"
-        )
-    ensemble = pinned_ensemble(ensemble_version, checked.evidence, trust_pickle)
+    if ensemble is None:
+        ensemble = _ensemble(ensemble_version, checked, trust_pickle)
     prepared = stages.prepare(request, ensemble, frame, test_frame)
     if request.search is None:
         surrogate = stages.fit_surrogate(request, prepared.ensemble, prepared.raw_train)
@@ -240,11 +292,15 @@ def reproduce_explanation(
     metrics = stages.evaluate(
         prepared.ensemble, surrogate, prepared.X_train, prepared.X_test, prepared.data
     )
+    names = list(HEADLINE_METRICS)
+    if table is not None:
+        metrics.update(spark_table.table_metrics(table, request.data_source, ensemble, surrogate))
+        names += TABLE_METRICS
     recorded_metrics = provenance["metrics"]
     if "encoding" not in provenance and "n_encoded_features_used" in metrics:
         # evidence written before the encoding was recorded counted encoded columns
         metrics["n_features_used"] = metrics["n_encoded_features_used"]
-    names = [m for m in HEADLINE_METRICS if m in recorded_metrics or m in metrics]
+    names = [m for m in names if m in recorded_metrics or m in metrics]
     recorded_env = provenance.get("environment") or {}
     solver = surrogate.solve_report_.solver
     current_env = environment(

@@ -59,12 +59,20 @@ LEGACY_DIGEST_CHARS = 8
 def dataset(frame: pd.DataFrame, source, target: str | None, name: str | None = None, digest=None):
     """The MLflow dataset of a data file: named after the file (or ``name``), with the
     digest of its content (:func:`governance.tables.content_digest`; ``digest=False``:
-    MLflow's own); its source is the file's name, never a local folder."""
+    MLflow's own); its source is the file's name, never a local folder (a sample of a
+    Spark table ``spark:<table>``: the table)."""
+    from miret_governance.governance.data.spark import SPARK_PREFIX
+
+    origin = Path(source).name
+    if str(source).startswith(SPARK_PREFIX):
+        from mlflow.data.spark_dataset_source import SparkDatasetSource
+
+        origin = SparkDatasetSource(table_name=str(source)[len(SPARK_PREFIX) :])
     with warnings.catch_warnings():  # source-type ambiguity and integer-column hints
         warnings.simplefilter("ignore", UserWarning)
         return mlflow.data.from_pandas(
             frame,
-            source=Path(source).name,
+            source=origin,
             name=name or Path(source).stem,
             targets=target or None,
             digest=None if digest is False else tables.content_digest(frame),

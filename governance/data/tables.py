@@ -88,11 +88,12 @@ def _numbers(column: pd.Series) -> np.ndarray:
     return np.where(np.isnan(values), np.nan, values + 0.0)
 
 
-def row_hash_sum(frame: pd.DataFrame, numeric) -> int:
-    """Sum modulo :data:`ROW_SET_MODULUS` of the rows' hashes: the first 128 bits of the
-    sha256 of each row's canonical bytes (per column, in order, ``numeric[i]`` telling
-    which: a number as float64, ``-0.0`` and every NaN alike; text as a presence byte,
-    its UTF-8 length and bytes). Sums of disjoint row sets add up to the whole's."""
+def row_hashes(frame: pd.DataFrame, numeric) -> list[bytes]:
+    """Each row's hash: the first 128 bits (16 bytes) of the sha256 of its canonical bytes
+    (per column, in order, ``numeric[i]`` telling which: a number as float64, ``-0.0``
+    and every NaN alike; text as a presence byte, its UTF-8 length and bytes). Equal rows
+    hash alike wherever they are, so a sample of the rows whose hash is small does not
+    depend on their order or partitions (:mod:`governance.data.spark.sample`)."""
     parts = [b""] * len(frame)
     for (_, column), is_number in zip(frame.items(), numeric):
         if is_number:
@@ -108,7 +109,13 @@ def row_hash_sum(frame: pd.DataFrame, numeric) -> int:
                 for v, gone in zip(column.astype(object).to_numpy(), missing)
             ]
         parts = [a + b for a, b in zip(parts, cells)]
-    total = sum(int.from_bytes(hashlib.sha256(row).digest()[:16], "big") for row in parts)
+    return [hashlib.sha256(row).digest()[:16] for row in parts]
+
+
+def row_hash_sum(frame: pd.DataFrame, numeric) -> int:
+    """Sum modulo :data:`ROW_SET_MODULUS` of the rows' :func:`row_hashes` (as big-endian
+    integers). Sums of disjoint row sets add up to the whole's."""
+    total = sum(int.from_bytes(h, "big") for h in row_hashes(frame, numeric))
     return total % ROW_SET_MODULUS
 
 

@@ -28,7 +28,12 @@ from miret_governance.governance.report.formatting import (
     format_percent,
     markdown_text,
 )
-from miret_governance.governance.report.wording import CHOSEN, glossary, solver_outcome
+from miret_governance.governance.report.wording import (
+    CHOSEN,
+    glossary,
+    solver_outcome,
+    table_fidelity_text,
+)
 
 METRIC_ROWS = (
     ("Fidelity to the ensemble", "fidelity"),
@@ -147,6 +152,7 @@ def _environment() -> Environment:
     env.filters["pct"] = format_percent
     env.filters["glued"] = glued
     env.filters["fidelity"] = fidelity_with_interval
+    env.filters["table_fidelity"] = table_fidelity_text
     return env
 
 

@@ -5,6 +5,8 @@
   (``govern show``, the report's provenance).
 - :func:`tree_kind`: what the returned tree is (MIRET, optimal univariate or CART).
 - :func:`glossary`: every term the reviewer page and the model card show, explained.
+- :func:`table_fidelity_text`: the fidelity on every row of a Spark table beyond the
+  explained sample.
 - :func:`gate_verdict`: a gate's result for the alias and policy it was evaluated for;
   :data:`DRIFT_NAME`: what the ``explanation_drift`` figure is called on every page.
 """
@@ -15,6 +17,11 @@ import math
 
 import numpy as np
 
+from miret_governance.governance.data.spark.sample import (
+    TABLE_FIDELITY,
+    TABLE_FIDELITY_CI,
+    TABLE_ROWS,
+)
 from miret_governance.governance.miret.solvers.gurobi import GUROBI_SIZE_LIMIT
 from miret_governance.governance.miret.solvers.solve_result import GLOBAL_MILP_BINARIES
 from miret_governance.governance.miret.tree.conditions import CONVENTION_NOTE
@@ -54,6 +61,25 @@ def _percent(value) -> str:
     if value is None or not math.isfinite(float(value)):
         return "-"
     return f"{100 * float(value):.1f}%"
+
+
+def table_fidelity_text(metrics) -> str:
+    """The fidelity on the rows of a Spark table beyond the explained sample, with its
+    95% interval and row count (``""`` when the explanation has none).
+
+    Examples
+    --------
+    >>> table_fidelity_text({"table_fidelity": 0.975, "table_fidelity_ci_low": 0.97,
+    ...                      "table_fidelity_ci_high": 0.98, "table_rows": 12000.0})
+    '97.5% (95% CI 97.0-98.0%, n=12,000 rows beyond the sample)'
+    """
+    if TABLE_FIDELITY not in metrics:
+        return ""
+    low, high = (metrics[k] for k in TABLE_FIDELITY_CI)
+    return (
+        f"{_percent(metrics[TABLE_FIDELITY])} (95% CI {100 * low:.1f}-{100 * high:.1f}%, "
+        f"n={int(metrics[TABLE_ROWS]):,} rows beyond the sample)"
+    )
 
 
 def _number(value) -> str:

@@ -143,7 +143,8 @@ def test_bad_spark_input_is_refused_and_nothing_is_written(gated, spark):
         2,
         (
             "error: --data spark:scores: this command reads a CSV or Parquet file and takes no "
-            "Spark table yet (govern gate --data spark:<table> does); give a file sample\n"
+            "Spark table yet (govern gate, explain and reproduce --data spark:<table> do); give "
+            "a file sample\n"
         ),
     )
     with pytest.raises(ExplainError, match=r"^the Spark DataFrame: this reads its rows into "):
