@@ -113,7 +113,7 @@ def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
     if str(value).startswith(SPARK_PREFIX):
         raise fail(
             f"{param.opts[0]} {value}: this command reads a CSV or Parquet file and takes no "
-            "Spark table yet (govern gate, explain and reproduce --data spark:<table> do); "
+            "Spark table yet (gate, promote, diff, explain, reproduce and explain-row do); "
             "give a file sample"
         )
     _check_file(param.opts[0], value)

@@ -115,7 +115,8 @@ def _print(outcome) -> None:
 def diff(
     from_uri: FromUri,
     to_uri: ToUri,
-    data: common.CheckData = None,
+    data: common.SparkCheckData = None,
+    engine: common.Engine = "pandas",
     policy: PolicyFile = None,
     tracking_uri: TrackingUri = None,
     trust_pickle: Annotated[
@@ -135,7 +136,8 @@ def diff(
     versions' feature columns in raw units: a pipeline that encodes categories takes its
     original columns, and a category not seen in training is refused by name; missing
     values follow each model's rule), cross-fidelity: each surrogate scored against the
-    other version's ensemble. Both
+    other version's ensemble; on Spark data (--data spark:<table>, or a path with
+    --engine spark) counted in Spark, with the same result as on a file of the same rows. Both
     explanations are read only once their signature verifies with a key the policy
     (--policy or GOVERN_POLICY) trusts for explain. Read-only.
 
@@ -145,9 +147,11 @@ def diff(
     "overlap"}, "rules": {"from", "to"}, "rule_changes": {"added", "removed", "moved": list
     of [from, to], "unchanged", "gained", "lost"}, "cross_fidelity": null or {"rows",
     "from_surrogate_on_to_ensemble", "to_surrogate_on_from_ensemble", "value"}, "data":
-    null or {"rows", "digest"}}.
+    null or {"identity" (the file's path, spark:<table> or "<path> (spark)"), "rows",
+    "digest" (row-set digest: the same rows give the same digest in any order and engine)}}.
     """
     with exit_codes():
+        data = common.data_of(data, engine)
         if data is not None:
             common.import_model_readers()
         from miret_governance.flavors.gates.diff import diff_versions

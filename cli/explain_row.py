@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from miret_governance.cli import common
 from miret_governance.cli.common import (
-    DataFile,
     JsonOutput,
     PolicyFile,
     TrackingUri,
@@ -20,6 +20,7 @@ from miret_governance.cli.common import (
     import_model_readers,
     print_json,
 )
+from miret_governance.governance.data.spark import ROW_LIMIT
 
 
 def _print(explained) -> None:
@@ -68,7 +69,25 @@ def explain_row(
             "surrogate version: models:/<name>/<version>, models:/<name>@<alias>.",
         ),
     ],
-    data: DataFile,
+    data: common.SparkDataFile,
+    engine: common.Engine = "pandas",
+    where: Annotated[
+        str | None,
+        typer.Option(
+            "--where",
+            help="Spark data only: a Spark SQL condition selecting the rows to explain, "
+            'e.g. "id = 42" (default: every row).',
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            min=1,
+            help="Spark data only: the most rows explained; more selected exits 2 naming "
+            "their count.",
+        ),
+    ] = ROW_LIMIT,
     tracking_uri: TrackingUri = None,
     policy: PolicyFile = None,
     as_json: JsonOutput = False,
@@ -86,9 +105,14 @@ def explain_row(
     the column, the value and the categories seen. A missing value follows each model's
     rule for one (refused, exit 2, only by a surrogate written before such rules).
 
+    On Spark data (--data spark:<table>, or a path with --engine spark) --where selects the
+    rows in Spark and at most --limit are collected; they are numbered in the order of
+    their row hashes (the same rows in that order as a file give the same answers).
+
     --json prints {"command": "explain-row", "schema_version": 1, "surrogate_uri",
     "ensemble_uri", "signed_by": {"name", "fingerprint"}, "n_rows", "n_disagree",
-    "rows": list of {"row" (its number in the file, first data row 0), "steps": list of
+    "rows": list of {"row" (its number in the file, first data row 0; Spark: in row-hash
+    order), "steps": list of
     {"node", "condition" (the yes branch, raw units), "answer" ("yes" or "no"), "holds"
     (the condition that held), "value" (the row's value of its left side; null where a
     missing feature or category leaves it undefined), "terms" (list of [feature, weight],
@@ -96,6 +120,7 @@ def explain_row(
     original value; else null)}, "leaf", "surrogate", "ensemble" (class names), "agrees"}}.
     """
     with exit_codes():
+        data = common.data_of(data, engine)
         import_model_readers()
         from miret_governance.flavors.read.applicant import explain_rows
         from miret_governance.flavors.trust import trusted_keys
@@ -103,7 +128,7 @@ def explain_row(
         check_model_uri(model_uri)
         trusted = trusted_keys(policy)
         connect(tracking_uri, fail_fast=False, read_only=True)
-        explained = explain_rows(model_uri, data, policy=trusted)
+        explained = explain_rows(model_uri, data, policy=trusted, where=where, limit=limit)
     if as_json:
         print_json(
             "explain-row",

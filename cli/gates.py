@@ -217,7 +217,9 @@ def gate(
     (gate recomputed_fidelity): on the explain run's own data the stored train and test
     fidelity must be reproduced exactly; on other data the 95% Wilson intervals of the
     new and the stored test fidelity must overlap. On Spark data (--data spark:<table>, or a
-    path with --engine spark) every row is counted in Spark and compared likewise.
+    path with --engine spark) every row is counted in Spark and compared likewise, as is a
+    policy's min_cross_fidelity. The signed record names the rows (identity, count and
+    row-set digest).
 
     --json prints {"command": "gate", "schema_version": 1, "passed": bool, "exit_code":
     0 or 1, "ensemble_uri", "surrogate_uri", "policy" (name v<digest8>), "policy_digest",
@@ -242,7 +244,20 @@ def gate(
         print_json("gate", gates_json(outcome))
     else:
         print_gates(outcome)
+        _print_data(outcome.data)
     raise typer.Exit(0 if outcome.evaluation.all_passed else EXIT_FAILED)
+
+
+def _print_data(reference) -> None:
+    """The rows the gates measured on, as the signed record names them (one line)."""
+    if reference is not None:
+        console.print(
+            f"measured on {reference.identity}: {reference.rows} rows, row-set digest "
+            f"{reference.digest} (in the signed decision record)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def promote(
@@ -251,7 +266,8 @@ def promote(
     policy: PolicyFile = None,
     policy_trust: common.PolicyTrustFile = None,
     require_signed_policy: common.RequireSignedPolicy = False,
-    data: common.CheckData = None,
+    data: common.SparkCheckData = None,
+    engine: common.Engine = "pandas",
     signing_key: common.SigningKeyOption = None,
     signing_certificate: common.SigningCertificateOption = None,
     certificate_chain: common.CertificateChainOption = None,
@@ -277,13 +293,15 @@ def promote(
     --signing-key (required: trusted by the policy for decide) and recorded on the gate
     run as decision/record.json.
 
-    With --data the gates measure on that file as govern gate --data does (the
-    recomputed fidelity, and the cross-fidelity of a policy's min_cross_fidelity).
+    With --data the gates measure on those rows as govern gate --data does (the
+    recomputed fidelity, and the cross-fidelity of a policy's min_cross_fidelity), Spark
+    data (--data spark:<table>, or a path with --engine spark) counted in Spark.
     Without it, min_cross_fidelity is decided on the figures of the latest signed gate
     decision on the current evidence of this version and of the alias holder it is
     compared with; with none, exit 2: pass --data, or run govern gate --data first.
     """
     with exit_codes():
+        data = common.data_of(data, engine)
         if data is not None:
             common.import_model_readers()
         from miret_governance.flavors.trail.promotion import check_alias, promote_model_version
@@ -299,6 +317,7 @@ def promote(
             model_uri, alias, parsed, signing_key=key, expected_holder=expect_holder, data=data
         )
     print_gates(outcome.gate)
+    _print_data(outcome.gate.data)
     where = escape(f"tag governance.promotion.{alias} on {outcome.gate.ensemble_uri}")
     if outcome.promoted:
         console.print(

@@ -39,7 +39,8 @@ from miret_governance.flavors.gates.gate_evidence import (
     linked_surrogate,
     pinned_ensemble,
 )
-from miret_governance.flavors.store.data_files import dataset, read_table
+from miret_governance.flavors.gates.recompute import data_reference
+from miret_governance.flavors.store.data_files import read_table
 from miret_governance.flavors.store.registry import (
     SURROGATE_OF_TAG,
     resolve_model_version,
@@ -47,6 +48,7 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail.decisions import alias_moved_by_hand
 from miret_governance.flavors.trust import trusted_keys
+from miret_governance.governance.data.spark.frames import on_spark, spark_frame
 from miret_governance.governance.ensembles.encoding import (
     aggregate,
     encoding_of,
@@ -58,6 +60,7 @@ from miret_governance.governance.measures.drift import Drift, Explanation, compa
 from miret_governance.governance.measures.rule_changes import RuleChanges
 from miret_governance.governance.trust.keyring import SignatureError
 from miret_governance.governance.trust.policy import DRIFT_GATES, Policy
+from miret_governance.governance.trust.records import DataRef
 
 AGAINST_TAG = "governance.drift.against"
 """Gate-run tag: the ensemble version the candidate was compared with."""
@@ -165,10 +168,23 @@ def side_of(client: MlflowClient, version, trusted, checked: CheckedEvidence | N
     return Side(version, surrogate, checked, explanation)
 
 
-def _rows(data) -> tuple[pd.DataFrame, dict]:
-    """The rows of a data file, and what the figures record of them."""
-    frame = read_table(data)
-    return frame, {"rows": len(frame), "digest": dataset(frame, data, None).digest}
+def cross_measured(
+    against: Explanation, candidate: Explanation, data, reference: DataRef | None = None
+) -> tuple[Drift, DataRef]:
+    """What changed from ``against`` to ``candidate`` (:func:`governance.drift.compare`)
+    with the cross-fidelity on ``data``: a file read into pandas, or Spark data counted
+    in Spark (:func:`governance.data.spark.cross.spark_cross_fidelity`), equal on the same
+    rows; and the reference to the rows (``reference``, when the caller has it)."""
+    if on_spark(data):
+        from miret_governance.governance.data.spark.cross import spark_cross_fidelity
+
+        frame = spark_frame(data)
+        cross = spark_cross_fidelity(frame, against, candidate)
+        drift = replace(compare(against, candidate), cross_fidelity=cross)
+    else:
+        frame = read_table(data)
+        drift = compare(against, candidate, frame)
+    return drift, reference or data_reference(data, frame)
 
 
 @dataclass(frozen=True)
@@ -180,15 +196,14 @@ class DiffOutcome:
     source, target : Side
         The ``--from`` and ``--to`` versions.
     drift : governance.drift.Drift
-    data : dict or None
-        ``rows`` and MLflow dataset ``digest`` of the rows cross-fidelity was measured
-        on; None without data.
+    data : governance.trust.records.DataRef or None
+        The rows cross-fidelity was measured on; None without data.
     """
 
     source: Side
     target: Side
     drift: Drift
-    data: dict | None
+    data: DataRef | None
 
     def to_json(self) -> dict:
         """The ``--json`` object of ``govern diff`` (without ``command``)."""
@@ -196,7 +211,7 @@ class DiffOutcome:
             **self.drift.to_json(),
             "from": side_json(self.source),
             "to": side_json(self.target),
-            "data": self.data,
+            "data": None if self.data is None else self.data.to_json(),
         }
 
 
@@ -223,10 +238,11 @@ def diff_versions(
     ----------
     from_uri, to_uri : str
         ``models:/<name>/<version>`` or ``models:/<name>@<alias>`` of ensemble versions.
-    data : str or path, optional
-        CSV or Parquet rows with both versions' feature columns (raw units; for a
-        pipeline that encodes categories, its original columns with category strings;
-        missing values allowed): without it, no cross-fidelity.
+    data : str, path, governance.data.spark.frames.DataSource or Spark DataFrame, optional
+        Rows with both versions' feature columns (raw units; for a pipeline that encodes
+        categories, its original columns with category strings; missing values allowed),
+        a CSV or Parquet file or Spark data (counted in Spark): without it, no
+        cross-fidelity.
     client : MlflowClient, optional
     policy : Policy, TrustedKeys or path, optional
         Whose keys verify the evidence (default: the ``GOVERN_POLICY`` file).
@@ -251,9 +267,10 @@ def diff_versions(
     # the ensembles: the rules of an encoding pipeline in its original columns, and
     # cross-fidelity
     source, target = (side.with_ensemble(trust_pickle) for side in sides)
-    rows, recorded = _rows(data) if data is not None else (None, None)
-    drift = compare(source.explanation, target.explanation, rows)
-    return DiffOutcome(source, target, drift, recorded)
+    if data is None:
+        return DiffOutcome(source, target, compare(source.explanation, target.explanation), None)
+    drift, reference = cross_measured(source.explanation, target.explanation, data)
+    return DiffOutcome(source, target, drift, reference)
 
 
 # ---------------------------------------------------------------------- the gates
@@ -271,10 +288,17 @@ def failed_drift(policy: Policy, alias: str, reason: str) -> list:
 
 
 def drift_results(
-    client: MlflowClient, version, checked: CheckedEvidence, policy: Policy, data=None
+    client: MlflowClient,
+    version,
+    checked: CheckedEvidence,
+    policy: Policy,
+    data=None,
+    reference: DataRef | None = None,
 ) -> tuple[list, dict | None]:
     """The policy's drift gates for ``version`` (whose evidence ``checked`` passed the
-    gate's checks), against the version holding ``policy.drift_against``.
+    gate's checks), against the version holding ``policy.drift_against``; cross-fidelity
+    on ``data`` (a file, or Spark data: :func:`cross_measured`), whose ``reference`` the
+    caller may already have.
 
     Returns
     -------
@@ -283,8 +307,8 @@ def drift_results(
         ``against`` (``alias``, ``ensemble_uri``, ``surrogate_uri``,
         ``evidence_digest``), ``explanation_drift``, ``feature_overlap``, ``features``
         (``shared``, ``only_against``, ``only_candidate``), ``cross_fidelity``
-        (:meth:`governance.drift.CrossFidelity.to_json` or None), ``data`` (``rows``,
-        ``digest`` or None) and ``rule_changes``
+        (:meth:`governance.drift.CrossFidelity.to_json` or None), ``data``
+        (:meth:`governance.trust.records.DataRef.to_json` or None) and ``rule_changes``
         (:func:`governance.measures.rule_changes.rule_changes`); None when nothing was
         compared.
     """
@@ -302,11 +326,15 @@ def drift_results(
         candidate = side_of(client, version, policy.keys, checked)
     except DiffError as error:
         return failed_drift(policy, alias, f"cannot compare with @{alias}: {error}"), None
-    rows, recorded = None, None
-    if data is not None:
-        rows, recorded = _rows(data)
+    recorded = None
+    if data is None:
+        drift = compare(against.explanation, candidate.explanation)
+    else:
         against, candidate = against.with_ensemble(), candidate.with_ensemble()
-    drift = compare(against.explanation, candidate.explanation, rows)
+        drift, measured = cross_measured(
+            against.explanation, candidate.explanation, data, reference
+        )
+        recorded = measured.to_json()
     figures = {
         "against": {"alias": alias, **side_json(against)},
         "explanation_drift": drift.distance,

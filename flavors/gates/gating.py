@@ -58,7 +58,11 @@ from miret_governance.flavors.gates.gate_evidence import (
     linked_surrogate,
     refused_evaluation,
 )
-from miret_governance.flavors.gates.recompute import recompute_fidelity, with_result
+from miret_governance.flavors.gates.recompute import (
+    data_reference,
+    recompute_fidelity,
+    with_result,
+)
 from miret_governance.flavors.store.data_files import read_table
 from miret_governance.flavors.store.inputs import load_digested_ensemble
 from miret_governance.flavors.store.reads import CommandClient
@@ -90,7 +94,7 @@ from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.trust.gates import Evaluation, evaluate
 from miret_governance.governance.trust.keyring import SignatureError
 from miret_governance.governance.trust.policy import GATE_TABLE, Policy
-from miret_governance.governance.trust.records import GateRecord
+from miret_governance.governance.trust.records import DataRef, GateRecord
 from miret_governance.governance.trust.signers import SigningKey
 
 
@@ -172,6 +176,8 @@ class GateOutcome:
         The drift gates' figures against the version holding the policy's
         ``drift_against`` alias (:func:`flavors.diff.drift_results`); None when nothing
         was compared.
+    data : governance.trust.records.DataRef or None
+        The rows the gates measured on (``data``); None without data.
     """
 
     ensemble_uri: str
@@ -182,6 +188,7 @@ class GateOutcome:
     policy: str
     time: str
     drift: dict | None = None
+    data: DataRef | None = None
 
 
 @dataclass(frozen=True)
@@ -248,14 +255,16 @@ def evaluate_and_record(
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
     ensemble_uri, surrogate_uri = version_uri(version), version_uri(surrogate)
+    reference = None
     try:
         checked = checked_evidence(client, version, surrogate, policy.keys, current=True)
         evaluation = evaluate_gates(policy, checked.evidence)
         if data is not None:
             recomputed = recompute_fidelity(version, checked, data, target)
             evaluation = with_result(evaluation, recomputed)
+            reference = data_reference(data)
         if decide_drift is None:
-            drift_gates, drift = drift_results(client, version, checked, policy, data)
+            drift_gates, drift = drift_results(client, version, checked, policy, data, reference)
         else:
             drift_gates, drift = decide_drift(version, checked)
         for drift_gate in drift_gates:
@@ -305,7 +314,9 @@ def evaluate_and_record(
         log_drift(client, run_id, drift, {m.key for m in metrics})
         client.log_dict(
             run_id,
-            _gate_report(evaluation, policy, checked, version, surrogate, now) | {"drift": drift},
+            _gate_report(evaluation, policy, checked, version, surrogate, now)
+            | {"drift": drift}
+            | ({} if reference is None else {"data": reference.to_json()}),
             "gate_report.json",
         )
         log_gate_markdown(client, run_id, evaluation, policy, ensemble_uri, surrogate_uri, now)
@@ -323,6 +334,7 @@ def evaluate_and_record(
         policy=policy.label,
         time=now,
         drift=drift,
+        data=reference,
     )
     return _Gated(outcome, version, surrogate, checked)
 
@@ -358,9 +370,10 @@ def gate_model_version(
         ``models:/<name>/<version>`` or ``models:/<name>@<alias>`` of the ensemble.
     policy : Policy
     client : MlflowClient, optional
-    data : str or path, optional
-        Recompute the surrogate's fidelity on this file (:mod:`flavors.recompute`): the
-        gate ``recomputed_fidelity`` fails when it disagrees with the evidence.
+    data : str, path, governance.data.spark.frames.DataSource or Spark DataFrame, optional
+        Recompute the surrogate's fidelity on these rows (:mod:`flavors.recompute`): the
+        gate ``recomputed_fidelity`` fails when it disagrees with the evidence; the
+        signed record names them (``data``: identity, rows, row-set digest).
     target : str, optional
         Label column of ``data`` (default: the explanation's).
     signing_key : SigningKey, optional
@@ -397,6 +410,7 @@ def gate_model_version(
         by,
         result="PASS" if evaluation.all_passed else "FAIL",
         drift=gated.outcome.drift or None,
+        data=gated.outcome.data,
     )
     finish_with_record(client, gated.outcome.run_id, record, key, policy.keys)
     _describe(client, gated)

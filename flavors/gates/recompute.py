@@ -27,8 +27,12 @@ a disagreement fails the gate (exit 1, recorded) instead of raising.
   interval is too wide to contradict anything.
 - **A Spark table or path** (:mod:`governance.data.spark`): as other data, the rows
   counted by ``mapInPandas`` tasks running the same readers and predictions
-  (:func:`governance.data.spark.predict.agreement`); the reason names the table and its
-  order-independent row-set digest (:func:`governance.data.spark.measures.row_set_digest`).
+  (:func:`governance.data.spark.predict.agreement`); the reason names the table.
+
+Whatever the engine, the signed gate record names the rows (:func:`data_reference`): their
+identity, count and order-independent row-set digest
+(:func:`governance.data.tables.row_set_digest`, in Spark
+:func:`governance.data.spark.measures.row_set_digest`: the same for the same rows).
 """
 
 from __future__ import annotations
@@ -48,9 +52,11 @@ from miret_governance.flavors.store.data_files import (
 )
 from miret_governance.governance.data.spark.frames import on_spark, source_name, spark_frame
 from miret_governance.governance.data.spark.predict import agreeing
+from miret_governance.governance.data.tables import row_set_digest
 from miret_governance.governance.measures.metrics import wilson_interval
 from miret_governance.governance.trust.gates import Evaluation, GateResult
 from miret_governance.governance.trust.policy import GATE_TABLE, RECOMPUTED_FIDELITY
+from miret_governance.governance.trust.records import DataRef
 
 GATE_NAME = RECOMPUTED_FIDELITY
 METRIC = GATE_TABLE[GATE_NAME].metric
@@ -130,7 +136,6 @@ def _models(ensemble_version, checked) -> tuple:
 
 def _on_spark(ensemble_version, checked, data, record) -> GateResult:
     """Other data, on Spark: every row counted in Spark, the interval compared."""
-    from miret_governance.governance.data.spark.measures import row_set_digest
     from miret_governance.governance.data.spark.predict import agreement
     from miret_governance.governance.data.validation import raw_columns
 
@@ -144,8 +149,20 @@ def _on_spark(ensemble_version, checked, data, record) -> GateResult:
         raise ExplainError(counted.problem)
     _check_rows(counted.rows, int(record.get("min_test_rows", MIN_TEST_ROWS)), name)
     result = _overlap(counted.agreeing, counted.rows, checked.evidence["metrics"])
-    where = f"{name} (row-set digest {row_set_digest(frame)}): "
-    return replace(result, reason=where + result.reason)
+    return replace(result, reason=f"{name}: {result.reason}")
+
+
+def data_reference(data, frame=None) -> DataRef:
+    """The reference the records keep of ``data`` (a file, Spark data or a Spark
+    DataFrame; ``frame``: its rows when the caller read them already): identity, row
+    count and row-set digest, the digest counted in Spark for Spark data."""
+    if on_spark(data):
+        from miret_governance.governance.data.spark.measures import row_set_digest as spark_digest
+
+        frame = spark_frame(data) if frame is None else frame
+        return DataRef(source_name(data), frame.count(), spark_digest(frame))
+    frame = read_table(data) if frame is None else frame
+    return DataRef(str(data), len(frame), row_set_digest(frame))
 
 
 def _check_rows(rows: int, minimum: int, name: str) -> None:

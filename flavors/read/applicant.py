@@ -7,6 +7,12 @@ trusts for ``explain`` (:func:`flavors.miret.open_model_dir`); the ensemble is l
 without executing code, from files whose digest its evidence pins
 (:func:`flavors.gate_evidence.explained_ensemble`). Each row's
 path comes from :func:`governance.miret.paths.row_paths`.
+
+On Spark data (``spark:<table>``, a path Spark reads, or a Spark DataFrame) a Spark SQL
+condition selects the rows in Spark and at most ``limit``
+(:data:`governance.data.spark.ROW_LIMIT`) are collected, numbered in the order of their
+row hashes (:func:`governance.data.spark.rows.selected_rows`); they are then explained as
+the rows of a file.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from miret_governance.flavors import miret as miret_flavor
+from miret_governance.flavors.errors import ExplainError
 from miret_governance.flavors.gates.gate_evidence import explained_ensemble
 from miret_governance.flavors.store.data_files import read_table
 from miret_governance.flavors.store.registry import (
@@ -28,6 +35,8 @@ from miret_governance.flavors.store.registry import (
 )
 from miret_governance.flavors.trail.links import check_presented
 from miret_governance.flavors.trust import trusted_keys
+from miret_governance.governance.data.spark import ROW_LIMIT
+from miret_governance.governance.data.spark.frames import on_spark, source_name, spark_frame
 from miret_governance.governance.ensembles.encoding import encoding_of
 from miret_governance.governance.miret.tree.missing import check_missing_rule
 from miret_governance.governance.miret.tree.paths import encoded_rows, feature_rows, row_paths
@@ -44,7 +53,7 @@ class ExplainedRows:
     signer : governance.trust.keyring.Signer
         The trusted key that signed the surrogate.
     paths : list of governance.miret.paths.RowPath
-        One per row of the file, in file order.
+        One per row of the file, in file order (Spark rows: in row-hash order).
     """
 
     surrogate_uri: str
@@ -58,7 +67,24 @@ class ExplainedRows:
         return sum(not p.agrees for p in self.paths)
 
 
-def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None = None):
+def _rows(data, where: str | None, limit: int):
+    """The rows to explain and their source's name in messages."""
+    if on_spark(data):
+        from miret_governance.governance.data.spark.rows import selected_rows
+
+        name = source_name(data)
+        return selected_rows(spark_frame(data), where, limit, name), name
+    return read_table(data), Path(data).name
+
+
+def explain_rows(
+    model_uri: str,
+    data,
+    policy=None,
+    client: MlflowClient | None = None,
+    where: str | None = None,
+    limit: int = ROW_LIMIT,
+):
     """Follow every row of ``data`` through the surrogate of ``model_uri``.
 
     Parameters
@@ -70,10 +96,15 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
         columns, such as the label, are ignored); for a pipeline whose
         ``ColumnTransformer`` encodes categories, its original columns (category strings
         and raw numbers), and the paths name those columns and categories. A missing
-        value (empty, NaN) follows each model's rule for one.
+        value (empty, NaN) follows each model's rule for one. Or Spark data
+        (:class:`governance.data.spark.frames.DataSource` or a Spark DataFrame).
     policy : Policy, TrustedKeys or path, optional
         Whose keys to trust for ``explain`` (default: the policy ``GOVERN_POLICY`` names).
     client : MlflowClient, optional
+    where : str, optional
+        Spark data only: a Spark SQL condition selecting the rows (default: all).
+    limit : int
+        Spark data only: the most rows explained; more selected is refused.
 
     Returns
     -------
@@ -91,11 +122,20 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
     governance.miret.missing.NoMissingRuleError
         Rows with a missing value, for a surrogate of format version 1 (no rule for one).
     ExplainError
-        Unreadable file, unexplained version, or an ensemble that cannot be loaded safely.
+        Unreadable file, unexplained version, or an ensemble that cannot be loaded safely;
+        ``where`` with a file.
+    governance.data.tables.TableError
+        Spark data: no session, an unknown table, a condition Spark cannot evaluate, or
+        more than ``limit`` rows selected.
     GateError
         The evidence names another ensemble version, the ensemble's files changed since,
         or the link tag was moved by hand since the latest signed link.
     """
+    if where is not None and not on_spark(data):  # pandas never evaluates expressions
+        raise ExplainError(
+            f"--where {where!r} selects rows of Spark data only; give --data spark:<table> "
+            "(or a path with --engine spark), or a file of just the rows to explain"
+        )
     trusted = trusted_keys(policy)
     client = client or MlflowClient()
     ensemble_version, surrogate_uri = linked_versions(client, model_uri, EXPLAIN_FIRST)
@@ -107,7 +147,7 @@ def explain_rows(model_uri: str, data, policy=None, client: MlflowClient | None 
     ensemble = explained_ensemble(surrogate_uri, provenance, ensemble_version)
     tree = getattr(verified.surrogate, "tree_", verified.surrogate)
     ensemble_uri = version_uri(ensemble_version)
-    frame, source = read_table(data), Path(data).name
+    frame, source = _rows(data, where, limit)
     encoding = encoding_of(ensemble.preprocessor)
     if encoding is None:
         rows = feature_rows(frame, tree.feature_names, source)

@@ -176,9 +176,10 @@ def promote_model_version(
     expected_holder : str, optional
         The version the caller expects to hold the alias (``"none"``: no version);
         default: the one holding it when the call starts.
-    data : str or path, optional
-        Rows the gates measure on, as ``govern gate --data``: the surrogate's fidelity
-        recomputed and the drift gates' cross-fidelity. Without it, a policy's
+    data : str, path, governance.data.spark.frames.DataSource or Spark DataFrame, optional
+        Rows the gates measure on, as ``govern gate --data`` (a file, or Spark data
+        counted in Spark): the surrogate's fidelity recomputed and the drift gates'
+        cross-fidelity; the signed record names them. Without it, a policy's
         ``min_cross_fidelity`` is decided on
         :func:`flavors.recorded_drift.recorded_drift`.
 
@@ -273,6 +274,7 @@ def promote_model_version(
                 for d in counted
             ),
             drift=outcome.drift or None,
+            data=outcome.data,
             lock_taken_over=taken_over.to_json() if taken_over else None,
             governed=governed,
         )

@@ -13,7 +13,8 @@ Kinds (fields besides ``kind``, ``decided_by`` {key_name, key_fingerprint,
 mlflow_user, [server_user], [certificate {authority, serial, identity}]} and ``time``, ISO 8601 with a time zone)::
 
     gate        ensemble, surrogate {uri, model_id}, evidence {digest, signer},
-                policy {label, digest, [signer]}, result PASS|FAIL, [drift]
+                policy {label, digest, [signer]}, result PASS|FAIL, [drift],
+                [data {identity, rows, digest}]
     promotion   the same, alias, decision promoted|refused, reason, approvals,
                 [lock_taken_over], [governed {uri, files_digest}]
     approval    ensemble, surrogate, evidence, policy, alias, decision approve|reject,
@@ -33,7 +34,7 @@ chain of its registered model (:class:`ChainLink`).
 that is absent reads as null), a dataclass an object with no field it does not have,
 ``tuple[X, ...]`` an array and ``Mapping`` any object (free-form parts, kept as parsed:
 typing them would be speculative). A field
-with a default (``drift``, ``lock_taken_over``, ``server_user``, ``chain``,
+with a default (``drift``, ``data``, ``lock_taken_over``, ``server_user``, ``chain``,
 ``chain_through``) may be absent or null,
 and is written only when it is set, so a record written before the field existed reads,
 and writes, the bytes it was signed as. :meth:`Record.to_json` writes exactly the bytes the trail has
@@ -97,6 +98,22 @@ class GovernedRef:
 
     uri: str
     files_digest: str
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """The rows a gate measured on (``--data``): their identity (``spark:<table>``,
+    ``<path> (spark)``, or the file's path for pandas), row count and row-set digest
+    (``governance.data.tables.row_set_digest``: the same rows give the same digest in any
+    order, on pandas or Spark)."""
+
+    identity: str
+    rows: int
+    digest: str
+
+    def to_json(self) -> dict:
+        """The reference as the records and ``--json`` write it."""
+        return {"identity": self.identity, "rows": self.rows, "digest": self.digest}
 
 
 @dataclass(frozen=True)
@@ -246,11 +263,13 @@ class DecisionRecord(SurrogateRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class GatedRecord(DecisionRecord):
-    """A gate evaluation (gate, promotion): its result and, with drift gates, the drift
-    figures (``flavors.gates.diff.drift_results``; free-form, a Mapping)."""
+    """A gate evaluation (gate, promotion): its result, with drift gates the drift
+    figures (``flavors.gates.diff.drift_results``; free-form, a Mapping) and, with
+    ``--data``, the rows measured on (both written only when set)."""
 
     result: Literal["PASS", "FAIL"]
     drift: Mapping | None = None
+    data: DataRef | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -104,19 +104,18 @@ def test_a_spark_table_and_a_spark_path_give_the_csv_files_fidelity(gated, spark
     digest = row_set_digest(gated)
     code, on_spark = _gate("--data", "spark:scores")
     assert code == 1
-    assert on_spark == on_pandas | {
-        "reason": f"spark:scores (row-set digest {digest}): {on_pandas['reason']}"
-    }
+    assert on_spark == on_pandas | {"reason": f"spark:scores: {on_pandas['reason']}"}
     policy = load_policy("policy.toml")  # the Python API takes a Spark DataFrame
     outcome = gate_model_version("models:/credit-rf/1", policy, data=spark.table("scores"))
     (result,) = [r for r in outcome.evaluation.results if r.name == "recomputed_fidelity"]
     assert result.value == 0.495
-    assert result.reason == f"the Spark DataFrame (row-set digest {digest}): {on_pandas['reason']}"
+    assert result.reason == f"the Spark DataFrame: {on_pandas['reason']}"
+    assert (outcome.data.identity, outcome.data.digest) == ("the Spark DataFrame", digest)
     gated.to_parquet("rows.parquet")
     code, on_path = _gate("--data", "rows.parquet", "--engine", "spark")
     assert code == 1, on_path
     assert on_path["value"] == on_pandas["value"]
-    assert on_path["reason"].startswith(f"rows.parquet (spark) (row-set digest {digest}): 99 of")
+    assert on_path["reason"].startswith("rows.parquet (spark): 99 of")
 
 
 def test_bad_spark_input_is_refused_and_nothing_is_written(gated, spark):
@@ -143,8 +142,8 @@ def test_bad_spark_input_is_refused_and_nothing_is_written(gated, spark):
         2,
         (
             "error: --data spark:scores: this command reads a CSV or Parquet file and takes no "
-            "Spark table yet (govern gate, explain and reproduce --data spark:<table> do); give "
-            "a file sample\n"
+            "Spark table yet (gate, promote, diff, explain, reproduce and explain-row do); "
+            "give a file sample\n"
         ),
     )
     with pytest.raises(ExplainError, match=r"^the Spark DataFrame: this reads its rows into "):

@@ -7,3 +7,5 @@ its options, before pandas or pyspark are loaded.
 
 SPARK_PREFIX = "spark:"
 """``--data spark:<table>`` names a table of the Spark session's catalog."""
+ROW_LIMIT = 20
+"""Rows of Spark data ``govern explain-row`` collects at most (``--limit``)."""

@@ -18,14 +18,9 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from categorical_data import credit_frame
+from categorical_data import CATEGORICAL, NUMERIC, explained_credit_cat, use_store_copy
 from mlflow import MlflowClient
-from mlflow_store import copy_store, log_skops
 from signing_keys import trusting
-from sklearn.compose import ColumnTransformer
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from typer.testing import CliRunner
 
 from miret_governance.cli.app import app
@@ -36,79 +31,22 @@ from miret_governance.governance.measures.drift import DriftError
 from miret_governance.governance.trust.policy import parse_policy
 
 pytest_plugins = ["mlflow_store"]
-CATEGORICAL, NUMERIC = ["purpose", "housing"], ["income", "age", "duration"]
 UNSEEN = (
     "categories not seen in training: purpose: boat (seen in training: business, car, "
     "education, furniture)"
 )
 
 
-def pipelines():
-    """Version 1: one-hot purpose and housing; version 2: ordinal purpose, one-hot housing."""
-    one_hot = [("cat", OneHotEncoder(handle_unknown="ignore"), CATEGORICAL)]
-    mixed = [
-        ("ord", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), ["purpose"]),
-        ("cat", OneHotEncoder(handle_unknown="ignore"), ["housing"]),
-    ]
-    return [
-        Pipeline(
-            [
-                ("prep", ColumnTransformer([*encoders, ("num", "passthrough", NUMERIC)])),
-                (
-                    "model",
-                    RandomForestClassifier(n_estimators=trees, max_depth=3, random_state=seed),
-                ),
-            ]
-        )
-        for encoders, trees, seed in ((one_hot, 10, 0), (mixed, 15, 1))
-    ]
-
-
 @pytest.fixture(scope="module")
 def explained(tmp_path_factory, migrated_store):
-    """Both versions registered (skops) and explained on ``data.csv``: 600 rows, income
-    missing on 60 of them; ``rows.csv``: its first 40 rows (4 without income)."""
-
-    from miret_governance.flavors.explain.explain import explain_model_version
-
-    root = tmp_path_factory.mktemp("categorical-rows")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    copy_store(migrated_store, root / "mlflow.db")
-    frame, label = credit_frame()
-    frame.loc[frame.index % 10 == 0, "income"] = np.nan
-    fitted, results = pipelines(), {}
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
-            mp.setenv(name, uri)
-        mp.chdir(root)
-        experiment = MlflowClient().create_experiment("rows", str(root / "mlruns"))
-        mp.setenv("MLFLOW_EXPERIMENT_ID", experiment)
-        frame.assign(label=label).to_csv("data.csv", index=False)
-        frame.head(40).assign(label=label[:40]).to_csv("rows.csv", index=False)
-        for version, pipeline in enumerate(fitted, start=1):
-            pipeline.fit(frame, label)
-            log_skops(pipeline, experiment, "credit-cat")
-            results[version] = explain_model_version(
-                f"models:/credit-cat/{version}",
-                "data.csv",
-                target="label",
-                depth=2,
-                time_limit=60,
-                min_test_rows=1,
-                solver="highs",
-            )
-    return {"uri": uri, "root": root, "pipelines": fitted, "results": results, "frame": frame}
+    """Both versions explained on 600 rows (tests/categorical_data.py)."""
+    return explained_credit_cat(tmp_path_factory.mktemp("categorical-rows"), migrated_store)
 
 
 @pytest.fixture
 def case(explained, tmp_path, monkeypatch):
     """MLflow pointed at a copy of the store (aliases and gate runs stay in one test)."""
-    import shutil
-
-    shutil.copy(explained["root"] / "mlflow.db", tmp_path / "mlflow.db")
-    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
-        monkeypatch.setenv(name, f"sqlite:///{tmp_path / 'mlflow.db'}")
-    monkeypatch.chdir(explained["root"])
+    use_store_copy(explained, tmp_path, monkeypatch)
     return explained
 
 

@@ -15,6 +15,7 @@ from miret_governance.governance.trust.records import (
     MAX_RECORD_BYTES,
     RECORDS,
     ChainLink,
+    DataRef,
     GovernedRef,
     Record,
     RecordError,
@@ -130,6 +131,20 @@ def test_a_promotion_names_its_governed_version_typed():
         parse_record(encode(MINIMAL["promotion"] | {"governed": {"uri": 1}}))
 
 
+def test_a_gate_names_the_rows_it_measured_on_typed_and_only_when_set():
+    data = {"identity": "spark:scoring.applicants", "rows": 40, "digest": "ab" * 16}
+    for kind in ("gate", "promotion"):
+        bare = parse_record(encode(MINIMAL[kind]))
+        assert bare.data is None and b'"data"' not in bare.to_json()  # the bytes as before
+        record = parse_record(encode(MINIMAL[kind] | {"data": data}))
+        assert record.data == DataRef(**data) and record.data.to_json() == data
+        assert record.to_json() == encode(MINIMAL[kind] | {"data": data}) and conforms(record)
+        assert dataclasses.replace(bare, data=DataRef(**data)).to_json() == record.to_json()
+        for wrong in ({**data, "rows": "40"}, {**data, "more": 1}, {"identity": "x"}):
+            with pytest.raises(RecordError, match="malformed data"):
+                parse_record(encode(MINIMAL[kind] | {"data": wrong}))
+
+
 def test_a_record_names_its_place_in_the_chain_typed():
     chain = {"model": "m", "count": 2, "previous": "ab" * 32}
     record = parse_record(encode(MINIMAL["link"] | {"chain": chain}))
@@ -141,7 +156,7 @@ def test_a_record_names_its_place_in_the_chain_typed():
 
 @pytest.mark.parametrize("kind", sorted(MINIMAL))
 def test_every_field_of_every_kind_is_required(kind):
-    optional = {"drift", "lock_taken_over", "governed", "chain", "chain_through"}
+    optional = {"drift", "data", "lock_taken_over", "governed", "chain", "chain_through"}
     for name in field_names(kind):
         record = {k: v for k, v in MINIMAL[kind].items() if k != name}
         if name in optional:
