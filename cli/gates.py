@@ -110,6 +110,7 @@ def gates_json(outcome) -> dict:
         "evidence_digest": evaluation["evidence_digest"],
         "run_id": outcome.run_id,
         "time": outcome.time,
+        "data": None if outcome.data is None else outcome.data.to_json(),
         "gates": [
             {key: r[key] for key in ("name", "metric", "comparison", "threshold", "value")}
             | {"passed": r["passed"], "reason": r["reason"], "advice": r["advice"]}
@@ -223,7 +224,9 @@ def gate(
 
     --json prints {"command": "gate", "schema_version": 1, "passed": bool, "exit_code":
     0 or 1, "ensemble_uri", "surrogate_uri", "policy" (name v<digest8>), "policy_digest",
-    "evidence_digest", "run_id" (the gate run), "time" (UTC, ISO 8601), "gates": list of
+    "evidence_digest", "run_id" (the gate run), "time" (UTC, ISO 8601), "data" (null, or
+    with --data {"identity", "rows", "digest"}: the rows' row-set digest, as the signed
+    record names them), "gates": list of
     {"name", "metric", "comparison", "threshold", "value" (null when missing), "passed",
     "reason", "advice" (a failed gate's figure in plain words and what to do, else null)}}.
     """

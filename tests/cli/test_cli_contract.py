@@ -65,6 +65,7 @@ GATE_KEYS = {
     "evidence_digest",
     "run_id",
     "time",
+    "data",
     "gates",
 }
 
@@ -294,6 +295,7 @@ def test_gate_and_show_json(gated, tmp_path):
     document = json.loads(passed.stdout)
     assert set(document) == GATE_KEYS
     assert document["command"] == "gate" and document["schema_version"] == 1
+    assert document["data"] is None  # no --data: the record names no rows
     assert (document["passed"], document["exit_code"]) == (True, 0)
     assert document["ensemble_uri"] == "models:/credit-rf/1"
     assert document["surrogate_uri"] == "models:/credit-rf-surrogate/1"

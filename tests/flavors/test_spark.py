@@ -87,8 +87,9 @@ def _gate(*data) -> tuple[int, dict | str]:
     )
     if done.exit_code == 2:
         return 2, done.output
-    (gate,) = [g for g in json.loads(done.stdout)["gates"] if g["name"] == "recomputed_fidelity"]
-    return done.exit_code, gate
+    document = json.loads(done.stdout)
+    (gate,) = [g for g in document["gates"] if g["name"] == "recomputed_fidelity"]
+    return done.exit_code, gate | {"data": document["data"]}
 
 
 def _gate_runs() -> int:
@@ -104,7 +105,11 @@ def test_a_spark_table_and_a_spark_path_give_the_csv_files_fidelity(gated, spark
     digest = row_set_digest(gated)
     code, on_spark = _gate("--data", "spark:scores")
     assert code == 1
-    assert on_spark == on_pandas | {"reason": f"spark:scores: {on_pandas['reason']}"}
+    assert on_pandas["data"] == {"identity": "rows.csv", "rows": 200, "digest": digest}
+    assert on_spark == on_pandas | {
+        "reason": f"spark:scores: {on_pandas['reason']}",
+        "data": {"identity": "spark:scores", "rows": 200, "digest": digest},
+    }
     policy = load_policy("policy.toml")  # the Python API takes a Spark DataFrame
     outcome = gate_model_version("models:/credit-rf/1", policy, data=spark.table("scores"))
     (result,) = [r for r in outcome.evaluation.results if r.name == "recomputed_fidelity"]
