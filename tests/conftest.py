@@ -43,12 +43,21 @@ FIRST_FILES = (
     "test_family_examples.py",
 )
 """Files scheduled first, in this order: pytest-xdist hands whole files (``--dist
-loadfile``) to the workers in collection order, so the longest go first and the end of
-the run is short files on every worker, not one long file on one (the top-level server
-tests were collected last). The README's commands are the longest file; the MLproject's
+loadfile``) to the workers in collection order (:func:`pytest_configure`), so the longest
+go first and the end of the run is short files on every worker, not one long file on one
+(the top-level server tests were collected last). The README's commands are the longest file; the MLproject's
 tests build the environment of ``mlflow run`` (a minute of pip) that the README's
 ``mlflow run`` then reuses instead of waiting for it; then the files that start servers
 or run explains in child processes, each a minute or more of one worker."""
+
+
+def pytest_configure(config):
+    """``--no-loadscope-reorder``: pytest-xdist (3.8 here) otherwise hands out ``--dist
+    loadfile``'s files by their number of tests, most first, whatever the collection order
+    (the campaign's 73 tests first, the MLproject's environment built by the README's
+    ``mlflow run``, the one-test server files in the last minutes)."""
+    if hasattr(config.option, "loadscopereorder"):  # xdist installed
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items):

@@ -16,8 +16,9 @@ demo, as ``python examples/demo.py``. The forking process is the worker's own
 
 Not run: ``make ...`` lines and lines marked ``# not run by tests``. The Ray lines run
 with ``HOME`` in the temporary folder (the token Ray generates lands there), and
-``ray start`` runs with ``--block`` in its own process group, which the module stops at
-the end (the README's ``ray stop`` would stop every Ray cluster of the machine's user).
+``ray start`` runs with ``--block`` in its own process group, which the test of the last
+Ray line stops (an idle cluster takes about 3 CPU s a minute; the README's ``ray stop``
+would stop every Ray cluster of the machine's user).
 MLflow's environments are built in one folder per test session
 (``project_copy.mlflow_env_root``), shared with ``tests/test_mlproject.py``.
 """
@@ -64,7 +65,12 @@ def readme_steps(text: str) -> list[tuple[str, str]]:
     return steps
 
 
+def _uses_ray(code: str) -> bool:
+    return "bin/ray " in code or "--backend ray" in code
+
+
 STEPS = readme_steps((ROOT / "README.md").read_text())
+LAST_RAY_STEP = max(i for i, (_, code) in enumerate(STEPS) if _uses_ray(code))
 
 
 def _step_id(index: int) -> str:
@@ -133,8 +139,7 @@ def _demo(state: dict):
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     yield state
-    for cluster in state["clusters"]:
-        stop_group(cluster, grace=5)  # ray start --block and its cluster's processes
+    _stop_clusters(state)  # left by a failed Ray line
 
 
 def _start_ray(line: str, demo: dict, env: dict) -> None:
@@ -180,7 +185,7 @@ def test_the_section_has_the_commands_it_documents():
 @pytest.mark.parametrize("step", STEPS, ids=[_step_id(i) for i in range(len(STEPS))])
 def test_readme_command(step, demo):
     language, code = step
-    ray = "bin/ray " in code or "--backend ray" in code
+    ray = _uses_ray(code)
     env = _environment(demo["folder"] / "home" if ray else None, demo["env_root"])
     if language == "bash" and code.startswith(".venv/bin/ray start"):
         _start_ray(code, demo, env)
@@ -199,3 +204,10 @@ def test_readme_command(step, demo):
         )
     expected = expected_exit(code) if language == "bash" else 0
     assert done.returncode == expected, done.stdout[-2000:] + done.stderr[-3000:]
+    if step == STEPS[LAST_RAY_STEP]:
+        _stop_clusters(demo)
+
+
+def _stop_clusters(demo: dict) -> None:
+    while demo["clusters"]:  # ray start --block and its cluster's processes
+        stop_group(demo["clusters"].pop(), grace=5)

@@ -9,8 +9,12 @@ depends on what the other workers run beside it), says what it costs::
     .venv/bin/python examples/benchmarks/suite_cpu.py       # the table, most costly first
 
 A module fixture's CPU counts for the file's first test; a server a fixture starts
-counts when it is stopped and reaped. Records go to ``$SUITE_CPU_DIR`` (default
-``/tmp/suite-cpu``), one JSON-lines file per worker; a new session clears them.
+counts when it is stopped and reaped; so do the processes a fork server
+(``tests/govern_forks.py``) forks, reaped by that server: when the worker stops it.
+``suite_cpu.py --workers`` shows when each worker ran which file (the end of a run with
+one busy worker is wall time the other two cores idle). Records go to
+``$SUITE_CPU_DIR`` (default ``/tmp/suite-cpu``), one JSON-lines file per worker; a new
+session clears them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import os
 import resource
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,7 +50,7 @@ def pytest_runtest_protocol(item, nextitem):
     before = _cpu_seconds()
     yield
     with open(RECORDS / f"{os.getpid()}.jsonl", "a") as out:
-        out.write(json.dumps([item.nodeid, _cpu_seconds() - before]) + "\n")
+        out.write(json.dumps([item.nodeid, _cpu_seconds() - before, time.time()]) + "\n")
 
 
 def summary(top: int = 25) -> str:
@@ -53,7 +58,7 @@ def summary(top: int = 25) -> str:
     seconds, tests = collections.Counter(), collections.Counter()
     for path in RECORDS.glob("*.jsonl"):
         for line in path.read_text().splitlines():
-            node, cpu = json.loads(line)
+            node, cpu = json.loads(line)[:2]
             seconds[node.split("::")[0]] += cpu
             tests[node.split("::")[0]] += 1
     lines = [f"total {sum(seconds.values()):.0f} CPU s in {sum(tests.values())} tests"]
@@ -61,5 +66,28 @@ def summary(top: int = 25) -> str:
     return "\n".join(lines)
 
 
+def workers() -> str:
+    """Each worker's files in the order it ran them: when each ended (seconds from the
+    first test's end) and its CPU seconds; then when each worker's last test ended."""
+    runs = {}
+    for path in RECORDS.glob("*.jsonl"):
+        runs[path.stem] = [json.loads(line) for line in path.read_text().splitlines()]
+    start = min(rows[0][2] for rows in runs.values() if rows)
+    lines = []
+    for worker, rows in runs.items():
+        files = {}  # in the order run: file -> [CPU s, end]
+        for node, cpu, end in rows:
+            done = files.setdefault(node.split("::")[0], [0.0, end])
+            done[0], done[1] = done[0] + cpu, end
+        lines.append(f"worker {worker}: last test ended at {rows[-1][2] - start:.0f} s")
+        lines += [
+            f"  {end - start:6.0f} s {cpu:7.1f} CPU s  {f}" for f, (cpu, end) in files.items()
+        ]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(summary(int(sys.argv[1]) if len(sys.argv) > 1 else 25))
+    if sys.argv[1:] == ["--workers"]:
+        print(workers())
+    else:
+        print(summary(int(sys.argv[1]) if len(sys.argv) > 1 else 25))
