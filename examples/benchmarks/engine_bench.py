@@ -37,6 +37,7 @@ for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_pool] = "1"  # before numpy, xgboost or a solver loads its thread pool
 
 import argparse
+import hashlib
 import inspect
 import json
 import subprocess
@@ -181,6 +182,31 @@ class MilpClock:
         return timed_call
 
 
+def choices_digest(model: MiretSurrogate) -> str:
+    """sha256 of everything a fit chose besides its tree (whose digest is
+    :meth:`MiretSurrogate.tree_digest`): depth, alpha, ``m``, the returned candidate and
+    the tree's source, the objective, the CART baseline, the folds' held-out fidelities
+    and features of every procedure, the features used."""
+    report = model.solve_report_
+    text = json.dumps(
+        {
+            "depth": int(model.depth_),
+            "alpha": float(model.alpha_),
+            "m": float(model.proximity_threshold_),
+            "chosen": report.chosen,
+            "source": report.incumbent_source,
+            "objective": float(report.objective).hex(),
+            "baseline": model.baseline_,
+            "cv_fidelity": report.cv_fidelity,
+            "grid": report.grid,
+            "features": model.selected_features_.tolist(),
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def miret_fields(
     surrogate: MiretSurrogate, kwargs: dict, cpu: float, wall: float, milp_cpu: float
 ) -> dict:
@@ -202,6 +228,8 @@ def miret_fields(
     return {
         **fields,
         "params": json.dumps(kwargs, sort_keys=True),
+        "tree_digest": surrogate.tree_digest(),
+        "choices_digest": choices_digest(surrogate),
         "alpha_": surrogate.alpha_,
         "m_": surrogate.proximity_threshold_,
         "nodes_optimal": sum(status == "optimal" for status in statuses),
