@@ -1,24 +1,26 @@
 """Does a change of the engine keep every default fit's tree, bit for bit?
 
-    nice -n 10 .venv/bin/python examples/benchmarks/engine_identity.py --record before.jsonl
-    # ... change the engine (or run the line above with another checkout first on
-    # PYTHONPATH) ...
-    nice -n 10 .venv/bin/python examples/benchmarks/engine_identity.py --record after.jsonl
-    .venv/bin/python examples/benchmarks/engine_identity.py --compare before.jsonl after.jsonl
-    .venv/bin/python examples/benchmarks/engine_identity.py --compare before.jsonl bench
+    # the engine before the change: its checkout first on PYTHONPATH (a directory holding
+    # miret_governance/{governance,flavors,cli} of that commit)
+    PYTHONPATH=<before> nice -n 10 .venv/bin/python examples/benchmarks/engine_identity.py \
+        --record examples/benchmarks/results_engine_identity_<commit>.csv --resume
+    .venv/bin/python examples/benchmarks/engine_identity.py \
+        --compare examples/benchmarks/results_engine_identity_<commit>.csv bench
 
 ``--record`` fits ``MiretSurrogate(pipeline, depth=D, random_state=seed)`` (the
 estimator's defaults, one process) on ``engine_bench.py``'s instances (``paper.py``'s
-protocol: the seed's stratified 80/20 split and ensemble) of ``--groups``, ``--seeds``,
-``--depths`` and ``--targets``, and appends one JSON line per fit (``--resume``: only the
-fits the file lacks): the tree's digest (:meth:`MiretSurrogate.tree_digest`: splits,
-weights, thresholds, leaf classes, normalization) and the digest of every choice the fit
-made (depth, alpha, ``m``, the returned candidate, the CART baseline, the folds' held-out
-rows and features of every procedure, the objective and the returned tree's source).
-``--compare`` counts the fits whose two digests are identical in both files (``bench``
-for the second: the default fits that ``engine_bench.py`` recorded with their digests on
-the engine now) and names the others. A fit whose report says the wall-clock time limit cut it (its tree depends
-on the load) is recorded as such and counted apart.
+protocol: the seed's stratified 80/20 split and ensemble) of ``--groups``, ``--seeds``
+(default 0), ``--depths`` and ``--targets``, and appends one CSV row per fit
+(``--resume``: only the fits the file lacks): the tree's digest
+(:meth:`MiretSurrogate.tree_digest`: splits, weights, thresholds, leaf classes,
+normalization), the digest of every choice the fit made (``engine_bench.choices_digest``:
+depth, alpha, ``m``, the returned candidate, the CART baseline, the folds' held-out
+fidelities and features of every procedure, the objective and the returned tree's
+source), whether the wall-clock time limit cut it, and its CPU seconds. ``--compare A B``
+counts the fits whose two digests are the same in both (``bench`` for B: the default's
+fits that ``engine_bench.py`` recorded with their digests on the engine now) and names
+the others; a fit that the time limit cut in either (its tree depends on the load) is
+left out and counted apart.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_pool] = "1"  # before numpy, xgboost or a solver loads its thread pool
 
 import argparse
-import json
+import csv
 import time
 from pathlib import Path
 
@@ -41,24 +43,27 @@ from threadpoolctl import threadpool_limits
 from miret_governance.governance.miret import MiretSurrogate
 
 ENGINE = engine_commit()
+FIELDS = ("key", "tree", "choices", "time_limit_hit", "cpu_s")
 
 
 def record(args) -> None:
     path = Path(args.record)
-    done = set()
-    if args.resume and path.exists():
-        done = {json.loads(line)["key"] for line in path.read_text().splitlines() if line}
-    with path.open("a") as out, threadpool_limits(limits=1):
+    done = set(read(path)) if args.resume and path.exists() else set()
+    fresh = not path.exists() or not path.stat().st_size
+    with path.open("a", newline="") as out, threadpool_limits(limits=1):
+        writer = csv.DictWriter(out, FIELDS)
+        if fresh:
+            writer.writeheader()
         for group in args.groups:
             for target in args.targets:
                 for depth in args.depths:
                     for seed in args.seeds:
-                        for csv in sorted(GROUPS[group].glob("*.csv")):
-                            key = f"{group}/{target}/{csv.stem}/D{depth}/s{seed}"
+                        for data in sorted(GROUPS[group].glob("*.csv")):
+                            key = f"{group}/{target}/{data.stem}/D{depth}/s{seed}"
                             if key in done:
                                 continue
                             model = paper.ensemble_model(target, depth, seed)
-                            inst = paper.make_instance(pd.read_csv(csv), model, depth, seed)
+                            inst = paper.make_instance(pd.read_csv(data), model, depth, seed)
                             fit = MiretSurrogate(
                                 inst.model, depth=depth, random_state=seed, **ONE_PROCESS
                             )
@@ -72,7 +77,7 @@ def record(args) -> None:
                                 "time_limit_hit": bool(fit.solve_report_.time_limit_hit),
                                 "cpu_s": round(cpu, 3),
                             }
-                            out.write(json.dumps(row) + "\n")
+                            writer.writerow(row)
                             out.flush()
                             print(key, row["tree"][:12], row["cpu_s"], flush=True)
 
@@ -80,14 +85,14 @@ def record(args) -> None:
 def read(path: str) -> dict:
     """Records by key: of a ``--record`` file, or (``path`` "bench") of the default
     variant's fits in every ``results_engine_*.csv`` of the engine now (rows with digests)."""
-    if path != "bench":
-        lines = Path(path).read_text().splitlines()
-        return {row["key"]: row for row in map(json.loads, filter(None, lines))}
+    if str(path) != "bench":
+        rows = pd.read_csv(path).to_dict("records")
+        return {row["key"]: {**row, "time_limit_hit": bool(row["time_limit_hit"])} for row in rows}
     found = {}
     for group in GROUPS:
         for target in ("rf", "xgb"):
-            for csv in csv_paths(group, target):
-                rows = pd.read_csv(csv)
+            for found_csv in csv_paths(group, target):
+                rows = pd.read_csv(found_csv)
                 if "tree_digest" not in rows:
                     continue
                 mine = rows[(rows["variant"] == "default") & (rows["engine"].astype(str) == ENGINE)]
