@@ -37,6 +37,7 @@ for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_pool] = "1"  # before numpy, xgboost or a solver loads its thread pool
 
 import argparse
+import hashlib
 import inspect
 import json
 import subprocess
@@ -181,6 +182,31 @@ class MilpClock:
         return timed_call
 
 
+def choices_digest(model: MiretSurrogate) -> str:
+    """sha256 of everything a fit chose besides its tree (whose digest is
+    :meth:`MiretSurrogate.tree_digest`): depth, alpha, ``m``, the returned candidate and
+    the tree's source, the objective, the CART baseline, the folds' held-out fidelities
+    and features of every procedure, the features used."""
+    report = model.solve_report_
+    text = json.dumps(
+        {
+            "depth": int(model.depth_),
+            "alpha": float(model.alpha_),
+            "m": float(model.proximity_threshold_),
+            "chosen": report.chosen,
+            "source": report.incumbent_source,
+            "objective": float(report.objective).hex(),
+            "baseline": model.baseline_,
+            "cv_fidelity": report.cv_fidelity,
+            "grid": report.grid,
+            "features": model.selected_features_.tolist(),
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def miret_fields(
     surrogate: MiretSurrogate, kwargs: dict, cpu: float, wall: float, milp_cpu: float
 ) -> dict:
@@ -202,6 +228,8 @@ def miret_fields(
     return {
         **fields,
         "params": json.dumps(kwargs, sort_keys=True),
+        "tree_digest": surrogate.tree_digest(),
+        "choices_digest": choices_digest(surrogate),
         "alpha_": surrogate.alpha_,
         "m_": surrogate.proximity_threshold_,
         "nodes_optimal": sum(status == "optimal" for status in statuses),
@@ -370,8 +398,10 @@ def _variant(value) -> str:
 KEY = ["group", "target", "depth", "dataset", "seed"]
 
 
-def load(groups=("examples", "unseen", "holdout")) -> pd.DataFrame:
-    """Every row of every ``results_engine_<group>_<target>.csv`` present."""
+def load(groups=("examples", "unseen", "holdout"), raw=False) -> pd.DataFrame:
+    """Every row of every ``results_engine_<group>_<target>.csv`` present (``raw``: all of
+    them; else a peer's once and a variant's of its newest engine, labelled for the
+    tables)."""
     frames = [
         pd.read_csv(path)
         for group in groups
@@ -384,6 +414,8 @@ def load(groups=("examples", "unseen", "holdout")) -> pd.DataFrame:
     rows["variant"] = rows["variant"].map(_variant)
     rows["engine"] = rows["engine"].astype(str).replace(SAME_FITS)
     rows = rows[[_as_defined(row) for row in rows.to_dict("records")]]
+    if raw:  # every engine's rows and every run's peers
+        return rows
     before = (rows["method"] == "MIRET") & (rows["engine"].astype(str) == BEFORE)
     rows.loc[before, "variant"] += " (before)"
     # a peer fitted by two runs, or a variant on two engines: the newest engine's row
@@ -600,6 +632,65 @@ def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...], pairs
     return lines if len(lines) > 2 else []
 
 
+SAME_TREE = ("test_fidelity", "train_fidelity", "features", "r_objective", "alpha_", "m_")
+
+
+def _speed(raw: pd.DataFrame, before: str) -> list[str]:
+    """The default's fits on the engine now against the same parameters' fits (variant
+    ``before``, the default's twin) on the newest older engine that ran them, per cell and
+    per group, on the instances both ran: how many gave the same figures
+    (:data:`SAME_TREE` and the returned candidate: the same tree), each engine's mean CPU
+    seconds, and each one's ratio to GOSDT+guess's mean CPU seconds: of the run now, and
+    the newest before it (the peers of the report before, measured under that load);
+    ``raw``: :func:`load`'s raw rows."""
+    raw = raw.assign(engine=raw["engine"].astype(str))
+    now = engine_commit()
+    age = {commit: k for k, commit in enumerate(_engine_history())}
+    raw = raw.assign(age=raw["engine"].map(age).fillna(len(age))).sort_values("age", kind="stable")
+    old = raw["engine"] != now
+    mine = raw[(raw["variant"] == "default") & ~old].drop_duplicates(KEY).set_index(KEY)
+    twin = raw[(raw["variant"] == before) & old].drop_duplicates(KEY).set_index(KEY)
+    gosdt = raw[raw["method"] == "GOSDT"]
+    g_now = gosdt[~old[gosdt.index]].drop_duplicates(KEY).set_index(KEY)["cpu_s"]
+    g_old = gosdt[old[gosdt.index]].drop_duplicates(KEY).set_index(KEY)["cpu_s"]
+    both = mine.index.intersection(twin.index).intersection(g_now.index).intersection(g_old.index)
+    if not len(both):
+        return []
+    a, b = mine.loc[both], twin.loc[both]
+    same = (a["r_chosen"] == b["r_chosen"]).to_numpy() & np.all(
+        [np.isclose(a[column], b[column], rtol=0, atol=1e-12) for column in SAME_TREE], axis=0
+    )
+    frame = pd.DataFrame(
+        {
+            "same": same,
+            "before": b["cpu_s"],
+            "after": a["cpu_s"],
+            "g_before": g_old.loc[both],
+            "g_after": g_now.loc[both],
+        },
+        index=both,
+    )
+    lines = [
+        (
+            f"| group | target | D | instances | same figures | CPU s {before} (before) / "
+            "default (now) | GOSDT+guess CPU s, before / now | ratio before / now |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for levels, pooled in ((["group", "target", "depth"], False), (["group"], True)):
+        for key, part in frame.groupby(level=levels):
+            key = key if isinstance(key, tuple) else (key,)
+            label = f"{key[0]} | all | |" if pooled else f"{key[0]} | {key[1].upper()} | {key[2]} |"
+            lines.append(
+                f"| {label} {len(part)} | {int(part['same'].sum())} | "
+                f"{part['before'].mean():.2f} / {part['after'].mean():.2f} | "
+                f"{part['g_before'].mean():.2f} / {part['g_after'].mean():.2f} | "
+                f"{part['before'].mean() / part['g_before'].mean():.1f} / "
+                f"{part['after'].mean() / part['g_after'].mean():.1f} |"
+            )
+    return lines
+
+
 def _phases(rows: pd.DataFrame) -> list[str]:
     """Mean phase times of each variant's fits (the report's wall seconds) beside CPU."""
     miret = rows[rows["method"] == "MIRET"]
@@ -719,6 +810,26 @@ def report() -> None:
                 f"The same variant on the engine of {BEFORE} (before) and now, on the "
                 "instances both ran: a test fidelity or features difference means the tree "
                 "changed; the CPU difference is the engine's speed-up."
+            ),
+            "",
+            *found,
+        ]
+    twin = default_twin()
+    found = _speed(load(raw=True), twin) if twin else []
+    if found:
+        lines += [
+            "",
+            f"## Speed at identical trees: default now against {twin} on the engine before",
+            "",
+            (
+                f"{twin} is the estimator's defaults spelled out: its fits ran on the newest "
+                "engine before the current one that ran them, the default's on the current "
+                "engine with CART, GOSDT and STreeD refitted side by side, on the same "
+                "instances; the ratio before is against the GOSDT+guess rows of the report "
+                "before (its runs, their load), the ratio now against the run now's. "
+                "Same figures: fits whose test and train fidelity, features, objective, "
+                "alpha, m and returned candidate are the same (the tree digests are compared "
+                "by ``engine_identity.py``)."
             ),
             "",
             *found,

@@ -125,7 +125,7 @@ class SearchState:
         A split on one feature is that column times its coefficient plus ``b``: the other
         products are zeros, which leave a sum unchanged, so each value is the same (a zero
         may change sign, which no comparison sees)."""
-        nonzero = np.flatnonzero(a)
+        nonzero = a.nonzero()[0]  # a is 1-D: np.flatnonzero's result, without its ravel
         if nonzero.size == 1:
             j = int(nonzero[0])
             column = self.X[:, j] if rows is None else self.X[rows, j]

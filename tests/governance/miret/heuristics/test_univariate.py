@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.ensemble import GradientBoostingClassifier
 
 from miret_governance.governance.miret.heuristics.cart import cart_predict
-from miret_governance.governance.miret.heuristics.univariate import guessed_thresholds, optimal_tree
+from miret_governance.governance.miret.heuristics.univariate import (
+    BoostedStumps,
+    guessed_thresholds,
+    optimal_tree,
+)
 
 
 def enumerated(Z, y, rows, depth):
@@ -114,3 +119,24 @@ def test_guessed_thresholds_are_gosdts_elimination_with_scikit_learns_checks_on(
     features, thresholds = guessed_thresholds(X, labels)
     assert features.tolist() == [pairs[i][0] for i in expected]
     np.testing.assert_array_equal(thresholds, [pairs[i][1] for i in expected])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_boosted_stumps_are_gradient_boostings_bit_for_bit(n_classes):
+    """The guessing's reference is boosted with scikit-learn's private tree builder and
+    loss: an upgrade that changes them must fail here, not silently in the thresholds."""
+    rng = np.random.default_rng(5)
+    X = rng.random((120, 4))
+    X[:, 3] = np.round(X[:, 3] * 3) / 3  # ties, as on binarized columns
+    labels = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.random(120), [0.7, 1.1])
+    labels = np.minimum(labels, n_classes - 1)
+    stumps = BoostedStumps(X, labels, random_state=4)
+    model = GradientBoostingClassifier(n_estimators=40, max_depth=1, random_state=4)
+    model.fit(X, labels)
+    for tree, reference in zip(stumps.trees, model.estimators_.ravel(), strict=True):
+        assert np.array_equal(tree.feature, reference.tree_.feature)
+        assert np.array_equal(tree.threshold, reference.tree_.threshold)
+        assert np.array_equal(tree.value, reference.tree_.value)
+    assert np.array_equal(stumps.feature_importances(), model.feature_importances_)
+    assert np.array_equal(stumps.raw.squeeze(), model.decision_function(X))
+    assert stumps.score() == model.score(X, labels)
