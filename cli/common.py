@@ -113,8 +113,8 @@ def existing_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
     if str(value).startswith(SPARK_PREFIX):
         raise fail(
             f"{param.opts[0]} {value}: this command reads a CSV or Parquet file and takes no "
-            "Spark table yet (gate, promote, diff, explain, reproduce and explain-row do); "
-            "give a file sample"
+            "Spark table yet (gate, promote, validate, diff, explain, reproduce and explain-row "
+            "do); give a file sample"
         )
     _check_file(param.opts[0], value)
     return value
@@ -191,6 +191,10 @@ def spark_or_file(ctx: typer.Context, param: typer.CallbackParam, value: str | N
     return value
 
 
+SparkData = Annotated[
+    str, typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=spark_or_file)
+]
+"""A required ``--data`` that Spark may read (:func:`data_of`)."""
 SparkCheckData = Annotated[
     str | None, typer.Option("--data", help=DATA_HELP, metavar="FILE", callback=spark_or_file)
 ]

@@ -121,7 +121,7 @@ def gates_json(outcome) -> dict:
 
 def validate(
     model_uri: ModelUri,
-    data: DataFile,
+    data: common.SparkData,
     target: Target = None,
     mostly: Annotated[
         float,
@@ -135,9 +135,14 @@ def validate(
     tracking_uri: common.TrackingUri = None,
     trust_pickle: common.TrustPickle = False,
     policy: PolicyFile = None,
+    engine: common.Engine = "pandas",
     as_json: JsonOutput = False,
 ) -> None:
     """Validate data against an ensemble's feature schema with Great Expectations.
+
+    --data spark:<table> (or a Parquet path with --engine spark) validates in Spark with
+    GE's Spark engine: the same expectations, failures and counts as on a file of the
+    same rows.
 
     Without a MinMaxScaler in the ensemble, the input range is the one its linked
     surrogate explained, read from evidence whose signature verifies with a key the
@@ -147,7 +152,8 @@ def validate(
     without it no column may miss any.
 
     --json prints {"command": "validate", "schema_version": 1, "passed": bool,
-    "exit_code": 0 or 1, "model_uri", "data": path, "rows": int, "mostly": float,
+    "exit_code": 0 or 1, "model_uri", "data": path (or spark:<table>, or "<path> (spark)"),
+    "rows": int, "mostly": float,
     "expectations": {"evaluated": int, "successful": int}, "failures": list of
     {"expectation", "column" (or null), "message"}, "report": path or null}.
     """
@@ -156,10 +162,11 @@ def validate(
         from miret_governance.flavors.gates.gating import validate_model_inputs
 
         check_model_uri(model_uri)
+        source = common.data_of(data, engine)
         connect(tracking_uri, read_only=True)
         result = validate_model_inputs(
             model_uri,
-            data,
+            source,
             target=target or None,
             mostly=mostly,
             trust_pickle=trust_pickle,
@@ -176,7 +183,7 @@ def validate(
                 "passed": bool(result.success),
                 "exit_code": code,
                 "model_uri": model_uri,
-                "data": str(data),
+                "data": getattr(source, "identity", str(source)),
                 "rows": result.n_rows,
                 "mostly": mostly,
                 "expectations": {

@@ -426,9 +426,11 @@ def validate_model_inputs(
     trust_pickle=False,
     policy=None,
 ):
-    """Validate a data file against a registered ensemble's feature schema and input
-    domain (the data is read by :func:`flavors.data_files.read_table`, labels checked by
-    ``check_labels``; ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`). The
+    """Validate data against a registered ensemble's feature schema and input domain: a
+    file read by :func:`flavors.data_files.read_table`, or Spark data (a Spark DataFrame,
+    or a :class:`governance.data.spark.frames.DataSource`) validated in Spark with the
+    same report (:mod:`governance.data.spark.validation`); labels checked by
+    ``check_labels``; ``trust_pickle`` as in :func:`flavors.inputs.load_ensemble`. The
     ensemble's files are downloaded once: the evidence is checked against the digest of
     the files read (:func:`flavors.inputs.load_digested_ensemble`), with one
     :class:`flavors.store.reads.CommandClient` for the command's reads.
@@ -446,6 +448,7 @@ def validate_model_inputs(
     -------
     governance.validation.ValidationReport
     """
+    from miret_governance.governance.data.spark.frames import on_spark, spark_frame
     from miret_governance.governance.data.validation import model_columns, validate_inputs
 
     client = CommandClient()
@@ -466,7 +469,8 @@ def validate_model_inputs(
         if ensemble.scaler is None:
             training_range = _range_scaler(stored.evidence["input_range"], ensemble.feature_names)
         training_missing = stored.provenance.get("missing_share") or None
-    used, ignored = model_columns(read_table(data), ensemble, target)
+    frame = spark_frame(data) if on_spark(data) else read_table(data)
+    used, ignored = model_columns(frame, ensemble, target)
     report = validate_inputs(
         used,
         ensemble,

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from miret_governance.governance.data.spark.frames import is_spark_frame
 from miret_governance.governance.data.validation_messages import EXAMPLES
 from miret_governance.governance.ensembles.encoding import encoding_of
 
@@ -25,6 +26,16 @@ NUMERIC_TYPES = [
     "Float32",
     "Float64",
 ]
+SPARK_NUMERIC_TYPES = [
+    "ByteType",
+    "ShortType",
+    "IntegerType",
+    "LongType",
+    "FloatType",
+    "DoubleType",
+]
+""":data:`NUMERIC_TYPES` as Spark's type names: a decimal column is refused on both (pandas
+reads decimals as objects)."""
 SUITE_NAME = "governance-inputs"
 """The suite's name in every result (the runs are named after it and their batch)."""
 
@@ -75,22 +86,23 @@ def _seen_categories(ensemble) -> dict:
     }
 
 
-def structure_suite(frame, features, label, ensemble, mostly):
-    """At least one row, exactly the ``features`` (and ``label``) columns, numeric types
-    or categories seen in training, and a label on every row among the ensemble's
-    classes."""
+def structure_suite(columns, n_rows, features, label, ensemble, mostly, types=NUMERIC_TYPES):
+    """At least one row, exactly the ``features`` (and ``label``) columns, numeric
+    ``types`` (:data:`NUMERIC_TYPES`, or :data:`SPARK_NUMERIC_TYPES` on Spark) or
+    categories seen in training, and a label on every row among the ensemble's classes.
+    The table-level expectations come first (Spark runs them without the row index)."""
     import great_expectations.expectations as gxe
 
     expected = features + ([label] if label is not None else [])
-    present = [c for c in features if c in frame.columns]
+    present = [c for c in features if c in columns]
     categorical = _seen_categories(ensemble)
     suite = [
         gxe.ExpectTableRowCountToBeBetween(min_value=1),
         gxe.ExpectTableColumnsToMatchSet(column_set=expected, exact_match=True),
     ]
-    if len(frame):
+    if n_rows:
         suite += [
-            gxe.ExpectColumnValuesToBeInTypeList(column=c, type_list=NUMERIC_TYPES)
+            gxe.ExpectColumnValuesToBeInTypeList(column=c, type_list=types)
             for c in present
             if c not in categorical
         ]
@@ -99,7 +111,7 @@ def structure_suite(frame, features, label, ensemble, mostly):
         for c in present
         if c in categorical
     ]
-    if label is not None and label in frame.columns:
+    if label is not None and label in columns:
         classes = np.asarray(ensemble.classes).tolist()
         suite += [  # every row labelled; binary: both classes; k > 2: at least two of the k
             gxe.ExpectColumnValuesToNotBeNull(column=label, meta={"label": True}),
@@ -160,11 +172,18 @@ def range_suite(names, mostly):
     ]
 
 
-def run_suite(context, batch, frame, expectations) -> dict:
-    """Run one suite on one DataFrame batch and return GE's JSON result."""
+def run_suite(context, batch, frame, expectations, index: str | None = None) -> dict:
+    """Run one suite on one DataFrame batch, pandas or Spark (``index``: the column
+    naming the rows GE quotes, for Spark), and return GE's JSON result."""
     import great_expectations as gx
 
-    datasource = context.data_sources.add_pandas(f"governance-{batch}")
+    result_format = {"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES}
+    if is_spark_frame(frame):
+        datasource = context.data_sources.add_spark(f"governance-{batch}")
+    else:
+        datasource = context.data_sources.add_pandas(f"governance-{batch}")
+    if index is not None:
+        result_format["unexpected_index_column_names"] = [index]
     definition = datasource.add_dataframe_asset(batch).add_batch_definition_whole_dataframe(batch)
     # Expectations go in before the suite is stored: adding them to a stored suite
     # re-serializes the whole suite each time (quadratic).
@@ -173,10 +192,7 @@ def run_suite(context, batch, frame, expectations) -> dict:
     validation = context.validation_definitions.add(
         gx.ValidationDefinition(name=f"{SUITE_NAME}-{batch}", data=definition, suite=suite)
     )
-    result = validation.run(
-        batch_parameters={"dataframe": frame},
-        result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES},
-    )
+    result = validation.run(batch_parameters={"dataframe": frame}, result_format=result_format)
     return result.to_json_dict()
 
 

@@ -20,7 +20,10 @@ Missing values: ``expect_column_values_to_not_be_null`` with ``mostly`` one minu
 share allowed (the training share in its ``meta``, see ``training_missing``); the range
 expectations skip them.
 
-The suites are built and run by :mod:`governance.expectation_suites`.
+The suites are built and run by :mod:`governance.expectation_suites`; a Spark DataFrame
+runs them through GE's Spark datasource (:mod:`governance.data.spark.validation`), with
+the same report. Unexpected examples are quoted in row order; a label's unexpected
+classes sorted by their text (Spark's distinct values come in no order).
 """
 
 from __future__ import annotations
@@ -31,8 +34,13 @@ import numpy as np
 import pandas as pd
 
 from miret_governance.governance.data import expectation_suites as suites
+from miret_governance.governance.data.spark.frames import is_spark_frame
 from miret_governance.governance.data.tables import check_labels
-from miret_governance.governance.data.validation_messages import Failure, describe
+from miret_governance.governance.data.validation_messages import (
+    DISTINCT_SHOWN,
+    Failure,
+    describe,
+)
 from miret_governance.governance.ensembles.encoding import encoding_of
 from miret_governance.governance.errors import InvalidInputError, InvalidTypeError
 
@@ -51,10 +59,10 @@ class ValidationReport:
         True when every expectation passed (within ``mostly``).
     frame : DataFrame or None
         The features in the ensemble's order, followed by the label column when one was
-        named; None when the columns do not match the ensemble's.
+        named; None when the columns do not match the ensemble's, or on Spark.
     normalized : ndarray or None
         The features after the ensemble's preprocessing, shape ``(n, n_features)``;
-        None when the structure checks failed.
+        None when the structure checks failed, or on Spark.
     failures : list of Failure
     mostly : float
     n_rows : int
@@ -137,9 +145,10 @@ def validate_inputs(
 
     Parameters
     ----------
-    frame : DataFrame
+    frame : DataFrame or pyspark.sql.DataFrame
         Raw inputs (the ensemble pipeline's own input units). Columns in another order
-        are accepted and reordered.
+        are accepted and reordered. A Spark DataFrame is validated in Spark
+        (:mod:`governance.data.spark.validation`) with the same suites and messages.
     ensemble : governance.ensemble.Ensemble
     label : str, optional
         Name of a label column allowed in the frame; its values must be the ensemble's
@@ -165,24 +174,50 @@ def validate_inputs(
     -------
     ValidationReport
     """
-    if not isinstance(frame, pd.DataFrame):
+    on_spark = is_spark_frame(frame)
+    if not (on_spark or isinstance(frame, pd.DataFrame)):
         raise InvalidTypeError(
-            f"validate_inputs needs a pandas DataFrame with named columns, got "
+            f"validate_inputs needs a pandas DataFrame (or a Spark one) with named columns, got "
             f"{type(frame).__name__}; build one with pd.DataFrame(X, columns=feature_names)"
         )
     if not 0.0 < float(mostly) <= 1.0:
         raise InvalidInputError(f"mostly must be in (0, 1], got {mostly}")
     if not 0.0 <= float(missing_tolerance) <= 1.0:
         raise InvalidInputError(f"missing_tolerance must be in [0, 1], got {missing_tolerance}")
-    mostly = float(mostly)
-    frame = frame.reset_index(drop=True)
-    frame.columns = [str(c) for c in frame.columns]
-    repeated = _duplicate_names(frame.columns)
+    if on_spark:
+        from miret_governance.governance.data.spark.validation import spark_rows
+
+        rows = spark_rows(frame, normalized_inputs)
+    else:
+        rows = PandasRows(frame.reset_index(drop=True).rename(columns=str))
+    repeated = _duplicate_names(rows.columns)
     if repeated:
         raise InvalidInputError(
             f"duplicate column names {repeated}: every column needs a unique name; "
             "rename or drop the duplicates"
         )
+    return _validate(
+        rows,
+        ensemble,
+        label,
+        float(mostly),
+        training_range,
+        training_missing,
+        float(missing_tolerance),
+    )
+
+
+_BROKEN_STRUCTURE = (
+    "expect_table_columns_to_match_set",
+    "expect_table_row_count_to_be_between",
+    "expect_column_values_to_be_in_type_list",
+)
+"""Failures after which the frame cannot be normalized (no range stage)."""
+
+
+def _validate(rows, ensemble, label, mostly, training_range, training_missing, tolerance):
+    """:func:`validate_inputs` on the rows of either engine (:class:`PandasRows`, or
+    :class:`governance.data.spark.validation.SparkRows`)."""
     features = raw_columns(ensemble)
     encoding = encoding_of(ensemble.preprocessor)
     numeric = [c for c in features if encoding is None or c not in encoding.seen]
@@ -193,53 +228,41 @@ def validate_inputs(
 
     expected = features + ([label] if label is not None else [])
     reference = {
-        c: float((training_missing or {}).get(c, 0.0)) for c in features if c in frame.columns
+        c: float((training_missing or {}).get(c, 0.0)) for c in features if c in rows.columns
     }
-    suite = suites.structure_suite(frame, features, label, ensemble, mostly)
-    suite += suites.missing_suite(
-        reference, float(missing_tolerance), mostly, known=training_missing is not None
+    suite = suites.structure_suite(
+        rows.columns, rows.n_rows, features, label, ensemble, mostly, rows.types
     )
-    structure = suites.run_suite(context, "raw", frame, suite)
+    suite += suites.missing_suite(reference, tolerance, mostly, known=training_missing is not None)
+    structure = rows.run(context, "raw", suite)
     results = [structure]
-    failures = describe(structure, frame, None)
-    sound = not any(
-        f.expectation
-        in (
-            "expect_table_columns_to_match_set",
-            "expect_table_row_count_to_be_between",
-            "expect_column_values_to_be_in_type_list",
-        )
-        for f in failures
-    )
-    ordered = frame[expected] if set(expected) <= set(frame.columns) else None
+    failures = describe(structure, rows, None)
+    sound = not any(f.expectation in _BROKEN_STRUCTURE for f in failures)
     normalized = None
     if sound:
-        normalized, problem = _normalize(frame[features], ensemble)
+        in_range = bounds is not None or ensemble.scaler is None
+        scaled, normalized, problem = rows.normalize(features, ensemble, keep=not in_range)
         if problem is not None:
             failures.append(Failure("preprocessing", None, problem))
-        elif bounds is not None or ensemble.scaler is None:
-            raw = frame[numeric]  # categories are checked against the training ones
-            range_result = suites.run_suite(
-                context, "range", raw, suites.raw_range_suite(numeric, bounds, mostly)
+        elif in_range:
+            raw = rows.subset(numeric)  # categories are checked against the training ones
+            range_result = raw.run(
+                context, "range", suites.raw_range_suite(numeric, bounds, mostly)
             )
             results.append(range_result)
-            failures += describe(range_result, raw, raw)
+            failures += describe(range_result, raw, raw, raw_units=True)
         else:
             names = list(ensemble.feature_names)
-            scaled = pd.DataFrame(normalized, columns=names)
-            range_result = suites.run_suite(
-                context, "normalized", scaled, suites.range_suite(names, mostly)
-            )
+            range_result = scaled.run(context, "normalized", suites.range_suite(names, mostly))
             results.append(range_result)
-            failures += describe(range_result, scaled, frame[features])
-    if label is not None and label in frame.columns and sound:
-        try:
-            check_labels(frame[label], ensemble.classes, label)
-        except ValueError as error:
+            failures += describe(range_result, scaled, rows.subset(features))
+    if label is not None and label in rows.columns and sound:
+        error = rows.label_error(label, ensemble.classes)
+        if error is not None:
             label_failures = [f for f in failures if f.column == label]
-            if not label_failures or "mixes numbers and text" in str(error):
+            if not label_failures or "mixes numbers and text" in error:
                 failures = [f for f in failures if f.column != label]
-                failures.append(Failure("labels", label, str(error)))
+                failures.append(Failure("labels", label, error))
     merged = suites.merged_result(results)
     broken = [f.message for f in failures if f.expectation in ("preprocessing", "labels")]
     if broken:
@@ -255,12 +278,71 @@ def validate_inputs(
     return ValidationReport(
         success=success,
         results=merged,
-        frame=ordered,
+        frame=rows.ordered(expected),
         normalized=normalized,
         failures=failures,
         mostly=mostly,
-        n_rows=len(frame),
+        n_rows=rows.n_rows,
     )
+
+
+class PandasRows:
+    """A pandas DataFrame as :func:`validate_inputs` reads it: GE's pandas datasource,
+    the ensemble's preprocessing on the whole frame, and the cells messages quote
+    (:class:`governance.data.validation_messages.Cells`)."""
+
+    types = suites.NUMERIC_TYPES
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self.columns = list(frame.columns)
+        self.n_rows = len(frame)
+
+    def run(self, context, batch: str, expectations) -> dict:
+        """GE's result of ``expectations`` on the frame."""
+        return suites.run_suite(context, batch, self.frame, expectations)
+
+    def subset(self, columns) -> PandasRows:
+        """These ``columns`` only."""
+        return PandasRows(self.frame[list(columns)])
+
+    def ordered(self, columns) -> pd.DataFrame | None:
+        """The frame's ``columns`` in that order; None when some are missing."""
+        return self.frame[columns] if set(columns) <= set(self.columns) else None
+
+    def normalize(self, features, ensemble, keep: bool):
+        """``(rows, array, problem)``: the ``features`` through the ensemble's
+        preprocessing (:func:`normalized_inputs`), as rows and as an array, or the
+        problem; ``keep`` is for Spark (the rows are only needed for the range stage)."""
+        normalized, problem = normalized_inputs(self.frame[features], ensemble)
+        if problem is not None:
+            return None, None, problem
+        names = list(ensemble.feature_names)
+        return PandasRows(pd.DataFrame(normalized, columns=names)), normalized, None
+
+    def label_error(self, label: str, classes) -> str | None:
+        """:func:`governance.data.tables.check_labels`' refusal of the labels, if any."""
+        try:
+            check_labels(self.frame[label], classes, label)
+        except ValueError as error:
+            return str(error)
+        return None
+
+    def head(self, column, n):
+        return self.frame[column].head(n).tolist()
+
+    def distinct(self, column, leaving_out=()):
+        values = set(self.frame[column].dropna().tolist()) - set(leaving_out)
+        return sorted(values, key=str)[:DISTINCT_SHOWN]
+
+    def infinite(self, column):
+        return int(np.isinf(self.frame[column].to_numpy(dtype=float)).sum())
+
+    def value(self, column, row):
+        return self.frame[column].iloc[row] if column in self.columns else None
+
+    def type_name(self, observed):
+        return observed
 
 
 def _duplicate_names(names) -> list[str]:
@@ -301,7 +383,7 @@ def _training_bounds(scaler, features):
 
 
 # --------------------------------------------------------------------------- normalization
-def _normalize(raw: pd.DataFrame, ensemble):
+def normalized_inputs(raw: pd.DataFrame, ensemble):
     """The ensemble's own preprocessing of ``raw``, with raw infinities kept infinite.
 
     Returns ``(array, None)`` or ``(None, message)`` when the preprocessing fails.

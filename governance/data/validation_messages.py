@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
-import pandas as pd
 
 from miret_governance.governance.ensembles.encoding import UNSEEN_ADVICE
 
 EXAMPLES = 5
 """Example rows and values quoted per failed expectation."""
+DISTINCT_SHOWN = 10
+"""Distinct values (classes, unseen categories) quoted per failed expectation."""
 
 
 @dataclass
@@ -42,8 +44,29 @@ def _count(n: int) -> str:
     return f"{n} row" if n == 1 else f"{n} rows"
 
 
-def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[Failure]:
-    """One Failure per unsuccessful expectation of one GE run."""
+class Cells(Protocol):
+    """The values of a validated batch that messages quote (pandas or Spark alike)."""
+
+    def head(self, column: str, n: int) -> list:
+        """The first ``n`` values of ``column``."""
+
+    def distinct(self, column: str, leaving_out=()) -> list:
+        """Up to :data:`DISTINCT_SHOWN` distinct non-missing values of ``column`` not in
+        ``leaving_out``, the first in the order of their text."""
+
+    def infinite(self, column: str) -> int:
+        """How many values of ``column`` are infinite."""
+
+    def value(self, column: str, row: int):
+        """The value of ``column`` in row ``row``; None without such a column."""
+
+    def type_name(self, observed: str) -> str:
+        """GE's observed column type as pandas names it."""
+
+
+def describe(run: dict, cells: Cells, raw: Cells | None, raw_units: bool = False) -> list[Failure]:
+    """One Failure per unsuccessful expectation of one GE run on the batch ``cells``
+    (``raw``: the same rows in raw units; ``raw_units``: the batch is in raw units)."""
     failures = []
     for item in run["results"]:
         if item["success"]:
@@ -68,19 +91,16 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
                 f"(the ensemble's features, and the label if named): {'; '.join(parts)}"
             )
         elif kind == "expect_column_values_to_be_in_type_list":
+            observed = cells.type_name(str(result.get("observed_value")))
             message = (
-                f"column {column!r} has type {result.get('observed_value')}, not numeric "
-                f"(e.g. {frame[column].head(3).tolist()})"
-                + (
-                    ": write True/False as 1/0"
-                    if str(result.get("observed_value")) in ("bool", "bool_")
-                    else ""
-                )
+                f"column {column!r} has type {observed}, not numeric "
+                f"(e.g. {cells.head(column, 3)})"
+                + (": write True/False as 1/0" if observed in ("bool", "bool_") else "")
             )
         elif kind == "expect_column_values_to_not_be_null":
             message = _missing_message(column, result, config.get("meta") or {})
         elif kind == "expect_column_unique_value_count_to_be_between":
-            classes = sorted(frame[column].dropna().unique().tolist(), key=str)
+            classes = cells.distinct(column)
             k = kwargs["max_value"]
             needs = (
                 "a binary label needs exactly two"
@@ -90,27 +110,28 @@ def describe(run: dict, frame: pd.DataFrame, raw: pd.DataFrame | None) -> list[F
             found = result.get("observed_value")
             message = (
                 f"label column {column!r} has {found} class{'' if found == 1 else 'es'} "
-                f"{classes[:10]}; {needs}"
+                f"{classes}; {needs}"
             )
         elif kind == "expect_column_distinct_values_to_be_in_set":
             message = (
                 f"label column {column!r} has values "
-                f"{_plain(result.get('partial_unexpected_list'))} outside the ensemble's "
+                f"{sorted(_plain(result.get('partial_unexpected_list')), key=str)} outside "
+                "the ensemble's "
                 f"classes {_plain(kwargs['value_set'])}"
             )
         elif kind == "expect_column_values_to_be_in_set":
             seen = kwargs["value_set"]
-            unseen = sorted(set(frame[column].dropna().tolist()) - set(seen), key=str)
+            unseen = cells.distinct(column, leaving_out=seen)
             message = (
                 f"column {column!r} has categories not seen in training: "
-                f"{', '.join(map(str, unseen[:10]))} ({_count(result.get('unexpected_count', 0))}"
+                f"{', '.join(map(str, unseen))} ({_count(result.get('unexpected_count', 0))}"
                 f"{', ' + _rows(result) if _rows(result) else ''}); seen in training: "
                 f"{', '.join(map(str, seen))}; {UNSEEN_ADVICE}"
             )
-        elif kind == "expect_column_values_to_be_between" and frame is raw:
-            message = _raw_range_message(column, result, raw, kwargs)
+        elif kind == "expect_column_values_to_be_between" and raw_units:
+            message = _raw_range_message(column, result, cells, kwargs)
         elif kind == "expect_column_values_to_be_between":
-            message = _range_message(column, result, frame, raw)
+            message = _range_message(column, result, cells, raw)
         else:
             message = f"{kind} failed on {column!r}: {result}"
         failures.append(Failure(kind, column, message))
@@ -147,14 +168,13 @@ def _range_message(column, result, scaled, raw) -> str:
     n = result.get("unexpected_count", 0)
     examples = result.get("partial_unexpected_list") or []
     index = result.get("partial_unexpected_index_list") or []
-    infinite = int(np.isinf(scaled[column].to_numpy()).sum())
+    infinite = scaled.infinite(column)
     shown = []
     for position, value in zip(index, examples):
         text = f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
-        if column in raw.columns and np.isfinite(value):
-            raw_value = raw[column].iloc[position]
-            if raw_value != value:
-                text += f" (raw {raw_value:.6g})"
+        raw_value = raw.value(column, position) if np.isfinite(value) else None
+        if raw_value is not None and raw_value != value:
+            text += f" (raw {raw_value:.6g})"
         shown.append(text)
     what = f"{infinite} infinite, " if infinite else ""
     return (
@@ -167,7 +187,7 @@ def _range_message(column, result, scaled, raw) -> str:
 def _raw_range_message(column, result, raw, kwargs) -> str:
     n = result.get("unexpected_count", 0)
     examples = ", ".join(f"{v:.6g}" for v in result.get("partial_unexpected_list") or [])
-    infinite = int(np.isinf(raw[column].to_numpy(dtype=float)).sum())
+    infinite = raw.infinite(column)
     low, high = kwargs["min_value"], kwargs["max_value"]
     if high >= np.finfo(np.float64).max:
         where = "infinite (no training range is recorded, so values must be finite)"

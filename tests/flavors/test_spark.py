@@ -141,14 +141,14 @@ def test_bad_spark_input_is_refused_and_nothing_is_written(gated, spark):
         "error: --engine 'dask': choose one of pandas, spark\n",
     )
     done = CliRunner().invoke(
-        app, ["validate", "--model-uri", "models:/credit-rf/1", "--data", "spark:scores"]
+        app, ["pipeline", "--model-uri", "models:/credit-rf/1", "--data", "spark:scores"]
     )
     assert (done.exit_code, done.output) == (
         2,
         (
             "error: --data spark:scores: this command reads a CSV or Parquet file and takes no "
-            "Spark table yet (gate, promote, diff, explain, reproduce and explain-row do); "
-            "give a file sample\n"
+            "Spark table yet (gate, promote, validate, diff, explain, reproduce and explain-row "
+            "do); give a file sample\n"
         ),
     )
     with pytest.raises(ExplainError, match=r"^the Spark DataFrame: this reads its rows into "):
