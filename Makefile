@@ -40,8 +40,8 @@ services:
 # The whole suite (what CI runs), on three workers (pytest-xdist; a file's tests stay on
 # one worker, so module fixtures are built once). Many tests wait on a server, a child
 # process or an environment build, so a third worker fills those waits (four were slower:
-# 11:21). 10:32 for 1346 tests from a fresh clone on a quiet 2-core machine (the 10-minute
-# bar missed by 32 s; Spark and the webhook server came in): results_suite_cpu.md.
+# 11:21). 10:01 for 1370 tests from a fresh clone on a quiet 2-core machine (the 10-minute
+# bar missed by 2 s; the longest files first, tests/conftest.py): results_suite_cpu.md.
 test: $(STAMP) services
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
