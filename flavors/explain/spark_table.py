@@ -55,7 +55,7 @@ def read_sample(data, ensemble, target: str | None, sample_rows: int = SAMPLE_RO
     """
     from miret_governance.flavors.store.data_files import missing_features
     from miret_governance.governance.data.spark import sample
-    from miret_governance.governance.data.spark.measures import row_set_digest
+    from miret_governance.governance.data.spark.measures import row_set
     from miret_governance.governance.data.validation import raw_columns
 
     name = source_name(data)
@@ -69,7 +69,7 @@ def read_sample(data, ensemble, target: str | None, sample_rows: int = SAMPLE_RO
         missing = missing_features(table.columns, raw_columns(ensemble), name)
         if missing is not None:
             raise missing
-        digest = row_set_digest(table)
+        table_rows, digest = row_set(table)
         if recorded is not None and digest != recorded.row_set_digest:
             raise ExplainError(
                 f"{name} is not the table of this explanation: its row-set digest is "
@@ -78,7 +78,7 @@ def read_sample(data, ensemble, target: str | None, sample_rows: int = SAMPLE_RO
                 f"({recorded.identity}, {recorded.table_rows} rows)"
             )
         threshold = recorded.threshold if recorded is not None else None
-        frame, record = sample.collect(table, name, digest, sample_rows, threshold)
+        frame, record = sample.collect(table, name, table_rows, digest, sample_rows, threshold)
     except TableError as error:
         raise ExplainError(str(error)) from None
     return table, frame, record

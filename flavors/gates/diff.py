@@ -169,12 +169,17 @@ def side_of(client: MlflowClient, version, trusted, checked: CheckedEvidence | N
 
 
 def cross_measured(
-    against: Explanation, candidate: Explanation, data, reference: DataRef | None = None
+    against: Explanation,
+    candidate: Explanation,
+    data,
+    reference: DataRef | None = None,
+    frame=None,
 ) -> tuple[Drift, DataRef]:
     """What changed from ``against`` to ``candidate`` (:func:`governance.drift.compare`)
-    with the cross-fidelity on ``data``: a file read into pandas, or Spark data counted
-    in Spark (:func:`governance.data.spark.cross.spark_cross_fidelity`), equal on the same
-    rows; and the reference to the rows (``reference``, when the caller has it)."""
+    with the cross-fidelity on ``data``: a file read into pandas (``frame``, when the
+    caller read it already), or Spark data counted in Spark
+    (:func:`governance.data.spark.cross.spark_cross_fidelity`), equal on the same rows;
+    and the reference to the rows (``reference``, when the caller has it)."""
     if on_spark(data):
         from miret_governance.governance.data.spark.cross import spark_cross_fidelity
 
@@ -182,7 +187,7 @@ def cross_measured(
         cross = spark_cross_fidelity(frame, against, candidate)
         drift = replace(compare(against, candidate), cross_fidelity=cross)
     else:
-        frame = read_table(data)
+        frame = read_table(data) if frame is None else frame
         drift = compare(against, candidate, frame)
     return drift, reference or data_reference(data, frame)
 
@@ -294,11 +299,12 @@ def drift_results(
     policy: Policy,
     data=None,
     reference: DataRef | None = None,
+    frame=None,
 ) -> tuple[list, dict | None]:
     """The policy's drift gates for ``version`` (whose evidence ``checked`` passed the
     gate's checks), against the version holding ``policy.drift_against``; cross-fidelity
-    on ``data`` (a file, or Spark data: :func:`cross_measured`), whose ``reference`` the
-    caller may already have.
+    on ``data`` (a file, or Spark data: :func:`cross_measured`), whose ``reference`` and,
+    for a file, rows (``frame``) the caller may already have.
 
     Returns
     -------
@@ -332,7 +338,7 @@ def drift_results(
     else:
         against, candidate = against.with_ensemble(), candidate.with_ensemble()
         drift, measured = cross_measured(
-            against.explanation, candidate.explanation, data, reference
+            against.explanation, candidate.explanation, data, reference, frame
         )
         recorded = measured.to_json()
     figures = {

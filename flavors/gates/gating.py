@@ -90,6 +90,7 @@ from miret_governance.flavors.trail.decisions import (
 from miret_governance.flavors.trail.descriptions import describe_versions
 from miret_governance.flavors.trail.governed import ensemble_uri_of
 from miret_governance.flavors.trust import default_signing_key, trusted_keys
+from miret_governance.governance.data.spark.frames import on_spark, spark_frame
 from miret_governance.governance.report.gate_markdown import gate_markdown
 from miret_governance.governance.trust.gates import Evaluation, evaluate
 from miret_governance.governance.trust.keyring import SignatureError
@@ -255,16 +256,19 @@ def evaluate_and_record(
     version = resolve_model_version(client, model_uri)
     surrogate = linked_surrogate(client, version)
     ensemble_uri, surrogate_uri = version_uri(version), version_uri(surrogate)
-    reference = None
+    reference = rows = None
     try:
         checked = checked_evidence(client, version, surrogate, policy.keys, current=True)
         evaluation = evaluate_gates(policy, checked.evidence)
         if data is not None:
-            recomputed = recompute_fidelity(version, checked, data, target)
+            rows = None if on_spark(data) else read_table(data)  # a file read once
+            recomputed = recompute_fidelity(version, checked, data, target, rows)
             evaluation = with_result(evaluation, recomputed)
-            reference = data_reference(data)
+            reference = data_reference(data, rows)
         if decide_drift is None:
-            drift_gates, drift = drift_results(client, version, checked, policy, data, reference)
+            drift_gates, drift = drift_results(
+                client, version, checked, policy, data, reference, rows
+            )
         else:
             drift_gates, drift = decide_drift(version, checked)
         for drift_gate in drift_gates:
@@ -448,7 +452,6 @@ def validate_model_inputs(
     -------
     governance.validation.ValidationReport
     """
-    from miret_governance.governance.data.spark.frames import on_spark, spark_frame
     from miret_governance.governance.data.validation import model_columns, validate_inputs
 
     client = CommandClient()

@@ -78,7 +78,9 @@ def _failed(reason: str, threshold: str = EXACT) -> GateResult:
     return GateResult(GATE_NAME, METRIC, threshold, None, False, reason)
 
 
-def recompute_fidelity(ensemble_version, checked, data, target: str | None = None) -> GateResult:
+def recompute_fidelity(
+    ensemble_version, checked, data, target: str | None = None, frame=None
+) -> GateResult:
     """Measure the surrogate's fidelity to the ensemble again on ``data`` and compare it
     with the checked evidence (the module docstring says how).
 
@@ -92,6 +94,8 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
         CSV or Parquet file, or Spark data, with the ensemble's feature columns.
     target : str, optional
         Label column to leave out (default: the explanation's, when the file has it).
+    frame : pandas.DataFrame, optional
+        The file's rows, when the caller read them already (a file only).
 
     Returns
     -------
@@ -110,7 +114,7 @@ def recompute_fidelity(ensemble_version, checked, data, target: str | None = Non
         return _failed("the evidence records no request, so nothing can be recomputed")
     if on_spark(data):
         return _on_spark(ensemble_version, checked, data, record)
-    frame = read_table(data)
+    frame = read_table(data) if frame is None else frame
     if target is None and record["target"] in frame.columns:
         target = record["target"]
     ensemble, tree, tree_scaler = _models(ensemble_version, checked)
@@ -157,10 +161,10 @@ def data_reference(data, frame=None) -> DataRef:
     DataFrame; ``frame``: its rows when the caller read them already): identity, row
     count and row-set digest, the digest counted in Spark for Spark data."""
     if on_spark(data):
-        from miret_governance.governance.data.spark.measures import row_set_digest as spark_digest
+        from miret_governance.governance.data.spark.measures import row_set
 
         frame = spark_frame(data) if frame is None else frame
-        return DataRef(source_name(data), frame.count(), spark_digest(frame))
+        return DataRef(source_name(data), *row_set(frame))
     frame = read_table(data) if frame is None else frame
     return DataRef(str(data), len(frame), row_set_digest(frame))
 

@@ -36,13 +36,19 @@ def _batch_sums(numeric, batches):
         yield pd.DataFrame({"rows": [len(batch)], "total": [str(row_hash_sum(batch, numeric))]})
 
 
-def row_set_digest(frame) -> str:
-    """:func:`governance.data.tables.row_set_digest` of a Spark DataFrame."""
+def row_set(frame) -> tuple[int, str]:
+    """The rows of a Spark DataFrame and their :func:`row_set_digest`, one job (the
+    digest counts the rows anyway: no second ``count()`` scan)."""
     numeric = numeric_columns(frame)
     sums = frame.mapInPandas(partial(_batch_sums, numeric), "rows long, total string").collect()
     rows = sum(int(r["rows"]) for r in sums)
     total = sum(int(r["total"]) for r in sums) % ROW_SET_MODULUS
-    return row_set_digest_of([str(c) for c in frame.columns], numeric, rows, total)
+    return rows, row_set_digest_of([str(c) for c in frame.columns], numeric, rows, total)
+
+
+def row_set_digest(frame) -> str:
+    """:func:`governance.data.tables.row_set_digest` of a Spark DataFrame."""
+    return row_set(frame)[1]
 
 
 def missing_shares(frame, columns) -> dict:

@@ -96,7 +96,9 @@ def _hashed(frame):
     return frame.withColumn(_HASH, F.pandas_udf(hashes, "string")(columns))
 
 
-def collect(frame, identity: str, digest: str, wanted: int, threshold: str | None = None):
+def collect(
+    frame, identity: str, table_rows: int, digest: str, wanted: int, threshold: str | None = None
+):
     """The sample of a Spark DataFrame, in hash order, as a pandas DataFrame.
 
     Parameters
@@ -104,8 +106,9 @@ def collect(frame, identity: str, digest: str, wanted: int, threshold: str | Non
     frame : pyspark.sql.DataFrame
     identity : str
         What the record calls the table.
-    digest : str
-        Its :func:`governance.data.spark.measures.row_set_digest`.
+    table_rows, digest : int, str
+        Its rows and :func:`governance.data.spark.measures.row_set_digest`
+        (:func:`~governance.data.spark.measures.row_set` counts both in one job).
     wanted : int
         About how many rows to keep (ignored with ``threshold``).
     threshold : str, optional
@@ -122,7 +125,6 @@ def collect(frame, identity: str, digest: str, wanted: int, threshold: str | Non
     """
     from pyspark.sql import functions as F
 
-    table_rows = frame.count()
     threshold = threshold or threshold_for(table_rows, wanted)
     chosen = _hashed(frame).where(F.col(_HASH) <= threshold).orderBy(_HASH).drop(_HASH)
     sample = chosen.toPandas()
