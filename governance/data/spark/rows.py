@@ -1,8 +1,8 @@
 """A few rows of a Spark table, selected in Spark, for what explains single rows.
 
 :func:`selected_rows` filters with a Spark SQL condition (``frame.where``), collects at
-most ``limit`` rows and orders them by their row hash (the hash
-:func:`governance.data.tables.row_hash_sum` adds up), so the rows and their numbers do
+most ``limit`` rows and orders them by their row hash
+(:func:`governance.data.tables.row_hashes`, the hashes the row-set digest adds up), so the rows and their numbers do
 not depend on the table's partitions: the same rows as a file in that order give the
 same answers.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from miret_governance.governance.data.spark.measures import numeric_columns
-from miret_governance.governance.data.tables import TableError, row_hash_sum
+from miret_governance.governance.data.tables import TableError, row_hashes
 
 
 def selected_rows(frame, where: str | None, limit: int, source: str) -> pd.DataFrame:
@@ -44,7 +44,6 @@ def selected_rows(frame, where: str | None, limit: int, source: str) -> pd.DataF
             f"--where {where!r} selects {count} rows of {source}, more than --limit {limit}; "
             "narrow the condition or raise --limit"
         )
-    numeric = numeric_columns(chosen)
-    hashes = [row_hash_sum(rows.iloc[[i]], numeric) for i in range(len(rows))]
+    hashes = row_hashes(rows, numeric_columns(chosen))
     order = sorted(range(len(rows)), key=hashes.__getitem__)
     return rows.iloc[order].reset_index(drop=True)
