@@ -861,7 +861,12 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--depths", nargs="+", type=int, choices=(2, 3, 4), default=[2, 3, 4])
     parser.add_argument(
-        "--variant", nargs="+", choices=tuple(VARIANTS), default=["default"], metavar="NAME"
+        "--variant",
+        nargs="*",
+        choices=tuple(VARIANTS),
+        default=["default"],
+        metavar="NAME",
+        help="MIRET variants to fit (default: default); none: the peers only",
     )
     parser.add_argument("--datasets", nargs="+", metavar="NAME", help="default: the group's")
     parser.add_argument("--tao", action="store_true", help="also imodels' TAO")
