@@ -382,7 +382,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="the server's port (default: free)")
     port = parser.parse_args().port
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop cleanly on SIGTERM too
+    # Ctrl-C and SIGTERM stop it cleanly, also when a script started it in the background
+    # (a non-interactive shell's background job inherits SIGINT ignored)
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, signal.default_int_handler)
     stack = Stack(port=port)
     try:
         stack.start()

@@ -342,7 +342,14 @@ def register_surrogate(
 
 
 def check_tracking_server(uri: str | None = None, timeout: float = 5.0) -> None:
-    """Fail fast when an HTTP tracking server does not answer.
+    """Fail fast when the tracking store does not answer: an HTTP server, or the database
+    server of a SQL store URI (``postgresql://``, ``mysql://``, ``mssql://``).
+
+    MLflow retries a database it cannot reach nine times with growing pauses, 101 s in
+    all, before its own error; nothing in MLflow shortens that, so a command against a
+    stopped database would hang for that long. A TCP connection to the database's host
+    and port (SQLAlchemy's URL parser, the dialect's default port) is tried once instead;
+    a URI without a host (a Unix socket) is left to MLflow.
 
     Raises
     ------
@@ -353,6 +360,7 @@ def check_tracking_server(uri: str | None = None, timeout: float = 5.0) -> None:
 
     uri = uri or mlflow.get_tracking_uri()
     if not uri.startswith(("http://", "https://")):
+        _check_database(uri, timeout)
         return
     try:
         requests.get(uri.rstrip("/") + "/health", timeout=timeout)
@@ -360,6 +368,34 @@ def check_tracking_server(uri: str | None = None, timeout: float = 5.0) -> None:
         raise GovernanceError(
             f"the tracking server {uri} is unreachable ({type(error).__name__}); check "
             "--tracking-uri / MLFLOW_TRACKING_URI and that the server is running"
+        ) from error
+
+
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+"""Default port of each database MLflow's SQL store accepts (its URI's dialect)."""
+
+
+def _check_database(uri: str, timeout: float) -> None:
+    """A TCP connection to the database server of the SQL store ``uri`` (no-op for any
+    other URI, or one without a host)."""
+    import socket
+
+    dialect = uri.split(":", 1)[0].split("+", 1)[0]
+    if dialect not in DATABASE_PORTS:
+        return
+    from sqlalchemy.engine import make_url
+
+    url = make_url(uri)
+    if not url.host:
+        return
+    address = (url.host, url.port or DATABASE_PORTS[dialect])
+    try:
+        socket.create_connection(address, timeout=timeout).close()
+    except OSError as error:
+        raise GovernanceError(
+            f"the tracking store {uri} is unreachable: nothing answers at "
+            f"{address[0]}:{address[1]} ({type(error).__name__}); check --tracking-uri / "
+            "MLFLOW_TRACKING_URI and that the database server is running"
         ) from error
 
 

@@ -75,7 +75,8 @@ def test_a_read_only_store_is_named_as_such(tmp_path, monkeypatch):
 
 def test_a_store_uri_password_never_appears_in_a_message(tmp_path):
     """A PostgreSQL store URI carries its database's password: a command that cannot
-    reach it (nothing listens on port 1) names the store without it, exit 2."""
+    reach it (nothing listens on port 1) names the store without it, exit 2, at once
+    (MLflow alone retries the database for 101 s first)."""
     from typer.testing import CliRunner
 
     from miret_governance.cli.app import app
@@ -87,7 +88,33 @@ def test_a_store_uri_password_never_appears_in_a_message(tmp_path):
     )
     assert result.exit_code == 2, result.output
     assert "s3cret-pw" not in result.output
-    assert "postgresql://mlflow:***@127.0.0.1:1/mlflow" in result.output
+    assert "postgresql://mlflow:***@127.0.0.1:1/mlflow refused the connection" in result.output
+
+
+@pytest.mark.parametrize(
+    ("uri", "address"),
+    [
+        ("postgresql://u:p@127.0.0.1:1/mlflow", "127.0.0.1:1"),
+        ("mysql+pymysql://u:p@127.0.0.1:1/mlflow", "127.0.0.1:1"),
+    ],
+)
+def test_an_unreachable_database_is_refused_before_mlflow_retries_it(uri, address):
+    """MLflow retries a database it cannot reach for 101 s: the probe tries its port once."""
+    from miret_governance.flavors.errors import GovernanceError
+    from miret_governance.flavors.store.registry import check_tracking_server
+
+    with pytest.raises(GovernanceError, match=f"nothing answers at {address}") as raised:
+        check_tracking_server(uri)
+    assert isinstance(raised.value.__cause__, ConnectionRefusedError)
+
+
+@pytest.mark.parametrize(
+    "uri", ["sqlite:///mlflow.db", "postgresql:///mlflow?host=/run/postgresql", "file:./mlruns"]
+)
+def test_a_store_without_a_database_host_is_left_to_mlflow(uri):
+    from miret_governance.flavors.store.registry import check_tracking_server
+
+    assert check_tracking_server(uri) is None
 
 
 def test_without_passwords_keeps_everything_but_the_password():
