@@ -367,6 +367,10 @@ def run(args) -> None:
                     continue
                 model = paper.ensemble_model(args.target, depth, seed)
                 inst = paper.make_instance(pd.read_csv(csv), model, depth, seed)
+                if np.unique(inst.labels_train).size < 2:  # nothing to explain, no peer fits
+                    print(f"{csv.stem} D={depth} seed={seed}: skipped, the ensemble "
+                          "predicts one class on every training row", flush=True)  # fmt: skip
+                    continue
                 found = run_instance(inst, todo, args)
                 for row in found:
                     row.update(
