@@ -177,7 +177,7 @@ def explain(
         typer.Option(
             "--alpha",
             help="Weight of the sparsity penalty in the objective (default: chosen among "
-            "0.2, 0.5, 0.8 on held-out folds of the fit sample).",
+            "0.2 and 0.5 on held-out folds of the fit sample).",
         ),
     ] = DEFAULTS["alpha"],
     gamma_percentile: Annotated[

@@ -450,10 +450,13 @@ def default_twin() -> str | None:
 
 def _as_defined(row: dict) -> bool:
     """Whether a row is a peer's or was fitted with its variant's parameters as
-    :data:`VARIANTS` defines them now (not before the variant was redefined)."""
+    :data:`VARIANTS` defines them now (not before the variant was redefined, nor of a
+    variant retired since: issue 43's choice variants, ``*_i43c.csv``, ran the engine's
+    code patched for one comparison)."""
     if row["method"] != "MIRET":
         return True
-    defined = VARIANTS[row["variant"]]
+    if (defined := VARIANTS.get(row["variant"])) is None:  # a variant since retired
+        return False
     return all(
         defined.get(key, "absent") == value for key, value in json.loads(row["params"]).items()
     )

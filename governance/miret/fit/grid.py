@@ -36,8 +36,11 @@ import numpy as np
 from miret_governance.governance.miret.fit.selection import CANDIDATES, clearly_better
 from miret_governance.governance.miret.problem.problem import PAPER_DEFAULTS, default_depth
 
-ALPHA_GRID = (0.2, 0.5, 0.8)
-"""Alphas tried when none is given (the paper's 0.5 is the incumbent)."""
+ALPHA_GRID = (0.2, 0.5)
+"""Alphas tried when none is given (the paper's 0.5 is the incumbent). Not 0.8: over five
+splits of the 19 examples, unseen and holdout datasets, RF and XGBoost, dropping it raised
+mean test fidelity by 0.11 +- 0.05 points at depths 3 and 4 (0.02 +- 0.04 at depth 2),
+with 0.08 more features and 15% less CPU a fit."""
 PROXIMITY_GRID = (0.9, 1.0)
 """Proximity thresholds ``m`` tried when none is given, both of the paper's grid (its
 default 0.9 is the incumbent). On thousands of rows the pairs at 0.9 chain into

@@ -255,14 +255,14 @@ def test_the_alpha_and_m_the_fit_chose_are_in_the_evidence_the_run_and_the_repor
     local = Path(mlflow.artifacts.download_artifacts("models:/ctx-rf-surrogate/1", dst_path="g"))
     evidence = json.loads((local / "evidence.json").read_text())["provenance"]
     grid = evidence["solve"]["grid"]
-    assert grid["alphas"] == [0.2, 0.5, 0.8] and grid["depths"] == [plain.solve["grid"]["depth"]]
+    assert grid["alphas"] == [0.2, 0.5] and grid["depths"] == [plain.solve["grid"]["depth"]]
     assert grid["proximity_thresholds"] == [0.9, 1.0]
     settings = {
         (row["alpha"], row["proximity_threshold"])
         for row in grid["rows"]
         if row["candidate"] == "miret"
     }
-    assert settings == {(0.2, 0.9), (0.5, 0.9), (0.8, 0.9), (0.5, 1.0)}
+    assert settings == {(0.2, 0.9), (0.5, 0.9), (0.5, 1.0)}
     run = MlflowClient().get_run(plain.run_id)
     for name in ("alpha", "proximity_threshold"):
         assert evidence["parameters"][name] == plain.parameters[name] == grid[name]

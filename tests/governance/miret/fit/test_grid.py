@@ -34,10 +34,10 @@ def test_the_grid_is_the_given_value_or_the_default_range():
     assert grid.depths(None, Ensemble) == (1,)
     assert grid.settings(0.3, 0.85) == ((0.3, 0.85),)
     assert grid.settings(0.3, None) == ((0.3, 0.9), (0.3, 1.0))
-    assert grid.settings(None, 2.0) == ((0.2, 2.0), (0.5, 2.0), (0.8, 2.0))
+    assert grid.settings(None, 2.0) == ((0.2, 2.0), (0.5, 2.0))
     # every alpha at the paper's m, and the paper's alpha at m = 1
     tried = grid.settings(None, None)
-    assert tried == ((0.2, 0.9), (0.5, 0.9), (0.8, 0.9), (0.5, 1.0))
+    assert tried == ((0.2, 0.9), (0.5, 0.9), (0.5, 1.0))
     # the paper's setting is kept unless another is clearly better; in the folds every
     # setting of a grid gets a third of the heuristic's budget, a lone setting all of it
     assert grid.incumbent(tried) == (0.5, 0.9) and grid.budget_share(tried) == 1 / 3
@@ -62,22 +62,22 @@ def test_a_deeper_tree_needs_more_than_one_standard_error():
 
 def test_the_setting_stays_the_papers_unless_another_is_clearly_better():
     tried = grid.settings(None, None)
-    a2, a5, a8, m1 = tried
+    a2, a5, m1 = tried
     features = {("univariate", 2, None): 1.0, ("cart", 2, None): 1.0}
     right = {("univariate", 2, None): row(3), ("cart", 2, None): row(3)}
-    for setting, count, used in ((a2, 6, 3.0), (a5, 6, 2.0), (a8, 6, 2.0), (m1, 5, 2.0)):
+    for setting, count, used in ((a2, 6, 3.0), (a5, 6, 2.0), (m1, 5, 2.0)):
         right[("miret", 2, setting)], features[("miret", 2, setting)] = row(count), used
-    # equal held-out rows, alpha 0.8 not sparser than 0.5 -> the paper's (0.5, 0.9)
+    # equal held-out rows, alpha 0.2 not sparser than 0.5 -> the paper's (0.5, 0.9)
     assert grid.choose(right, features, (2,), tried) == (2, (0.5, 0.9))
-    # as many rows right with fewer features -> 0.8
-    features[("miret", 2, a8)] = 1.0
-    assert grid.choose(right, features, (2,), tried) == (2, (0.8, 0.9))
-    # 0.2 gets all 8 rows (two more, no loss: clearly better) and beats the sparser 0.8
-    right[("miret", 2, a2)] = row(8)
+    # as many rows right with fewer features -> 0.2
+    features[("miret", 2, a2)] = 1.0
     assert grid.choose(right, features, (2,), tried) == (2, (0.2, 0.9))
-    # m = 1 as good as alpha 0.2 with fewer features: the best of the clearly better ones
+    # m = 1 gets all 8 rows (two more, no loss: clearly better) and beats the sparser 0.2
     right[("miret", 2, m1)] = row(8)
     assert grid.choose(right, features, (2,), tried) == (2, (0.5, 1.0))
+    # alpha 0.2 as good as m = 1 with fewer features: the best of the clearly better ones
+    right[("miret", 2, a2)] = row(8)
+    assert grid.choose(right, features, (2,), tried) == (2, (0.2, 0.9))
     # without folds: the largest depth and the paper's setting
     assert grid.choose({}, {}, (2, 3, 4), tried) == (4, (0.5, 0.9))
 
@@ -155,11 +155,11 @@ def test_an_easy_ensemble_gets_the_smallest_depth_and_the_papers_alpha(step, cho
     report = chosen.solve_report_
     assert chosen.depth_ == 2 and chosen.alpha_ == 0.5 and chosen.tree_.depth == 2
     assert chosen.proximity_threshold_ == 0.9
-    assert report.grid["depths"] == [2, 3] and report.grid["alphas"] == [0.2, 0.5, 0.8]
+    assert report.grid["depths"] == [2, 3] and report.grid["alphas"] == [0.2, 0.5]
     assert report.grid["proximity_thresholds"] == [0.9, 1.0]
     assert (report.grid["depth"], report.grid["alpha"]) == (2, 0.5)
-    # 2 depths x (4 settings + univariate + CART), each with its held-out fidelity
-    assert len(report.grid["rows"]) == 12
+    # 2 depths x (3 settings + univariate + CART), each with its held-out fidelity
+    assert len(report.grid["rows"]) == 10
     assert report.cv_fidelity["univariate"] == 1.0
     # CART's held-out fidelity at each depth equals an independent cross-validation
     labels = forest.predict(X)
@@ -251,7 +251,7 @@ def test_fold_fits_share_the_heuristic_budget_equally(step, monkeypatch, given, 
     X, forest = step
     MiretSurrogate(forest, depth=2, solver="highs", time_limit=30, **given).fit(X)
     full = engine.heuristic_budget(30.0)
-    settings = 4 if not given else 1
+    settings = 3 if not given else 1
     assert len(budgets) == 3 * settings + 1  # 3 folds per setting, then the final fit
     assert budgets[:-1] == [pytest.approx(fold_share * full)] * (3 * settings)
     assert budgets[-1] == pytest.approx(full)
