@@ -73,7 +73,13 @@ REFERENCES = {
 }
 # The values that reproduce the fit before issue 43: an estimator without one of these
 # parameters behaves as if it were set to this value.
-LEGACY = {"fallbacks": True, "univariate_seed": True, "milp_share": None, "generated_rows": 0.0}
+LEGACY = {
+    "fallbacks": True,
+    "univariate_seed": True,
+    "milp_share": None,
+    "generated_rows": 0.0,
+    "alpha_grid": [0.2, 0.5, 0.8],
+}
 OLD_FIT = {**LEGACY, "cart_guarantee": True, "alpha": None, "proximity_threshold": None}
 LEAN = {**OLD_FIT, "fallbacks": False, "univariate_seed": False}
 FIXED = {"cart_guarantee": False, "alpha": 0.5, "proximity_threshold": 0.9}
@@ -97,6 +103,7 @@ VARIANTS = {
 ``generated-1`` (the estimator's defaults, with generated rows) are spelled out from the
 fit before issue 43 (``legacy``), so they keep their meaning when the defaults change."""
 BEFORE = "503413e"  # the engine's last commit before issue 43: its rows are "(before)"
+PREVIOUS_DEFAULT = "36f07ae"  # the last engine whose default fit also tried alpha 0.8
 # Engine commits that changed no fit with given parameters (the estimator's defaults, its
 # docstrings, and generated_rows at 0.0 the fit before it): their fits are 95638c9's.
 SAME_FITS = dict.fromkeys(
@@ -645,6 +652,49 @@ def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...], pairs
 SAME_TREE = ("test_fidelity", "train_fidelity", "features", "r_objective", "alpha_", "m_")
 
 
+def _default_change(raw: pd.DataFrame) -> list[str]:
+    """The default's fits on the engine now against the default's on
+    :data:`PREVIOUS_DEFAULT` (``raw``: :func:`load`'s raw rows), per (group, target, depth)
+    and pooled per group, on the instances both ran: how many returned the same figures
+    (:data:`SAME_TREE` and candidate), the paired test fidelity difference ± SE and the
+    features of each."""
+    raw = raw.assign(engine=raw["engine"].astype(str))
+    default = raw[(raw["method"] == "MIRET") & (raw["variant"] == "default")]
+    now = default[default["engine"] == engine_commit()].drop_duplicates(KEY).set_index(KEY)
+    was = default[default["engine"] == PREVIOUS_DEFAULT].drop_duplicates(KEY).set_index(KEY)
+    both = now.index.intersection(was.index)
+    if not len(both) or engine_commit() == PREVIOUS_DEFAULT:
+        return []
+    a, b = now.loc[both], was.loc[both]
+    frame = pd.DataFrame(
+        {
+            "same": (a["r_chosen"] == b["r_chosen"]).to_numpy()
+            & np.all([np.isclose(a[c], b[c], rtol=0, atol=1e-12) for c in SAME_TREE], axis=0),
+            "diff": a["test_fidelity"] - b["test_fidelity"],
+            "f_now": a["features"],
+            "f_was": b["features"],
+        },
+        index=both,
+    )
+    lines = [
+        (
+            "| group | target | D | instances | same figures | test fid now - before ± SE | "
+            "features before / now |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
+    for levels, pooled in ((["group", "target", "depth"], False), (["group"], True)):
+        for key, part in frame.groupby(level=levels):
+            key = key if isinstance(key, tuple) else (key,)
+            label = f"{key[0]} | all | |" if pooled else f"{key[0]} | {key[1].upper()} | {key[2]} |"
+            lines.append(
+                f"| {label} {len(part)} | {int(part['same'].sum())} | "
+                f"{part['diff'].mean():+.2f} ± {_se(part['diff']):.2f} | "
+                f"{part['f_was'].mean():.2f} / {part['f_now'].mean():.2f} |"
+            )
+    return lines
+
+
 def _speed(raw: pd.DataFrame, before: str) -> list[str]:
     """The default's fits on the engine now against the same parameters' fits (variant
     ``before``, the default's twin) on the newest older engine that ran them, per cell and
@@ -821,6 +871,20 @@ def report() -> None:
                 f"The same variant on the engine of {BEFORE} (before) and now, on the "
                 "instances both ran: a test fidelity or features difference means the tree "
                 "changed; the CPU difference is the engine's speed-up."
+            ),
+            "",
+            *found,
+        ]
+    found = _default_change(load(raw=True))
+    if found:
+        lines += [
+            "",
+            f"## The default now against the default of {PREVIOUS_DEFAULT} (alpha grid with 0.8)",
+            "",
+            (
+                "The same instances fitted by the default on both engines (the groups "
+                "seen when the grid changed, and holdout2 only if both ran it); same "
+                "figures as below."
             ),
             "",
             *found,

@@ -79,6 +79,10 @@ def _plain(name: str, value):
 
     if value is None or isinstance(value, str):
         return value
+    if name == "alpha_grid":  # a list, as JSON records it
+        from miret_governance.governance.miret.fit.grid import checked_alpha_grid
+
+        return list(checked_alpha_grid(value))
     kinds = {c.type for c in MiretSurrogate._parameter_constraints[name] if isinstance(c, Interval)}
     if Integral in kinds:
         return int(value)

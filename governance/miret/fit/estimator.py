@@ -34,6 +34,7 @@ LEGACY_PARAMS = {
     "univariate_seed": True,
     "milp_share": None,
     "generated_rows": 0.0,
+    "alpha_grid": list(persistence.LEGACY_ALPHA_GRID),  # a list, as a recorded request holds it
 }
 """The values of the parameters added after evidence was first written that fit as
 before them: a request recorded without one of them is refitted with this value
@@ -53,7 +54,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         depth, at most 4 (:mod:`governance.miret.grid`; without folds the largest).
     alpha : float, optional
         Weight of the frequency-weighted sparsity penalty; default: chosen on held-out
-        folds among :data:`governance.miret.grid.ALPHA_GRID` (0.5 unless clearly beaten).
+        folds among ``alpha_grid`` (0.5 unless clearly beaten).
     gamma_percentile : float
         ``h``: a level may use the features whose level frequency exceeds the h-th
         percentile of the level's positive frequencies (0: every used feature), and
@@ -118,6 +119,10 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         sample stays within ``max_rows``; :mod:`governance.miret.problem.augment`).
         Held-out folds, fidelities and leaf counts stay on real rows. 0 (the default):
         none; measured in ``examples/benchmarks/results_generated_rows.md``.
+    alpha_grid : sequence of float
+        The alphas the folds choose among when ``alpha`` is None (default
+        :data:`governance.miret.grid.ALPHA_GRID`, 0.2 and 0.5; evidence recorded
+        without it was fitted with 0.8 too and is refitted so).
 
     Attributes
     ----------
@@ -165,6 +170,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         "univariate_seed": ["boolean"],
         "milp_share": [Interval(Real, 0, None, closed="left"), None],
         "generated_rows": [Interval(Real, 0, None, closed="left")],
+        "alpha_grid": ["array-like"],
     }
 
     def __init__(
@@ -192,6 +198,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         univariate_seed=True,
         milp_share=0.025,
         generated_rows=0.0,
+        alpha_grid=grid.ALPHA_GRID,
     ):
         self.ensemble = ensemble
         self.depth = depth
@@ -215,6 +222,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         self.univariate_seed = univariate_seed
         self.milp_share = milp_share
         self.generated_rows = generated_rows
+        self.alpha_grid = alpha_grid
 
     def __sklearn_clone__(self):
         """A copy with the same parameters that shares the (read-only) ensemble: cloning
@@ -288,6 +296,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         2-core machine a 700 x 40 product took 24 ms with two threads, 0.02 ms with
         one); the results do not depend on the thread count."""
         begin = time.perf_counter()
+        grid.checked_alpha_grid(self.alpha_grid)  # before any work
         ensemble = self._read_ensemble()
         X = feature_matrix(X, ensemble.feature_names, allow_nan=True)
         if ensemble.scaler is not None:
@@ -342,7 +351,7 @@ class MiretSurrogate(ClassifierMixin, BaseEstimator):
         sample_labels = fit_labels[sample]
         splits = selection.folds(labels[rows], self.random_state) if self.cart_guarantee else []
         depths = grid.depths(self.depth, ensemble)
-        tried = grid.settings(self.alpha, self.proximity_threshold)
+        tried = grid.settings(self.alpha, self.proximity_threshold, self.alpha_grid)
         right, features = grid.cross_validated(
             fits.problem(sample, depths[-1], tried[0][1]).X[real],
             sample_labels[real],

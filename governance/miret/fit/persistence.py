@@ -23,6 +23,12 @@ FORMAT_VERSION = 3
 READABLE_VERSIONS = (2, 3)  # version 2 stalled on seconds (stall_time) with solver threads
 
 
+LEGACY_ALPHA_GRID = (0.2, 0.5, 0.8)
+"""The alphas a fit chose among before ``alpha_grid`` existed (``LEGACY_PARAMS``): a
+document or request without it was fitted with them. Here, not in ``grid``: reading a
+document imports no scikit-learn."""
+
+
 def _check_is_fitted(estimator) -> None:
     from sklearn.utils.validation import check_is_fitted  # lazy: readers need no sklearn
 
@@ -34,6 +40,7 @@ def to_dict(estimator) -> dict:
     _check_is_fitted(estimator)
     params = estimator.get_params(deep=False)
     params.pop("ensemble")
+    params["alpha_grid"] = [float(a) for a in params["alpha_grid"]]  # a tuple by default
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -102,6 +109,8 @@ def restore(estimator, data: dict):
     if data["format_version"] == 2:  # its seconds of stall become units of work
         params["stall_work"] = params.pop("stall_time", None)
         params["threads"] = params.get("threads") or 1
+    # a tuple as given to the estimator; a document from before alpha_grid: the old grid
+    params["alpha_grid"] = tuple(params.get("alpha_grid", LEGACY_ALPHA_GRID))
     estimator.set_params(**params)
     estimator.tree_ = tree
     estimator.input_scaler_ = scaler_from_dict(data["input_scaler"])

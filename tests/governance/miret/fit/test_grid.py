@@ -9,6 +9,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedKFold
 from sklearn.tree import DecisionTreeClassifier
 
+from miret_governance.governance.errors import InvalidInputError
 from miret_governance.governance.miret import MiretSurrogate
 from miret_governance.governance.miret.fit import fitting, grid
 from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
@@ -22,6 +23,23 @@ def hits(*values):
 def row(right_count, n=8):
     """``right_count`` of ``n`` held-out rows right (the first ones)."""
     return np.arange(n) < right_count
+
+
+def test_the_alpha_grid_is_a_parameter_and_old_evidence_keeps_the_old_one(step, chosen):
+    assert grid.settings(None, None, (0.2, 0.5, 0.8)) == (
+        (0.2, 0.9), (0.5, 0.9), (0.8, 0.9), (0.5, 1.0),
+    )  # fmt: skip
+    assert grid.settings(None, 1.0, [0.3]) == ((0.3, 1.0),)  # a list, as JSON records it
+    assert grid.settings(0.7, 1.0, [0.3]) == ((0.7, 1.0),)  # a given alpha wins
+    for bad in ([], [-0.1], ["a"], [float("nan")]):
+        with pytest.raises(InvalidInputError, match="alpha_grid must be one or more"):
+            MiretSurrogate(step[1], alpha_grid=bad).fit(step[0])
+    # a document written before alpha_grid existed restores with the grid it was fitted on
+    document = chosen.to_dict()
+    del document["params"]["alpha_grid"]
+    assert MiretSurrogate.from_dict(document).alpha_grid == (0.2, 0.5, 0.8)
+    assert MiretSurrogate.from_dict(chosen.to_dict()).alpha_grid == (0.2, 0.5, 0.8)
+    assert MiretSurrogate().alpha_grid == grid.ALPHA_GRID == (0.2, 0.5)
 
 
 def test_the_grid_is_the_given_value_or_the_default_range():
@@ -155,11 +173,12 @@ def test_an_easy_ensemble_gets_the_smallest_depth_and_the_papers_alpha(step, cho
     report = chosen.solve_report_
     assert chosen.depth_ == 2 and chosen.alpha_ == 0.5 and chosen.tree_.depth == 2
     assert chosen.proximity_threshold_ == 0.9
-    assert report.grid["depths"] == [2, 3] and report.grid["alphas"] == [0.2, 0.5]
+    # the legacy grid (LEGACY_PARAMS: how evidence recorded without alpha_grid fitted)
+    assert report.grid["depths"] == [2, 3] and report.grid["alphas"] == [0.2, 0.5, 0.8]
     assert report.grid["proximity_thresholds"] == [0.9, 1.0]
     assert (report.grid["depth"], report.grid["alpha"]) == (2, 0.5)
-    # 2 depths x (3 settings + univariate + CART), each with its held-out fidelity
-    assert len(report.grid["rows"]) == 10
+    # 2 depths x (4 settings + univariate + CART), each with its held-out fidelity
+    assert len(report.grid["rows"]) == 12
     assert report.cv_fidelity["univariate"] == 1.0
     # CART's held-out fidelity at each depth equals an independent cross-validation
     labels = forest.predict(X)
