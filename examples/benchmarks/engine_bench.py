@@ -652,6 +652,16 @@ def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...], pairs
 SAME_TREE = ("test_fidelity", "train_fidelity", "features", "r_objective", "alpha_", "m_")
 
 
+def _cells(frame: pd.DataFrame):
+    """``(label, rows)`` of each (group, target, depth) cell of ``frame`` (indexed by
+    :data:`KEY`), then of each group pooled; ``label`` fills the first three columns."""
+    for levels, pooled in ((["group", "target", "depth"], False), (["group"], True)):
+        for key, part in frame.groupby(level=levels):
+            key = key if isinstance(key, tuple) else (key,)
+            label = f"{key[0]} | all | |" if pooled else f"{key[0]} | {key[1].upper()} | {key[2]} |"
+            yield label, part
+
+
 def _default_change(raw: pd.DataFrame) -> list[str]:
     """The default's fits on the engine now against the default's on
     :data:`PREVIOUS_DEFAULT` (``raw``: :func:`load`'s raw rows), per (group, target, depth)
@@ -683,15 +693,12 @@ def _default_change(raw: pd.DataFrame) -> list[str]:
         ),
         "|---|---|---|---|---|---|---|",
     ]
-    for levels, pooled in ((["group", "target", "depth"], False), (["group"], True)):
-        for key, part in frame.groupby(level=levels):
-            key = key if isinstance(key, tuple) else (key,)
-            label = f"{key[0]} | all | |" if pooled else f"{key[0]} | {key[1].upper()} | {key[2]} |"
-            lines.append(
-                f"| {label} {len(part)} | {int(part['same'].sum())} | "
-                f"{part['diff'].mean():+.2f} ± {_se(part['diff']):.2f} | "
-                f"{part['f_was'].mean():.2f} / {part['f_now'].mean():.2f} |"
-            )
+    for label, part in _cells(frame):
+        lines.append(
+            f"| {label} {len(part)} | {int(part['same'].sum())} | "
+            f"{part['diff'].mean():+.2f} ± {_se(part['diff']):.2f} | "
+            f"{part['f_was'].mean():.2f} / {part['f_now'].mean():.2f} |"
+        )
     return lines
 
 
@@ -737,17 +744,14 @@ def _speed(raw: pd.DataFrame, before: str) -> list[str]:
         ),
         "|---|---|---|---|---|---|---|---|",
     ]
-    for levels, pooled in ((["group", "target", "depth"], False), (["group"], True)):
-        for key, part in frame.groupby(level=levels):
-            key = key if isinstance(key, tuple) else (key,)
-            label = f"{key[0]} | all | |" if pooled else f"{key[0]} | {key[1].upper()} | {key[2]} |"
-            lines.append(
-                f"| {label} {len(part)} | {int(part['same'].sum())} | "
-                f"{part['before'].mean():.2f} / {part['after'].mean():.2f} | "
-                f"{part['g_before'].mean():.2f} / {part['g_after'].mean():.2f} | "
-                f"{part['before'].mean() / part['g_before'].mean():.1f} / "
-                f"{part['after'].mean() / part['g_after'].mean():.1f} |"
-            )
+    for label, part in _cells(frame):
+        lines.append(
+            f"| {label} {len(part)} | {int(part['same'].sum())} | "
+            f"{part['before'].mean():.2f} / {part['after'].mean():.2f} | "
+            f"{part['g_before'].mean():.2f} / {part['g_after'].mean():.2f} | "
+            f"{part['before'].mean() / part['g_before'].mean():.1f} / "
+            f"{part['after'].mean() / part['g_after'].mean():.1f} |"
+        )
     return lines
 
 
