@@ -109,7 +109,7 @@ PREVIOUS_DEFAULT = "36f07ae"  # the last engine whose default fit also tried alp
 SAME_FITS = dict.fromkeys(
     ("2cda9db", "3d36c34", "511cc8f", "15beb58", "0e12535", "a0df9c5", "e5f9a08", "c1eb0d6"),
     "95638c9",
-)
+) | {"08208b4": "c5799a7"}  # alpha_grid made a parameter at its default: the same fits
 # Fits in one process: the bar compares like with like (if the estimator can use more).
 ONE_PROCESS = {"n_jobs": 1} if "n_jobs" in inspect.signature(MiretSurrogate).parameters else {}
 IMPROVED = 1e-9  # an objective lower by more than this is an improvement
@@ -652,7 +652,7 @@ def _ablation(rows: pd.DataFrame, reference: str, groups: tuple[str, ...], pairs
 SAME_TREE = ("test_fidelity", "train_fidelity", "features", "r_objective", "alpha_", "m_")
 
 
-def _cells(frame: pd.DataFrame):
+def _labelled_cells(frame: pd.DataFrame):
     """``(label, rows)`` of each (group, target, depth) cell of ``frame`` (indexed by
     :data:`KEY`), then of each group pooled; ``label`` fills the first three columns."""
     for levels, pooled in ((["group", "target", "depth"], False), (["group"], True)):
@@ -693,7 +693,7 @@ def _default_change(raw: pd.DataFrame) -> list[str]:
         ),
         "|---|---|---|---|---|---|---|",
     ]
-    for label, part in _cells(frame):
+    for label, part in _labelled_cells(frame):
         lines.append(
             f"| {label} {len(part)} | {int(part['same'].sum())} | "
             f"{part['diff'].mean():+.2f} ± {_se(part['diff']):.2f} | "
@@ -744,7 +744,7 @@ def _speed(raw: pd.DataFrame, before: str) -> list[str]:
         ),
         "|---|---|---|---|---|---|---|---|",
     ]
-    for label, part in _cells(frame):
+    for label, part in _labelled_cells(frame):
         lines.append(
             f"| {label} {len(part)} | {int(part['same'].sum())} | "
             f"{part['before'].mean():.2f} / {part['after'].mean():.2f} | "

@@ -8,7 +8,7 @@
         --compare examples/benchmarks/results_engine_identity_<commit>.csv bench
 
 ``--record`` fits ``MiretSurrogate(pipeline, depth=D, random_state=seed)`` (the
-estimator's defaults, one process) on ``engine_bench.py``'s instances (``paper.py``'s
+estimator's defaults but ``--params``, one process) on ``engine_bench.py``'s instances (``paper.py``'s
 protocol: the seed's stratified 80/20 split and ensemble) of ``--groups``, ``--seeds``
 (default 0), ``--depths`` and ``--targets``, and appends one CSV row per fit
 (``--resume``: only the fits the file lacks): the tree's digest
@@ -32,6 +32,7 @@ for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse
 import csv
+import json
 import time
 from pathlib import Path
 
@@ -65,7 +66,11 @@ def record(args) -> None:
                             model = paper.ensemble_model(target, depth, seed)
                             inst = paper.make_instance(pd.read_csv(data), model, depth, seed)
                             fit = MiretSurrogate(
-                                inst.model, depth=depth, random_state=seed, **ONE_PROCESS
+                                inst.model,
+                                depth=depth,
+                                random_state=seed,
+                                **ONE_PROCESS,
+                                **json.loads(args.params),
                             )
                             cpu = time.process_time()
                             fit.fit(inst.X_train)
@@ -131,6 +136,12 @@ def main(argv=None) -> None:
     parser.add_argument("--targets", nargs="+", default=["rf", "xgb"])
     parser.add_argument("--depths", nargs="+", type=int, default=[2, 3, 4])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument(
+        "--params",
+        default="{}",
+        help="JSON of estimator parameters set away from the defaults (e.g. an old "
+        "default spelled out: '{\"alpha_grid\": [0.2, 0.5, 0.8]}')",
+    )
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args(argv)
     if args.compare:
