@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from miret_governance.flavors.errors import GateError
 from miret_governance.flavors.explain.explain import explain_model_version
+from miret_governance.flavors.explain.fit_params import FitParams
 from miret_governance.flavors.gates.gating import gate_model_version
 from miret_governance.flavors.trail import decisions, links
 from miret_governance.flavors.trail.audit import audit_model
@@ -28,6 +29,7 @@ from miret_governance.flavors.trail.decisions import BlockedError
 from miret_governance.flavors.trail.promotion import approve_model_version, promote_model_version
 from miret_governance.flavors.trail.promotion_lock import lock_name
 from miret_governance.flavors.trail.supersede import Superseded, supersede_trust, superseded_by_link
+from miret_governance.governance.miret.fit.estimator import LEGACY_PARAMS
 from miret_governance.governance.trust.policy import load_policy
 from miret_governance.governance.trust.signers import SigningKey
 
@@ -35,6 +37,7 @@ pytest_plugins = ["mlflow_store"]
 FEATURES = ["mean radius", "mean texture", "mean perimeter", "mean smoothness", "worst area"]
 LENIENT = "[gates]\nmin_fidelity = 0.5\nmax_features = 5\n"
 ORGANISATION = 'name = "organisation"\n[gates]\nmin_fidelity = 0.5\nmax_features = 2\n'
+OLD_GRID = LEGACY_PARAMS["alpha_grid"]
 URI = "models:/credit-rf/1"
 REPLACED = (
     "the decision record of run {run} was replaced after it was written (its record is not "
@@ -90,7 +93,10 @@ def explained_twice(tmp_path_factory, migrated_store, breast_cancer):
         register_wisconsin_rf(breast_cancer, FEATURES, 400, n_estimators=5)
         (root / "lenient.toml").write_text(LENIENT + keys_toml())
         (root / "organisation.toml").write_text(ORGANISATION + keys_toml())
-        explain_model_version(URI, "data.csv", target="label", time_limit=2)
+        # the old default grid (with alpha 0.8) keeps this explanation at one feature
+        explain_model_version(
+            URI, "data.csv", target="label", params=FitParams(time_limit=2, alpha_grid=OLD_GRID)
+        )
         organisation = load_policy(root / "organisation.toml")
         assert gate_model_version(URI, organisation).evaluation.all_passed
         newer = explain_model_version(
