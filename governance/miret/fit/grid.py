@@ -3,9 +3,9 @@ the fit's own folds.
 
 ``MiretSurrogate(alpha=None, proximity_threshold=None)`` (the defaults) tries the
 settings ``(alpha, m)`` of :func:`settings`: every alpha of ``alpha_grid`` (default
-:data:`ALPHA_GRID`) at the paper's ``m`` 0.9, and the paper's alpha at ``m`` 1.0 (:data:`PROXIMITY_GRID`); and
-``depth=None`` every depth from :data:`MIN_DEPTH` to the default depth
-(:func:`governance.miret.problem.default_depth`). Every procedure (the MIRET tree of a
+:data:`ALPHA_GRID`) at the paper's ``m`` 0.9, and the paper's alpha at ``m`` 1.0
+(:data:`PROXIMITY_GRID`); and ``depth=None`` every depth from :data:`MIN_DEPTH` to the
+default depth (:func:`governance.miret.problem.default_depth`). Every procedure (the MIRET tree of a
 (depth, setting), the optimal univariate and CART trees of a depth) is fitted on the
 folds of :func:`governance.miret.selection.folds` as the candidates are (seeds and
 heuristic on work budgets, no solver phase; with several settings every setting's
@@ -40,9 +40,8 @@ from miret_governance.governance.miret.problem.problem import PAPER_DEFAULTS, de
 ALPHA_GRID = (0.2, 0.5)
 """Alphas tried when none is given (``MiretSurrogate(alpha_grid=...)``'s default; the
 paper's 0.5 is the incumbent). Not 0.8 (tried until evidence recorded ``alpha_grid``,
-``LEGACY_PARAMS``): over five
-splits of the 19 examples, unseen and holdout datasets, RF and XGBoost, dropping it raised
-mean test fidelity by 0.11 +- 0.05 points at depths 3 and 4 (0.02 +- 0.04 at depth 2),
+``LEGACY_PARAMS``): over five splits of the 19 examples, unseen and holdout datasets, RF
+and XGBoost, dropping it raised mean test fidelity by 0.11 +- 0.05 points at depths 3 and 4 (0.02 +- 0.04 at depth 2),
 with 0.08 more features and 15% less CPU a fit."""
 PROXIMITY_GRID = (0.9, 1.0)
 """Proximity thresholds ``m`` tried when none is given, both of the paper's grid (its
