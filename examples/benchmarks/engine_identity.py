@@ -9,8 +9,9 @@
 
 ``--record`` fits ``MiretSurrogate(pipeline, depth=D, random_state=seed)`` (the
 estimator's defaults but ``--params``, one process) on ``engine_bench.py``'s instances
-(``paper.py``'s protocol: the seed's stratified 80/20 split and ensemble) of ``--groups``, ``--seeds``
-(default 0), ``--depths`` and ``--targets``, and appends one CSV row per fit
+(``paper.py``'s protocol: the seed's stratified 80/20 split and ensemble) of
+``--groups``, ``--seeds`` (default 0), ``--depths`` and ``--targets``, and appends one
+CSV row per fit
 (``--resume``: only the fits the file lacks): the tree's digest
 (:meth:`MiretSurrogate.tree_digest`: splits, weights, thresholds, leaf classes,
 normalization), the digest of every choice the fit made (``engine_bench.choices_digest``:

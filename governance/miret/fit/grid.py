@@ -41,8 +41,8 @@ ALPHA_GRID = (0.2, 0.5)
 """Alphas tried when none is given (``MiretSurrogate(alpha_grid=...)``'s default; the
 paper's 0.5 is the incumbent). Not 0.8 (tried until evidence recorded ``alpha_grid``,
 ``LEGACY_PARAMS``): over five splits of the 19 examples, unseen and holdout datasets, RF
-and XGBoost, dropping it raised mean test fidelity by 0.11 +- 0.05 points at depths 3 and 4 (0.02 +- 0.04 at depth 2),
-with 0.08 more features and 15% less CPU a fit."""
+and XGBoost, dropping it raised mean test fidelity by 0.11 +- 0.05 points at depths 3
+and 4 (0.02 +- 0.04 at depth 2), with 0.08 more features and 15% less CPU a fit."""
 PROXIMITY_GRID = (0.9, 1.0)
 """Proximity thresholds ``m`` tried when none is given, both of the paper's grid (its
 default 0.9 is the incumbent). On thousands of rows the pairs at 0.9 chain into
